@@ -1,0 +1,488 @@
+"""The session event model (SPEC 1): every event a session log holds, as msgspec types.
+
+An event is a tagged struct: the tag (`type`) names the event, `seq` and `time` form the
+envelope, `data` carries the per-type payload, and `ignorable` / `sourceRange` are optional
+envelope fields. Optional fields default to `UNSET`, so "absent" and "null" stay distinct and
+an encoded event carries exactly the keys it was given.
+
+Every struct forbids unknown fields: a record this model cannot represent exactly is refused
+rather than silently trimmed, since the log must round-trip losslessly. An event of an unknown
+type is kept as an `UnknownEvent` only when it says `ignorable: true` (see `decode_event`).
+
+Structs are created with `gc=False`: events never form reference cycles, and long logs hold
+hundreds of thousands of them, which would otherwise keep the cycle collector busy.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal, Union
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType, field
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+"""Seqs and times must survive a trip through a JavaScript number."""
+
+SafeInt = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+Seq = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+
+# ---------------------------------------------------------------------------------------------
+# Shared struct configurations.
+
+
+class Model(Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    """Base of every payload struct: camelCase keys, absent optionals omitted, strict keys."""
+
+
+class Tagged(
+    Model, tag_field="type", rename="camel", omit_defaults=True, forbid_unknown_fields=True
+):
+    """Base of every struct in a union tagged by `type`."""
+
+
+# ---------------------------------------------------------------------------------------------
+# ACP content blocks (the `ContentBlock` union of the ACP v1 schema).
+
+Meta_ = Union[dict[str, Any], None, UnsetType]
+"""ACP's `_meta`: an object or null, kept exactly as given."""
+
+
+class TextContent(Tagged, tag="text"):
+    text: str
+    annotations: Any | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ImageContent(Tagged, tag="image"):
+    data: str
+    mime_type: str
+    uri: str | None | UnsetType = UNSET
+    annotations: Any | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class AudioContent(Tagged, tag="audio"):
+    data: str
+    mime_type: str
+    annotations: Any | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ResourceLink(Tagged, tag="resource_link"):
+    uri: str
+    name: str
+    title: str | None | UnsetType = UNSET
+    description: str | None | UnsetType = UNSET
+    mime_type: str | None | UnsetType = UNSET
+    size: int | None | UnsetType = UNSET
+    annotations: Any | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ResourceContents(Model):
+    """ACP's text or blob resource contents (exactly one of `text` and `blob` is set)."""
+
+    uri: str
+    text: str | UnsetType = UNSET
+    blob: str | UnsetType = UNSET
+    mime_type: str | None | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class EmbeddedResource(Tagged, tag="resource"):
+    resource: ResourceContents
+    annotations: Any | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource]
+
+
+class DiffContent(Tagged, tag="diff"):
+    """A file change in a tool result (ACP's `Diff` tool call content)."""
+
+    path: str
+    new_text: str
+    old_text: str | None | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+ToolResultContent = Union[
+    TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, DiffContent
+]
+
+# ---------------------------------------------------------------------------------------------
+# Stream chunks: what a provider yields, one per streamed fragment.
+
+BlockType = Literal["text", "reasoning", "tool-call"]
+FinishReason = Literal["stop", "tool-calls", "length", "content-filter"]
+
+
+class BlockStart(Tagged, tag="block-start"):
+    index: int
+    block_type: BlockType
+
+
+class TextDelta(Tagged, tag="text-delta"):
+    index: int
+    text: str
+
+
+class ReasoningDelta(Tagged, tag="reasoning-delta"):
+    index: int
+    text: str
+
+
+class ToolCallDelta(Tagged, tag="tool-call-delta"):
+    index: int
+    id: str
+    arguments_delta: str
+    name: str | UnsetType = UNSET
+
+
+class BlockEnd(Tagged, tag="block-end"):
+    index: int
+
+
+class Usage(Model):
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int | UnsetType = UNSET
+
+
+class UsageChunk(Tagged, tag="usage"):
+    usage: Usage
+
+
+class Finish(Tagged, tag="finish"):
+    reason: FinishReason
+
+
+StreamChunk = Union[
+    BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, UsageChunk, Finish
+]
+
+# ---------------------------------------------------------------------------------------------
+# Assembled assistant content.
+
+
+class AssistantText(Tagged, tag="text"):
+    text: str
+
+
+class AssistantReasoning(Tagged, tag="reasoning"):
+    text: str
+
+
+class AssistantToolCall(Tagged, tag="tool-call"):
+    id: str
+    name: str
+    arguments: str
+    """The raw JSON text the model produced, unparsed."""
+
+
+AssistantBlock = Union[AssistantText, AssistantReasoning, AssistantToolCall]
+
+# ---------------------------------------------------------------------------------------------
+# Event payloads.
+
+
+class TurnEndReasonCompleted(Tagged, tag="completed", tag_field="kind"):
+    pass
+
+
+class TurnEndReasonCancelled(Tagged, tag="cancelled", tag_field="kind"):
+    pass
+
+
+class TurnEndReasonMaxTokens(Tagged, tag="max-tokens", tag_field="kind"):
+    pass
+
+
+class TurnEndReasonRefusal(Tagged, tag="refusal", tag_field="kind"):
+    pass
+
+
+class TurnEndReasonMaxSteps(Tagged, tag="max-steps", tag_field="kind"):
+    pass
+
+
+class ErrorInfo(Model):
+    message: str
+    code: int | str | UnsetType = UNSET
+
+
+class TurnEndReasonError(Tagged, tag="error", tag_field="kind"):
+    error: ErrorInfo
+
+
+class TurnEndReasonInterrupted(Tagged, tag="interrupted", tag_field="kind"):
+    """Written only by recovery, for a turn whose process died."""
+
+
+TurnEndReason = Union[
+    TurnEndReasonCompleted,
+    TurnEndReasonCancelled,
+    TurnEndReasonMaxTokens,
+    TurnEndReasonRefusal,
+    TurnEndReasonMaxSteps,
+    TurnEndReasonError,
+    TurnEndReasonInterrupted,
+]
+
+
+class TurnStartData(Model):
+    turn: int
+
+
+class TurnEndData(Model):
+    turn: int
+    reason: TurnEndReason
+
+
+class StepData(Model):
+    turn: int
+    step: int
+
+
+class UserMessage(Model):
+    id: str
+    content: list[ContentBlock]
+
+
+class UserMessageData(Model):
+    turn: int
+    message: UserMessage
+
+
+class AssistantChunkData(Model):
+    turn: int
+    step: int
+    chunk: StreamChunk
+
+
+class AssistantMessage(Model):
+    id: str
+    content: list[AssistantBlock]
+
+
+class AssistantMessageData(Model):
+    turn: int
+    step: int
+    message: AssistantMessage
+    usage: Usage | UnsetType = UNSET
+    interrupted: Literal[True] | UnsetType = UNSET
+
+
+class ToolCallData(Model):
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResultData(Model):
+    turn: int
+    step: int
+    call_id: str
+    content: list[ToolResultContent]
+    is_error: Literal[True] | UnsetType = UNSET
+    raw_output: Any | UnsetType = UNSET
+
+
+PlanPriority = Literal["high", "medium", "low"]
+PlanStatus = Literal["pending", "in_progress", "completed"]
+
+
+class PlanEntry(Model):
+    content: str
+    priority: PlanPriority
+    status: PlanStatus
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class PlanUpdateData(Model):
+    entries: list[PlanEntry]
+
+
+class SessionTitleData(Model):
+    title: str
+
+
+class SubagentStartData(Model):
+    turn: int
+    step: int
+    call_id: str
+    child_session_id: str
+    mode: Literal["one-shot"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Events.
+
+SourceRange = tuple[Seq, Seq]
+
+
+class Event(Tagged):
+    """The envelope shared by every event type; subclasses narrow `data`."""
+
+    seq: Seq
+    time: SafeInt
+    data: Any
+    ignorable: Literal[True] | UnsetType = UNSET
+    source_range: SourceRange | UnsetType = UNSET
+
+
+class TurnStart(Event, tag="turn/start"):
+    data: TurnStartData
+
+
+class TurnEnd(Event, tag="turn/end"):
+    data: TurnEndData
+
+
+class StepStart(Event, tag="step/start"):
+    data: StepData
+
+
+class StepEnd(Event, tag="step/end"):
+    data: StepData
+
+
+class UserMessageEvent(Event, tag="user/message"):
+    data: UserMessageData
+
+
+class AssistantChunk(Event, tag="assistant/chunk"):
+    data: AssistantChunkData
+
+
+class AssistantMessageEvent(Event, tag="assistant/message"):
+    data: AssistantMessageData
+
+
+class ToolCall(Event, tag="tool/call"):
+    data: ToolCallData
+
+
+class ToolResult(Event, tag="tool/result"):
+    data: ToolResultData
+
+
+class PlanUpdate(Event, tag="plan/update"):
+    data: PlanUpdateData
+
+
+class SessionTitle(Event, tag="session/title"):
+    data: SessionTitleData
+
+
+class SubagentStart(Event, tag="subagent/start"):
+    data: SubagentStartData
+
+
+KnownEvent = Union[
+    TurnStart,
+    TurnEnd,
+    StepStart,
+    StepEnd,
+    UserMessageEvent,
+    AssistantChunk,
+    AssistantMessageEvent,
+    ToolCall,
+    ToolResult,
+    PlanUpdate,
+    SessionTitle,
+    SubagentStart,
+]
+
+KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(
+    t.__struct_config__.tag for t in KnownEvent.__args__  # type: ignore[union-attr]
+)
+
+
+class UnknownEvent(Model):
+    """An event of a type this build does not know, kept verbatim because it is ignorable."""
+
+    type: str
+    seq: Seq
+    time: SafeInt
+    data: Any
+    ignorable: Literal[True]
+    source_range: SourceRange | UnsetType = UNSET
+
+
+SessionEvent = Union[KnownEvent, UnknownEvent]
+
+
+class EventError(ValueError):
+    """A value is not a valid session event."""
+
+
+class _EnvelopeProbe(Struct):
+    """Just enough of an envelope to tell an unknown event type from a malformed event."""
+
+    type: str = ""
+    ignorable: Any = None
+
+
+_encoder: Final = msgspec.json.Encoder()
+_known_decoder: Final = msgspec.json.Decoder(KnownEvent)
+_unknown_decoder: Final = msgspec.json.Decoder(UnknownEvent)
+_probe_decoder: Final = msgspec.json.Decoder(_EnvelopeProbe)
+
+
+def encode_event(event: SessionEvent) -> bytes:
+    """One event as compact JSON."""
+    return _encoder.encode(event)
+
+
+def decode_event(raw: bytes | str) -> SessionEvent:
+    """Decode one event from JSON, keeping an unknown type only when it is ignorable.
+
+    Raises `EventError` with msgspec's explanation (which names the offending field).
+    """
+    try:
+        return _known_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        return _decode_unknown(raw, exc, _probe_decoder.decode, _unknown_decoder.decode)
+    except msgspec.DecodeError as exc:
+        raise EventError(f"invalid JSON: {exc}") from None
+
+
+def convert_event(value: Any) -> SessionEvent:
+    """Like `decode_event`, for an already parsed JSON value."""
+    try:
+        return msgspec.convert(value, KnownEvent)
+    except msgspec.ValidationError as exc:
+        return _decode_unknown(
+            value,
+            exc,
+            lambda v: msgspec.convert(v, _EnvelopeProbe),
+            lambda v: msgspec.convert(v, UnknownEvent),
+        )
+
+
+def _decode_unknown(raw: Any, exc: Exception, probe: Any, decode_unknown: Any) -> SessionEvent:
+    try:
+        envelope = probe(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise EventError(str(exc)) from None
+    if envelope.type in KNOWN_EVENT_TYPES:
+        raise EventError(str(exc)) from None
+    if envelope.ignorable is not True:
+        raise EventError(
+            f"unknown event type {envelope.type!r} (not marked ignorable)"
+        ) from None
+    try:
+        return decode_unknown(raw)
+    except msgspec.ValidationError as inner:
+        raise EventError(str(inner)) from None
+
+
+def event_type(event: SessionEvent) -> str:
+    """The wire `type` of an event."""
+    if isinstance(event, UnknownEvent):
+        return event.type
+    return event.__struct_config__.tag  # type: ignore[return-value]
