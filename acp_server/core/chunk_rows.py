@@ -230,6 +230,14 @@ def expand_row(row: ChunkRow) -> list[AssistantChunk]:
     return list(map(AssistantChunk, range(row.seq0, row.seq0 + count), times, datas))
 
 
+def _is_row_value(value: Any) -> bool:
+    """Whether a parsed JSON value claims to be a chunk row (its `type` is a row tag)."""
+    if not isinstance(value, dict):
+        return False
+    tag = value.get("type")
+    return isinstance(tag, str) and tag in ROW_TYPES
+
+
 def convert_row(value: Any) -> ChunkRow:
     """A parsed JSON value as a type-valid chunk row; raises `ChunkRowError` naming the row."""
     try:
@@ -256,7 +264,7 @@ def decode_record_json(raw: bytes | str) -> StorageRecord:
     # Slow path, only for lines that failed: find out what kind of record it meant to be, so
     # that the error (or the ignorable unknown event) is the right one.
     value = _json_decoder.decode(raw)
-    if isinstance(value, dict) and value.get("type") in ROW_TYPES:
+    if _is_row_value(value):
         return convert_row(value)
     return convert_event(value)
 
@@ -271,7 +279,7 @@ def decode_storage_record(value: Any) -> list[SessionEvent]:
         return expand_row(value)  # type: ignore[return-value]
     if isinstance(value, msgspec.Struct):
         return [value]  # type: ignore[list-item]
-    if isinstance(value, dict) and value.get("type") in ROW_TYPES:
+    if _is_row_value(value):
         return expand_row(convert_row(value))  # type: ignore[return-value]
     return [convert_event(value)]
 

@@ -1,0 +1,168 @@
+"""The sessions root: one directory per session, holding its log (SPEC 2.2).
+
+`SessionStore` maps validated session ids to log files and opens them for reading, for
+creation, or for continuation (with the recovery of SPEC 2.5). It holds no session state.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.events import SessionEvent
+from ..core.header import SessionHeader
+from ..core.ids import validate_session_id
+from ..core.recovery import interrupted_turn_closers
+from .log import (
+    PLAIN_LOG_NAME,
+    ZSTD_LOG_NAME,
+    Compression,
+    CorruptLog,
+    LogContents,
+    LogError,
+    LogWriter,
+    log_compression,
+    parse_log,
+    read_log,
+)
+
+
+class SessionNotFound(LogError):
+    """No log exists for the session id."""
+
+
+class SessionExists(LogError):
+    """`create` found a session directory already there."""
+
+
+@dataclass
+class ContinuedLog:
+    """A log opened for continuation: its writer and its (recovered) logical events."""
+
+    writer: LogWriter
+    events: list[SessionEvent]
+    dropped_torn_tail: bool
+    closers: list[SessionEvent]
+    """Events recovery appended to close an interrupted turn (empty if none was needed)."""
+
+
+class SessionStore:
+    def __init__(self, root: Path | str, *, pack: bool = True, compression: Compression = "none") -> None:
+        self.root = Path(root)
+        self.pack = pack
+        self.compression = compression
+
+    def session_dir(self, session_id: str) -> Path:
+        """The directory of a session; the id is validated before any path is built."""
+        return self.root / validate_session_id(session_id)
+
+    def log_path(self, session_id: str) -> Path:
+        """The existing log of a session (plain or Zstandard); `SessionNotFound` if none."""
+        directory = self.session_dir(session_id)
+        for name in (PLAIN_LOG_NAME, ZSTD_LOG_NAME):
+            candidate = directory / name
+            if candidate.is_file():
+                return candidate
+        raise SessionNotFound(f"unknown session {session_id!r}")
+
+    def exists(self, session_id: str) -> bool:
+        try:
+            self.log_path(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def create(self, header: SessionHeader) -> LogWriter:
+        """Create a session's directory and log, with its header written and fsynced."""
+        directory = self.session_dir(header.id)
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            raise SessionExists(f"session {header.id!r} already exists") from None
+        name = ZSTD_LOG_NAME if self.compression == "zstd" else PLAIN_LOG_NAME
+        writer = LogWriter.open(directory / name, header, next_seq=0, pack=self.pack, create=True)
+        _fsync_dir(directory)
+        _fsync_dir(self.root)
+        return writer
+
+    def read(
+        self, session_id: str, progress: Callable[[int, int], None] | None = None
+    ) -> LogContents:
+        """Read a session's log without changing it (a torn tail is ignored)."""
+        path = self.log_path(session_id)
+        contents = read_log(path, progress)
+        self._check_header_id(path, contents.header, session_id)
+        return contents
+
+    def continue_session(self, session_id: str, now_ms: int) -> ContinuedLog:
+        """Open a log to append to it, after the recovery of SPEC 2.5.
+
+        Takes the writer's lock first, so that nothing changes under the read. A torn final
+        line is truncated away; a turn left open by a dead process is closed with an error
+        result for each unanswered tool call, the missing `step/end` and
+        `turn/end {kind: "interrupted"}`, written and fsynced before this returns.
+        """
+        path = self.log_path(session_id)
+        # The header is re-read below under the lock; a placeholder is enough to open.
+        writer = LogWriter.open(path, _PLACEHOLDER_HEADER, next_seq=0, pack=self.pack, create=False)
+        try:
+            data = _read_fd(writer.fd)
+            contents = parse_log(path, data, log_compression(path))
+            self._check_header_id(path, contents.header, session_id)
+            writer.header = contents.header
+            writer.next_seq = len(contents.events)
+            if contents.torn_tail:
+                writer.truncate(contents.valid_size)
+            closers = interrupted_turn_closers(contents.events, now_ms)
+            if closers:
+                writer.append(closers)
+                writer.sync()
+            elif contents.torn_tail:
+                os.fsync(writer.fd)
+        except BaseException:
+            writer.close()
+            raise
+        return ContinuedLog(writer, contents.events + closers, contents.torn_tail, closers)
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session's directory and everything in it."""
+        self.log_path(session_id)  # raises SessionNotFound
+        shutil.rmtree(self.session_dir(session_id))
+
+    def session_ids(self) -> list[str]:
+        """Ids of the sessions under the root that have a log (invalid names are skipped)."""
+        if not self.root.is_dir():
+            return []
+        ids = []
+        for entry in self.root.iterdir():
+            try:
+                if self.exists(entry.name):
+                    ids.append(entry.name)
+            except ValueError:
+                continue
+        return sorted(ids)
+
+    @staticmethod
+    def _check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
+        if header.id != session_id:
+            raise CorruptLog(path, 1, f"header id {header.id!r} does not match the session {session_id!r}")
+
+
+_PLACEHOLDER_HEADER = SessionHeader(version=0, id="", created_at=0, cwd="")
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
