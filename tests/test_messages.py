@@ -1,0 +1,215 @@
+"""Provider history (SPEC 1.2): `derive_messages` reads only user/assistant messages and results.
+
+Chunks never reach the history: a completed step is represented by its `assistant/message`, an
+interrupted one by its partial message, and a failed stream (chunks only) by nothing at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import given
+
+from acp_server.core.events import (
+    AssistantChunk,
+    AssistantChunkData,
+    AssistantMessage,
+    AssistantMessageData,
+    AssistantMessageEvent,
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    ErrorInfo,
+    Finish,
+    PlanEntry,
+    PlanUpdate,
+    PlanUpdateData,
+    SessionEvent,
+    SessionTitle,
+    SessionTitleData,
+    StepData,
+    StepEnd,
+    StepStart,
+    SubagentStart,
+    SubagentStartData,
+    TextContent,
+    TextDelta,
+    ToolCall,
+    ToolCallData,
+    ToolCallDelta,
+    ToolResult,
+    ToolResultData,
+    TurnEnd,
+    TurnEndData,
+    TurnEndReasonCompleted,
+    TurnEndReasonError,
+    TurnStart,
+    TurnStartData,
+    UnknownEvent,
+    UserMessage,
+    UserMessageData,
+    UserMessageEvent,
+)
+from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn, derive_messages
+from strategies import session_events
+
+READ_ARGS = '{"path":"a.txt"}'
+
+
+def numbered(*events: SessionEvent) -> list[SessionEvent]:
+    """The events laid out on contiguous seqs from 0, one millisecond apart."""
+    return [msgspec.structs.replace(e, seq=k, time=k) for k, e in enumerate(events)]
+
+
+def user(turn: int, text: str) -> UserMessageEvent:
+    return UserMessageEvent(
+        0, 0, UserMessageData(turn, UserMessage(f"u{turn}", [TextContent(text)]))
+    )
+
+
+def assistant(
+    turn: int, step: int, *blocks: Any, interrupted: Any = msgspec.UNSET
+) -> AssistantMessageEvent:
+    message = AssistantMessage(f"m{turn}.{step}", list(blocks))
+    return AssistantMessageEvent(
+        0, 0, AssistantMessageData(turn, step, message, interrupted=interrupted)
+    )
+
+
+def delta(turn: int, step: int, text: str) -> AssistantChunk:
+    return AssistantChunk(0, 0, AssistantChunkData(turn, step, TextDelta(0, text)))
+
+
+def finish(turn: int, step: int) -> AssistantChunk:
+    return AssistantChunk(0, 0, AssistantChunkData(turn, step, Finish("stop")))
+
+
+def result(
+    turn: int, step: int, call_id: str, text: str, is_error: Any = msgspec.UNSET
+) -> ToolResult:
+    return ToolResult(0, 0, ToolResultData(turn, step, call_id, [TextContent(text)], is_error))
+
+
+def tool_turn() -> list[SessionEvent]:
+    """A turn of two steps: a tool call, its result, then a text answer."""
+    call = AssistantToolCall("call_1", "read_file", READ_ARGS)
+    return numbered(
+        TurnStart(0, 0, TurnStartData(0)),
+        user(0, "Read a.txt"),
+        StepStart(0, 0, StepData(0, 0)),
+        AssistantChunk(
+            0, 0, AssistantChunkData(0, 0, ToolCallDelta(0, "call_1", READ_ARGS, "read_file"))
+        ),
+        assistant(0, 0, call),
+        StepEnd(0, 0, StepData(0, 0)),
+        ToolCall(0, 0, ToolCallData(0, 0, "call_1", "read_file", READ_ARGS)),
+        result(0, 0, "call_1", "hello"),
+        StepStart(0, 0, StepData(0, 1)),
+        delta(0, 1, "It says "),
+        delta(0, 1, "hello."),
+        finish(0, 1),
+        assistant(0, 1, AssistantText("It says hello.")),
+        StepEnd(0, 0, StepData(0, 1)),
+        TurnEnd(0, 0, TurnEndData(0, TurnEndReasonCompleted())),
+    )
+
+
+def test_user_assistant_and_tool_results_come_in_log_order() -> None:
+    assert derive_messages(tool_turn()) == [
+        UserTurn([TextContent("Read a.txt")]),
+        AssistantTurn([AssistantToolCall("call_1", "read_file", READ_ARGS)]),
+        ToolTurn("call_1", [TextContent("hello")]),
+        AssistantTurn([AssistantText("It says hello.")]),
+    ]
+
+
+def test_the_history_encodes_with_roles_and_camel_case_keys() -> None:
+    history = derive_messages(numbered(user(0, "Hi"), result(0, 0, "call_1", "no", is_error=True)))
+    assert msgspec.json.encode(history) == (
+        b'[{"role":"user","content":[{"type":"text","text":"Hi"}]},'
+        b'{"role":"tool","callId":"call_1","content":[{"type":"text","text":"no"}],"isError":true}]'
+    )
+
+
+def test_chunks_are_ignored() -> None:
+    events = tool_turn()
+    without_chunks = [e for e in events if not isinstance(e, AssistantChunk)]
+    assert derive_messages(events) == derive_messages(without_chunks)
+
+
+def test_tool_calls_and_bookkeeping_events_add_nothing() -> None:
+    events = numbered(
+        TurnStart(0, 0, TurnStartData(0)),
+        StepStart(0, 0, StepData(0, 0)),
+        ToolCall(0, 0, ToolCallData(0, 0, "call_1", "read_file", READ_ARGS)),
+        PlanUpdate(0, 0, PlanUpdateData([PlanEntry("Read", "high", "pending")])),
+        SessionTitle(0, 0, SessionTitleData("Reading")),
+        SubagentStart(0, 0, SubagentStartData(0, 0, "call_2", "child-1", "one-shot")),
+        UnknownEvent("future/event", 0, 0, {}, True),
+        StepEnd(0, 0, StepData(0, 0)),
+        TurnEnd(0, 0, TurnEndData(0, TurnEndReasonCompleted())),
+    )
+    assert derive_messages(events) == []
+
+
+def test_an_interrupted_message_is_kept_with_what_it_received() -> None:
+    events = numbered(
+        user(0, "Think"),
+        StepStart(0, 0, StepData(0, 0)),
+        delta(0, 0, "Half"),
+        assistant(0, 0, AssistantReasoning("hmm"), AssistantText("Half"), interrupted=True),
+    )
+    assert derive_messages(events) == [
+        UserTurn([TextContent("Think")]),
+        AssistantTurn([AssistantReasoning("hmm"), AssistantText("Half")]),
+    ]
+
+
+def test_an_empty_assistant_message_is_left_out() -> None:
+    events = numbered(user(0, "Hi"), assistant(0, 0, interrupted=True), user(1, "Again"))
+    assert derive_messages(events) == [
+        UserTurn([TextContent("Hi")]),
+        UserTurn([TextContent("Again")]),
+    ]
+
+
+def test_a_failed_stream_adds_nothing() -> None:
+    events = numbered(
+        TurnStart(0, 0, TurnStartData(0)),
+        user(0, "Hi"),
+        StepStart(0, 0, StepData(0, 0)),
+        delta(0, 0, "Partial "),
+        delta(0, 0, "output"),
+        StepEnd(0, 0, StepData(0, 0)),
+        TurnEnd(0, 0, TurnEndData(0, TurnEndReasonError(ErrorInfo("provider failed")))),
+    )
+    assert derive_messages(events) == [UserTurn([TextContent("Hi")])]
+
+
+def test_a_tool_error_result_keeps_its_flag() -> None:
+    history = derive_messages(numbered(result(0, 0, "call_9", "denied", is_error=True)))
+    assert history == [ToolTurn("call_9", [TextContent("denied")], True)]
+
+
+def test_no_events_give_no_history() -> None:
+    assert derive_messages([]) == []
+
+
+@given(session_events())
+def test_derive_messages_is_deterministic(events: list[SessionEvent]) -> None:
+    first = derive_messages(events)
+    assert derive_messages(iter(events)) == first
+    assert msgspec.json.encode(derive_messages(events)) == msgspec.json.encode(first)
+
+
+@given(session_events())
+def test_only_user_assistant_and_tool_result_events_matter(events: list[SessionEvent]) -> None:
+    kept = [
+        e for e in events if isinstance(e, (UserMessageEvent, AssistantMessageEvent, ToolResult))
+    ]
+    assert derive_messages(events) == derive_messages(kept)
+    non_empty = [
+        e for e in kept if not isinstance(e, AssistantMessageEvent) or e.data.message.content
+    ]
+    assert len(derive_messages(events)) == len(non_empty)
