@@ -29,6 +29,8 @@ Compression = Literal["none", "zstd"]
 PLAIN_LOG_NAME: Final = "session.jsonl"
 ZSTD_LOG_NAME: Final = "session.jsonl.zst"
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+ZSTD_MAX_BLOCK_SIZE: Final = 128 * 1024
+"""RFC 8878, 3.1.1.2: no block is larger, whatever its type."""
 
 _encoder: Final = msgspec.json.Encoder()
 _json_decoder: Final = msgspec.json.Decoder()
@@ -125,6 +127,9 @@ def _zstd_frame_end(data: memoryview, start: int) -> int | None:
         last, block_type, block_size = header & 1, (header >> 1) & 3, header >> 3
         if block_type == 3:
             raise ValueError("reserved block type")
+        if block_size > ZSTD_MAX_BLOCK_SIZE:
+            # Corruption, not a torn write: it must not pass for an incomplete final frame.
+            raise ValueError(f"block size {block_size} exceeds the format's 128 KiB maximum")
         pos += 3 + (1 if block_type == 1 else block_size)
         if pos > size:
             return None
@@ -271,12 +276,24 @@ class LogWriter:
         os.lseek(self.fd, 0, os.SEEK_END)
 
     def append(self, events: Sequence[SessionEvent]) -> None:
-        """Queue events for the next flush; their seqs must continue the log without a gap."""
-        for event in events:
-            if event.seq != self.next_seq:
-                raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
-            self.next_seq += 1
+        """Queue events for the next flush; their seqs must continue the log without a gap.
+
+        An out-of-order batch is refused whole: nothing of it is queued.
+        """
+        for offset, event in enumerate(events):
+            if event.seq != self.next_seq + offset:
+                raise ValueError(
+                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
+                )
+        self.next_seq += len(events)
         self._pending.extend(events)
+
+    def append_one(self, event: SessionEvent) -> None:
+        """`append` for a single event: the hot path while a model streams."""
+        if event.seq != self.next_seq:
+            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
+        self.next_seq += 1
+        self._pending.append(event)
 
     def flush(self) -> None:
         """Write the queued events as one batch (packed unless `pack` is off)."""
