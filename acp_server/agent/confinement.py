@@ -1,0 +1,125 @@
+"""Where the tools may touch the file system: the path rules of SPEC 4.3, kept apart from I/O.
+
+A tool path is absolute or relative to the session's `cwd`. The session's *roots* are its `cwd`
+and its `additionalDirectories`; a path is allowed only when it lies inside one of them.
+
+Two checks exist, because two different parties own the file system:
+
+- `local_path` is used when the server reads or writes the file itself. The path and the roots
+  are resolved with symlinks (`os.path.realpath`), so neither `..` nor a symlink can lead out of
+  the roots, and the server then opens the *resolved* path: what was checked is what is opened.
+- `client_path` is used when every access goes through the client (`fs/read_text_file`,
+  `fs/write_text_file`). The client owns that file system (it may be a different machine, or
+  an editor serving unsaved buffers), so the server does not resolve symlinks there: it only
+  makes the path absolute, folds `.` and `..`, and still refuses a path that lexically leaves
+  the roots. That keeps what the model can name the same whichever side does the I/O (a
+  deliberate choice beyond the SPEC's minimum; the client may apply stricter rules itself).
+
+Everything above `local_path` is pure and testable without a file system; `local_path` and
+`resolved_roots` read symlinks, nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePath
+from typing import TypeVar
+
+P = TypeVar("P", bound=PurePath)
+
+
+class PathRefused(Exception):
+    """A tool path the session may not use; the message names the path and says why."""
+
+
+def absolute_path(raw: str, cwd: PurePath) -> Path:
+    """`raw` made absolute against `cwd`, with `.` and `..` folded lexically (no symlinks)."""
+    if not raw:
+        raise PathRefused("the path is empty")
+    if "\0" in raw:
+        # The OS would reject it anyway, with a less helpful ValueError.
+        raise PathRefused(f"the path {raw!r} contains a NUL character")
+    return Path(os.path.normpath(os.path.join(cwd, raw)))
+
+
+def is_inside(path: PurePath, root: PurePath) -> bool:
+    """Whether `path` is `root` or below it. Both must be normalised (lexically or resolved).
+
+    `PurePath.is_relative_to` compares whole components, so `/a/bc` is not inside `/a/b`.
+    """
+    return path.is_relative_to(root)
+
+
+def ensure_inside(path: PurePath, roots: Sequence[PurePath], raw: str) -> None:
+    """Raise `PathRefused` naming `raw` (and what it became) unless `path` is inside a root."""
+    if any(is_inside(path, root) for root in roots):
+        return
+    became = "" if str(path) == raw else f" (resolved to {path})"
+    allowed = ", ".join(str(root) for root in _unique(roots))
+    raise PathRefused(
+        f"refused: {raw}{became} is outside the session's directories (allowed: {allowed})"
+    )
+
+
+def non_regular_kind(mode: int) -> str | None:
+    """What a `stat` mode is when it is not a regular file ("a directory", ...), else None.
+
+    Reading a FIFO or a character device can block forever or never end (`/dev/zero`), so the
+    tools refuse everything that is not a regular file before opening it.
+    """
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _unique(paths: Iterable[P]) -> list[P]:
+    return list(dict.fromkeys(paths))
+
+
+# ---------------------------------------------------------------------------------------------
+# The two checks (these read symlinks, so they belong in a worker thread).
+
+
+def resolve(path: PurePath) -> Path:
+    """`path` with every symlink resolved; missing trailing components are kept as they are."""
+    return Path(os.path.realpath(path))
+
+
+def resolved_roots(cwd: Path, additional_directories: Sequence[Path]) -> list[Path]:
+    return _unique(resolve(root) for root in (cwd, *additional_directories))
+
+
+def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Path:
+    """The resolved path the server itself may open for `raw`, or `PathRefused`.
+
+    Resolution starts from the joined, *un-folded* path: folding `link/..` lexically first would
+    disagree with what the kernel does when `link` is a symlink.
+    """
+    absolute_path(raw, cwd)  # validates emptiness and NUL
+    resolved = resolve(PurePath(os.path.join(cwd, raw)))
+    ensure_inside(resolved, resolved_roots(cwd, additional_directories), raw)
+    return resolved
+
+
+def client_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Path:
+    """The absolute path to send to the client for `raw`, or `PathRefused` (lexical check).
+
+    The roots are accepted both as given and resolved, so a `cwd` reached through a symlink
+    (macOS's `/tmp`, say) still matches a path the model spelled with the real prefix.
+    """
+    path = absolute_path(raw, cwd)
+    given = [absolute_path(str(root), cwd) for root in (cwd, *additional_directories)]
+    ensure_inside(path, [*given, *resolved_roots(cwd, additional_directories)], raw)
+    return path

@@ -1,0 +1,44 @@
+"""What the agent needs from the connection to its client, as a small interface.
+
+The agent loop and the tools talk to the editor only through `ClientPort`, so they can be
+tested with an in-memory fake and the JSON-RPC connection stays a thin layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class ClientRequestError(Exception):
+    """The client answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{method}: client error {code}: {message}")
+        self.method = method
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+@dataclass(frozen=True)
+class ClientCapabilities:
+    """The client capabilities the agent acts on (from `initialize`)."""
+
+    read_text_file: bool = False
+    write_text_file: bool = False
+    terminal: bool = False
+
+
+class ClientPort(Protocol):
+    capabilities: ClientCapabilities
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request to the client and wait for its result (a parsed JSON value).
+
+        Raises `ClientRequestError` for an error response. Cancelling the caller abandons the
+        request cleanly (nothing is left waiting for the answer).
+        """
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification to the client; notifications keep the order they are sent in."""

@@ -1,0 +1,155 @@
+"""The tools' arguments as msgspec types, and the definitions (JSON Schemas) the model sees.
+
+The schemas are generated from the same structs that decode the model's arguments, so what
+the model is told and what the server accepts cannot drift apart. Unknown fields are refused:
+a misspelt `timeout_ms` silently ignored would be worse than an error the model can fix.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from ...core.messages import ToolDefinition
+
+MAX_TIMEOUT_MS: Final = 1_800_000
+
+
+class Arguments(Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True):
+    """Base of the argument structs: camelCase keys, strict about unknown keys."""
+
+
+# Field types, named so the structs below read like the SPEC's table.
+FilePath = Annotated[
+    str, Meta(min_length=1, description="The file: absolute, or relative to the working directory.")
+]
+FirstLine = Annotated[int, Meta(ge=1, description="First line to return (1-based).")]
+LineLimit = Annotated[int, Meta(ge=1, description="Maximum number of lines to return.")]
+FileText = Annotated[str, Meta(description="The complete new text of the file.")]
+Program = Annotated[
+    str, Meta(min_length=1, description="The program to run: a name looked up in PATH, or a path.")
+]
+ProgramArgs = Annotated[
+    list[str], Meta(description="The program's arguments, one string each (no shell quoting).")
+]
+TimeoutMs = Annotated[
+    int,
+    Meta(
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description="Kill the program after this many milliseconds (default 120000).",
+    ),
+]
+TodoText = Annotated[str, Meta(min_length=1, description="What is to be done.")]
+TodoStatus = Annotated[
+    Literal["pending", "in_progress", "completed"], Meta(description="Where the item stands.")
+]
+TodoPriority = Annotated[
+    Literal["high", "medium", "low"], Meta(description="How much it matters (default medium).")
+]
+Prompt = Annotated[
+    str,
+    Meta(min_length=1, description="The complete, self-contained instructions for the subagent."),
+]
+
+
+class ReadFileArgs(Arguments):
+    path: FilePath
+    line: FirstLine | UnsetType = UNSET
+    limit: LineLimit | UnsetType = UNSET
+
+
+class WriteFileArgs(Arguments):
+    path: FilePath
+    content: FileText
+
+
+class RunCommandArgs(Arguments):
+    command: Program
+    args: ProgramArgs = []
+    timeout_ms: TimeoutMs | UnsetType = UNSET
+
+
+class TodoItem(Arguments):
+    content: TodoText
+    status: TodoStatus
+    priority: TodoPriority = "medium"
+
+
+class TodoWriteArgs(Arguments):
+    todos: Annotated[list[TodoItem], Meta(description="The whole plan, in order.")]
+
+
+class TaskArgs(Arguments):
+    prompt: Prompt
+
+
+ARGUMENT_TYPES: Final[dict[str, type[Arguments]]] = {
+    "read_file": ReadFileArgs,
+    "write_file": WriteFileArgs,
+    "run_command": RunCommandArgs,
+    "todo_write": TodoWriteArgs,
+    "task": TaskArgs,
+}
+
+_DESCRIPTIONS: Final[dict[str, str]] = {
+    "read_file": (
+        "Read a text file and return its content. `path` is absolute or relative to the "
+        "working directory; `line` (1-based) and `limit` select a range of lines. Output over "
+        "1 MiB is cut, with a note saying so; bytes that are not UTF-8 are shown as U+FFFD."
+    ),
+    "write_file": (
+        "Create or overwrite a text file with `content`, which becomes the whole file. Missing "
+        "parent directories are created. The user is asked for permission first; the result "
+        "shows the change as a diff."
+    ),
+    "run_command": (
+        "Run a program in the working directory and return its combined stdout and stderr "
+        "(the last 64 KiB) and its exit status. There is no shell: `command` is the program and "
+        '`args` its arguments; for pipes or redirections, run `sh` with args ["-c", "..."]. '
+        "The program is killed after `timeoutMs` (default 120000). The user is asked for "
+        "permission first. A non-zero exit status or a timeout makes the call fail."
+    ),
+    "todo_write": (
+        "Replace the plan shown to the user with this todo list. Send the whole list every "
+        "time, with each item's status (pending, in_progress, completed) and optional priority "
+        "(high, medium, low; default medium). Use it for work with several steps."
+    ),
+    "task": (
+        "Hand a self-contained job to a subagent, which works in a fresh context with the same "
+        "tools and returns its final answer as this call's result. Give it everything it needs "
+        "in `prompt`; it cannot see this conversation."
+    ),
+}
+
+
+def _parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
+    """A self-contained JSON Schema for `args_type`: references inlined, titles dropped.
+
+    Some model APIs reject `$ref`/`$defs`, and titles and the struct's docstring are noise to a
+    model that already has the tool's description.
+    """
+    schema = msgspec.json.schema(args_type)
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: inline(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    parameters = inline(schema)
+    parameters.pop("description", None)
+    return parameters
+
+
+TOOL_DEFINITIONS: Final[list[ToolDefinition]] = [
+    ToolDefinition(name, _DESCRIPTIONS[name], _parameters_schema(args_type))
+    for name, args_type in ARGUMENT_TYPES.items()
+]
+"""Every tool the model may call, `task` included (the loop runs subagents itself)."""

@@ -1,0 +1,104 @@
+"""The shapes every tool shares: its context, its outcome, its limits and its failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec import UNSET
+
+from ...core.events import PlanEntry, TextContent, ToolResultContent
+from ..ports import ClientPort
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """Caps that keep one tool call from flooding the model, the log or the server's memory."""
+
+    read_bytes: int = 1 << 20
+    """The most bytes `read_file` returns; a longer file is cut with a note."""
+    edit_bytes: int = 8 << 20
+    """The largest existing file `write_file` overwrites (its old text goes into the diff)."""
+    output_bytes: int = 64 << 10
+    """The most command output kept (the tail), locally and as the terminal's byte limit."""
+    default_timeout_ms: int = 120_000
+    kill_grace_s: float = 2.0
+    """How long to collect the last output of a command after killing it."""
+    cleanup_timeout_s: float = 5.0
+    """How long a shielded `terminal/release` may take before it is abandoned."""
+
+
+@dataclass
+class ToolContext:
+    """What the tools of one session act on. `allowed_always` is shared with the session and
+    grows when the user answers `allow_always`."""
+
+    session_id: str
+    cwd: Path
+    additional_directories: list[Path]
+    client: ClientPort
+    allowed_always: set[str] = field(default_factory=set)
+    limits: ToolLimits = field(default_factory=ToolLimits)
+
+    def __post_init__(self) -> None:
+        # Relative roots would make confinement depend on the server's own working directory.
+        for root in (self.cwd, *self.additional_directories):
+            if not root.is_absolute():
+                raise ValueError(f"session directories must be absolute, got {root}")
+
+
+@dataclass
+class ToolOutcome:
+    """What a tool call produced: the `tool/result` content, and a plan for `todo_write`."""
+
+    content: list[ToolResultContent]
+    is_error: bool
+    raw_output: Any = UNSET
+    """JSON-able output for `rawOutput`, or `UNSET` to omit it."""
+    plan: list[PlanEntry] | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallInfo:
+    """The call being run, as the permission request presents it."""
+
+    call_id: str
+    name: str
+    arguments: str
+    title: str
+    kind: str
+
+
+class ToolError(Exception):
+    """A tool call failed in a way the model should read about (an error `tool/result`)."""
+
+
+def error_outcome(message: str, raw_output: Any = UNSET) -> ToolOutcome:
+    return ToolOutcome([TextContent(message)], True, raw_output)
+
+
+def invalid_arguments(name: str, exc: msgspec.DecodeError) -> ToolOutcome:
+    """The error outcome for arguments that are not valid JSON or do not fit the tool.
+
+    msgspec's validation messages name the offending field (`- at $.line`), which is exactly
+    what the model needs to correct its call.
+    """
+    if isinstance(exc, msgspec.ValidationError):
+        return error_outcome(f"invalid arguments for {name}: {exc}")
+    return error_outcome(f"invalid arguments for {name}: not valid JSON ({exc})")
+
+
+def decode_client_result(method: str, result: Any, result_type: type[T]) -> T:
+    """The client's `result` for `method` as `result_type`, or `ToolError` when it does not fit.
+
+    Unknown keys are tolerated (the result types do not forbid them): the client may add
+    `_meta` or fields from a newer protocol version.
+    """
+    try:
+        return msgspec.convert(result, result_type)
+    except msgspec.ValidationError as exc:
+        raise ToolError(f"the client sent a malformed {method} result: {exc}") from None

@@ -1,0 +1,250 @@
+"""`run_command`: in a client terminal when the client advertised `terminal`, else as a child
+process of the server. Either way: no shell, the session's cwd, output capped, killed at the
+timeout.
+
+Outcome policy: the model always gets the output followed by one status line. The call is an
+error (`isError`, shown as `failed`) when the program exited non-zero, died from a signal or
+timed out: the user sees at a glance that the command did not succeed, and the model reads
+why. Commands whose non-zero exit is an answer (`grep` finding nothing) are shown as failed
+too; the output and the status line let the model tell the difference.
+
+Cleanup is unconditional: a terminal is always released (also when the turn is cancelled
+while it runs, from a shielded scope with its own deadline), and a local child is killed with
+its whole process group when the call ends early for any reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import Process
+from msgspec import UNSET, Struct
+
+from ...core.events import TextContent
+from ..ports import ClientRequestError
+from .arguments import RunCommandArgs
+from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
+from .excerpts import complete_utf8_suffix
+from .permission import ensure_permission
+
+OnStarted = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    timeout_ms: int
+
+
+def render_result(result: CommandResult, *, output_note: str | None) -> ToolOutcome:
+    """The outcome for a finished (or killed) command: output, notes, one status line."""
+    if result.timed_out:
+        status = f"[timed out after {result.timeout_ms} ms; the command was killed]"
+    elif result.signal is not None:
+        status = f"[terminated by signal {result.signal}]"
+    elif result.exit_code is not None:
+        status = f"[exit code {result.exit_code}]"
+    else:
+        status = "[exit status unknown]"
+    lines = [output_note] if output_note else []
+    if result.output:
+        lines.append(result.output.removesuffix("\n"))
+    else:
+        lines.append("(no output)")
+    lines.append(status)
+    failed = result.timed_out or result.signal is not None or result.exit_code not in (0, None)
+    raw = {
+        "exitCode": result.exit_code,
+        "signal": result.signal,
+        "truncated": result.truncated,
+        "timedOut": result.timed_out,
+    }
+    return ToolOutcome([TextContent("\n".join(lines))], failed, raw)
+
+
+async def run_command(
+    ctx: ToolContext, call: ToolCallInfo, args: RunCommandArgs, on_started: OnStarted
+) -> ToolOutcome:
+    timeout_ms = ctx.limits.default_timeout_ms if args.timeout_ms is UNSET else args.timeout_ms
+    await ensure_permission(ctx, call)
+    await on_started()
+    if ctx.client.capabilities.terminal:
+        return await _run_in_terminal(ctx, args, timeout_ms)
+    return await _run_locally(ctx, args, timeout_ms)
+
+
+# ---------------------------------------------------------------------------------------------
+# In a client terminal.
+
+
+class _CreateTerminalResult(Struct):
+    terminalId: str  # noqa: N815 - the wire's key
+
+
+class _ExitStatus(Struct):
+    exitCode: int | None = None  # noqa: N815
+    signal: str | None = None
+
+
+class _TerminalOutputResult(Struct):
+    output: str
+    truncated: bool
+    exitStatus: _ExitStatus | None = None  # noqa: N815
+
+
+async def _run_in_terminal(ctx: ToolContext, args: RunCommandArgs, timeout_ms: int) -> ToolOutcome:
+    client = ctx.client
+    limit = ctx.limits.output_bytes
+    created = await client.request(
+        "terminal/create",
+        {
+            "sessionId": ctx.session_id,
+            "command": args.command,
+            "args": list(args.args),
+            "cwd": str(ctx.cwd),
+            "outputByteLimit": limit,
+        },
+    )
+    terminal_id = decode_client_result("terminal/create", created, _CreateTerminalResult).terminalId
+    ids = {"sessionId": ctx.session_id, "terminalId": terminal_id}
+    try:
+        exit_status: _ExitStatus | None = None
+        with anyio.move_on_after(timeout_ms / 1000) as deadline:
+            waited = await client.request("terminal/wait_for_exit", ids)
+            exit_status = decode_client_result("terminal/wait_for_exit", waited, _ExitStatus)
+        timed_out = deadline.cancelled_caught
+        if timed_out:
+            await client.request("terminal/kill", ids)
+        shown = await client.request("terminal/output", ids)
+        output = decode_client_result("terminal/output", shown, _TerminalOutputResult)
+    finally:
+        await _release(ctx, ids)
+    final = output.exitStatus or exit_status or _ExitStatus()
+    result = CommandResult(
+        output.output, output.truncated, final.exitCode, final.signal, timed_out, timeout_ms
+    )
+    note = (
+        f"[output truncated by the client to its last {limit} bytes]" if output.truncated else None
+    )
+    return render_result(result, output_note=note)
+
+
+async def _release(ctx: ToolContext, ids: dict[str, str]) -> None:
+    """Release the terminal whatever happened; shielded so a cancelled turn still frees it, and
+    bounded so a client that never answers cannot hold the turn forever."""
+    with anyio.move_on_after(ctx.limits.cleanup_timeout_s, shield=True):
+        # A failed release leaves nothing to do; the outcome already says what happened.
+        with contextlib.suppress(ClientRequestError):
+            await ctx.client.request("terminal/release", ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# As a child process of the server.
+
+
+class _Tail:
+    """The last `cap` bytes of a stream, and how many bytes went through."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.data += chunk
+        if len(self.data) > self.cap:
+            del self.data[: len(self.data) - self.cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.data)
+
+    def text(self) -> str:
+        data = complete_utf8_suffix(bytes(self.data)) if self.truncated else bytes(self.data)
+        # Program output has no promised encoding; replacement keeps it readable.
+        return data.decode("utf-8", errors="replace")
+
+
+def _kill_group(process: Process) -> None:
+    """SIGKILL the child and everything it started (it leads its own process group)."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
+    argv = [args.command, *args.args]  # a list: never a shell
+    try:
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one pipe: nothing left unread to fill up and deadlock
+            cwd=ctx.cwd,
+            start_new_session=True,  # its own group, so a timeout kills grandchildren too
+        )
+    except FileNotFoundError:
+        raise ToolError(f"command not found: {args.command}") from None
+    except PermissionError:
+        raise ToolError(f"cannot run {args.command}: permission denied") from None
+    except OSError as exc:
+        raise ToolError(f"cannot run {args.command}: {exc.strerror or exc}") from None
+
+
+async def _drain(process: Process, tail: _Tail) -> None:
+    assert process.stdout is not None
+    async for chunk in process.stdout:
+        tail.add(chunk)
+
+
+async def _run_locally(ctx: ToolContext, args: RunCommandArgs, timeout_ms: int) -> ToolOutcome:
+    tail = _Tail(ctx.limits.output_bytes)
+    process = await _spawn(ctx, args)
+    try:
+        with anyio.move_on_after(timeout_ms / 1000) as deadline:
+            await _drain(process, tail)
+            await process.wait()
+        if deadline.cancelled_caught:
+            _kill_group(process)
+            # Collect what the killed group wrote last, without trusting it to close the pipe.
+            with anyio.move_on_after(ctx.limits.kill_grace_s):
+                await _drain(process, tail)
+    finally:
+        # Shielded so a cancelled turn still reaps its child; bounded in case it cannot be.
+        with anyio.move_on_after(ctx.limits.cleanup_timeout_s, shield=True):
+            if process.returncode is None:
+                _kill_group(process)
+            await process.aclose()
+    code = process.returncode
+    assert code is not None
+    result = CommandResult(
+        tail.text(),
+        tail.truncated,
+        code if code >= 0 else None,
+        _signal_name(-code) if code < 0 else None,
+        deadline.cancelled_caught,
+        timeout_ms,
+    )
+    note = (
+        f"[output truncated: showing the last {len(tail.data)} of {tail.total} bytes]"
+        if tail.truncated
+        else None
+    )
+    return render_result(result, output_note=note)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

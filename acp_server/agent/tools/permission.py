@@ -1,0 +1,75 @@
+"""Asking the user before a tool changes something: `session/request_permission` (SPEC 4.3).
+
+Three options are offered: `allow_once`, `allow_always` (remembered for that tool for the rest
+of the session, in `ToolContext.allowed_always`) and `reject_once`. Anything but an allowing
+answer ends the call with an error outcome the model reads; a cancelled turn propagates as
+cancellation (the request is abandoned by the client port), never as an answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from msgspec import Struct
+
+from ...core.acp_updates import parse_arguments
+from .base import ToolCallInfo, ToolContext, ToolError
+
+PERMISSION_OPTIONS: Final[list[dict[str, str]]] = [
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
+
+class _Selected(Struct, tag="selected", tag_field="outcome", rename="camel"):
+    option_id: str
+
+
+class _Cancelled(Struct, tag="cancelled", tag_field="outcome"):
+    pass
+
+
+class _PermissionResponse(Struct):
+    # Unknown keys (`_meta`, future fields) are tolerated: the client is not ours to police.
+    outcome: _Selected | _Cancelled
+
+
+def permission_params(ctx: ToolContext, call: ToolCallInfo) -> dict[str, Any]:
+    """The params of the `session/request_permission` request for `call`."""
+    return {
+        "sessionId": ctx.session_id,
+        "toolCall": {
+            "toolCallId": call.call_id,
+            "title": call.title,
+            "kind": call.kind,
+            "status": "pending",
+            "rawInput": parse_arguments(call.arguments),
+        },
+        "options": PERMISSION_OPTIONS,
+    }
+
+
+async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
+    """Return when the call may run; raise `ToolError` when it may not.
+
+    `ClientRequestError` from the request propagates (the caller turns it into an outcome).
+    """
+    if call.name in ctx.allowed_always:
+        return
+    result = await ctx.client.request("session/request_permission", permission_params(ctx, call))
+    try:
+        outcome = msgspec.convert(result, _PermissionResponse).outcome
+    except msgspec.ValidationError as exc:
+        raise ToolError(f"the client sent a malformed permission answer: {exc}") from None
+    if isinstance(outcome, _Cancelled):
+        raise ToolError("permission request cancelled")
+    if outcome.option_id == "allow_once":
+        return
+    if outcome.option_id == "allow_always":
+        ctx.allowed_always.add(call.name)
+        return
+    if outcome.option_id == "reject_once":
+        raise ToolError("the user rejected this tool call")
+    raise ToolError(f"the client chose an unknown permission option {outcome.option_id!r}")

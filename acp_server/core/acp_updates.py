@@ -1,0 +1,220 @@
+"""ACP `session/update` payloads, and how session events are shown through them (SPEC 4.1, 4.2).
+
+The live path (a prompt streaming) and the load projection (a session replayed) both present
+events with the functions here, so a reloaded conversation looks the way it looked live.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, Union
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from .events import (
+    AssistantToolCall,
+    ContentBlock,
+    DiffContent,
+    PlanEntry,
+    TextContent,
+    ToolResultData,
+)
+
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
+
+
+class Update(Struct, tag_field="sessionUpdate", rename="camel", omit_defaults=True, gc=False):
+    """Base of the `SessionUpdate` union, tagged by `sessionUpdate`."""
+
+
+class UserMessageChunk(Update, tag="user_message_chunk"):
+    content: ContentBlock
+    message_id: str | UnsetType = UNSET
+
+
+class AgentMessageChunk(Update, tag="agent_message_chunk"):
+    content: ContentBlock
+    message_id: str | UnsetType = UNSET
+
+
+class AgentThoughtChunk(Update, tag="agent_thought_chunk"):
+    content: ContentBlock
+    message_id: str | UnsetType = UNSET
+
+
+class ToolContent(Struct, tag="content", tag_field="type", omit_defaults=True):
+    """A content block inside a tool call (ACP `ToolCallContent` of type `content`)."""
+
+    content: ContentBlock
+
+
+class ToolDiff(Struct, tag="diff", tag_field="type", rename="camel", omit_defaults=True):
+    path: str
+    new_text: str
+    old_text: str | None | UnsetType = UNSET
+
+
+class ToolTerminal(Struct, tag="terminal", tag_field="type", rename="camel"):
+    terminal_id: str
+
+
+ToolCallContent = Union[ToolContent, ToolDiff, ToolTerminal]
+
+
+class ToolCallLocation(Struct, omit_defaults=True):
+    path: str
+    line: int | UnsetType = UNSET
+
+
+class ToolCallStarted(Update, tag="tool_call"):
+    tool_call_id: str
+    title: str
+    kind: ToolKind
+    status: ToolCallStatus
+    raw_input: Any | UnsetType = UNSET
+    locations: list[ToolCallLocation] | UnsetType = UNSET
+
+
+class ToolCallUpdated(Update, tag="tool_call_update"):
+    tool_call_id: str
+    status: ToolCallStatus | UnsetType = UNSET
+    content: list[ToolCallContent] | UnsetType = UNSET
+    raw_output: Any | UnsetType = UNSET
+
+
+class PlanShown(Update, tag="plan"):
+    entries: list[PlanEntry]
+
+
+class SessionInfoUpdate(Update, tag="session_info_update"):
+    title: str | None | UnsetType = UNSET
+
+
+SessionUpdate = Union[
+    UserMessageChunk,
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ToolCallStarted,
+    ToolCallUpdated,
+    PlanShown,
+    SessionInfoUpdate,
+]
+
+
+class SessionNotification(Struct, rename="camel", gc=False):
+    """The params of a `session/update` notification."""
+
+    session_id: str
+    update: SessionUpdate
+
+
+# ---------------------------------------------------------------------------------------------
+# Presenting tool calls.
+
+TOOL_KINDS: Final[dict[str, ToolKind]] = {
+    "read_file": "read",
+    "write_file": "edit",
+    "run_command": "execute",
+    "todo_write": "think",
+    "task": "other",
+}
+
+_TITLE_LIMIT: Final = 80
+
+
+def parse_arguments(arguments: str) -> Any:
+    """The model's arguments as JSON, or the raw text if they are not valid JSON."""
+    try:
+        return msgspec.json.decode(arguments)
+    except msgspec.DecodeError:
+        return arguments
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _TITLE_LIMIT else text[: _TITLE_LIMIT - 1] + "…"
+
+
+def tool_title(name: str, args: Any) -> str:
+    """A short human title for a tool call, e.g. `Read src/app.py`."""
+    get = args.get if isinstance(args, dict) else (lambda _key, default=None: default)
+    if name == "read_file" and isinstance(get("path"), str):
+        return _clip(f"Read {get('path')}")
+    if name == "write_file" and isinstance(get("path"), str):
+        return _clip(f"Write {get('path')}")
+    if name == "run_command" and isinstance(get("command"), str):
+        extra = get("args")
+        words = [get("command"), *(extra if isinstance(extra, list) else [])]
+        return _clip("Run " + " ".join(str(w) for w in words))
+    if name == "todo_write":
+        return "Update the plan"
+    if name == "task" and isinstance(get("prompt"), str):
+        return _clip(f"Subagent: {get('prompt')}")
+    return _clip(f"{name}")
+
+
+def tool_call_started(call_id: str, name: str, arguments: str) -> ToolCallStarted:
+    """The `tool_call` update announcing a call (status `pending`)."""
+    args = parse_arguments(arguments)
+    locations: list[ToolCallLocation] | UnsetType = UNSET
+    if name in ("read_file", "write_file") and isinstance(args, dict) and isinstance(args.get("path"), str):
+        locations = [ToolCallLocation(args["path"])]
+    return ToolCallStarted(
+        call_id, tool_title(name, args), TOOL_KINDS.get(name, "other"), "pending", args, locations
+    )
+
+
+def tool_call_block_started(block: AssistantToolCall) -> ToolCallStarted:
+    return tool_call_started(block.id, block.name, block.arguments)
+
+
+def tool_call_in_progress(call_id: str) -> ToolCallUpdated:
+    return ToolCallUpdated(call_id, "in_progress")
+
+
+def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
+    """The `tool_call_update` that closes a call: `completed` or `failed`, with its content."""
+    content: list[ToolCallContent] = []
+    for item in result.content:
+        if isinstance(item, DiffContent):
+            content.append(ToolDiff(item.path, item.new_text, item.old_text))
+        else:
+            content.append(ToolContent(item))
+    status: ToolCallStatus = "failed" if result.is_error is True else "completed"
+    return ToolCallUpdated(result.call_id, status, content, result.raw_output)
+
+
+def text_block(text: str) -> TextContent:
+    return TextContent(text)
+
+
+def assistant_message_id(turn: int, step: int) -> str:
+    """The id of a step's assistant message: stable, so that load shows what live showed."""
+    return f"assistant-{turn}-{step}"
+
+
+def user_message_id(turn: int) -> str:
+    return f"user-{turn}"
+
+
+__all__ = [
+    "AgentMessageChunk",
+    "AgentThoughtChunk",
+    "PlanShown",
+    "SessionInfoUpdate",
+    "SessionNotification",
+    "SessionUpdate",
+    "ToolCallStarted",
+    "ToolCallUpdated",
+    "ToolContent",
+    "ToolDiff",
+    "UserMessageChunk",
+    "assistant_message_id",
+    "tool_call_finished",
+    "tool_call_in_progress",
+    "tool_call_started",
+    "user_message_id",
+]
