@@ -12,7 +12,7 @@ The same rows travel on the wire in `session.page` and `session.follow` results.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from itertools import accumulate, repeat
 from typing import Annotated, Any, Final, Union
 
@@ -95,91 +95,141 @@ class ChunkRowError(ValueError):
 # ---------------------------------------------------------------------------------------------
 # Packing.
 
-_DELTA_ROW: Final = {TextDelta: TextChunks, ReasoningDelta: ReasoningChunks}
+_ROW_OF_DELTA: Final[dict[type, type]] = {
+    TextDelta: TextChunks,
+    ReasoningDelta: ReasoningChunks,
+    ToolCallDelta: ToolCallChunks,
+}
+_ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
 
 
-def _packable_chunk(event: SessionEvent) -> TextDelta | ReasoningDelta | ToolCallDelta | None:
-    """The delta chunk of an event that may join a row, or None for an event that stays plain."""
-    if type(event) is not AssistantChunk or event.ignorable is not UNSET:
-        return None
-    if event.source_range is not UNSET:
-        return None
-    chunk = event.data.chunk
-    if type(chunk) in (TextDelta, ReasoningDelta, ToolCallDelta):
-        return chunk  # type: ignore[return-value]
-    return None
+class _Run:
+    """Consecutive members of one block gathered for a row: plain delta events and rows."""
 
+    __slots__ = ("kind", "turn", "step", "index", "id", "name", "last_seq", "last_time", "parts", "count")
 
-def _continues(prev: AssistantChunk, event: AssistantChunk) -> bool:
-    a, b = prev.data, event.data
-    ca, cb = a.chunk, b.chunk
-    if type(ca) is not type(cb) or event.seq != prev.seq + 1:
-        return False
-    if abs(event.time - prev.time) > MAX_SAFE_INTEGER:
-        return False
-    if a.turn != b.turn or a.step != b.step or ca.index != cb.index:
-        return False
-    if type(ca) is ToolCallDelta:
-        return ca.id == cb.id and ca.name == cb.name  # type: ignore[union-attr]
-    return True
+    def __init__(self, kind: type, turn: int, step: int, index: int, id: Any, name: Any) -> None:
+        self.kind, self.turn, self.step, self.index, self.id, self.name = kind, turn, step, index, id, name
+        self.last_seq = self.last_time = 0
+        self.parts: list[Any] = []
+        self.count = 0
 
-
-def _make_row(run: Sequence[AssistantChunk]) -> ChunkRow:
-    first = run[0]
-    times = [e.time for e in run]
-    dt = [t - s for s, t in zip(times, times[1:])]
-    d = first.data
-    chunk = d.chunk
-    if type(chunk) is ToolCallDelta:
-        return ToolCallChunks(
-            first.seq,
-            first.time,
-            ToolCallChunksData(
-                turn=d.turn,
-                step=d.step,
-                index=chunk.index,
-                dt=dt,
-                id=chunk.id,
-                name=chunk.name,
-                args=[e.data.chunk.arguments_delta for e in run],  # type: ignore[union-attr]
-            ),
+    def accepts(self, kind: type, turn: int, step: int, index: int, id: Any, name: Any, seq: int, time: int) -> bool:
+        """SPEC 2.1's continuity rule, between this run's last member and a next one."""
+        return (
+            kind is self.kind
+            and seq == self.last_seq + 1
+            and abs(time - self.last_time) <= MAX_SAFE_INTEGER
+            and turn == self.turn
+            and step == self.step
+            and index == self.index
+            and id == self.id
+            and name == self.name
         )
-    row_type = _DELTA_ROW[type(chunk)]
-    return row_type(
-        first.seq,
-        first.time,
-        TextChunksData(d.turn, d.step, chunk.index, dt, [e.data.chunk.text for e in run]),  # type: ignore[union-attr]
-    )
+
+    def close(self, out: list[StorageRecord]) -> None:
+        parts = self.parts
+        if self.count < MIN_RUN:
+            for part in parts:
+                if type(part) is AssistantChunk:
+                    out.append(part)
+                else:
+                    out.extend(expand_row(part))
+            return
+        if len(parts) == 1:  # a stored row that nothing joined: keep it as it is
+            out.append(parts[0])
+            return
+        dt: list[int] = []
+        fragments: list[str] = []
+        previous_time: int | None = None
+        for part in parts:
+            if type(part) is AssistantChunk:
+                time = part.time
+                chunk = part.data.chunk
+                fragments.append(chunk.arguments_delta if self.kind is ToolCallChunks else chunk.text)
+                if previous_time is not None:
+                    dt.append(time - previous_time)
+                previous_time = time
+            else:
+                if previous_time is not None:
+                    dt.append(part.time0 - previous_time)
+                d = part.data
+                dt.extend(d.dt)
+                fragments.extend(d.args if self.kind is ToolCallChunks else d.texts)
+                previous_time = part.time0 + sum(d.dt)
+        first = parts[0]
+        seq0, time0 = (first.seq, first.time) if type(first) is AssistantChunk else (first.seq0, first.time0)
+        if self.kind is ToolCallChunks:
+            data: Any = ToolCallChunksData(
+                turn=self.turn, step=self.step, index=self.index, dt=dt, id=self.id, name=self.name, args=fragments
+            )
+        else:
+            data = TextChunksData(self.turn, self.step, self.index, dt, fragments)
+        out.append(self.kind(seq0, time0, data))
 
 
-def pack_chunk_runs(events: Iterable[SessionEvent]) -> list[StorageRecord]:
+def _split_unsafe_rows(records: Iterable[StorageRecord]) -> Iterable[StorageRecord]:
+    """The records, with any row whose inner time gaps break the continuity rule expanded.
+
+    Only a hand-made row can hold such a gap; its members are then packed one by one.
+    """
+    for record in records:
+        if type(record) in _ROW_CLASSES and any(
+            abs(gap) > MAX_SAFE_INTEGER for gap in record.data.dt  # type: ignore[union-attr]
+        ):
+            yield from expand_row(record)  # type: ignore[arg-type]
+        else:
+            yield record
+
+
+def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
     """Pack every run of at least `MIN_RUN` eligible delta chunks into a row.
 
-    Every other event passes through unchanged and in place. The result is canonical: it depends
-    only on the logical events, never on how they were stored before.
+    Every other event passes through unchanged and in place. `records` may hold rows as well
+    as events: adjacent rows and deltas that continue one run are merged, so the result depends
+    only on the logical events, never on how they were stored before (it is canonical).
     """
-    records: list[StorageRecord] = []
-    run: list[AssistantChunk] = []
-
-    def close_run() -> None:
-        if len(run) >= MIN_RUN:
-            records.append(_make_row(run))
-        else:
-            records.extend(run)
-        run.clear()
-
-    for event in events:
-        if _packable_chunk(event) is None:
-            if run:
-                close_run()
-            records.append(event)
+    out: list[StorageRecord] = []
+    run: _Run | None = None
+    for record in _split_unsafe_rows(records):
+        kind = type(record)
+        if kind is AssistantChunk:
+            chunk = record.data.chunk  # type: ignore[union-attr]
+            row_kind = _ROW_OF_DELTA.get(type(chunk))
+            if row_kind is not None and record.ignorable is UNSET and record.source_range is UNSET:  # type: ignore[union-attr]
+                d = record.data  # type: ignore[union-attr]
+                is_tool = row_kind is ToolCallChunks
+                id_, name = (chunk.id, chunk.name) if is_tool else (None, None)
+                seq, time = record.seq, record.time  # type: ignore[union-attr]
+                if run is None or not run.accepts(row_kind, d.turn, d.step, chunk.index, id_, name, seq, time):
+                    if run is not None:
+                        run.close(out)
+                    run = _Run(row_kind, d.turn, d.step, chunk.index, id_, name)
+                run.parts.append(record)
+                run.count += 1
+                run.last_seq, run.last_time = seq, time
+                continue
+        elif kind in _ROW_CLASSES:
+            d = record.data  # type: ignore[union-attr]
+            is_tool = kind is ToolCallChunks
+            id_, name = (d.id, d.name) if is_tool else (None, None)
+            seq0, time0 = record.seq0, record.time0  # type: ignore[union-attr]
+            if run is None or not run.accepts(kind, d.turn, d.step, d.index, id_, name, seq0, time0):
+                if run is not None:
+                    run.close(out)
+                run = _Run(kind, d.turn, d.step, d.index, id_, name)
+            count = len(d.args if is_tool else d.texts)
+            run.parts.append(record)
+            run.count += count
+            run.last_seq, run.last_time = seq0 + count - 1, time0 + sum(d.dt)
             continue
-        if run and not _continues(run[-1], event):  # type: ignore[arg-type]
-            close_run()
-        run.append(event)  # type: ignore[arg-type]
-    if run:
-        close_run()
-    return records
+        if run is not None:
+            run.close(out)
+            run = None
+        out.append(record)
+    if run is not None:
+        run.close(out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""Assembling a step's stream: chunks in, the `assistant/message` content blocks out.
+
+Blocks are keyed by their stream `index` and kept in the order they first appear. A cancelled
+stream keeps its text and reasoning but drops tool calls, which could be incomplete and would
+leave the provider history invalid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .events import (
+    AssistantBlock,
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockStart,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+
+
+@dataclass
+class _Block:
+    kind: str  # "text", "reasoning" or "tool-call"
+    parts: list[str] = field(default_factory=list)
+    id: str = ""
+    name: str = ""
+
+
+@dataclass
+class MessageAssembler:
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    usage: Usage | None = None
+    finish: FinishReason | None = None
+    chunks: int = 0
+
+    def feed(self, chunk: StreamChunk) -> None:
+        self.chunks += 1
+        kind = type(chunk)
+        if kind is TextDelta:
+            self._block(chunk.index, "text").parts.append(chunk.text)  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            self._block(chunk.index, "reasoning").parts.append(chunk.text)  # type: ignore[union-attr]
+        elif kind is ToolCallDelta:
+            block = self._block(chunk.index, "tool-call")
+            block.id = block.id or chunk.id  # type: ignore[union-attr]
+            if isinstance(chunk.name, str) and not block.name:  # type: ignore[union-attr]
+                block.name = chunk.name  # type: ignore[union-attr]
+            block.parts.append(chunk.arguments_delta)  # type: ignore[union-attr]
+        elif kind is BlockStart:
+            self._block(chunk.index, chunk.block_type)  # type: ignore[union-attr]
+        elif kind is UsageChunk:
+            self.usage = chunk.usage  # type: ignore[union-attr]
+        elif kind is Finish:
+            self.finish = chunk.reason  # type: ignore[union-attr]
+
+    def _block(self, index: int, kind: str) -> _Block:
+        block = self.blocks.get(index)
+        if block is None:
+            block = self.blocks[index] = _Block(kind)
+        return block
+
+    def content(self, *, interrupted: bool = False) -> list[AssistantBlock]:
+        """The assembled blocks; for an interrupted stream, its text and reasoning only."""
+        content: list[AssistantBlock] = []
+        for block in self.blocks.values():
+            text = "".join(block.parts)
+            if block.kind == "text":
+                content.append(AssistantText(text))
+            elif block.kind == "reasoning":
+                content.append(AssistantReasoning(text))
+            elif not interrupted:
+                content.append(AssistantToolCall(block.id, block.name, text))
+        if interrupted:
+            content = [b for b in content if b.text]  # type: ignore[union-attr]
+        return content
+
+    def tool_calls(self) -> list[AssistantToolCall]:
+        return [b for b in self.content() if isinstance(b, AssistantToolCall)]

@@ -1,0 +1,119 @@
+"""Paging history (SPEC 3.1) over storage records, without expanding chunk rows.
+
+A page is chosen on logical events first and packed second: `page_cut` finds where the page
+starts from the message index alone, `clip_records` cuts the stored records to the page's seq
+range (splitting a row only where a page boundary falls inside it), and `pack_chunk_runs` over
+those records merges what the flushes split, so the page is exactly the canonical packing of
+its events whatever layout the log had on disk.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .chunk_rows import (
+    ChunkRow,
+    ReasoningChunks,
+    StorageRecord,
+    TextChunks,
+    TextChunksData,
+    ToolCallChunks,
+    ToolCallChunksData,
+)
+
+_ROW_TYPES = (TextChunks, ReasoningChunks, ToolCallChunks)
+
+
+def record_count(record: StorageRecord) -> int:
+    """How many events a record stands for."""
+    if type(record) in _ROW_TYPES:
+        data = record.data  # type: ignore[union-attr]
+        return len(data.args if type(record) is ToolCallChunks else data.texts)
+    return 1
+
+
+def record_start(record: StorageRecord) -> int:
+    return record.seq0 if type(record) in _ROW_TYPES else record.seq  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing a page.
+
+
+@dataclass(frozen=True)
+class PageCut:
+    start: int
+    """The first seq of the page."""
+    end: int
+    """One past the last seq of the page."""
+
+    @property
+    def has_more(self) -> bool:
+        return self.start > 0
+
+
+def page_cut(
+    message_seqs: Sequence[int],
+    message_cuts: Sequence[int],
+    end: int,
+    max_messages: int,
+) -> PageCut:
+    """The page ending before `end` that holds the newest `max_messages` messages.
+
+    `message_seqs` are the seqs of the `user/message` and `assistant/message` events, ascending;
+    `message_cuts[i]` is the lowest of `message_seqs[i]` and its `sourceRange` start, so that a
+    message and its chunks land on one page. With fewer messages than asked for, the page
+    reaches back to seq 0.
+    """
+    newest = bisect_left(message_seqs, end)
+    oldest = newest - max_messages
+    if oldest <= 0:
+        return PageCut(0, end)
+    start = min(message_cuts[oldest:newest], default=end)
+    return PageCut(start, end)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cutting records to a seq range.
+
+
+def clip_row(row: ChunkRow, lo: int, hi: int) -> ChunkRow:
+    """The members of `row` with seqs in `[lo, hi)`, as a row (possibly shorter than MIN_RUN)."""
+    d = row.data
+    first = max(lo - row.seq0, 0)
+    count = record_count(row)
+    last = min(hi - row.seq0, count)
+    if first == 0 and last == count:
+        return row
+    time0 = row.time0 + sum(d.dt[:first])
+    dt = d.dt[first : last - 1]
+    if type(row) is ToolCallChunks:
+        data: Any = ToolCallChunksData(
+            turn=d.turn, step=d.step, index=d.index, dt=dt, id=d.id, name=d.name, args=d.args[first:last]  # type: ignore[union-attr]
+        )
+    else:
+        data = TextChunksData(d.turn, d.step, d.index, dt, d.texts[first:last])  # type: ignore[union-attr]
+    return type(row)(row.seq0 + first, time0, data)
+
+
+def clip_records(
+    records: Sequence[StorageRecord], starts: Sequence[int], lo: int, hi: int
+) -> list[StorageRecord]:
+    """The records covering seqs `[lo, hi)`; `starts[i]` is record i's first seq."""
+    first = max(bisect_right(starts, lo) - 1, 0)
+    last = bisect_left(starts, hi)
+    clipped: list[StorageRecord] = []
+    if lo >= hi:
+        return clipped
+    for record in records[first:last]:
+        if type(record) in _ROW_TYPES:
+            start = record.seq0  # type: ignore[union-attr]
+            if start < lo or start + record_count(record) > hi:
+                record = clip_row(record, lo, hi)  # type: ignore[arg-type]
+        elif not lo <= record.seq < hi:  # type: ignore[union-attr]
+            continue
+        clipped.append(record)
+    return clipped

@@ -1,0 +1,143 @@
+"""The load projection (SPEC 4.2): a session's events as the `session/update`s that replay it.
+
+The replay shows completed content, not a token tape: each step's `assistant/message` as whole
+blocks (thoughts, text, then each tool call followed by its result), and for a step whose
+stream failed or was cut by a crash, the text and reasoning its chunks had delivered. Plans and
+the title are shown where they happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from .acp_updates import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    PlanShown,
+    SessionInfoUpdate,
+    SessionUpdate,
+    UserMessageChunk,
+    assistant_message_id,
+    tool_call_finished,
+    tool_call_started,
+)
+from .assembly import MessageAssembler
+from .events import (
+    AssistantBlock,
+    AssistantChunk,
+    AssistantMessageEvent,
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    PlanUpdate,
+    SessionEvent,
+    SessionTitle,
+    StepEnd,
+    StepStart,
+    TextContent,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+
+_MESSAGE_TYPES: Final = (UserMessageEvent, AssistantMessageEvent)
+
+
+def project_load(events: Sequence[SessionEvent], start: int = 0) -> list[SessionUpdate]:
+    """The updates that replay `events[start:]`, in log order.
+
+    `start` must be a turn boundary (see `tail_start`), so that no step is cut in two.
+    """
+    results = {
+        (e.data.turn, e.data.step, e.data.call_id): e
+        for e in events[start:]
+        if type(e) is ToolResult
+    }
+    updates: list[SessionUpdate] = []
+    # The chunks of the current step, kept until we know whether a message will stand for them.
+    pending: MessageAssembler | None = None
+    pending_id = ""
+
+    def flush_pending() -> None:
+        nonlocal pending
+        if pending is not None:
+            updates.extend(_show_blocks(pending.content(interrupted=True), pending_id))
+            pending = None
+
+    for event in events[start:]:
+        kind = type(event)
+        if kind is AssistantChunk:
+            d = event.data
+            if pending is None:
+                pending = MessageAssembler()
+                pending_id = assistant_message_id(d.turn, d.step)
+            pending.feed(d.chunk)
+        elif kind is AssistantMessageEvent:
+            pending = None  # the message stands for its chunks
+            d = event.data
+            message = d.message
+            updates.extend(_show_blocks(message.content, message.id))
+            for block in message.content:
+                if type(block) is AssistantToolCall:
+                    updates.append(tool_call_started(block.id, block.name, block.arguments))
+                    result = results.get((d.turn, d.step, block.id))
+                    if result is not None:
+                        updates.append(tool_call_finished(result.data))
+        elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
+            flush_pending()
+        elif kind is UserMessageEvent:
+            flush_pending()
+            message = event.data.message
+            updates.extend(UserMessageChunk(block, message.id) for block in message.content)
+        elif kind is PlanUpdate:
+            updates.append(PlanShown(event.data.entries))
+        elif kind is SessionTitle:
+            updates.append(SessionInfoUpdate(event.data.title))
+    flush_pending()
+    return updates
+
+
+def _show_blocks(content: Sequence[AssistantBlock], message_id: str) -> list[SessionUpdate]:
+    shown: list[SessionUpdate] = []
+    for block in content:
+        if not getattr(block, "text", ""):
+            continue  # an empty block showed nothing live either
+        if type(block) is AssistantReasoning:
+            shown.append(AgentThoughtChunk(TextContent(block.text), message_id))
+        elif type(block) is AssistantText:
+            shown.append(AgentMessageChunk(TextContent(block.text), message_id))
+    return shown
+
+
+@dataclass(frozen=True)
+class TailCut:
+    start: int
+    """The seq the replay starts at (`replayedFromSeq`)."""
+    has_more: bool
+
+
+def tail_start(events: Sequence[SessionEvent], max_messages: int) -> TailCut:
+    """Where a replay of the newest `max_messages` messages starts.
+
+    Counts `user/message` and `assistant/message` events from the end; the cut then moves back
+    to the `turn/start` of the turn holding the last one counted, so whole turns are replayed
+    (never a tool call without its result, never a step without its start).
+    """
+    if max_messages < 1:
+        raise ValueError("max_messages must be positive")
+    counted = 0
+    cut = 0
+    for i in range(len(events) - 1, -1, -1):
+        if type(events[i]) in _MESSAGE_TYPES:
+            counted += 1
+            if counted == max_messages:
+                cut = i
+                break
+    else:
+        return TailCut(0, False)
+    while cut > 0 and type(events[cut]) is not TurnStart:
+        cut -= 1
+    return TailCut(cut, cut > 0)

@@ -1,0 +1,54 @@
+"""The provider interface: one model request in, an async stream of `StreamChunk`s out.
+
+A provider is cancellable by the usual anyio means: the loop runs `stream()` inside a cancel
+scope, and cancelling it stops the stream at the next await.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import msgspec
+
+from ..core.events import AssistantReasoning, AssistantText, StreamChunk, TextContent
+from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
+
+
+class ModelRequest(msgspec.Struct, kw_only=True):
+    session_id: str
+    messages: list[ModelMessage]
+    tools: list[ToolDefinition]
+
+
+class ProviderError(Exception):
+    """A model request failed; ends the turn with `turn/end {kind: "error"}`."""
+
+    def __init__(self, message: str, code: int | str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class Provider(Protocol):
+    name: str
+
+    def bind_session(
+        self, session_id: str, *, parent_session_id: str | None, model_calls: int
+    ) -> None:
+        """Called when a session goes live: new (`model_calls` 0) or continued after a load
+        (`model_calls` = the model calls its log already holds). Children name their parent."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Stream the model's answer to `request`, chunk by chunk, as it arrives."""
+
+
+def request_text(messages: list[ModelMessage]) -> str:
+    """All the text of a request's messages, one message a line, in order."""
+    parts: list[str] = []
+    for message in messages:
+        if isinstance(message, (UserTurn, ToolTurn)):
+            parts.extend(b.text for b in message.content if isinstance(b, TextContent))
+        elif isinstance(message, AssistantTurn):
+            parts.extend(b.text for b in message.content if isinstance(b, (AssistantText, AssistantReasoning)))
+    return "\n".join(parts)
