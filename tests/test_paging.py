@@ -20,8 +20,13 @@ def test_page_cut_takes_the_newest_messages_and_starts_at_the_lowest_source_rang
 
 
 def test_page_cut_with_fewer_messages_than_asked_reaches_seq_zero() -> None:
-    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=3) == PageCut(0, 25)
-    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=3).has_more is False
+    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=4) == PageCut(0, 25)
+    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=4).has_more is False
+
+
+def test_page_cut_with_exactly_the_messages_asked_cuts_at_the_oldest() -> None:
+    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=3) == PageCut(3, 25)
+    assert page_cut([3, 10, 20], [3, 10, 12], end=25, max_messages=3).has_more is True
 
 
 def test_page_cut_counts_only_messages_before_end() -> None:

@@ -12,6 +12,10 @@ import acp.schema
 import msgspec
 import pytest
 
+from hypothesis import given
+from strategies import session_events
+
+from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.acp_updates import SessionNotification, SessionUpdate
 from acp_server.core.events import (
     AssistantBlock,
@@ -60,6 +64,7 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
+from acp_server.core.event_log import EventLog
 from acp_server.core.projection import TailCut, project_load, tail_start
 
 
@@ -431,7 +436,7 @@ def test_start_skips_the_events_before_it() -> None:
     second_turn = len(log.events)
     log.user(TextContent("two")).answer("second").turn_end()
 
-    assert shown(project_load(log.events, start=second_turn)) == [
+    assert shown(project_load(log.events[second_turn:])) == [
         user_chunk("two", "u1"),
         agent_chunk("second", "a1-0"),
     ]
@@ -465,25 +470,25 @@ def test_tail_start_moves_the_cut_back_to_the_turn_of_the_last_message_counted(
 ) -> None:
     events, starts = three_turns()
 
-    assert tail_start(events, max_messages) == TailCut(starts[turn], starts[turn] > 0)
+    assert tail_start(EventLog(events), max_messages) == TailCut(starts[turn], starts[turn] > 0)
 
 
 @pytest.mark.parametrize("max_messages", [9, 50])
 def test_tail_start_with_more_room_than_messages_replays_everything(max_messages: int) -> None:
     events, _ = three_turns()
 
-    assert tail_start(events, max_messages) == TailCut(0, False)
+    assert tail_start(EventLog(events), max_messages) == TailCut(0, False)
 
 
 def test_tail_start_of_an_empty_log_is_the_start() -> None:
-    assert tail_start([], 5) == TailCut(0, False)
+    assert tail_start(EventLog([]), 5) == TailCut(0, False)
 
 
 def test_tail_start_never_cuts_between_a_tool_call_and_its_result() -> None:
     events, _ = three_turns()
 
     for max_messages in range(1, 10):
-        start = tail_start(events, max_messages).start
+        start = tail_start(EventLog(events), max_messages).start
         tail = events[start:]
         calls = {e.data.call_id for e in tail if type(e) is ToolCall}
         results = {e.data.call_id for e in tail if type(e) is ToolResult}
@@ -493,17 +498,23 @@ def test_tail_start_never_cuts_between_a_tool_call_and_its_result() -> None:
 
 def test_tail_start_needs_a_positive_max_messages() -> None:
     with pytest.raises(ValueError, match="max_messages must be positive"):
-        tail_start([], 0)
+        tail_start(EventLog([]), 0)
 
 
 def test_tail_replay_shows_only_the_newest_turns() -> None:
     events, starts = three_turns()
-    cut = tail_start(events, 2)
+    cut = tail_start(EventLog(events), 2)
 
-    assert [u["sessionUpdate"] for u in shown(project_load(events, cut.start))] == [
+    assert [u["sessionUpdate"] for u in shown(project_load(events[cut.start:]))] == [
         "user_message_chunk",
         "tool_call",
         "tool_call_update",
         "agent_message_chunk",
     ]
     assert cut == TailCut(starts[2], True)
+
+
+@given(session_events())
+def test_projecting_packed_records_equals_projecting_their_events(events: list[SessionEvent]) -> None:
+    packed = pack_chunk_runs(events)
+    assert msgspec.json.encode(project_load(packed)) == msgspec.json.encode(project_load(events))

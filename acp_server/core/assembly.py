@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .chunk_rows import ChunkRow, TextChunks, ToolCallChunks
 from .events import (
     AssistantBlock,
     AssistantReasoning,
@@ -60,6 +61,21 @@ class MessageAssembler:
             self.usage = chunk.usage  # type: ignore[union-attr]
         elif kind is Finish:
             self.finish = chunk.reason  # type: ignore[union-attr]
+
+    def feed_row(self, row: ChunkRow) -> None:
+        """Feed every member of a chunk row at once (the same as feeding them one by one)."""
+        d = row.data
+        if type(row) is ToolCallChunks:
+            block = self._block(d.index, "tool-call")
+            block.id = block.id or d.id  # type: ignore[union-attr]
+            if isinstance(d.name, str) and not block.name:  # type: ignore[union-attr]
+                block.name = d.name  # type: ignore[union-attr]
+            block.parts.extend(d.args)  # type: ignore[union-attr]
+            self.chunks += len(d.args)  # type: ignore[union-attr]
+        else:
+            kind = "text" if type(row) is TextChunks else "reasoning"
+            self._block(d.index, kind).parts.extend(d.texts)  # type: ignore[union-attr]
+            self.chunks += len(d.texts)  # type: ignore[union-attr]
 
     def _block(self, index: int, kind: str) -> _Block:
         block = self.blocks.get(index)

@@ -100,7 +100,7 @@ _ROW_OF_DELTA: Final[dict[type, type]] = {
     ReasoningDelta: ReasoningChunks,
     ToolCallDelta: ToolCallChunks,
 }
-_ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
+ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
 
 
 class _Run:
@@ -174,7 +174,7 @@ def _split_unsafe_rows(records: Iterable[StorageRecord]) -> Iterable[StorageReco
     Only a hand-made row can hold such a gap; its members are then packed one by one.
     """
     for record in records:
-        if type(record) in _ROW_CLASSES and any(
+        if type(record) in ROW_CLASSES and any(
             abs(gap) > MAX_SAFE_INTEGER for gap in record.data.dt  # type: ignore[union-attr]
         ):
             yield from expand_row(record)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
                 run.count += 1
                 run.last_seq, run.last_time = seq, time
                 continue
-        elif kind in _ROW_CLASSES:
+        elif kind in ROW_CLASSES:
             d = record.data  # type: ignore[union-attr]
             is_tool = kind is ToolCallChunks
             id_, name = (d.id, d.name) if is_tool else (None, None)

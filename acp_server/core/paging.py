@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chunk_rows import (
+    ROW_CLASSES,
     ChunkRow,
-    ReasoningChunks,
     StorageRecord,
     TextChunks,
     TextChunksData,
@@ -24,19 +24,17 @@ from .chunk_rows import (
     ToolCallChunksData,
 )
 
-_ROW_TYPES = (TextChunks, ReasoningChunks, ToolCallChunks)
-
 
 def record_count(record: StorageRecord) -> int:
     """How many events a record stands for."""
-    if type(record) in _ROW_TYPES:
+    if type(record) in ROW_CLASSES:
         data = record.data  # type: ignore[union-attr]
         return len(data.args if type(record) is ToolCallChunks else data.texts)
     return 1
 
 
 def record_start(record: StorageRecord) -> int:
-    return record.seq0 if type(record) in _ROW_TYPES else record.seq  # type: ignore[union-attr]
+    return record.seq0 if type(record) in ROW_CLASSES else record.seq  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +68,7 @@ def page_cut(
     """
     newest = bisect_left(message_seqs, end)
     oldest = newest - max_messages
-    if oldest <= 0:
+    if oldest < 0:
         return PageCut(0, end)
     start = min(message_cuts[oldest:newest], default=end)
     return PageCut(start, end)
@@ -109,7 +107,7 @@ def clip_records(
     if lo >= hi:
         return clipped
     for record in records[first:last]:
-        if type(record) in _ROW_TYPES:
+        if type(record) in ROW_CLASSES:
             start = record.seq0  # type: ignore[union-attr]
             if start < lo or start + record_count(record) > hi:
                 record = clip_row(record, lo, hi)  # type: ignore[arg-type]

@@ -24,6 +24,8 @@ from .acp_updates import (
     tool_call_started,
 )
 from .assembly import MessageAssembler
+from .event_log import EventLog
+from .chunk_rows import ROW_CLASSES, StorageRecord
 from .events import (
     AssistantBlock,
     AssistantChunk,
@@ -43,17 +45,16 @@ from .events import (
     UserMessageEvent,
 )
 
-_MESSAGE_TYPES: Final = (UserMessageEvent, AssistantMessageEvent)
+def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
+    """The updates that replay `records` (events, or chunk rows left packed), in log order.
 
-
-def project_load(events: Sequence[SessionEvent], start: int = 0) -> list[SessionUpdate]:
-    """The updates that replay `events[start:]`, in log order.
-
-    `start` must be a turn boundary (see `tail_start`), so that no step is cut in two.
+    The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
+    Rows are never expanded: a completed step's rows are passed over, a failed step's rows
+    are gathered whole into its partial text.
     """
     results = {
         (e.data.turn, e.data.step, e.data.call_id): e
-        for e in events[start:]
+        for e in records
         if type(e) is ToolResult
     }
     updates: list[SessionUpdate] = []
@@ -67,9 +68,15 @@ def project_load(events: Sequence[SessionEvent], start: int = 0) -> list[Session
             updates.extend(_show_blocks(pending.content(interrupted=True), pending_id))
             pending = None
 
-    for event in events[start:]:
+    for event in records:
         kind = type(event)
-        if kind is AssistantChunk:
+        if kind in ROW_CLASSES:
+            d = event.data
+            if pending is None:
+                pending = MessageAssembler()
+                pending_id = assistant_message_id(d.turn, d.step)
+            pending.feed_row(event)
+        elif kind is AssistantChunk:
             d = event.data
             if pending is None:
                 pending = MessageAssembler()
@@ -119,7 +126,7 @@ class TailCut:
     has_more: bool
 
 
-def tail_start(events: Sequence[SessionEvent], max_messages: int) -> TailCut:
+def tail_start(log: EventLog, max_messages: int) -> TailCut:
     """Where a replay of the newest `max_messages` messages starts.
 
     Counts `user/message` and `assistant/message` events from the end; the cut then moves back
@@ -128,16 +135,7 @@ def tail_start(events: Sequence[SessionEvent], max_messages: int) -> TailCut:
     """
     if max_messages < 1:
         raise ValueError("max_messages must be positive")
-    counted = 0
-    cut = 0
-    for i in range(len(events) - 1, -1, -1):
-        if type(events[i]) in _MESSAGE_TYPES:
-            counted += 1
-            if counted == max_messages:
-                cut = i
-                break
-    else:
+    if len(log.message_seqs) < max_messages:
         return TailCut(0, False)
-    while cut > 0 and type(events[cut]) is not TurnStart:
-        cut -= 1
+    cut = log.turn_start_before(log.message_seqs[-max_messages])
     return TailCut(cut, cut > 0)

@@ -1,0 +1,124 @@
+"""A session's events in memory, held as storage records: rows stay packed until needed.
+
+`EventLog` is what a live session keeps. A loaded log of 400,000 chunks is a few hundred
+records here, not 400,000 event objects: everything that reads history (the provider history,
+the load projection, paging) works from the plain events and the message index, and expands a
+row only when its members are asked for. Appends arrive as plain events; `seal()` packs the
+chunks of a finished step into rows, so a long live session stays compact too.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+
+from .chunk_rows import ROW_CLASSES, StorageRecord, expand_row, pack_chunk_runs
+from .events import (
+    AssistantChunk,
+    AssistantMessageEvent,
+    SessionEvent,
+    StepStart,
+    TurnStart,
+    UserMessageEvent,
+)
+from .paging import PageCut, clip_records, page_cut, record_count, record_start
+
+class EventLog:
+    def __init__(self, records: Iterable[StorageRecord] = ()) -> None:
+        self.records: list[StorageRecord] = []
+        self.starts: list[int] = []
+        """`starts[i]` is the first seq of `records[i]`."""
+        self.length = 0
+        self.message_seqs: list[int] = []
+        self.message_cuts: list[int] = []
+        """For each message, the lowest of its seq and its `sourceRange` start."""
+        self.turn_starts: list[int] = []
+        self.step_starts = 0
+        self._sealed = 0
+        """Records before this index are packed; appends after it are plain events."""
+        for record in records:
+            self._add(record)
+        self._sealed = len(self.records)
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def last_seq(self) -> int:
+        return self.length - 1
+
+    @property
+    def turns(self) -> int:
+        return len(self.turn_starts)
+
+    def append(self, event: SessionEvent) -> None:
+        """Add the next event (its seq must be `len(self)`)."""
+        if event.seq != self.length:
+            raise ValueError(f"event seq {event.seq} does not follow {self.length - 1}")
+        self._add(event)
+
+    def _add(self, record: StorageRecord) -> None:
+        start = record_start(record)
+        self.records.append(record)
+        self.starts.append(start)
+        self.length = start + record_count(record)
+        kind = type(record)
+        if kind is UserMessageEvent or kind is AssistantMessageEvent:
+            source = record.source_range  # type: ignore[union-attr]
+            self.message_seqs.append(start)
+            self.message_cuts.append(min(start, source[0]) if isinstance(source, tuple) else start)
+        elif kind is TurnStart:
+            self.turn_starts.append(start)
+        elif kind is StepStart:
+            self.step_starts += 1
+
+    def seal(self) -> None:
+        """Pack the plain chunks appended since the last seal into rows (a step has ended)."""
+        tail = self.records[self._sealed :]
+        if any(type(r) is AssistantChunk for r in tail):
+            packed = pack_chunk_runs(tail)
+            del self.records[self._sealed :]
+            del self.starts[self._sealed :]
+            self.records.extend(packed)
+            self.starts.extend(record_start(r) for r in packed)
+        self._sealed = len(self.records)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def plain_events(self) -> Iterator[SessionEvent]:
+        """Every event that is not a member of a row, in order (all but packed deltas)."""
+        for record in self.records:
+            if type(record) not in ROW_CLASSES:
+                yield record  # type: ignore[misc]
+
+    def events(self, lo: int = 0, hi: int | None = None) -> list[SessionEvent]:
+        """The events with seqs in `[lo, hi)`, rows expanded."""
+        hi = self.length if hi is None else hi
+        expanded: list[SessionEvent] = []
+        for record in clip_records(self.records, self.starts, lo, hi):
+            if type(record) in ROW_CLASSES:
+                expanded.extend(expand_row(record))  # type: ignore[arg-type]
+            else:
+                expanded.append(record)  # type: ignore[arg-type]
+        return expanded
+
+    def event_at(self, seq: int) -> SessionEvent:
+        return self.events(seq, seq + 1)[0]
+
+    def records_between(self, lo: int, hi: int) -> list[StorageRecord]:
+        """The canonical packing of the events in `[lo, hi)`."""
+        return pack_chunk_runs(clip_records(self.records, self.starts, lo, hi))
+
+    def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        """SPEC 3.1's page ending before `end`, with its canonical records."""
+        cut = page_cut(self.message_seqs, self.message_cuts, end, max_messages)
+        return cut, self.records_between(cut.start, cut.end)
+
+    def turn_start_before(self, seq: int) -> int:
+        """The seq of the last `turn/start` at or before `seq` (0 if there is none)."""
+        i = bisect_right(self.turn_starts, seq)
+        return self.turn_starts[i - 1] if i else 0
+
+    def records_from(self, seq: int) -> Sequence[StorageRecord]:
+        """The records from `seq` on (`seq` must be a record boundary, e.g. a turn start)."""
+        return clip_records(self.records, self.starts, seq, self.length)
