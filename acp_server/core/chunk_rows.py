@@ -258,6 +258,12 @@ def _member_times(row: ChunkRow, count: int) -> list[int]:
     return times
 
 
+def validate_row(row: ChunkRow) -> None:
+    """Check a type-valid row against SPEC 2.1's remaining rules without expanding it."""
+    d = row.data
+    _member_times(row, len(d.args if type(row) is ToolCallChunks else d.texts))  # type: ignore[union-attr]
+
+
 def expand_row(row: ChunkRow) -> list[AssistantChunk]:
     """The exact events a (type-valid) row stands for; raises `ChunkRowError` on a bad row.
 
@@ -348,5 +354,6 @@ __all__ = [
     "decode_record_json",
     "decode_storage_record",
     "expand_row",
+    "validate_row",
     "pack_chunk_runs",
 ]

@@ -22,11 +22,15 @@ from .events import (
 INTERRUPTED_RESULT_TEXT = "interrupted"
 
 
-def interrupted_turn_closers(events: Sequence[SessionEvent], time: int) -> list[SessionEvent]:
+def interrupted_turn_closers(
+    events: Sequence[SessionEvent], next_seq: int, time: int
+) -> list[SessionEvent]:
     """The events that close the log's last turn if it has no `turn/end`, else nothing.
 
-    In order: an error `tool/result` for each `tool/call` without a result, the missing
-    `step/end`, then `turn/end {kind: "interrupted"}`. Partial chunks are left as they are.
+    `events` may leave out chunk events (only turn, step and tool events matter here);
+    `next_seq` is the seq the first closer takes. In order: an error `tool/result` for each
+    `tool/call` without a result, the missing `step/end`, then `turn/end {kind:
+    "interrupted"}`. Partial chunks are left as they are.
     """
     start = None
     for i in range(len(events) - 1, -1, -1):
@@ -52,7 +56,7 @@ def interrupted_turn_closers(events: Sequence[SessionEvent], time: int) -> list[
         elif kind is StepEnd:
             open_step = None
 
-    seq = len(events) and events[-1].seq + 1
+    seq = next_seq
     closers: list[SessionEvent] = []
     for call in open_calls.values():
         d = call.data

@@ -14,13 +14,23 @@ import fcntl
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 import zstandard
 
-from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_record, pack_chunk_runs
+from ..core.chunk_rows import (
+    ROW_CLASSES,
+    ChunkRowError,
+    StorageRecord,
+    decode_record_json,
+    decode_storage_record,
+    pack_chunk_runs,
+    validate_row,
+)
+from ..core.paging import record_count, record_start
 from ..core.events import EventError, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 
@@ -69,15 +79,20 @@ class LogLocked(LogError):
 
 @dataclass
 class LogContents:
-    """What a read found: the header, the logical events, and where complete content ends."""
+    """What a read found: the header, the records (rows left packed), where content ends."""
 
     header: SessionHeader
-    events: list[SessionEvent]
-    records: int
-    """Storage records (lines after the header) read."""
+    records: list[StorageRecord]
+    """Every body line, decoded and checked; rows are not expanded."""
+    event_count: int
     valid_size: int
     """Byte length of the complete content; anything after it is a torn tail."""
     torn_tail: bool
+
+    @cached_property
+    def events(self) -> list[SessionEvent]:
+        """The logical events, every row expanded (built on first use)."""
+        return [event for record in self.records for event in decode_storage_record(record)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,22 +196,24 @@ def parse_log(
     if not lines:
         raise CorruptLog(path, 1, "the log has no complete header line")
     header = parse_header(path, lines[0])
-    events: list[SessionEvent] = []
+    records: list[StorageRecord] = []
     expected = 0
     total = len(lines)
     for number, raw in enumerate(lines[1:], start=2):
         try:
-            batch = decode_storage_record(decode_record_json(raw))
+            record = decode_record_json(raw)
+            if type(record) in ROW_CLASSES:
+                validate_row(record)  # type: ignore[arg-type]
         except (ChunkRowError, EventError) as exc:
             raise CorruptLog(path, number, str(exc)) from None
-        first = batch[0].seq
+        first = record_start(record)
         if first != expected:
             raise CorruptLog(path, number, f"seq gap: expected seq {expected}, found {first}")
-        expected += len(batch)
-        events.extend(batch)
+        expected += record_count(record)
+        records.append(record)
         if progress is not None and number % 4096 == 0:
             progress(number, total)
-    return LogContents(header, events, total - 1, valid_size, valid_size != len(data))
+    return LogContents(header, records, expected, valid_size, valid_size != len(data))
 
 
 def log_compression(path: Path) -> Compression:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
@@ -40,13 +41,17 @@ class SessionExists(LogError):
 
 @dataclass
 class ContinuedLog:
-    """A log opened for continuation: its writer and its (recovered) logical events."""
+    """A log opened for continuation: its writer and its (recovered) events as records."""
 
     writer: LogWriter
-    events: list[SessionEvent]
+    log: EventLog
     dropped_torn_tail: bool
     closers: list[SessionEvent]
     """Events recovery appended to close an interrupted turn (empty if none was needed)."""
+
+    @property
+    def events(self) -> list[SessionEvent]:
+        return self.log.events()
 
 
 class SessionStore:
@@ -114,19 +119,22 @@ class SessionStore:
             contents = parse_log(path, data, log_compression(path))
             self._check_header_id(path, contents.header, session_id)
             writer.header = contents.header
-            writer.next_seq = len(contents.events)
+            writer.next_seq = contents.event_count
             if contents.torn_tail:
                 writer.truncate(contents.valid_size)
-            closers = interrupted_turn_closers(contents.events, now_ms)
+            log = EventLog(contents.records)
+            closers = interrupted_turn_closers(list(log.plain_events()), log.length, now_ms)
             if closers:
                 writer.append(closers)
                 writer.sync()
+                for event in closers:
+                    log.append(event)
             elif contents.torn_tail:
                 os.fsync(writer.fd)
         except BaseException:
             writer.close()
             raise
-        return ContinuedLog(writer, contents.events + closers, contents.torn_tail, closers)
+        return ContinuedLog(writer, log, contents.torn_tail, closers)
 
     def delete(self, session_id: str) -> None:
         """Remove a session's directory and everything in it."""
