@@ -1,0 +1,219 @@
+"""The ACP agent side: method handlers for initialize, authentication and the session lifecycle.
+
+Each handler takes the raw params value, converts it to its `protocol` type with msgspec (a
+wrong field is a -32602 naming it), checks what the schema cannot say (absolute paths, session
+id syntax), and calls the `SessionRegistry`. `session/prompt` and `session/load` come with the
+agent loop; until then they are unknown methods (-32601), like any other unregistered method.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Final, TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from .. import __version__
+from ..agent import ports
+from ..core.ids import InvalidSessionId, validate_session_id
+from .config import ServeConfig
+from .errors import InvalidParams
+from .protocol import (
+    PROTOCOL_VERSION,
+    AgentCapabilities,
+    AgentInfo,
+    AuthenticateRequest,
+    CancelNotification,
+    ClientCapabilities,
+    CloseSessionRequest,
+    DeleteSessionRequest,
+    Empty,
+    Implementation,
+    InitializeRequest,
+    InitializeResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    PromptCapabilities,
+    ResumeSessionRequest,
+    SessionCapabilities,
+)
+from .rpc import Connection
+from .sessions import SessionRegistry
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+HISTORY_META: Final = {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}}
+"""Where the history API of SPEC 3 is advertised: `agentCapabilities._meta`."""
+
+INITIALIZE_RESPONSE: Final = InitializeResponse(
+    protocol_version=PROTOCOL_VERSION,
+    agent_capabilities=AgentCapabilities(
+        load_session=True,
+        prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+        session_capabilities=SessionCapabilities(
+            list=Empty(), resume=Empty(), close=Empty(), delete=Empty(), additional_directories=Empty()
+        ),
+        meta=HISTORY_META,
+    ),
+    auth_methods=[],
+    agent_info=AgentInfo(name="acp-server", version=__version__),
+)
+
+
+def convert(params: Any, kind: type[T]) -> T:
+    """Params (absent or null means no fields) as a msgspec type; ValidationError names the field."""
+    return msgspec.convert({} if params is None else params, kind)
+
+
+def check_session_id(session_id: str) -> str:
+    """A session id from a request, checked before it can reach the file system."""
+    try:
+        return validate_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise InvalidParams.at("$.sessionId", str(exc)) from None
+
+
+def check_absolute(path: str, where: str) -> str:
+    if "\x00" in path:
+        raise InvalidParams.at(where, "a path cannot contain NUL characters")
+    if not os.path.isabs(path):
+        raise InvalidParams.at(where, f"must be an absolute path, got {path!r}")
+    return path
+
+
+def check_directories(directories: list[str] | UnsetType) -> list[str] | UnsetType:
+    if directories is not UNSET:
+        for index, directory in enumerate(directories):
+            check_absolute(directory, f"$.additionalDirectories[{index}]")
+    return directories
+
+
+class ConnectionPort:
+    """The agent loop's `ClientPort` over this connection: outbound requests and notifications,
+    and the capabilities the client advertised in `initialize`."""
+
+    def __init__(self, agent: AcpAgent) -> None:
+        self._agent = agent
+
+    @property
+    def capabilities(self) -> ports.ClientCapabilities:
+        advertised = self._agent.client_capabilities
+        return ports.ClientCapabilities(
+            read_text_file=advertised.fs.read_text_file,
+            write_text_file=advertised.fs.write_text_file,
+            terminal=advertised.terminal,
+        )
+
+    async def request(self, method: str, params: Any) -> Any:
+        return await self._agent.connection.request(method, params)
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self._agent.connection.notify(method, params)
+
+
+class AcpAgent:
+    """The handlers of one connection, and what the client told us about itself."""
+
+    def __init__(self, connection: Connection, sessions: SessionRegistry, config: ServeConfig | None = None) -> None:
+        self.connection = connection
+        self.sessions = sessions
+        self.config = config
+        self.client_capabilities = ClientCapabilities()
+        """Remembered from `initialize`: which `fs/*` and `terminal/*` methods we may call."""
+        self.client_info: Implementation | None = None
+        self.client_protocol_version: int | None = None
+        self.port = ConnectionPort(self)
+        """What the agent loop and tools use to reach the client."""
+
+    def install(self) -> None:
+        """Route every ACP method this agent serves on its connection."""
+        route = self.connection.route
+        route("initialize", self.initialize)
+        route("authenticate", self.authenticate)
+        route("session/new", self.new_session)
+        route("session/resume", self.resume_session)
+        route("session/list", self.list_sessions)
+        route("session/close", self.close_session)
+        route("session/delete", self.delete_session)
+        self.connection.route_notification("session/cancel", self.cancel)
+        # At end of input, running turns are cancelled so they end (and log) promptly.
+        self.connection.on_close(self.sessions.cancel_all)
+
+    def initialize(self, params: Any) -> InitializeResponse:
+        request = convert(params, InitializeRequest)
+        self.client_protocol_version = request.protocol_version
+        self.client_capabilities = _lenient(request.client_capabilities, ClientCapabilities, ClientCapabilities())
+        self.client_info = _lenient(request.client_info, Implementation, None)
+        if request.protocol_version != PROTOCOL_VERSION:
+            log.info("client asked for protocol version %d; answering %d", request.protocol_version, PROTOCOL_VERSION)
+        return INITIALIZE_RESPONSE
+
+    def authenticate(self, params: Any) -> Empty:
+        # No authentication methods are advertised, so there is nothing to check.
+        convert(params, AuthenticateRequest)
+        return Empty()
+
+    async def new_session(self, params: Any) -> NewSessionResponse:
+        request = convert(params, NewSessionRequest)
+        check_absolute(request.cwd, "$.cwd")
+        check_directories(request.additional_directories)
+        session = await self.sessions.create(
+            request.cwd,
+            additional_directories=request.additional_directories,
+            mcp_servers=request.mcp_servers,
+        )
+        return NewSessionResponse(session_id=session.id)
+
+    async def resume_session(self, params: Any) -> Empty:
+        request = convert(params, ResumeSessionRequest)
+        check_session_id(request.session_id)
+        check_absolute(request.cwd, "$.cwd")
+        check_directories(request.additional_directories)
+        await self.sessions.resume(
+            request.session_id,
+            request.cwd,
+            additional_directories=request.additional_directories,
+            mcp_servers=request.mcp_servers,
+        )
+        return Empty()
+
+    async def list_sessions(self, params: Any) -> ListSessionsResponse:
+        request = convert(params, ListSessionsRequest)
+        cwd = request.cwd if isinstance(request.cwd, str) else None
+        if cwd is not None:
+            check_absolute(cwd, "$.cwd")
+        cursor = request.cursor if isinstance(request.cursor, str) else None
+        return await self.sessions.list(cwd, cursor)
+
+    async def close_session(self, params: Any) -> Empty:
+        request = convert(params, CloseSessionRequest)
+        await self.sessions.close(check_session_id(request.session_id))
+        return Empty()
+
+    async def delete_session(self, params: Any) -> Empty:
+        request = convert(params, DeleteSessionRequest)
+        await self.sessions.delete(check_session_id(request.session_id))
+        return Empty()
+
+    def cancel(self, params: Any) -> None:
+        request = convert(params, CancelNotification)
+        if not self.sessions.cancel(check_session_id(request.session_id)):
+            log.info("session/cancel for %s: no such live session", request.session_id)
+
+
+def _lenient(value: Any, kind: type[T], default: T) -> T:
+    # The schema marks these "default on error": a client sending a malformed capability object
+    # still gets a session, with the capability taken as absent.
+    if value is UNSET or value is None:
+        return default
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        log.warning("ignored a malformed %s from the client: %s", kind.__name__, exc)
+        return default

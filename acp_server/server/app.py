@@ -1,0 +1,101 @@
+"""`acp-server serve`: the stdio server put together, from process start to exit.
+
+The server runs until its input ends (exit status 0), or until SIGTERM or SIGINT (status
+128 + the signal number). Either way it shuts down the same way: in-flight requests are given a
+moment to finish, every session log is flushed, fsynced and unlocked, every frame already
+produced is written, and the logs are flushed.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import logging
+import signal
+import sys
+
+import anyio
+
+from ..storage.store import SessionStore
+from .agent import AcpAgent
+from .config import ServeConfig
+from .rpc import Connection
+from .sessions import SessionRegistry
+from .transport import FdReader, FrameWriter, StdioFds, claim_stdio
+
+log = logging.getLogger("acp_server")
+
+
+def configure_logging(level: str) -> None:
+    """Logs go to stderr, always: stdout is the protocol's."""
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+
+
+async def serve(config: ServeConfig, fds: StdioFds) -> int:
+    """Serve one client over `fds` until its input ends; the exit status."""
+    reader = FdReader(fds.input)
+    writer = FrameWriter(fds.output)
+    connection = Connection(writer)
+    store = SessionStore(config.sessions_dir, pack=config.pack, compression=config.compression)
+    sessions = SessionRegistry(store)
+    AcpAgent(connection, sessions, config).install()
+    status = 0
+
+    async def watch_signals() -> None:
+        nonlocal status
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %d: shutting down", signum)
+                status = 128 + signum
+                connection.stop()
+                return
+
+    async def watch_output() -> None:
+        await writer.broken.wait()
+        connection.stop()  # nobody can hear us any more
+
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(writer.run)
+        try:
+            async with anyio.create_task_group() as watchers:
+                watchers.start_soon(watch_signals)
+                watchers.start_soon(watch_output)
+                await connection.serve(reader, config.max_line_bytes)
+                watchers.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sessions.close_all()
+                await writer.aclose()  # the writer drains what is queued, then ends
+    log.info("served; exit status %d", status)
+    return status
+
+
+def _have_uvloop() -> bool:
+    """uvloop (a dependency where it builds) makes every event loop turn cheaper: a JSON-RPC
+    round trip costs noticeably less CPU. Without it, asyncio's own loop serves the same."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def run_server(config: ServeConfig) -> int:
+    """Take over stdio and serve; the process exit status."""
+    configure_logging(config.log_level)
+    try:
+        fds = claim_stdio()
+    except OSError as exc:  # e.g. started with stdin or stdout closed
+        sys.stderr.write(f"acp-server serve: error: cannot use stdin/stdout for the protocol: {exc}\n")
+        return 2
+    # Everything loaded so far lives as long as the process: keep it out of the cycle
+    # collector's way, so that each collection only walks what requests allocate.
+    gc.collect()
+    gc.freeze()
+    try:
+        return anyio.run(serve, config, fds, backend_options={"use_uvloop": _have_uvloop()})
+    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
+        return 130
+    finally:
+        logging.shutdown()

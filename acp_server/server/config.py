@@ -1,0 +1,39 @@
+"""What `acp-server serve` was asked to do (SPEC 8), as one immutable value."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..storage.log import Compression
+from .transport import DEFAULT_MAX_LINE_BYTES
+
+SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
+REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
+DEFAULT_MAX_STEPS: Final = 50
+
+
+def default_sessions_dir() -> Path:
+    """`$ACP_SERVER_SESSIONS_DIR`, else `sessions/` in the platform's user data directory."""
+    configured = os.environ.get(SESSIONS_DIR_ENV)
+    if configured:
+        return Path(configured)
+    import platformdirs  # only needed when no directory was given
+
+    return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "sessions"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    sessions_dir: Path
+    replay: Path | None = None
+    """A fixture (`session.jsonl` or a scenario directory); None: the bundled demo recording."""
+    replay_override: Path | None = None
+    pace_ms: int = 0
+    max_steps: int = DEFAULT_MAX_STEPS
+    compression: Compression = "none"
+    pack: bool = True
+    log_level: str = "warning"
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES

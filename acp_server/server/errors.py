@@ -1,0 +1,200 @@
+"""The one error boundary of the server: exceptions to JSON-RPC error objects (SPEC 4).
+
+Every error the peer can see is an `RpcError` subclass with a `CODE` and a default `MESSAGE`
+(pygls-style). Exceptions raised by lower layers (msgspec validation, the session store, the log
+reader) are translated in one table, `ERROR_TABLE`; anything else is an internal error whose
+traceback goes to the log on stderr and never to the wire.
+
+| code   | class                | when                                                          |
+|--------|----------------------|---------------------------------------------------------------|
+| -32700 | `ParseError`         | a line that is not JSON (or not UTF-8); the connection lives  |
+| -32600 | `InvalidRequest`     | JSON that is not a request object; an oversized line         |
+| -32601 | `MethodNotFound`     | an unknown method, `_`-prefixed extensions included           |
+| -32602 | `InvalidParams`      | params of the wrong shape; the message names the field        |
+| -32603 | `InternalError`      | a bug: no exception text on the wire, the traceback on stderr |
+| -32002 | `UnknownSession`     | a well-formed session id with no session (ACP's "resource not found") |
+| -32800 | `RequestCancelled`   | the request was cancelled by `$/cancel_request` or shutdown   |
+| -32010 | `SessionUnreadable`  | the session's log cannot be read: `data.reason` is `"corrupt"` (with `line` and `detail`) or `"unsupported-version"` (with `found` and `supported`) |
+| -32011 | `SessionInUse`       | another process holds the session's log open for writing      |
+
+-32010 and -32011 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
+ACP itself uses there (-32000 authentication required, -32002 resource not found); see
+`docs/decisions/server-error-codes.md`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar, Final
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..agent.ports import ClientRequestError
+from ..core.ids import InvalidSessionId
+from ..storage.log import CorruptLog, LogLocked, UnsupportedVersion
+from ..storage.store import SessionNotFound
+
+log = logging.getLogger(__name__)
+
+
+class ErrorObject(msgspec.Struct, omit_defaults=True, gc=False):
+    """A JSON-RPC error object as it goes on the wire."""
+
+    code: int
+    message: str
+    data: Any | UnsetType = UNSET
+
+
+class RpcError(Exception):
+    """An error the peer may see: `CODE`, a one-sentence message, optional structured `data`."""
+
+    CODE: ClassVar[int] = -32603
+    MESSAGE: ClassVar[str] = "Internal error"
+
+    def __init__(self, message: str | None = None, data: Any | UnsetType = UNSET) -> None:
+        self.message = message if message is not None else self.MESSAGE
+        self.data = data
+        super().__init__(self.message)
+
+    @property
+    def code(self) -> int:
+        return self.CODE
+
+    def to_wire(self) -> ErrorObject:
+        return ErrorObject(self.CODE, self.message, self.data)
+
+
+class ParseError(RpcError):
+    CODE = -32700
+    MESSAGE = "Parse error"
+
+
+class InvalidRequest(RpcError):
+    CODE = -32600
+    MESSAGE = "Invalid request"
+
+
+class MethodNotFound(RpcError):
+    CODE = -32601
+    MESSAGE = "Method not found"
+
+
+class InvalidParams(RpcError):
+    CODE = -32602
+    MESSAGE = "Invalid params"
+
+    @classmethod
+    def at(cls, path: str, problem: str) -> InvalidParams:
+        """An error about one field, phrased like msgspec's (`... - at `$.cwd``)."""
+        return cls(f"Invalid params: {problem} - at `{path}`", {"path": path})
+
+
+class InternalError(RpcError):
+    CODE = -32603
+    MESSAGE = "Internal error"
+
+
+class UnknownSession(RpcError):
+    CODE = -32002
+    MESSAGE = "Resource not found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Unknown session: {session_id}", {"sessionId": session_id})
+
+
+class RequestCancelled(RpcError):
+    CODE = -32800
+    MESSAGE = "Request cancelled"
+
+
+class SessionUnreadable(RpcError):
+    CODE = -32010
+    MESSAGE = "Session log unreadable"
+
+
+class SessionInUse(RpcError):
+    CODE = -32011
+    MESSAGE = "Session in use"
+
+
+class ConnectionClosed(Exception):
+    """The peer is gone: an outbound request can no longer be answered."""
+
+
+ClientError = ClientRequestError
+"""The client answered one of our requests with a JSON-RPC error (the agent's own class, so
+that tools catch exactly what the connection raises)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Translations of foreign exceptions.
+
+_MSGSPEC_PATH: Final = re.compile(r" - at `(\$[^`]*)`$")
+
+
+def _from_validation(exc: msgspec.ValidationError) -> RpcError:
+    # msgspec names the field in its message ("Expected `str`, got `int` - at `$.cwd`").
+    text = str(exc)
+    match = _MSGSPEC_PATH.search(text)
+    return InvalidParams(f"Invalid params: {text}", {"path": match.group(1)} if match else UNSET)
+
+
+def _from_invalid_id(exc: InvalidSessionId) -> RpcError:
+    return InvalidParams.at("$.sessionId", str(exc))
+
+
+def _from_not_found(exc: SessionNotFound) -> RpcError:
+    return UnknownSession(_quoted_id(str(exc)))
+
+
+def _quoted_id(text: str) -> str:
+    # SessionNotFound's message is "unknown session 'ID'"; the id is what the client sent.
+    match = re.search(r"'([^']*)'", text)
+    return match.group(1) if match else text
+
+
+def _from_corrupt(exc: CorruptLog) -> RpcError:
+    return SessionUnreadable(
+        f"Session log unreadable: line {exc.line}: {exc.reason}",
+        {"reason": "corrupt", "line": exc.line, "detail": exc.reason},
+    )
+
+
+def _from_unsupported(exc: UnsupportedVersion) -> RpcError:
+    return SessionUnreadable(
+        f"Session log unreadable: format version {exc.found!r} is not supported "
+        f"(this build reads version {exc.supported})",
+        {"reason": "unsupported-version", "found": exc.found, "supported": exc.supported},
+    )
+
+
+def _from_locked(exc: LogLocked) -> RpcError:
+    return SessionInUse("Session in use: another process has it open for writing", {"reason": "locked"})
+
+
+ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError]], ...]] = (
+    (RpcError, lambda exc: exc),
+    (msgspec.ValidationError, _from_validation),
+    (InvalidSessionId, _from_invalid_id),
+    (SessionNotFound, _from_not_found),
+    (CorruptLog, _from_corrupt),
+    (UnsupportedVersion, _from_unsupported),
+    (LogLocked, _from_locked),
+)
+"""Exception class -> the `RpcError` the peer sees. The first matching row wins."""
+
+
+def to_rpc_error(exc: Exception, method: str = "?") -> RpcError:
+    """The error to send for an exception a handler raised.
+
+    Unexpected exceptions become a bare -32603: their text may hold paths or internals, so it
+    goes to the log (with the traceback), and the peer only learns that the method failed.
+    """
+    for cls, translate in ERROR_TABLE:
+        if isinstance(exc, cls):
+            return translate(exc)
+    log.error("internal error in %s", method, exc_info=exc)
+    return InternalError(f"Internal error while handling {method}")

@@ -1,0 +1,166 @@
+"""msgspec types for the ACP v1 messages the server handles (schema release 1.21.0).
+
+Inbound params (`*Request`, `*Notification`) accept unknown fields: clients speak newer
+versions of the protocol and add fields we must not choke on. They are converted with
+`msgspec.convert`, so a wrong field gives a `ValidationError` whose message names it
+(`... - at `$.cwd``), which the error table turns into -32602. Results (`*Response`) are only
+ever encoded; their optional fields default to `UNSET` and are left out of the JSON.
+
+ACP's `_meta` is kept as `meta` (wire name `_meta`) wherever the schema has it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType, field
+
+from ..core.events import Meta_, Model
+
+ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
+PROTOCOL_VERSION: Final = 1
+"""The only ACP version this server speaks; `initialize` answers it whatever the client asks."""
+
+
+class Inbound(Model, forbid_unknown_fields=False):
+    """Base of every inbound params struct: camelCase, unknown fields ignored."""
+
+
+class Empty(Model):
+    """An object with nothing but an optional `_meta` (capability markers, empty results)."""
+
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+# ---------------------------------------------------------------------------------------------
+# initialize / authenticate.
+
+
+class Implementation(Inbound):
+    name: str
+    version: str
+    title: str | None | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class FileSystemCapabilities(Inbound):
+    read_text_file: bool = False
+    write_text_file: bool = False
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ClientCapabilities(Inbound):
+    """What the client can do for us; only the parts the server uses are typed."""
+
+    fs: FileSystemCapabilities = msgspec.field(default_factory=FileSystemCapabilities)
+    terminal: bool = False
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class InitializeRequest(Inbound):
+    protocol_version: ProtocolVersion
+    # The schema marks both "default on error": a malformed value falls back to the default
+    # (see `agent.py`) instead of failing the handshake, so they are converted separately.
+    client_capabilities: Any = UNSET
+    client_info: Any = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class PromptCapabilities(Model):
+    image: bool
+    audio: bool
+    embedded_context: bool
+
+
+class SessionCapabilities(Model):
+    list: Empty | UnsetType = UNSET
+    resume: Empty | UnsetType = UNSET
+    close: Empty | UnsetType = UNSET
+    delete: Empty | UnsetType = UNSET
+    additional_directories: Empty | UnsetType = UNSET
+
+
+class AgentCapabilities(Model):
+    load_session: bool
+    prompt_capabilities: PromptCapabilities
+    session_capabilities: SessionCapabilities
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class AgentInfo(Model):
+    name: str
+    version: str
+    title: str | UnsetType = UNSET
+
+
+class InitializeResponse(Model):
+    protocol_version: int
+    agent_capabilities: AgentCapabilities
+    auth_methods: list[Any]
+    agent_info: AgentInfo
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class AuthenticateRequest(Inbound):
+    method_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+# ---------------------------------------------------------------------------------------------
+# Session lifecycle.
+
+
+class NewSessionRequest(Inbound):
+    cwd: str
+    # Required by the schema, but every value is only recorded, so an absent list is taken as
+    # empty rather than refused.
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
+    additional_directories: list[str] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class NewSessionResponse(Model):
+    session_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ResumeSessionRequest(Inbound):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
+    additional_directories: list[str] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SessionIdRequest(Inbound):
+    """`session/close`, `session/delete` and the `session/cancel` notification."""
+
+    session_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+CloseSessionRequest = SessionIdRequest
+DeleteSessionRequest = SessionIdRequest
+CancelNotification = SessionIdRequest
+
+
+class ListSessionsRequest(Inbound):
+    cwd: str | None | UnsetType = UNSET
+    cursor: str | None | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SessionInfo(Model):
+    session_id: str
+    cwd: str
+    title: str | UnsetType = UNSET
+    updated_at: str | UnsetType = UNSET
+    additional_directories: list[str] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ListSessionsResponse(Model):
+    sessions: list[SessionInfo]
+    next_cursor: str | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")

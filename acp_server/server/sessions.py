@@ -1,0 +1,493 @@
+"""Live sessions and the session lifecycle over the `SessionStore` (SPEC 2.2, 2.5, 4).
+
+A `LiveSession` is a session this process has open for writing: it holds the log's
+`LogWriter` (and so its exclusive lock) from `session/new` or `session/resume` until
+`session/close`, `session/delete` or the end of the connection. `SessionRegistry` owns them all
+and runs the store's blocking work (fsyncs, recovery, directory scans) in worker threads, so
+the event loop keeps serving other requests meanwhile. Lifecycle operations on one session id
+are serialized; different sessions never wait for each other.
+
+The `session/list` page logic (ordering, cursors, the cwd filter) is pure and lives in
+`select_page` / `encode_cursor` / `decode_cursor`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import fcntl
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import msgspec
+import zstandard
+from msgspec import UNSET, UnsetType
+
+from ..core.chunk_rows import decode_storage_record
+from ..core.event_log import EventLog
+from ..core.events import SessionTitle
+from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..storage.log import CorruptLog, LogError, LogLocked, LogWriter, parse_header
+from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
+from .errors import InvalidParams, UnknownSession
+from .protocol import ListSessionsResponse, SessionInfo
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE_SIZE: Final = 50
+"""Sessions per `session/list` page."""
+
+SHUTDOWN_WAIT: Final = 10.0
+"""Seconds a closing session waits for its cancelled work to end."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_session_id() -> str:
+    """A fresh session id: 32 hex digits, which always matches the session id pattern."""
+    return uuid.uuid4().hex
+
+
+# ---------------------------------------------------------------------------------------------
+# Live sessions.
+
+
+class LiveSession:
+    """A session open for writing in this process.
+
+    `cancel()` is the hook `session/cancel` pulls: it marks the session cancelled and cancels
+    every scope opened with `cancellable()` (the prompt turn's model stream, a permission
+    request waiting for the client...), so nothing waits forever on a client that never
+    answers. `begin_turn()` clears the mark for the next turn.
+
+    Work that writes to the log (a prompt turn) runs inside `activity()`: closing the session
+    cancels it and waits for it to end before the writer is closed.
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        writer: LogWriter,
+        log: EventLog,
+        *,
+        additional_directories: list[str],
+        mcp_servers: list[dict[str, Any]],
+    ) -> None:
+        self.header = header
+        self.writer = writer
+        self.log = log
+        """The session's events so far (rows kept packed), for the agent loop and paging."""
+        self.additional_directories = additional_directories
+        self.mcp_servers = mcp_servers
+        self.cancel_requested = False
+        self._scopes: set[anyio.CancelScope] = set()
+        self._active = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    @property
+    def cwd(self) -> str:
+        return self.header.cwd
+
+    def begin_turn(self) -> None:
+        self.cancel_requested = False
+
+    def cancel(self) -> None:
+        self.cancel_requested = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @contextlib.contextmanager
+    def cancellable(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that `cancel()` cancels; it is forgotten on exit, however it ends."""
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
+
+    @property
+    def open_scopes(self) -> int:
+        return len(self._scopes)
+
+    @contextlib.contextmanager
+    def activity(self) -> Iterator[None]:
+        """Mark work that writes to this session's log; `wait_idle` waits for it to end."""
+        self._active += 1
+        if self._active == 1:
+            self._idle = anyio.Event()
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# session/list: pure paging.
+
+
+@dataclass(frozen=True, slots=True)
+class ListEntry:
+    """What `session/list` needs of one session before reading its events."""
+
+    session_id: str
+    created_at: int
+    cwd: str
+    additional_directories: list[str] | UnsetType = UNSET
+
+
+def encode_cursor(entry: ListEntry) -> str:
+    """An opaque cursor: the (createdAt, id) of the last session of a page."""
+    raw = msgspec.json.encode([entry.created_at, entry.session_id])
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """The position a cursor names; `InvalidParams` for anything `encode_cursor` did not make."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, session_id = msgspec.json.decode(raw, type=tuple[int, str])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise InvalidParams.at("$.cursor", "not a cursor returned by session/list") from None
+    return created_at, session_id
+
+
+def _order_key(entry: ListEntry) -> tuple[int, str]:
+    return entry.created_at, entry.session_id
+
+
+def select_page(
+    entries: Sequence[ListEntry], *, cwd: str | None, after: tuple[int, str] | None, page_size: int
+) -> tuple[list[ListEntry], bool]:
+    """One page of sessions, newest first (by createdAt, then id), and whether more follow.
+
+    The cursor is a position, not an offset: sessions created while a client pages do not
+    shift later pages (they sort before the first one), and deleted ones leave no hole.
+    """
+    wanted = os.path.normpath(cwd) if cwd is not None else None
+    chosen = [
+        e
+        for e in entries
+        if (wanted is None or os.path.normpath(e.cwd) == wanted) and (after is None or _order_key(e) < after)
+    ]
+    chosen.sort(key=_order_key, reverse=True)
+    return chosen[:page_size], len(chosen) > page_size
+
+
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC (`2025-01-02T03:04:05.678Z`)."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading headers cheaply.
+
+
+def read_header(path: Path) -> SessionHeader:
+    """A log's header (line 1) without reading the rest of the log."""
+    with open(path, "rb") as file:
+        if path.name.endswith(".zst"):
+            line = _first_zstd_line(path, file)
+        else:
+            line = file.readline()
+            if not line.endswith(b"\n"):
+                raise CorruptLog(path, 1, "the log has no complete header line")
+    return parse_header(path, line)
+
+
+def _first_zstd_line(path: Path, file: Any) -> bytes:
+    # The header is written as a frame of its own; decompress until its newline appears.
+    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    text = b""
+    try:
+        while b"\n" not in text and not decompressor.eof:
+            chunk = file.read(64 * 1024)
+            if not chunk:
+                break
+            text += decompressor.decompress(chunk)
+    except zstandard.ZstdError as exc:
+        raise CorruptLog(path, 1, f"first frame: {exc}") from None
+    if b"\n" not in text:
+        raise CorruptLog(path, 1, "the log has no complete header line")
+    return text[: text.index(b"\n") + 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry.
+
+
+@dataclass
+class _IdLock:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
+
+
+class SessionRegistry:
+    """Every live session of a connection, and the lifecycle operations on sessions."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        clock: Callable[[], int] = now_ms,
+        new_id: Callable[[], str] = new_session_id,
+        page_size: int = LIST_PAGE_SIZE,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.new_id = new_id
+        self.page_size = page_size
+        self.live: dict[str, LiveSession] = {}
+        self._locks: dict[str, _IdLock] = {}
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, session_id: str) -> AsyncIterator[None]:
+        entry = self._locks.get(session_id)
+        if entry is None:
+            entry = self._locks[session_id] = _IdLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._locks[session_id]
+
+    def get(self, session_id: str) -> LiveSession:
+        """The live session by that id, or `UnknownSession`."""
+        session = self.live.get(session_id)
+        if session is None:
+            raise UnknownSession(session_id)
+        return session
+
+    async def create(
+        self, cwd: str, *, additional_directories: list[str] | UnsetType, mcp_servers: list[dict[str, Any]] | UnsetType
+    ) -> LiveSession:
+        """`session/new`: a new log, its header written and fsynced before this returns."""
+        header = SessionHeader(
+            version=SESSION_FORMAT_VERSION,
+            id=self.new_id(),
+            created_at=self.clock(),
+            cwd=cwd,
+            additional_directories=additional_directories,
+            mcp_servers=mcp_servers,
+        )
+        # Shielded: once the log exists, the session must be registered, even if the request
+        # is cancelled meanwhile (otherwise its writer, and lock, would leak).
+        with anyio.CancelScope(shield=True):
+            writer = await anyio.to_thread.run_sync(self.store.create, header)
+        session = LiveSession(
+            header,
+            writer,
+            EventLog(),
+            additional_directories=list(additional_directories or []),
+            mcp_servers=list(mcp_servers or []),
+        )
+        self.live[header.id] = session
+        log.info("session %s created in %s", header.id, cwd)
+        return session
+
+    async def resume(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        additional_directories: list[str] | UnsetType,
+        mcp_servers: list[dict[str, Any]] | UnsetType,
+    ) -> LiveSession:
+        """`session/resume`: open a log for continuation (with recovery), without replay.
+
+        Resuming a session that is already live here only updates its directories and MCP
+        servers. The request's cwd must be the session's: tools resolve paths against it.
+        """
+        async with self._locked(session_id):
+            session = self.live.get(session_id)
+            if session is None:
+                with anyio.CancelScope(shield=True):
+                    continued = await anyio.to_thread.run_sync(self._continue, session_id, cwd)
+                session = LiveSession(
+                    continued.writer.header,
+                    continued.writer,
+                    continued.log,
+                    additional_directories=[],
+                    mcp_servers=[],
+                )
+                if continued.closers:
+                    log.info("session %s: recovery closed an interrupted turn", session_id)
+                self.live[session_id] = session
+            elif not _same_path(session.cwd, cwd):
+                raise _cwd_mismatch(session.cwd)
+            # ACP: the list given is the complete list of additional roots; none if omitted.
+            session.additional_directories = list(additional_directories or [])
+            session.mcp_servers = list(mcp_servers or [])
+            return session
+
+    def _continue(self, session_id: str, cwd: str) -> ContinuedLog:
+        try:
+            # The header first: a wrong cwd is refused before recovery writes anything.
+            header = read_header(self.store.log_path(session_id))
+            if not _same_path(header.cwd, cwd):
+                raise _cwd_mismatch(header.cwd)
+            return self.store.continue_session(session_id, self.clock())
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
+
+    async def close(self, session_id: str) -> None:
+        """`session/close`: cancel what runs, flush and fsync the log, release its lock.
+
+        Closing a session that exists but is not open here does nothing.
+        """
+        async with self._locked(session_id):
+            session = self.live.pop(session_id, None)
+            if session is None:
+                if not await anyio.to_thread.run_sync(self.store.exists, session_id):
+                    raise UnknownSession(session_id)
+                return
+            await self._shut(session)
+
+    async def delete(self, session_id: str) -> None:
+        """`session/delete`: close it if it is open here, then remove its directory.
+
+        A session another process holds open for writing is refused (`LogLocked`).
+        """
+        async with self._locked(session_id):
+            session = self.live.pop(session_id, None)
+            if session is not None:
+                await self._shut(session)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
+            log.info("session %s deleted", session_id)
+
+    def _delete_unlocked(self, session_id: str) -> None:
+        try:
+            path = self.store.log_path(session_id)
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LogLocked(f"{path}: the session is open for writing in another process") from None
+            self.store.delete(session_id)
+        finally:
+            os.close(fd)
+
+    async def _shut(self, session: LiveSession) -> None:
+        session.cancel()
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(SHUTDOWN_WAIT) as waited:
+                await session.wait_idle()  # a cancelled turn still logs how it ended
+            if waited.cancelled_caught:
+                log.warning("session %s: work still running after %ss; closing its log anyway", session.id, SHUTDOWN_WAIT)
+            await anyio.to_thread.run_sync(session.writer.close)
+        log.info("session %s closed", session.id)
+
+    def cancel(self, session_id: str) -> bool:
+        """`session/cancel`: False when no live session has that id."""
+        session = self.live.get(session_id)
+        if session is None:
+            return False
+        session.cancel()
+        return True
+
+    def cancel_all(self) -> None:
+        for session in list(self.live.values()):
+            session.cancel()
+
+    async def close_all(self) -> None:
+        """At the end of the connection: every log flushed, fsynced and unlocked."""
+        sessions, self.live = list(self.live.values()), {}
+        for session in sessions:
+            try:
+                await self._shut(session)
+            except Exception:
+                log.exception("could not close session %s", session.id)
+
+    async def list(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
+        """`session/list`: one page, newest first, optionally only sessions in `cwd`."""
+        after = decode_cursor(cursor) if cursor is not None else None
+        if self._root_is_empty():
+            return ListSessionsResponse(sessions=[])  # nothing to read: no worker thread needed
+        return await anyio.to_thread.run_sync(self._list, cwd, after)
+
+    def _root_is_empty(self) -> bool:
+        # One directory read at most (the first entry), cheap enough for the event loop.
+        try:
+            with os.scandir(self.store.root) as entries:
+                return next(entries, None) is None
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False  # let the full listing say what is wrong
+
+    def _list(self, cwd: str | None, after: tuple[int, str] | None) -> ListSessionsResponse:
+        entries = []
+        for session_id in self.store.session_ids():
+            try:
+                header = read_header(self.store.log_path(session_id))
+            except (LogError, OSError) as exc:
+                log.warning("session/list: skipped session %s: %s", session_id, exc)
+                continue
+            if header.id != session_id:
+                log.warning("session/list: skipped session %s: its header names %r", session_id, header.id)
+                continue
+            if header.origin == "subagent":
+                continue  # subagent children belong to their parent's conversation
+            entries.append(ListEntry(session_id, header.created_at, header.cwd, header.additional_directories))
+        page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
+        infos = [self._info(entry) for entry in page]
+        return ListSessionsResponse(sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET)
+
+    def _info(self, entry: ListEntry) -> SessionInfo:
+        info = SessionInfo(
+            session_id=entry.session_id,
+            cwd=entry.cwd,
+            additional_directories=entry.additional_directories or UNSET,
+        )
+        try:
+            records = self.store.read(entry.session_id).records
+        except (LogError, OSError) as exc:
+            # Still listed: the client can see it and delete it; loading it will say what broke.
+            log.warning("session/list: session %s: %s", entry.session_id, exc)
+            return info
+        # Records stay packed: a title is always a plain event, and only the last record needs
+        # expanding to find the time of the last event.
+        for record in reversed(records):
+            if isinstance(record, SessionTitle):
+                info.title = record.data.title
+                break
+        last_time = decode_storage_record(records[-1])[-1].time if records else entry.created_at
+        info.updated_at = iso_time(last_time)
+        return info
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.normpath(a) == os.path.normpath(b)
+
+
+def _cwd_mismatch(session_cwd: str) -> InvalidParams:
+    return InvalidParams.at("$.cwd", f"does not match the session's working directory {session_cwd!r}")

@@ -1,0 +1,108 @@
+"""`acp-server serve` on the command line (SPEC 8): help, the default command, bad flags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_server.cli import _with_default_command, build_parser
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "acp_server", *args], input=stdin, capture_output=True, timeout=30)
+
+
+def test_serve_help_names_every_flag() -> None:
+    result = run("serve", "--help")
+    assert result.returncode == 0
+    text = result.stdout.decode()
+    for flag in (
+        "--sessions-dir",
+        "--replay",
+        "--replay-override",
+        "--pace-ms",
+        "--max-steps",
+        "--compression",
+        "--no-pack",
+        "--log-level",
+        "--max-line-bytes",
+    ):
+        assert flag in text
+    assert "serve" in run("--help").stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--compression", "lz4"], "acp-server serve: error: argument --compression: invalid choice: 'lz4' (choose from 'none', 'zstd')"),
+        (["--max-steps", "0"], "acp-server serve: error: argument --max-steps: must be a positive integer, got '0'"),
+        (["--pace-ms", "-1"], "acp-server serve: error: argument --pace-ms: must not be negative, got '-1'"),
+        (["--log-level", "loud"], "acp-server serve: error: argument --log-level: invalid choice: 'loud' (choose from debug, info, warning, error, critical)"),
+        (["--replay", "/no/such/fixture"], "acp-server serve: error: --replay: no such file or directory: /no/such/fixture"),
+        (["--replay-override", "/no/such/file"], "acp-server serve: error: --replay-override: no such file: /no/such/file"),
+        (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
+        (["bogus"], "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'demo')"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode() == message + "\n"
+
+
+def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
+    file = tmp_path / "file"
+    file.write_text("x")
+    result = run("--sessions-dir", str(file))
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode() == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+
+
+def test_stdin_at_eof_exits_0_with_no_output(tmp_path: Path) -> None:
+    result = run("--sessions-dir", str(tmp_path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+
+
+def test_serve_is_the_default_command() -> None:
+    assert _with_default_command([]) == ["serve"]
+    assert _with_default_command(["--log-level", "info"]) == ["serve", "--log-level", "info"]
+    assert _with_default_command(["demo"]) == ["demo"]
+    assert _with_default_command(["--help"]) == ["--help"]
+    args = build_parser().parse_args(_with_default_command(["--no-pack", "--compression", "zstd"]))
+    assert (args.command, args.no_pack, args.compression, args.max_steps, args.pace_ms, args.log_level) == (
+        "serve",
+        True,
+        "zstd",
+        50,
+        0,
+        "warning",
+    )
+    assert args.max_line_bytes == 64 * 1024 * 1024
+
+
+def test_replay_flags_are_stored_in_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import acp_server.cli as cli
+    import acp_server.server.app as app
+
+    fixture = tmp_path / "session.jsonl"
+    fixture.write_text("")
+    override = tmp_path / "replay.override.json"
+    override.write_text("[]")
+    seen = []
+    monkeypatch.setattr(app, "run_server", lambda config: seen.append(config) or 0)
+    monkeypatch.delenv("ACP_SERVER_SESSIONS_DIR", raising=False)
+    monkeypatch.setenv("ACP_REPLAY_FILE", str(fixture))
+    assert cli.main(["--sessions-dir", str(tmp_path), "--replay-override", str(override), "--pace-ms", "7", "--max-steps", "9"]) == 0
+    (config,) = seen
+    assert (config.sessions_dir, config.replay, config.replay_override, config.pace_ms, config.max_steps) == (
+        tmp_path,
+        fixture,
+        override,
+        7,
+        9,
+    )
+    assert (config.compression, config.pack, config.log_level) == ("none", True, "warning")
