@@ -14,12 +14,21 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class RpcFailure:
+    """An error answer to one of the server's requests."""
+
+    code: int
+    message: str
 
 
 class ServerExited(AssertionError):
@@ -146,6 +155,36 @@ class AcpProcess:
         frame = self.read_frame(timeout)
         assert frame.get("id") == request_id and "method" not in frame, f"expected the answer to {request_id!r}, got {frame}"
         return frame
+
+    def exchange(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        answer: Callable[[dict[str, Any]], Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Send a request and read until its response, like a client would.
+
+        Returns the response and every frame before it (notifications and the server's own
+        requests, in wire order). The server's requests are answered with `answer(frame)`:
+        a result value, or an `RpcFailure` to answer with an error.
+        """
+        request_id = self.send_request(method, params)
+        before: list[dict[str, Any]] = []
+        while True:
+            frame = self.read_frame(timeout)
+            if frame.get("id") == request_id and "method" not in frame:
+                return frame, before
+            before.append(frame)
+            if "method" in frame and "id" in frame:
+                if answer is None:
+                    raise AssertionError(f"unexpected request from the server: {frame}")
+                reply = answer(frame)
+                if isinstance(reply, RpcFailure):
+                    self.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": reply.code, "message": reply.message}})
+                else:
+                    self.send({"jsonrpc": "2.0", "id": frame["id"], "result": reply})
 
     def request(self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         """Send a request and return its whole response frame."""

@@ -17,7 +17,7 @@ from typing import Annotated, Final, Union
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .chunk_rows import ROW_TYPES, ChunkRowError, decode_storage_record
+from .chunk_rows import ROW_TYPES, ChunkRowError, decode_storage_record, pack_chunk_runs
 from .events import (
     AssistantChunk,
     EventError,
@@ -89,6 +89,7 @@ class Underivable:
 # Fixtures.
 
 _json: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
 
 
 @dataclass
@@ -140,6 +141,19 @@ def parse_fixture(name: str, lines: Sequence[bytes]) -> Fixture:
             raise ReplayError(f"{where}: seq gap: expected seq {len(events)}, found {batch[0].seq}")
         events.extend(batch)
     return Fixture(header, events, bool(projected))
+
+
+def render_fixture(header: SessionHeader, events: Iterable[SessionEvent]) -> bytes:
+    """A log as a fixture: canonical packing, projected form (no seqs, times or `seq0`/`time0`;
+    rows keep their `dt`), one record a line after the header. `parse_fixture` reads it back
+    to the same events, with every time relative to 0."""
+    lines = [_encoder.encode(header)]
+    for record in pack_chunk_runs(events):
+        value = msgspec.to_builtins(record)
+        for key in ("seq", "time", "seq0", "time0"):
+            value.pop(key, None)
+        lines.append(_encoder.encode(value))
+    return b"\n".join(lines) + b"\n"
 
 
 def derive_script(events: Iterable[SessionEvent]) -> list[ChunksEntry | Underivable]:
@@ -271,4 +285,5 @@ __all__ = [
     "fill_placeholders",
     "parse_fixture",
     "parse_override",
+    "render_fixture",
 ]

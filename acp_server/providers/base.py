@@ -34,7 +34,7 @@ class Provider(Protocol):
     name: str
 
     def bind_session(
-        self, session_id: str, *, parent_session_id: str | None, model_calls: int
+        self, session_id: str, *, parent_session_id: str | None, model_calls: int, cwd: str | None = None
     ) -> None:
         """Called when a session goes live: new (`model_calls` 0) or continued after a load
         (`model_calls` = the model calls its log already holds). Children name their parent."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from importlib import resources
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,11 @@ class _Cursor:
     script: _Script | None
     position: int
     cwd: Path | None = None
+
+
+def bundled_demo_fixture() -> Path:
+    """The recording served when no `--replay` is given: a short coding conversation."""
+    return Path(str(resources.files("acp_server") / "recordings" / "demo" / FIXTURE_NAME))
 
 
 def load_script(fixture: Path, override: Path | None) -> list[ScriptEntry]:

@@ -18,7 +18,8 @@ from msgspec import UNSET, UnsetType
 from .. import __version__
 from ..agent import ports
 from ..core.ids import InvalidSessionId, validate_session_id
-from .config import ServeConfig
+from ..providers.base import Provider
+from .config import DEFAULT_MAX_STEPS, ServeConfig
 from .errors import InvalidParams
 from .protocol import (
     PROTOCOL_VERSION,
@@ -35,7 +36,15 @@ from .protocol import (
     InitializeResponse,
     ListSessionsRequest,
     ListSessionsResponse,
+    LoadMeta,
+    LoadSessionRequest,
+    LoadSessionResponse,
+    AcpServerLoadMeta,
     NewSessionRequest,
+    PromptRequest,
+    PromptResponse,
+    ReplayedMeta,
+    ReplayOptions,
     NewSessionResponse,
     PromptCapabilities,
     ResumeSessionRequest,
@@ -43,6 +52,7 @@ from .protocol import (
 )
 from .rpc import Connection
 from .sessions import SessionRegistry
+from .turns import Conversations
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +130,13 @@ class ConnectionPort:
 class AcpAgent:
     """The handlers of one connection, and what the client told us about itself."""
 
-    def __init__(self, connection: Connection, sessions: SessionRegistry, config: ServeConfig | None = None) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        sessions: SessionRegistry,
+        config: ServeConfig | None = None,
+        provider: Provider | None = None,
+    ) -> None:
         self.connection = connection
         self.sessions = sessions
         self.config = config
@@ -130,6 +146,16 @@ class AcpAgent:
         self.client_protocol_version: int | None = None
         self.port = ConnectionPort(self)
         """What the agent loop and tools use to reach the client."""
+        self.conversations = (
+            Conversations(
+                sessions,
+                provider,
+                self.port,
+                max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
+            )
+            if provider is not None
+            else None
+        )
 
     def install(self) -> None:
         """Route every ACP method this agent serves on its connection."""
@@ -141,6 +167,9 @@ class AcpAgent:
         route("session/list", self.list_sessions)
         route("session/close", self.close_session)
         route("session/delete", self.delete_session)
+        if self.conversations is not None:
+            route("session/prompt", self.prompt)
+            route("session/load", self.load_session)
         self.connection.route_notification("session/cancel", self.cancel)
         # At end of input, running turns are cancelled so they end (and log) promptly.
         self.connection.on_close(self.sessions.cancel_all)
@@ -168,6 +197,8 @@ class AcpAgent:
             additional_directories=request.additional_directories,
             mcp_servers=request.mcp_servers,
         )
+        if self.conversations is not None:
+            self.conversations.bind(session)
         return NewSessionResponse(session_id=session.id)
 
     async def resume_session(self, params: Any) -> Empty:
@@ -175,13 +206,46 @@ class AcpAgent:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
-        await self.sessions.resume(
+        session = await self.sessions.resume(
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=request.mcp_servers,
         )
+        if self.conversations is not None:
+            self.conversations.bind(session)
         return Empty()
+
+    async def prompt(self, params: Any) -> PromptResponse:
+        assert self.conversations is not None
+        request = convert(params, PromptRequest)
+        session = self.sessions.get(check_session_id(request.session_id))
+        stop = await self.conversations.prompt(session, request.prompt)
+        return PromptResponse(stop_reason=stop)
+
+    async def load_session(self, params: Any) -> LoadSessionResponse:
+        """`session/load`: open the log (with recovery), replay it, then answer `{}`.
+
+        With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
+        (SPEC 4.2), and the answer's `_meta["acp-server"]` says where the replay started.
+        """
+        assert self.conversations is not None
+        request = convert(params, LoadSessionRequest)
+        check_session_id(request.session_id)
+        check_absolute(request.cwd, "$.cwd")
+        check_directories(request.additional_directories)
+        max_messages = _replay_limit(request.meta)
+        session = await self.sessions.resume(
+            request.session_id,
+            request.cwd,
+            additional_directories=request.additional_directories,
+            mcp_servers=request.mcp_servers,
+        )
+        self.conversations.bind(session)
+        cut = await self.conversations.replay(session, max_messages)
+        if max_messages is None:
+            return LoadSessionResponse()
+        return LoadSessionResponse(meta={"acp-server": ReplayedMeta(cut.start, cut.has_more)})
 
     async def list_sessions(self, params: Any) -> ListSessionsResponse:
         request = convert(params, ListSessionsRequest)
@@ -205,6 +269,20 @@ class AcpAgent:
         request = convert(params, CancelNotification)
         if not self.sessions.cancel(check_session_id(request.session_id)):
             log.info("session/cancel for %s: no such live session", request.session_id)
+
+
+def _replay_limit(meta: Any) -> int | None:
+    """`_meta["acp-server"].replay.maxMessages`, if the client asked for a tail replay."""
+    if not isinstance(meta, dict) or "acp-server" not in meta:
+        return None
+    try:
+        options = msgspec.convert(meta, LoadMeta)
+    except msgspec.ValidationError as exc:
+        raise InvalidParams.at('$._meta["acp-server"]', str(exc)) from None
+    if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(options.acp_server.replay, ReplayOptions):
+        limit = options.acp_server.replay.max_messages
+        return limit if isinstance(limit, int) else None
+    return None
 
 
 def _lenient(value: Any, kind: type[T], default: T) -> T:

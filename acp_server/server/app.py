@@ -16,6 +16,9 @@ import sys
 
 import anyio
 
+from ..core.replay_script import ReplayError
+from ..providers.base import Provider
+from ..providers.replay import ReplayProvider, bundled_demo_fixture
 from ..storage.store import SessionStore
 from .agent import AcpAgent
 from .config import ServeConfig
@@ -36,14 +39,20 @@ def configure_logging(level: str) -> None:
     )
 
 
-async def serve(config: ServeConfig, fds: StdioFds) -> int:
+def load_provider(config: ServeConfig) -> Provider:
+    """The model provider the flags name: `llm-replay` over `--replay`, or the bundled demo."""
+    fixture = config.replay if config.replay is not None else bundled_demo_fixture()
+    return ReplayProvider.from_path(fixture, config.replay_override, config.pace_ms)
+
+
+async def serve(config: ServeConfig, fds: StdioFds, provider: Provider | None = None) -> int:
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
     writer = FrameWriter(fds.output)
     connection = Connection(writer)
     store = SessionStore(config.sessions_dir, pack=config.pack, compression=config.compression)
     sessions = SessionRegistry(store)
-    AcpAgent(connection, sessions, config).install()
+    AcpAgent(connection, sessions, config, provider).install()
     status = 0
 
     async def watch_signals() -> None:
@@ -85,6 +94,11 @@ def run_server(config: ServeConfig) -> int:
     """Take over stdio and serve; the process exit status."""
     configure_logging(config.log_level)
     try:
+        provider = load_provider(config)
+    except (ReplayError, OSError) as exc:
+        sys.stderr.write(f"acp-server serve: error: {exc}\n")
+        return 2
+    try:
         fds = claim_stdio()
     except OSError as exc:  # e.g. started with stdin or stdout closed
         sys.stderr.write(f"acp-server serve: error: cannot use stdin/stdout for the protocol: {exc}\n")
@@ -94,7 +108,7 @@ def run_server(config: ServeConfig) -> int:
     gc.collect()
     gc.freeze()
     try:
-        return anyio.run(serve, config, fds, backend_options={"use_uvloop": _have_uvloop()})
+        return anyio.run(serve, config, fds, provider, backend_options={"use_uvloop": _have_uvloop()})
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130
     finally:

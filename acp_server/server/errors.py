@@ -15,7 +15,8 @@ traceback goes to the log on stderr and never to the wire.
 | -32002 | `UnknownSession`     | a well-formed session id with no session (ACP's "resource not found") |
 | -32800 | `RequestCancelled`   | the request was cancelled by `$/cancel_request` or shutdown   |
 | -32010 | `SessionUnreadable`  | the session's log cannot be read: `data.reason` is `"corrupt"` (with `line` and `detail`) or `"unsupported-version"` (with `found` and `supported`) |
-| -32011 | `SessionInUse`       | another process holds the session's log open for writing      |
+| -32011 | `SessionInUse`       | another process holds the session's log open for writing, or a prompt turn is running in it (`data.reason`: `"locked"` or `"prompt-running"`) |
+| -32012 | `ModelRequestError`  | the model request of a prompt turn failed; `data` is `{"message", "code"?}` |
 
 -32010 and -32011 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
 ACP itself uses there (-32000 authentication required, -32002 resource not found); see
@@ -32,6 +33,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ..agent.loop import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
 from ..storage.log import CorruptLog, LogLocked, UnsupportedVersion
@@ -120,6 +122,11 @@ class SessionInUse(RpcError):
     MESSAGE = "Session in use"
 
 
+class ModelRequestError(RpcError):
+    CODE = -32012
+    MESSAGE = "Model request failed"
+
+
 class ConnectionClosed(Exception):
     """The peer is gone: an outbound request can no longer be answered."""
 
@@ -171,6 +178,13 @@ def _from_unsupported(exc: UnsupportedVersion) -> RpcError:
     )
 
 
+def _from_model_failure(exc: ModelRequestFailed) -> RpcError:
+    data: dict[str, Any] = {"message": exc.message}
+    if exc.code is not None:
+        data["code"] = exc.code
+    return ModelRequestError(f"Model request failed: {exc.message}", data)
+
+
 def _from_locked(exc: LogLocked) -> RpcError:
     return SessionInUse("Session in use: another process has it open for writing", {"reason": "locked"})
 
@@ -183,6 +197,7 @@ ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError]], 
     (CorruptLog, _from_corrupt),
     (UnsupportedVersion, _from_unsupported),
     (LogLocked, _from_locked),
+    (ModelRequestFailed, _from_model_failure),
 )
 """Exception class -> the `RpcError` the peer sees. The first matching row wins."""
 

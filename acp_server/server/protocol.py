@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
-from ..core.events import Meta_, Model
+from ..core.events import ContentBlock, Meta_, Model
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
 PROTOCOL_VERSION: Final = 1
@@ -164,3 +164,49 @@ class ListSessionsResponse(Model):
     sessions: list[SessionInfo]
     next_cursor: str | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt turns and loading.
+
+
+class PromptRequest(Inbound):
+    session_id: str
+    prompt: list[ContentBlock]
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class PromptResponse(Model):
+    stop_reason: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ReplayOptions(Inbound):
+    max_messages: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+
+
+class AcpServerLoadMeta(Inbound):
+    replay: ReplayOptions | UnsetType = UNSET
+
+
+class LoadMeta(Inbound):
+    """The `_meta` of `session/load` as far as this server reads it (SPEC 4.2)."""
+
+    acp_server: AcpServerLoadMeta | UnsetType = field(default=UNSET, name="acp-server")
+
+
+class LoadSessionRequest(Inbound):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
+    additional_directories: list[str] | UnsetType = UNSET
+    meta: Any = field(default=UNSET, name="_meta")
+
+
+class ReplayedMeta(Model):
+    replayed_from_seq: int
+    has_more: bool
+
+
+class LoadSessionResponse(Model):
+    meta: dict[str, ReplayedMeta] | UnsetType = field(default=UNSET, name="_meta")

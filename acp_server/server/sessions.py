@@ -32,6 +32,8 @@ import msgspec
 import zstandard
 from msgspec import UNSET, UnsetType
 
+from ..agent.loop import Turn
+from ..agent.recorder import SessionRecorder
 from ..core.chunk_rows import decode_storage_record
 from ..core.event_log import EventLog
 from ..core.events import SessionTitle
@@ -85,9 +87,13 @@ class LiveSession:
         mcp_servers: list[dict[str, Any]],
     ) -> None:
         self.header = header
-        self.writer = writer
-        self.log = log
-        """The session's events so far (rows kept packed), for the agent loop and paging."""
+        self.recorder = SessionRecorder(writer, log)
+        """The session's log: its writer, its events so far (rows kept packed), its listeners."""
+        self.turn: Turn | None = None
+        """The prompt turn running now, if any: at most one at a time."""
+        self.allowed_always: set[str] = set()
+        """Tools the user allowed for the rest of the session (`allow_always`)."""
+        self.parent_id: str | None = header.parent_session if isinstance(header.parent_session, str) else None
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
         self.cancel_requested = False
@@ -107,8 +113,18 @@ class LiveSession:
     def begin_turn(self) -> None:
         self.cancel_requested = False
 
+    @property
+    def writer(self) -> LogWriter:
+        return self.recorder.writer
+
+    @property
+    def log(self) -> EventLog:
+        return self.recorder.log
+
     def cancel(self) -> None:
         self.cancel_requested = True
+        if self.turn is not None:
+            self.turn.cancel()
         for scope in list(self._scopes):
             scope.cancel()
 
@@ -309,6 +325,23 @@ class SessionRegistry:
         self.live[header.id] = session
         log.info("session %s created in %s", header.id, cwd)
         return session
+
+    def create_child(self, header: SessionHeader) -> LiveSession:
+        """A subagent's child session: created and registered live for the one turn it runs."""
+        writer = self.store.create(header)
+        session = LiveSession(
+            header,
+            writer,
+            EventLog(),
+            additional_directories=list(header.additional_directories or []),
+            mcp_servers=[],
+        )
+        self.live[header.id] = session
+        return session
+
+    def release_child(self, session_id: str) -> None:
+        """Forget a child session whose turn is over (its writer is already closed)."""
+        self.live.pop(session_id, None)
 
     async def resume(
         self,

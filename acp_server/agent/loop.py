@@ -1,0 +1,392 @@
+"""The agent loop: one prompt turn, step by step, logged as it happens and shown live.
+
+A turn appends `turn/start` and the `user/message`, then runs steps: each step asks the model
+(the provider) for one streamed answer, logs every chunk as it arrives, shows text and thoughts
+to the client, assembles the `assistant/message`, and runs the tool calls it holds. A step whose
+stream finishes with `tool-calls` leads to the next step; any other finish ends the turn.
+
+Durability follows SPEC 2.4: the log is synced before each model request, before each tool
+runs, after each step and at the turn's end; chunks in between are flushed by the recorder's
+100 ms flusher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import anyio
+import msgspec
+from msgspec import UNSET
+
+from ..core.acp_updates import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    PlanShown,
+    SessionNotification,
+    SessionUpdate,
+    ToolCallUpdated,
+    assistant_message_id,
+    tool_call_finished,
+    tool_call_in_progress,
+    tool_call_started,
+    user_message_id,
+)
+from ..core.assembly import MessageAssembler
+from ..core.events import (
+    AssistantChunk,
+    AssistantChunkData,
+    AssistantMessage,
+    AssistantMessageData,
+    AssistantMessageEvent,
+    AssistantText,
+    ContentBlock,
+    ErrorInfo,
+    PlanUpdate,
+    PlanUpdateData,
+    ReasoningDelta,
+    StepData,
+    StepEnd,
+    StepStart,
+    SubagentStart,
+    SubagentStartData,
+    TextContent,
+    TextDelta,
+    ToolCall,
+    ToolCallData,
+    ToolResult,
+    ToolResultContent,
+    ToolResultData,
+    TurnEnd,
+    TurnEndData,
+    TurnEndReasonCancelled,
+    TurnEndReasonCompleted,
+    TurnEndReasonError,
+    TurnEndReasonMaxSteps,
+    TurnEndReasonMaxTokens,
+    TurnEndReasonRefusal,
+    TurnStart,
+    TurnStartData,
+    UserMessage,
+    UserMessageData,
+    UserMessageEvent,
+)
+from ..core.messages import derive_messages
+from ..providers.base import ModelRequest, Provider, ProviderError
+from .ports import ClientPort
+from .recorder import SessionRecorder
+from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
+
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+DEFAULT_MAX_STEPS: Final = 50
+CANCELLED_RESULT_TEXT: Final = "cancelled"
+
+_FINISHES: Final[dict[str, tuple[type, StopReason]]] = {
+    "stop": (TurnEndReasonCompleted, "end_turn"),
+    "tool-calls": (TurnEndReasonCompleted, "end_turn"),
+    "length": (TurnEndReasonMaxTokens, "max_tokens"),
+    "content-filter": (TurnEndReasonRefusal, "refusal"),
+}
+
+
+class ModelRequestFailed(Exception):
+    """The model request of a step failed; the turn ended with `turn/end {kind: "error"}`."""
+
+    def __init__(self, message: str, code: int | str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+SubagentFactory = Callable[["TurnEnv"], "TurnEnv"]
+"""Creates a `task` call's child session (its log, header `origin: "subagent"`) and its env."""
+
+
+@dataclass
+class TurnEnv:
+    """Everything a turn works with, for one session."""
+
+    recorder: SessionRecorder
+    provider: Provider
+    client: ClientPort
+    tools: ToolContext
+    max_steps: int = DEFAULT_MAX_STEPS
+    create_subagent: SubagentFactory | None = None
+    live_updates: bool = True
+    """Subagent turns run unseen: only their parent's `task` call is shown to the client."""
+    client_session_id: str = ""
+    """The session id the client knows: the session's own, or its top-level parent's."""
+    on_finished: Callable[[], None] | None = None
+    """For a subagent: called once its turn is over and its log closed."""
+
+
+@dataclass
+class _TurnState:
+    turn: int
+    step: int = -1
+    step_open: bool = False
+    streaming: bool = False
+    assembler: MessageAssembler = field(default_factory=MessageAssembler)
+    first_chunk_seq: int = -1
+    last_chunk_seq: int = -1
+    open_calls: dict[str, ToolCall] = field(default_factory=dict)
+
+
+class Turn:
+    """One `session/prompt`: `await Turn(env, prompt).run()` gives the stop reason.
+
+    `cancel()` (from `session/cancel`) stops the stream or the tool at once; the turn then
+    records what was received and answers `cancelled`.
+    """
+
+    def __init__(self, env: TurnEnv, prompt: list[ContentBlock]) -> None:
+        self.env = env
+        self.prompt = prompt
+        self._scope = anyio.CancelScope()
+        self._state = _TurnState(turn=env.recorder.log.turns)
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    async def run(self) -> StopReason:
+        rec = self.env.recorder
+        state = self._state
+        rec.append(TurnStart, TurnStartData(state.turn))
+        rec.append(
+            UserMessageEvent,
+            UserMessageData(state.turn, UserMessage(user_message_id(state.turn), list(self.prompt))),
+        )
+        stop: StopReason | None = None
+        try:
+            with self._scope:
+                stop = await self._steps()
+        except anyio.get_cancelled_exc_class():
+            # The request itself was cancelled from outside: close the turn, then let go.
+            with anyio.CancelScope(shield=True):
+                await self._close_cancelled()
+            raise
+        if stop is None:  # our own scope was cancelled: `session/cancel`
+            await self._close_cancelled()
+            return "cancelled"
+        return stop
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    async def _steps(self) -> StopReason:
+        env, rec, state = self.env, self.env.recorder, self._state
+        for step in range(env.max_steps):
+            state.step = step
+            rec.append(StepStart, StepData(state.turn, step))
+            state.step_open = True
+            rec.sync()  # before the model request
+            finish = await self._stream_step()
+            calls = state.assembler.tool_calls()
+            if finish == "tool-calls" and calls:
+                await self._run_tools()
+                self._end_step()
+                rec.sync()
+                continue
+            self._end_step()
+            reason, stop = _FINISHES[finish]
+            rec.append(TurnEnd, TurnEndData(state.turn, reason()))
+            rec.sync()
+            return stop
+        rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonMaxSteps()))
+        rec.sync()
+        return "max_turn_requests"
+
+    async def _stream_step(self) -> str:
+        """Stream one model call into the log; returns its finish reason."""
+        env, rec, state = self.env, self.env.recorder, self._state
+        turn, step = state.turn, state.step
+        request = ModelRequest(
+            session_id=rec.session_id, messages=derive_messages(rec.log.plain_events()), tools=TOOL_DEFINITIONS
+        )
+        state.assembler = assembler = MessageAssembler()
+        state.first_chunk_seq = state.last_chunk_seq = -1
+        message_id = assistant_message_id(turn, step)
+        state.streaming = True
+        try:
+            async for chunk in env.provider.stream(request):
+                event = rec.append(AssistantChunk, AssistantChunkData(turn, step, chunk))
+                if state.first_chunk_seq < 0:
+                    state.first_chunk_seq = event.seq
+                state.last_chunk_seq = event.seq
+                assembler.feed(chunk)
+                if env.live_updates:
+                    kind = type(chunk)
+                    if kind is TextDelta:
+                        await self._show(AgentMessageChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
+                    elif kind is ReasoningDelta:
+                        await self._show(AgentThoughtChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
+            if assembler.finish is None:
+                raise ProviderError("the model stream ended without a finish chunk")
+        except ProviderError as exc:
+            state.streaming = False
+            self._fail(exc)
+        state.streaming = False
+        rec.append(
+            AssistantMessageEvent,
+            AssistantMessageData(
+                turn,
+                step,
+                AssistantMessage(message_id, assembler.content()),
+                assembler.usage if assembler.usage is not None else UNSET,
+            ),
+            **self._source_range(),
+        )
+        return assembler.finish
+
+    def _fail(self, exc: ProviderError) -> None:
+        """A failed model request: no message (the partial output stays as chunks)."""
+        rec, state = self.env.recorder, self._state
+        self._end_step()
+        error = ErrorInfo(exc.message, exc.code if exc.code is not None else UNSET)
+        rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonError(error)))
+        rec.sync()
+        raise ModelRequestFailed(exc.message, exc.code)
+
+    def _source_range(self) -> dict[str, Any]:
+        state = self._state
+        if state.first_chunk_seq < 0:
+            return {}
+        return {"source_range": (state.first_chunk_seq, state.last_chunk_seq)}
+
+    def _end_step(self) -> None:
+        state = self._state
+        if state.step_open:
+            self.env.recorder.append(StepEnd, StepData(state.turn, state.step))
+            self.env.recorder.seal()
+            state.step_open = False
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def _run_tools(self) -> None:
+        env, rec, state = self.env, self.env.recorder, self._state
+        calls = state.assembler.tool_calls()
+        for block in calls:
+            event = rec.append(ToolCall, ToolCallData(state.turn, state.step, block.id, block.name, block.arguments))
+            state.open_calls[block.id] = event
+        announcements = [tool_call_started(b.id, b.name, b.arguments) for b in calls]
+        for announcement in announcements:
+            await self._show(announcement)
+        for block, announcement in zip(calls, announcements):
+            rec.sync()  # before each tool runs
+
+            async def on_started(call_id: str = block.id) -> None:
+                await self._show(tool_call_in_progress(call_id))
+
+            if block.name == "task" and env.create_subagent is not None:
+                outcome = await self._run_task(block.id, block.arguments, on_started)
+            else:
+                outcome = await run_tool(
+                    env.tools,
+                    block.id,
+                    block.name,
+                    block.arguments,
+                    title=announcement.title,
+                    kind=announcement.kind,
+                    on_started=on_started,
+                )
+            await self._show(self._record_result(block.id, outcome.content, outcome.is_error, outcome.raw_output))
+            if outcome.plan is not None:
+                rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
+                await self._show(PlanShown(outcome.plan))
+
+    async def _run_task(
+        self, call_id: str, arguments: str, on_started: Callable[[], Awaitable[None]]
+    ) -> ToolOutcome:
+        """A `task` call: a one-shot subagent in a child session; its final text is the result."""
+        try:
+            args = msgspec.json.decode(arguments, type=TaskArgs)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return invalid_arguments("task", exc)
+        assert self.env.create_subagent is not None
+        child = self.env.create_subagent(self.env)
+        state = self._state
+        self.env.recorder.append(
+            SubagentStart,
+            SubagentStartData(state.turn, state.step, call_id, child.recorder.session_id, "one-shot"),
+        )
+        await on_started()
+        try:
+            stop = await Turn(child, [TextContent(args.prompt)]).run()
+        except ModelRequestFailed as exc:
+            return ToolOutcome(
+                [TextContent(f"the subagent failed: {exc.message}")],
+                True,
+                {"childSessionId": child.recorder.session_id, "error": exc.message},
+                None,
+            )
+        finally:
+            child.recorder.close()
+            if child.on_finished is not None:
+                child.on_finished()
+        text = _final_text(list(child.recorder.log.plain_events()))
+        return ToolOutcome(
+            [TextContent(text)],
+            stop != "end_turn",
+            {"childSessionId": child.recorder.session_id, "stopReason": stop},
+            None,
+        )
+
+    def _record_result(
+        self, call_id: str, content: list[ToolResultContent], is_error: bool, raw_output: Any
+    ) -> ToolCallUpdated:
+        state = self._state
+        call = state.open_calls.pop(call_id)
+        result = ToolResultData(
+            state.turn, state.step, call_id, content, True if is_error else UNSET, raw_output
+        )
+        self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
+        return tool_call_finished(result)
+
+    # -- cancellation --------------------------------------------------------------------------
+
+    async def _close_cancelled(self) -> None:
+        rec, state = self.env.recorder, self._state
+        if state.streaming:
+            state.streaming = False
+            content = state.assembler.content(interrupted=True)
+            rec.append(
+                AssistantMessageEvent,
+                AssistantMessageData(
+                    state.turn,
+                    state.step,
+                    AssistantMessage(assistant_message_id(state.turn, state.step), content),
+                    interrupted=True,
+                ),
+                **self._source_range(),
+            )
+        finished = [
+            self._record_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET)
+            for call_id in list(state.open_calls)
+        ]
+        self._end_step()
+        rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
+        rec.sync()
+        for update in finished:
+            await self._show(update)
+
+    # -- showing -------------------------------------------------------------------------------
+
+    async def _show(self, update: SessionUpdate) -> None:
+        env = self.env
+        if env.live_updates:
+            session_id = env.client_session_id or env.recorder.session_id
+            await env.client.notify("session/update", SessionNotification(session_id, update))
+
+
+def _final_text(events: list) -> str:
+    """The text of the last assistant message that has any: a subagent's answer."""
+    for event in reversed(events):
+        if type(event) is AssistantMessageEvent:
+            text = "".join(b.text for b in event.data.message.content if type(b) is AssistantText)
+            if text:
+                return text
+    return ""
+
+

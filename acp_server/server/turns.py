@@ -1,0 +1,129 @@
+"""Prompt turns and loads of live sessions: the agent loop wired to the connection and store.
+
+`Conversations` builds each turn's environment (the session's recorder, the provider, the
+client port, the tools), runs `session/prompt` turns one at a time per session, creates the
+child sessions of `task` calls, and answers `session/load` with the replay of SPEC 4.2.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+import anyio
+
+from ..agent.loop import StopReason, Turn, TurnEnv
+from ..agent.ports import ClientPort
+from ..agent.tools import ToolContext
+from ..core.acp_updates import SessionNotification
+from ..core.events import ContentBlock
+from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..core.projection import TailCut, project_load, tail_start
+from ..providers.base import Provider
+from .errors import SessionInUse
+from .sessions import LiveSession, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+
+class Conversations:
+    def __init__(
+        self, sessions: SessionRegistry, provider: Provider, client: ClientPort, *, max_steps: int
+    ) -> None:
+        self.sessions = sessions
+        self.provider = provider
+        self.client = client
+        self.max_steps = max_steps
+
+    def bind(self, session: LiveSession) -> None:
+        """Tell the provider a session went live (new, resumed or loaded)."""
+        self.provider.bind_session(
+            session.id,
+            parent_session_id=session.parent_id,
+            model_calls=session.log.step_starts,
+            cwd=session.cwd,
+        )
+
+    # -- prompt turns --------------------------------------------------------------------------
+
+    async def prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
+        """Run one turn; a second prompt while one runs is refused, not queued."""
+        if session.turn is not None:
+            raise _busy(session.id)
+        turn = Turn(self._env(session), prompt)
+        session.turn = turn
+        session.begin_turn()
+        try:
+            with session.activity():
+                async with anyio.create_task_group() as flushing:
+                    flushing.start_soon(session.recorder.run_flusher)
+                    try:
+                        return await turn.run()
+                    finally:
+                        flushing.cancel_scope.cancel()
+        finally:
+            session.turn = None
+
+    def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
+        directories = [Path(d) for d in session.additional_directories]
+        tools = ToolContext(
+            client_session_id or session.id,
+            Path(session.cwd),
+            directories,
+            self.client,
+            session.allowed_always,
+        )
+        return TurnEnv(
+            recorder=session.recorder,
+            provider=self.provider,
+            client=self.client,
+            tools=tools,
+            max_steps=self.max_steps,
+            create_subagent=self._create_subagent if client_session_id is None else None,
+            live_updates=client_session_id is None,
+            client_session_id=client_session_id or session.id,
+        )
+
+    def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
+        """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
+
+        The child is registered as a live session so that it can be followed while its parent
+        runs; it is closed and unregistered by `release_subagent` when its one turn ends. Its
+        client requests (permissions, files) go out under the parent's session id, the only one
+        the client knows.
+        """
+        parent_header = parent.recorder.header
+        header = SessionHeader(
+            version=SESSION_FORMAT_VERSION,
+            id=self.sessions.new_id(),
+            created_at=self.sessions.clock(),
+            cwd=parent_header.cwd,
+            parent_session=parent_header.id,
+            origin="subagent",
+            additional_directories=parent_header.additional_directories,
+        )
+        child = self.sessions.create_child(header)
+        self.bind(child)
+        env = self._env(child, client_session_id=parent.client_session_id)
+        env.tools.allowed_always = parent.tools.allowed_always
+        env.on_finished = lambda: self.sessions.release_child(child.id)
+        return env
+
+    # -- loading -------------------------------------------------------------------------------
+
+    async def replay(self, session: LiveSession, max_messages: int | None) -> TailCut:
+        """Send the load replay of SPEC 4.2; every notification goes out before this returns."""
+        if session.turn is not None:
+            raise _busy(session.id)
+        log_ = session.log
+        cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
+        for update in project_load(log_.records_from(cut.start)):
+            await self.client.notify("session/update", SessionNotification(session.id, update))
+        return cut
+
+
+def _busy(session_id: str) -> SessionInUse:
+    return SessionInUse(
+        f"Session in use: a prompt turn is running in session {session_id}",
+        {"reason": "prompt-running"},
+    )
+
