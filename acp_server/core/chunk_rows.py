@@ -168,15 +168,17 @@ class _Run:
         out.append(self.kind(seq0, time0, data))
 
 
+def _has_unsafe_gap(dt: list[int]) -> bool:
+    return bool(dt) and (max(dt) > MAX_SAFE_INTEGER or min(dt) < -MAX_SAFE_INTEGER)
+
+
 def _split_unsafe_rows(records: Iterable[StorageRecord]) -> Iterable[StorageRecord]:
     """The records, with any row whose inner time gaps break the continuity rule expanded.
 
     Only a hand-made row can hold such a gap; its members are then packed one by one.
     """
     for record in records:
-        if type(record) in ROW_CLASSES and any(
-            abs(gap) > MAX_SAFE_INTEGER for gap in record.data.dt  # type: ignore[union-attr]
-        ):
+        if type(record) in ROW_CLASSES and _has_unsafe_gap(record.data.dt):  # type: ignore[union-attr]
             yield from expand_row(record)  # type: ignore[arg-type]
         else:
             yield record

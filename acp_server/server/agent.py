@@ -52,6 +52,7 @@ from .protocol import (
 )
 from .rpc import Connection
 from .sessions import SessionRegistry
+from .history import History
 from .turns import Conversations
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ class AcpAgent:
             route("session/prompt", self.prompt)
             route("session/load", self.load_session)
         self.connection.route_notification("session/cancel", self.cancel)
+        History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
         self.connection.on_close(self.sessions.cancel_all)
 

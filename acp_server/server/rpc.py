@@ -35,7 +35,7 @@ import itertools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
 import msgspec
@@ -314,6 +314,16 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+class Then(NamedTuple):
+    """A handler's result, and what to do once the response is queued for the client.
+
+    `session.follow` uses it: its notifications must reach the client after its result.
+    """
+
+    result: Any
+    after: Callable[[], None]
+
+
 class Connection:
     """One JSON-RPC peer: dispatches what it sends and sends what we ask.
 
@@ -447,6 +457,12 @@ class Connection:
                 scope.cancel()
         self._task_group = None
 
+    def start_soon(self, task: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run `task` in the background for as long as the connection serves."""
+        if self._task_group is None:
+            raise ConnectionClosed("the connection is not serving")
+        self._task_group.start_soon(task, *args)
+
     def stop(self) -> None:
         """Stop reading input (e.g. on SIGTERM) and shut down as at end of input."""
         if self._reader_scope is not None:
@@ -559,6 +575,7 @@ class Connection:
 
     async def _run(self, request_id: Any, call: Call, scope: anyio.CancelScope) -> None:
         frame: bytes | None = None
+        after: Callable[[], None] | None = None
         try:
             with scope:
                 try:
@@ -566,10 +583,15 @@ class Connection:
                 except Exception as exc:
                     frame = error_frame(request_id, to_rpc_error(exc, call.method))
                 else:
+                    if isinstance(result, Then):
+                        result, after = result
                     frame = result_frame(request_id, result)
             if frame is None:  # cancelled by $/cancel_request or at shutdown
                 frame = error_frame(request_id, RequestCancelled("Request cancelled"))
+                after = None
             await self._sink.send(frame)
+            if after is not None:
+                after()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("output closed before the answer to %r", request_id)
         except msgspec.EncodeError:  # a handler returned something unencodable: a bug

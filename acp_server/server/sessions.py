@@ -36,7 +36,7 @@ from ..agent.loop import Turn
 from ..agent.recorder import SessionRecorder
 from ..core.chunk_rows import decode_storage_record
 from ..core.event_log import EventLog
-from ..core.events import SessionTitle
+from ..core.events import SessionEvent, SessionTitle
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..storage.log import CorruptLog, LogError, LogLocked, LogWriter, parse_header
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
@@ -277,6 +277,18 @@ class SessionRegistry:
         self.page_size = page_size
         self.live: dict[str, LiveSession] = {}
         self._locks: dict[str, _IdLock] = {}
+        self.event_listeners: list[Callable[[str, SessionEvent], None]] = []
+        """Called with (session id, event) for every event any live session appends."""
+
+    def _register(self, session: LiveSession) -> None:
+        self.live[session.id] = session
+        session_id = session.id
+
+        def announce(event: SessionEvent) -> None:
+            for listener in self.event_listeners:
+                listener(session_id, event)
+
+        session.recorder.listeners.append(announce)
 
     @contextlib.asynccontextmanager
     async def _locked(self, session_id: str) -> AsyncIterator[None]:
@@ -322,7 +334,7 @@ class SessionRegistry:
             additional_directories=list(additional_directories or []),
             mcp_servers=list(mcp_servers or []),
         )
-        self.live[header.id] = session
+        self._register(session)
         log.info("session %s created in %s", header.id, cwd)
         return session
 
@@ -336,7 +348,7 @@ class SessionRegistry:
             additional_directories=list(header.additional_directories or []),
             mcp_servers=[],
         )
-        self.live[header.id] = session
+        self._register(session)
         return session
 
     def release_child(self, session_id: str) -> None:
@@ -370,7 +382,7 @@ class SessionRegistry:
                 )
                 if continued.closers:
                     log.info("session %s: recovery closed an interrupted turn", session_id)
-                self.live[session_id] = session
+                self._register(session)
             elif not _same_path(session.cwd, cwd):
                 raise _cwd_mismatch(session.cwd)
             # ACP: the list given is the complete list of additional roots; none if omitted.

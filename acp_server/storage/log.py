@@ -119,7 +119,7 @@ def parse_header(path: Path | str, raw: bytes) -> SessionHeader:
         raise CorruptLog(path, 1, f"invalid header: {exc}") from None
 
 
-def _zstd_frame_end(data: memoryview, start: int) -> int | None:
+def zstd_frame_end(data: memoryview, start: int) -> int | None:
     """The offset just past the Zstandard frame at `start`, or None if the frame is incomplete.
 
     Walks the frame's block headers (RFC 8878, section 3.1.1) instead of decompressing, so that
@@ -169,7 +169,7 @@ def _zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
     offset = 0
     while offset < len(data):
         try:
-            end = _zstd_frame_end(view, offset)
+            end = zstd_frame_end(view, offset)
         except ValueError as exc:
             raise CorruptLog(path, len(lines) + 1, f"at byte {offset}: {exc}") from None
         if end is None:

@@ -1,0 +1,147 @@
+"""The history API's wire types (SPEC 3), and the record wrapping both sides share.
+
+`session.page` and `session.follow` answer with `SessionHistoryRecord`s: `{event}` for a plain
+event, `{chunks}` for a packed row. `to_history_records` wraps storage records for the wire;
+`expand_history_records` is the client's strict decoder back to exact events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Union
+
+from msgspec import UNSET, Meta, Struct, UnsetType, field
+
+from .chunk_rows import (
+    ROW_CLASSES,
+    ChunkRow,
+    ChunkRowError,
+    StorageRecord,
+    convert_row,
+    expand_row,
+    validate_row,
+)
+from .events import EventError, Meta_, Model, SessionEvent, convert_event
+from .header import SessionHeader
+
+DEFAULT_MAX_MESSAGES = 50
+
+
+class _Inbound(Model, forbid_unknown_fields=False):
+    """Params: camelCase, unknown fields ignored (clients may be newer than us)."""
+
+
+class SessionAddressed(_Inbound, tag="session", tag_field="kind"):
+    """A session by its id."""
+
+    session_id: str
+
+
+class SubagentAddressed(_Inbound, tag="subagent", tag_field="kind"):
+    """A subagent's child session, through the parent that started it."""
+
+    parent_session_id: str
+    child_session_id: str
+
+
+SessionAddress = Union[SessionAddressed, SubagentAddressed]
+
+
+class PageParams(_Inbound):
+    address: SessionAddress
+    through_seq: Annotated[int, Meta(ge=-1)]
+    before_seq: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    max_messages: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_MESSAGES
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class EventRecord(Struct, gc=False):
+    """A plain event on the wire."""
+
+    event: SessionEvent
+
+
+class ChunksRecord(Struct, gc=False):
+    """A chunk row on the wire: a run of delta events, packed."""
+
+    chunks: ChunkRow
+
+
+SessionHistoryRecord = Union[EventRecord, ChunksRecord]
+
+
+class PageResult(Model):
+    records: list[Any]
+    """`SessionHistoryRecord`s (typed loosely: msgspec unions cannot mix the two shapes)."""
+    has_more: bool
+
+
+class FollowParams(_Inbound):
+    address: SessionAddress
+    max_messages: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_MESSAGES
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class FollowResult(Model):
+    subscription_id: str
+    header: SessionHeader
+    cursor: int
+    records: list[Any]
+    has_more: bool
+
+
+class UnfollowParams(_Inbound):
+    subscription_id: str
+
+
+class SessionEventParams(Model):
+    """`session.event`: one appended event, never packed."""
+
+    subscription_id: str
+    event: SessionEvent
+
+
+FollowEndReason = Literal["overflow", "closed", "unfollowed"]
+
+
+class FollowEndedParams(Model):
+    """`session.followEnded`: the subscription is over; `lastSeq` is the last event it sent."""
+
+    subscription_id: str
+    reason: FollowEndReason
+    last_seq: int
+
+
+def to_history_records(records: Iterable[StorageRecord]) -> list[SessionHistoryRecord]:
+    """Storage records as wire records."""
+    return [ChunksRecord(r) if type(r) in ROW_CLASSES else EventRecord(r) for r in records]  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# The client's decoder.
+
+
+class HistoryProtocolError(ValueError):
+    """The server sent history that breaks SPEC 3: a malformed record, a gap, an overlap."""
+
+
+def expand_history_records(records: list[Any]) -> list[SessionEvent]:
+    """The exact events a page's records stand for, rows expanded and checked.
+
+    `records` are parsed JSON values. A record that is neither `{event}` nor `{chunks}`, a
+    malformed event or a malformed row is a `HistoryProtocolError`, and nothing is returned.
+    """
+    events: list[SessionEvent] = []
+    for index, value in enumerate(records):
+        if not isinstance(value, dict) or len(value) != 1 or not ({"event", "chunks"} >= value.keys()):
+            raise HistoryProtocolError(f"records[{index}]: not {{event}} or {{chunks}}")
+        try:
+            if "event" in value:
+                events.append(convert_event(value["event"]))
+            else:
+                row = convert_row(value["chunks"])
+                validate_row(row)
+                events.extend(expand_row(row))
+        except (EventError, ChunkRowError) as exc:
+            raise HistoryProtocolError(f"records[{index}]: {exc}") from None
+    return events

@@ -1,0 +1,282 @@
+"""The history API (SPEC 3): `session.page`, `session.follow`, `session.unfollow`.
+
+A session live in this process is paged from its in-memory `EventLog` (which includes what is
+not yet flushed); any other is paged from a `LogIndex` of its file, built once and grown as the
+file grows, so a page decodes only the lines it shows.
+
+Followers get every event a live session appends as a `session.event` notification, in seq
+order, after the snapshot the `session.follow` result holds. Each subscription has a bounded
+buffer; one that falls too far behind is ended with `session.followEnded` after the events
+already buffered, so the client always knows the last seq it was sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..core.chunk_rows import StorageRecord
+from ..core.events import SessionEvent, SubagentStart
+from ..core.header import SessionHeader
+from ..core.history import (
+    FollowEndReason,
+    FollowEndedParams,
+    FollowParams,
+    FollowResult,
+    PageParams,
+    PageResult,
+    SessionAddressed,
+    SessionEventParams,
+    UnfollowParams,
+    to_history_records,
+)
+from ..core.ids import InvalidSessionId, validate_session_id
+from ..core.paging import PageCut
+from ..storage.log_index import LogIndex
+from ..storage.store import SessionNotFound
+from .errors import InvalidParams, UnknownSession
+from .protocol import Empty
+from .rpc import Connection, Then
+from .sessions import SessionRegistry, read_header
+
+log = logging.getLogger(__name__)
+
+FOLLOW_BUFFER: Final = 10_000
+"""Events a follower may fall behind by before its subscription is ended."""
+
+
+class _Source(Protocol):
+    @property
+    def last_seq(self) -> int: ...
+
+    def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]: ...
+
+
+@dataclass
+class _Resolved:
+    session_id: str
+    header: SessionHeader
+    source: _Source
+
+
+@dataclass
+class _Subscription:
+    id: str
+    session_id: str
+    send: MemoryObjectSendStream[SessionEvent]
+    receive: MemoryObjectReceiveStream[SessionEvent]
+    next_seq: int
+    """The seq the next event taken must have."""
+    last_sent: int = -1
+    """The seq of the last event the client was sent (the snapshot's cursor at first)."""
+    end_reason: FollowEndReason | None = None
+    delivering: bool = False
+    backlog: list[SessionEvent] = field(default_factory=list)
+
+
+class History:
+    def __init__(self, connection: Connection, sessions: SessionRegistry) -> None:
+        self.connection = connection
+        self.sessions = sessions
+        self._indexes: dict[Path, LogIndex] = {}
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._by_session: dict[str, dict[str, _Subscription]] = {}
+
+    def install(self) -> None:
+        route = self.connection.route
+        route("session.page", self.page)
+        route("session.follow", self.follow)
+        route("session.unfollow", self.unfollow)
+        self.sessions.event_listeners.append(self._publish)
+        self.connection.on_close(self._close_all)
+
+    # -- session.page --------------------------------------------------------------------------
+
+    async def page(self, params: Any) -> PageResult:
+        request = msgspec.convert({} if params is None else params, PageParams)
+        resolved = await self._resolve(request.address)
+        last = resolved.source.last_seq
+        if request.through_seq > last:
+            raise InvalidParams.at("$.throughSeq", f"{request.through_seq} is past the session's last seq {last}")
+        end = request.through_seq + 1
+        if isinstance(request.before_seq, int):
+            end = min(end, request.before_seq)
+        cut, records = await self._page(resolved.source, end, request.max_messages)
+        return PageResult(to_history_records(records), cut.has_more)
+
+    async def _page(self, source: _Source, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        if isinstance(source, LogIndex):
+            return await anyio.to_thread.run_sync(source.page, end, max_messages)
+        return source.page(end, max_messages)
+
+    # -- session.follow ------------------------------------------------------------------------
+
+    async def follow(self, params: Any) -> Then:
+        request = msgspec.convert({} if params is None else params, FollowParams)
+        resolved = await self._resolve(request.address)
+        # Subscribe before reading the snapshot: nothing appended in between can be missed.
+        send, receive = anyio.create_memory_object_stream[SessionEvent](FOLLOW_BUFFER)
+        subscription = _Subscription(uuid.uuid4().hex, resolved.session_id, send, receive, next_seq=0)
+        self._subscriptions[subscription.id] = subscription
+        self._by_session.setdefault(resolved.session_id, {})[subscription.id] = subscription
+        try:
+            source = resolved.source
+            cursor = source.last_seq
+            subscription.next_seq = cursor + 1
+            subscription.last_sent = cursor
+            cut, records = await self._page(source, cursor + 1, request.max_messages)
+        except BaseException:
+            self._forget(subscription)
+            raise
+        result = FollowResult(subscription.id, resolved.header, cursor, to_history_records(records), cut.has_more)
+        return Then(result, lambda: self._start_delivery(subscription))
+
+    async def unfollow(self, params: Any) -> Empty:
+        request = msgspec.convert({} if params is None else params, UnfollowParams)
+        subscription = self._subscriptions.get(request.subscription_id)
+        if subscription is None:
+            raise InvalidParams.at("$.subscriptionId", f"no subscription {request.subscription_id!r}")
+        self._end(subscription, "unfollowed")
+        return Empty()
+
+    def _publish(self, session_id: str, event: SessionEvent) -> None:
+        """Called for every event a live session appends (synchronously, in seq order)."""
+        subscriptions = self._by_session.get(session_id)
+        if not subscriptions:
+            return
+        for subscription in list(subscriptions.values()):
+            if event.seq < subscription.next_seq or subscription.end_reason is not None:
+                continue  # already in the snapshot
+            subscription.next_seq = event.seq + 1
+            if not subscription.delivering:
+                subscription.backlog.append(event)  # the result is not out yet
+                continue
+            try:
+                subscription.send.send_nowait(event)
+            except anyio.WouldBlock:
+                self._end(subscription, "overflow")
+
+    def _start_delivery(self, subscription: _Subscription) -> None:
+        if subscription.id not in self._subscriptions:
+            return
+        subscription.delivering = True
+        backlog, subscription.backlog = subscription.backlog, []
+        for event in backlog:
+            try:
+                subscription.send.send_nowait(event)
+            except anyio.WouldBlock:
+                self._end(subscription, "overflow")
+                break
+        self.connection.start_soon(self._deliver, subscription)
+
+    async def _deliver(self, subscription: _Subscription) -> None:
+        async with subscription.receive:
+            async for event in subscription.receive:
+                if subscription.end_reason in ("unfollowed", "closed"):
+                    break  # nobody wants the rest
+                await self.connection.notify("session.event", SessionEventParams(subscription.id, event))
+                subscription.last_sent = event.seq
+        if subscription.end_reason == "overflow" and not self.connection.closed:
+            await self.connection.notify(
+                "session.followEnded",
+                FollowEndedParams(subscription.id, "overflow", subscription.last_sent),
+            )
+
+    def _end(self, subscription: _Subscription, reason: FollowEndReason) -> None:
+        """Stop taking events. After an overflow what is buffered is still delivered, then
+        `followEnded` with the last seq sent; after an unfollow or a closed connection, not."""
+        if subscription.end_reason is None:
+            subscription.end_reason = reason
+        self._forget(subscription)
+        subscription.send.close()
+        if not subscription.delivering:
+            subscription.receive.close()
+
+    def _forget(self, subscription: _Subscription) -> None:
+        self._subscriptions.pop(subscription.id, None)
+        by_session = self._by_session.get(subscription.session_id)
+        if by_session is not None:
+            by_session.pop(subscription.id, None)
+            if not by_session:
+                del self._by_session[subscription.session_id]
+
+    def _close_all(self) -> None:
+        for subscription in list(self._subscriptions.values()):
+            self._end(subscription, "closed")
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    async def _resolve(self, address: Any) -> _Resolved:
+        if isinstance(address, SessionAddressed):
+            session_id = _checked_id(address.session_id, "$.address.sessionId")
+            resolved = await self._open(session_id)
+            if resolved.header.origin == "subagent":
+                raise _address_error(
+                    "origin",
+                    f"session {session_id} is a subagent's child: address it as "
+                    '{"kind": "subagent", "parentSessionId", "childSessionId"}',
+                )
+            return resolved
+        parent_id = _checked_id(address.parent_session_id, "$.address.parentSessionId")
+        child_id = _checked_id(address.child_session_id, "$.address.childSessionId")
+        child = await self._open(child_id)
+        if child.header.origin != "subagent":
+            raise _address_error("origin", f'session {child_id}\'s header does not say origin "subagent"')
+        if child.header.parent_session != parent_id:
+            raise _address_error(
+                "parentSession", f"session {child_id}'s header names another parent session, not {parent_id}"
+            )
+        parent = await self._open(parent_id)
+        if not self._started(parent, child_id):
+            raise _address_error(
+                "subagentStart", f"session {parent_id}'s log holds no subagent/start for {child_id}"
+            )
+        return child
+
+    def _started(self, parent: _Resolved, child_id: str) -> bool:
+        source = parent.source
+        if isinstance(source, LogIndex):
+            return child_id in source.subagent_children
+        live = self.sessions.live.get(parent.session_id)
+        assert live is not None
+        return any(
+            type(e) is SubagentStart and e.data.child_session_id == child_id for e in live.log.plain_events()
+        )
+
+    async def _open(self, session_id: str) -> _Resolved:
+        live = self.sessions.live.get(session_id)
+        if live is not None:
+            return _Resolved(session_id, live.header, live.log)
+        index = await anyio.to_thread.run_sync(self._index, session_id)
+        return _Resolved(session_id, index.header, index)
+
+    def _index(self, session_id: str) -> LogIndex:
+        try:
+            path = self.sessions.store.log_path(session_id)
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
+        index = self._indexes.get(path)
+        if index is None:
+            read_header(path)  # a clear error for an unreadable header before any scan
+            index = self._indexes[path] = LogIndex.build(path)
+        else:
+            index.refresh()
+        return index
+
+
+def _checked_id(session_id: str, where: str) -> str:
+    try:
+        return validate_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise InvalidParams.at(where, str(exc)) from None
+
+
+def _address_error(check: str, problem: str) -> InvalidParams:
+    return InvalidParams(f"Invalid params: address: {problem}", {"path": "$.address", "check": check})
