@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from . import __version__
 
-COMMANDS = ("serve", "demo")
+COMMANDS = ("serve", "demo", "log")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -115,6 +115,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 67108864, 64 MiB)",
     )
     commands.add_parser("demo", help="run a recorded session end to end and show what it stored")
+    log = commands.add_parser(
+        "log",
+        help="inspect a session log: stats, verify or cat",
+        description="Inspect a session log. PATH is a session directory, a session.jsonl or a "
+        "session.jsonl.zst.",
+    )
+    actions = log.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    for action, text in (
+        ("stats", "events by type, chunk rows, bytes packed vs unpacked"),
+        ("verify", "check every rule of the log format; exit status 1 with every problem found"),
+        ("cat", "print the logical events as JSON lines (chunk rows expanded)"),
+    ):
+        sub = actions.add_parser(action, help=text, description=text)
+        sub.add_argument("path", metavar="PATH", type=Path, help="a session directory or a log file")
     return parser
 
 
@@ -134,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo()
     if args.command == "serve":
         return _serve(parser, args)
+    if args.command == "log":
+        from .log_command import run_log_command
+
+        return run_log_command(args.action, args.path)
     parser.print_help(sys.stderr)
     return 2
 

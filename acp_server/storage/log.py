@@ -155,13 +155,13 @@ def zstd_frame_end(data: memoryview, start: int) -> int | None:
     return pos if pos <= size else None
 
 
-def _plain_lines(data: bytes) -> tuple[list[bytes], int]:
+def plain_lines(data: bytes) -> tuple[list[bytes], int]:
     """Complete lines, and the byte length they span (a final line without `\\n` is torn)."""
     end = data.rfind(b"\n") + 1
     return data[:end].split(b"\n")[:-1], end
 
 
-def _zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
+def zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
     """Lines of every complete frame, and the byte length those frames span."""
     view = memoryview(data)
     decompressor = zstandard.ZstdDecompressor()
@@ -192,7 +192,7 @@ def parse_log(
     progress: Callable[[int, int], None] | None = None,
 ) -> LogContents:
     """Decode a whole log from its bytes, checking every record and the seq chain."""
-    lines, valid_size = _zstd_lines(path, data) if compression == "zstd" else _plain_lines(data)
+    lines, valid_size = zstd_lines(path, data) if compression == "zstd" else plain_lines(data)
     if not lines:
         raise CorruptLog(path, 1, "the log has no complete header line")
     header = parse_header(path, lines[0])
