@@ -52,16 +52,24 @@ class Conversations:
         turn = Turn(self._env(session), prompt)
         session.turn = turn
         session.begin_turn()
+        failure: Exception | None = None
         try:
             with session.activity():
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
-                        return await turn.run()
+                        stop = await turn.run()
+                    except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+                        # Raised outside the task group, or it would arrive wrapped in an
+                        # ExceptionGroup and a failed model request would read as a crash.
+                        failure = exc
                     finally:
                         flushing.cancel_scope.cancel()
         finally:
             session.turn = None
+        if failure is not None:
+            raise failure
+        return stop
 
     def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
         directories = [Path(d) for d in session.additional_directories]

@@ -1,0 +1,225 @@
+"""The `task` tool: a one-shot subagent in a child session, through the real server (SPEC 4.3, 5).
+
+The child replays `session.1.jsonl` beside the fixture. It runs unseen (only the parent's `task`
+call shows on the wire), writes its own log with header `origin: "subagent"` and
+`parentSession`, and its final text is the `task` call's result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
+from prompt_harness import (
+    PERMISSION_OPTIONS,
+    FakeClient,
+    PromptServer,
+    chunk_events,
+    message_chunks,
+    text_result,
+    turn_opening,
+)
+
+from acp_server.storage.log import read_log
+
+TASK = ToolUse("call_task", "task", args(prompt="Count the files"))
+TASK_STEP = Step(calls=[TASK])
+TASK_ANNOUNCED = {
+    "sessionUpdate": "tool_call",
+    "toolCallId": "call_task",
+    "title": "Subagent: Count the files",
+    "kind": "other",
+    "status": "pending",
+    "rawInput": {"prompt": "Count the files"},
+}
+CHILD_ANSWER = Step(text="There are 2 files.")
+CHILD_WRITE = ToolUse("call_child_write", "write_file", args(path="count.txt", content="2"))
+
+
+def child_of(server: PromptServer, parent: str) -> str:
+    """The id of the one other session in the sessions directory, now known as `<child>`."""
+    (child,) = [p.name for p in server.sessions_dir.iterdir() if p.name != parent]
+    server.session_ids[child] = "<child>"
+    return child
+
+
+def parent_log_head(call_seq: int) -> list[dict[str, Any]]:
+    n = len(step_chunks(TASK_STEP))
+    assert call_seq == 4 + n
+    return [
+        *turn_opening(0, "delegate"),
+        {"type": "step/start", "data": {"turn": 0, "step": 0}},
+        *chunk_events(0, 0, step_chunks(TASK_STEP)),
+        {
+            "type": "assistant/message",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": "call_task", "name": "task", "arguments": TASK.arguments}]},
+            },
+            "sourceRange": [3, 2 + n],
+        },
+        {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_task", "name": "task", "arguments": TASK.arguments}},
+        {"type": "subagent/start", "data": {"turn": 0, "step": 0, "callId": "call_task", "childSessionId": "<child>", "mode": "one-shot"}},
+    ]
+
+
+def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Path) -> None:
+    final = Step(text="Two files.")
+    scenario = Scenario([("delegate", [TASK_STEP, final])], children=[[("Count the files", [CHILD_ANSWER])]])
+    with PromptServer(tmp_path, scenario) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child = child_of(server, session)
+
+        assert answered.stop_reason == "end_turn"
+        raw_output = {"childSessionId": "<child>", "stopReason": "end_turn"}
+        assert answered.updates == [
+            TASK_ANNOUNCED,
+            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "in_progress"},
+            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "completed", "content": text_result("There are 2 files."), "rawOutput": raw_output},
+            *message_chunks(["Two", " ", "file", "s."], "assistant-0-1"),
+        ]
+        call_seq = 4 + len(step_chunks(TASK_STEP))
+        second = call_seq + 5
+        assert server.log(session) == [
+            *parent_log_head(call_seq),
+            {
+                "type": "tool/result",
+                "data": {"turn": 0, "step": 0, "callId": "call_task", "content": [{"type": "text", "text": "There are 2 files."}], "rawOutput": raw_output},
+                "sourceRange": [call_seq, call_seq],
+            },
+            {"type": "step/end", "data": {"turn": 0, "step": 0}},
+            {"type": "step/start", "data": {"turn": 0, "step": 1}},
+            *chunk_events(0, 1, step_chunks(final)),
+            {
+                "type": "assistant/message",
+                "data": {"turn": 0, "step": 1, "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Two files."}]}},
+                "sourceRange": [second, second + len(step_chunks(final)) - 1],
+            },
+            {"type": "step/end", "data": {"turn": 0, "step": 1}},
+            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "completed"}}},
+        ]
+
+        header = read_log(server.log_path(child)).header
+        assert (header.origin, header.parent_session, header.cwd) == ("subagent", session, str(server.workspace))
+        assert server.log(child) == [
+            *turn_opening(0, "Count the files"),
+            {"type": "step/start", "data": {"turn": 0, "step": 0}},
+            *chunk_events(0, 0, step_chunks(CHILD_ANSWER)),
+            {
+                "type": "assistant/message",
+                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "There are 2 files."}]}},
+                "sourceRange": [3, 2 + len(step_chunks(CHILD_ANSWER))],
+            },
+            {"type": "step/end", "data": {"turn": 0, "step": 0}},
+            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "completed"}}},
+        ]
+
+
+def child_permission() -> dict[str, Any]:
+    return {
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "<session>",
+            "toolCall": {
+                "toolCallId": "call_child_write",
+                "title": "Write count.txt",
+                "kind": "edit",
+                "status": "pending",
+                "rawInput": {"path": "count.txt", "content": "2"},
+            },
+            "options": PERMISSION_OPTIONS,
+        },
+    }
+
+
+def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(tmp_path: Path) -> None:
+    child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
+    scenario = Scenario([("delegate", [TASK_STEP, Step(text="Done.")])], children=[[("Count the files", child_steps)]])
+    with PromptServer(tmp_path, scenario, client=FakeClient(permissions=["allow_once"])) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child = child_of(server, session)
+
+        assert answered.stop_reason == "end_turn"
+        assert answered.requests == [child_permission()]
+        assert (server.workspace / "count.txt").read_text() == "2"
+        assert answered.updates == [
+            TASK_ANNOUNCED,
+            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "in_progress"},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "completed",
+                "content": text_result("Wrote it."),
+                "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
+            },
+            *message_chunks(["Don", "e", "."], "assistant-0-1"),
+        ]
+        child_results = [e for e in server.log(child) if e["type"] == "tool/result"]
+        assert child_results == [
+            {
+                "type": "tool/result",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_child_write",
+                    "content": [
+                        {"type": "text", "text": "Created <cwd>/count.txt (1 bytes)."},
+                        {"type": "diff", "path": "<cwd>/count.txt", "newText": "2", "oldText": None},
+                    ],
+                    "rawOutput": {"path": "<cwd>/count.txt", "created": True, "bytes": 1},
+                },
+                "sourceRange": [4 + len(step_chunks(Step(calls=[CHILD_WRITE]))), 4 + len(step_chunks(Step(calls=[CHILD_WRITE])))],
+            }
+        ]
+
+
+def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_path: Path) -> None:
+    child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
+    scenario = Scenario(
+        [("delegate", [TASK_STEP]), ("again", [Step(text="Back.")])],
+        children=[[("Count the files", child_steps)]],
+    )
+    with PromptServer(tmp_path, scenario) as server:
+        session = server.new_session()
+        prompt = server.send_request("session/prompt", server.prompt_params(session, "delegate"))
+        while True:
+            frame = server.process.read_frame()
+            if frame.get("method") == "session/request_permission":
+                break
+        child = child_of(server, session)
+        server.cancel(session)
+        answered = server.read_until_response(prompt, answer=False)
+
+        assert answered.stop_reason == "cancelled"
+        assert answered.updates == [
+            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "failed", "content": text_result("cancelled")}
+        ]
+        assert answered.requests == [{"method": "$/cancel_request", "params": {"requestId": frame["id"]}}]
+        call_seq = 4 + len(step_chunks(TASK_STEP))
+        assert server.log(session)[call_seq + 2 :] == [
+            {
+                "type": "tool/result",
+                "data": {"turn": 0, "step": 0, "callId": "call_task", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+                "sourceRange": [call_seq, call_seq],
+            },
+            {"type": "step/end", "data": {"turn": 0, "step": 0}},
+            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "cancelled"}}},
+        ]
+        child_call_seq = 4 + len(step_chunks(Step(calls=[CHILD_WRITE])))
+        assert server.log(child)[child_call_seq:] == [
+            {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_child_write", "name": "write_file", "arguments": CHILD_WRITE.arguments}},
+            {
+                "type": "tool/result",
+                "data": {"turn": 0, "step": 0, "callId": "call_child_write", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+                "sourceRange": [child_call_seq, child_call_seq],
+            },
+            {"type": "step/end", "data": {"turn": 0, "step": 0}},
+            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "cancelled"}}},
+        ]
+        again = server.prompt(session, "again")
+        assert again.stop_reason == "end_turn"
+        assert again.text() == "Back."
