@@ -49,8 +49,8 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
     """The updates that replay `records` (events, or chunk rows left packed), in log order.
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
-    Rows are never expanded: a completed step's rows are passed over, a failed step's rows
-    are gathered whole into its partial text.
+    Rows are never expanded: a completed step's rows and chunks are only set aside (its
+    message stands for them), a failed step's are assembled into its partial text.
     """
     results = {
         (e.data.turn, e.data.step, e.data.call_id): e
@@ -58,32 +58,28 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
         if type(e) is ToolResult
     }
     updates: list[SessionUpdate] = []
-    # The chunks of the current step, kept until we know whether a message will stand for them.
-    pending: MessageAssembler | None = None
-    pending_id = ""
+    # The chunk records of the current step, kept until we know whether a message will stand
+    # for them; only a step that ends without one pays for assembling them.
+    pending: list[StorageRecord] = []
 
     def flush_pending() -> None:
-        nonlocal pending
-        if pending is not None:
-            updates.extend(_show_blocks(pending.content(interrupted=True), pending_id))
-            pending = None
+        if pending:
+            d = pending[0].data
+            assembler = MessageAssembler()
+            for record in pending:
+                if type(record) is AssistantChunk:
+                    assembler.feed(record.data.chunk)
+                else:
+                    assembler.feed_row(record)  # type: ignore[arg-type]
+            updates.extend(_show_blocks(assembler.content(interrupted=True), assistant_message_id(d.turn, d.step)))
+            pending.clear()
 
     for event in records:
         kind = type(event)
-        if kind in ROW_CLASSES:
-            d = event.data
-            if pending is None:
-                pending = MessageAssembler()
-                pending_id = assistant_message_id(d.turn, d.step)
-            pending.feed_row(event)
-        elif kind is AssistantChunk:
-            d = event.data
-            if pending is None:
-                pending = MessageAssembler()
-                pending_id = assistant_message_id(d.turn, d.step)
-            pending.feed(d.chunk)
+        if kind is AssistantChunk or kind in ROW_CLASSES:
+            pending.append(event)
         elif kind is AssistantMessageEvent:
-            pending = None  # the message stands for its chunks
+            pending.clear()  # the message stands for its chunks
             d = event.data
             message = d.message
             updates.extend(_show_blocks(message.content, message.id))

@@ -53,7 +53,7 @@ from .protocol import (
 from .rpc import Connection
 from .sessions import SessionRegistry
 from .history import History
-from .turns import Conversations
+from .turns import Conversations, busy_error
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +237,10 @@ class AcpAgent:
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
         max_messages = _replay_limit(request.meta)
+        running = self.sessions.live.get(request.session_id)
+        if running is not None and running.turn is not None:
+            # Refused before anything changes: a load must not touch a session mid-turn.
+            raise busy_error(request.session_id)
         session = await self.sessions.resume(
             request.session_id,
             request.cwd,
@@ -280,7 +284,10 @@ def _replay_limit(meta: Any) -> int | None:
     try:
         options = msgspec.convert(meta, LoadMeta)
     except msgspec.ValidationError as exc:
-        raise InvalidParams.at('$._meta["acp-server"]', str(exc)) from None
+        # msgspec names the path inside `_meta` ("$.acp-server.replay.maxMessages").
+        problem, _, inner = str(exc).rpartition(" - at `$")
+        path = '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server") if problem else '$._meta'
+        raise InvalidParams.at(path, problem or str(exc)) from None
     if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(options.acp_server.replay, ReplayOptions):
         limit = options.acp_server.replay.max_messages
         return limit if isinstance(limit, int) else None

@@ -48,7 +48,7 @@ class Conversations:
     async def prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
         """Run one turn; a second prompt while one runs is refused, not queued."""
         if session.turn is not None:
-            raise _busy(session.id)
+            raise busy_error(session.id)
         turn = Turn(self._env(session), prompt)
         session.turn = turn
         session.begin_turn()
@@ -121,7 +121,7 @@ class Conversations:
     async def replay(self, session: LiveSession, max_messages: int | None) -> TailCut:
         """Send the load replay of SPEC 4.2; every notification goes out before this returns."""
         if session.turn is not None:
-            raise _busy(session.id)
+            raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
         for update in project_load(log_.records_from(cut.start)):
@@ -129,7 +129,7 @@ class Conversations:
         return cut
 
 
-def _busy(session_id: str) -> SessionInUse:
+def busy_error(session_id: str) -> SessionInUse:
     return SessionInUse(
         f"Session in use: a prompt turn is running in session {session_id}",
         {"reason": "prompt-running"},

@@ -1,0 +1,112 @@
+"""Normalization (SPEC 6): what makes two runs of one scenario compare equal.
+
+A run's volatile values are replaced, in wire frames and in logs alike:
+
+- session ids (uuid hex) by `<session-1>`, `<session-2>`, ... and subscription ids by
+  `<subscription-1>`, ..., numbered in order of first appearance (the transcript first, then
+  the logs), so the top-level session is always `<session-1>`;
+- the workspace (the sessions' cwd) by `<workspace>`, the sessions directory by `<sessions>`;
+- times: an event's `time`, a chunk row's `time0` and every `dt` gap, a header's `createdAt`
+  become 0; `updatedAt` (an ISO string) becomes `<time>`;
+- the server's version in `initialize`'s `agentInfo` becomes `<version>`.
+
+Everything else (message ids, request ids, seqs, texts) is deterministic and kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from ..core.events import SessionEvent, convert_event
+from ..core.header import SessionHeader
+from ..core.replay_script import render_fixture
+
+_HEX_ID: Final = re.compile(r"[0-9a-f]{32}")
+TIME_PLACEHOLDER: Final = "<time>"
+VERSION_PLACEHOLDER: Final = "<version>"
+
+
+class Normalizer:
+    """Replaces a run's volatile values; numbering is by first appearance, so normalize the
+    transcript before the logs, in order."""
+
+    def __init__(self, paths: Iterable[tuple[str, str]], session_ids: Iterable[str], subscription_ids: Iterable[str]) -> None:
+        # Longest first, so that a path inside another is replaced as a whole.
+        self._paths = sorted(paths, key=lambda pair: len(pair[0]), reverse=True)
+        self._kinds = {i: "session" for i in session_ids} | {i: "subscription" for i in subscription_ids}
+        self._names: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Each real id seen so far and its placeholder."""
+        return dict(self._names)
+
+    def placeholder(self, real_id: str) -> str:
+        name = self._names.get(real_id)
+        if name is None:
+            kind = self._kinds[real_id]
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+            name = self._names[real_id] = f"<{kind}-{self._counts[kind]}>"
+        return name
+
+    def text(self, value: str) -> str:
+        for old, new in self._paths:
+            if old in value:
+                value = value.replace(old, new)
+
+        def replace(match: re.Match[str]) -> str:
+            found = match.group(0)
+            return self.placeholder(found) if found in self._kinds else found
+
+        return _HEX_ID.sub(replace, value)
+
+    def value(self, value: Any) -> Any:
+        """A JSON value (a wire frame, a record) with every volatile value replaced."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            out = {self.text(key): self.value(item) for key, item in value.items()}
+            _normalize_times(out)
+            return out
+        return value
+
+    def log(self, header: SessionHeader, events: Iterable[SessionEvent]) -> bytes:
+        """A log as its committed fixture: normalized, every time 0, canonical packed and
+        projected (`render_fixture`)."""
+        header_value = self.value(msgspec.to_builtins(header))
+        header_value["createdAt"] = 0
+        normalized = []
+        for event in events:
+            value = self.value(msgspec.to_builtins(event))
+            value["time"] = 0
+            normalized.append(convert_event(value))
+        return render_fixture(msgspec.convert(header_value, SessionHeader), normalized)
+
+
+def _normalize_times(value: dict[str, Any]) -> None:
+    """Time fields of one object, recognized by its shape (so a model's own `time` argument
+    inside a tool call is left alone)."""
+    if "seq" in value and isinstance(value.get("time"), int) and "type" in value:
+        value["time"] = 0  # an event
+    if "seq0" in value and isinstance(value.get("time0"), int):
+        value["time0"] = 0  # a chunk row
+        data = value.get("data")
+        if isinstance(data, dict) and isinstance(data.get("dt"), list):
+            data["dt"] = [0 for _ in data["dt"]]
+    if value.get("type") == "session" and isinstance(value.get("createdAt"), int):
+        value["createdAt"] = 0  # a log header
+    if isinstance(value.get("updatedAt"), str):
+        value["updatedAt"] = TIME_PLACEHOLDER  # session/list
+    info = value.get("agentInfo")
+    if isinstance(info, dict) and isinstance(info.get("version"), str):
+        info["version"] = VERSION_PLACEHOLDER
+
+
+__all__ = ["TIME_PLACEHOLDER", "VERSION_PLACEHOLDER", "Normalizer"]

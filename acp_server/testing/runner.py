@@ -1,0 +1,725 @@
+"""Run a snapshot scenario through the real server, and compare or refresh its expected files.
+
+`run_scenario(directory)` spawns `acp-server serve --replay DIRECTORY` with a fresh sessions
+directory and a fresh workspace (a copy of the scenario's `workspace/`), plays the client from
+`input.json` (answering the server's requests as its `answers` say), and returns the normalized
+transcript and the normalized, re-persisted logs. `compare` says how they differ from the
+committed files, with diffs a reader can act on; `refresh` rewrites the committed files (only
+those whose bytes change).
+
+The transcript (`stdout.expected.jsonl`) holds one JSON value a line: `{"process": N}` when a
+server process starts, every frame the server wrote (as is, normalized), and the client's own
+frames wrapped as `{"client": frame}`, in the order the client saw and sent them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from ..core.events import SubagentStart
+from ..core.replay_script import ReplayError, parse_fixture
+from ..storage.log import LogError, read_log
+from .normalize import Normalizer
+from .scenario import (
+    INPUT_NAME,
+    Answer,
+    ErrorAnswer,
+    FollowStep,
+    InitializeStep,
+    LoadStep,
+    NewStep,
+    PageAllStep,
+    PageStep,
+    PermissionAnswer,
+    PromptStep,
+    ReadAnswer,
+    RequestStep,
+    RestartStep,
+    ScenarioError,
+    ScenarioInput,
+    TerminalAnswer,
+    UnfollowStep,
+    WriteAnswer,
+    load_input,
+    step_name,
+)
+
+TRANSCRIPT_NAME: Final = "stdout.expected.jsonl"
+FIXTURE_NAME: Final = "session.jsonl"
+WORKSPACE_NAME: Final = "workspace"
+DEFAULT_COMMAND: Final = (sys.executable, "-m", "acp_server", "serve")
+FRAME_TIMEOUT: Final = 20.0
+"""Seconds to wait for any one frame (generous: CI machines are busy)."""
+RESOURCE_NOT_FOUND: Final = -32002
+
+
+def child_fixture_name(number: int) -> str:
+    return f"session.{number}.jsonl"
+
+
+def encode_line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------
+# One server process.
+
+
+class _Process:
+    """The server as a subprocess: lines in, JSON frames out, both pipes drained by threads."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self.popen = subprocess.Popen(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+        )
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._stderr = bytearray()
+        self.tail = b""
+        self._threads = [
+            threading.Thread(target=self._drain_stdout, daemon=True),
+            threading.Thread(target=self._drain_stderr, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _drain_stdout(self) -> None:
+        assert self.popen.stdout is not None
+        pending = b""
+        while chunk := os.read(self.popen.stdout.fileno(), 1 << 16):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._lines.put(line)
+        self.tail = pending
+        self._lines.put(None)
+
+    def _drain_stderr(self) -> None:
+        assert self.popen.stderr is not None
+        while chunk := os.read(self.popen.stderr.fileno(), 1 << 16):
+            self._stderr += chunk
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    def send(self, frame: Any) -> None:
+        assert self.popen.stdin is not None
+        try:
+            self.popen.stdin.write(encode_line(frame).encode() + b"\n")
+        except BrokenPipeError:
+            raise ScenarioError(f"the server closed its input; stderr:\n{self.stderr}") from None
+
+    def read(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame, or None when stdout has ended."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise ScenarioError(f"no frame from the server within {timeout}s; stderr:\n{self.stderr}") from None
+        if line is None:
+            self._lines.put(None)
+            return None
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            raise ScenarioError(f"the server wrote a line that is not JSON: {line[:200]!r}") from None
+        if not isinstance(frame, dict):
+            raise ScenarioError(f"the server wrote a JSON value that is not an object: {line[:200]!r}")
+        return frame
+
+    def close_input(self) -> None:
+        if self.popen.stdin is not None and not self.popen.stdin.closed:
+            try:
+                self.popen.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ScenarioError(f"the server did not exit within {timeout}s of its input ending") from None
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        return code
+
+    def kill(self) -> None:
+        self.close_input()
+        if self.popen.poll() is None:
+            self.popen.kill()
+        self.popen.wait()
+        for thread in self._threads:
+            thread.join(timeout=FRAME_TIMEOUT)
+        for stream in (self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                stream.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# A prompt's scripted client side.
+
+
+@dataclass
+class _PromptContext:
+    step: PromptStep
+    where: str
+    answers: list[Answer]
+    used: int = 0
+    updates: int = 0
+    cancel_sent: bool = False
+    terminals: dict[str, TerminalAnswer] = field(default_factory=dict)
+    turn_ends: set[str] = field(default_factory=set)
+    """Subscriptions whose `session.event` stream has shown this prompt's `turn/end`."""
+
+    def next_answer(self, method: str) -> Answer:
+        if self.used >= len(self.answers):
+            raise ScenarioError(
+                f"{self.where}: the server sent {method} but the script has no answer left "
+                f"({len(self.answers)} given)"
+            )
+        answer = self.answers[self.used]
+        self.used += 1
+        return answer
+
+
+_ANSWERS_FOR: Final[dict[str, type]] = {
+    "session/request_permission": PermissionAnswer,
+    "fs/read_text_file": ReadAnswer,
+    "fs/write_text_file": WriteAnswer,
+    "terminal/create": TerminalAnswer,
+}
+
+
+@dataclass
+class RunResult:
+    transcript: bytes
+    """`stdout.expected.jsonl` as this run wrote it."""
+    logs: dict[str, bytes]
+    """`session.jsonl` and each `session.N.jsonl`, as this run re-persisted them, normalized."""
+    stderr: str
+
+
+class _Run:
+    def __init__(self, directory: Path, scenario: ScenarioInput, work: Path, command: Sequence[str], timeout: float) -> None:
+        self.directory = directory
+        self.scenario = scenario
+        self.command = list(command)
+        self.timeout = timeout
+        self.sessions = work / "sessions"
+        self.workspace = work / WORKSPACE_NAME
+        self.sessions.mkdir()
+        seed = directory / WORKSPACE_NAME
+        if seed.is_dir():
+            shutil.copytree(seed, self.workspace, symlinks=True)
+        else:
+            self.workspace.mkdir()
+        self.records: list[tuple[str, Any]] = []
+        self.process: _Process | None = None
+        self.processes = 0
+        self.stderr: list[str] = []
+        self.request_ids = 0
+        self.session_id: str | None = None
+        self.subscriptions: list[str] = []
+        self.all_subscriptions: list[str] = []
+        self.held_events: list[dict[str, Any]] = []
+
+    # -- processes -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        options = self.scenario.server
+        argv = [*self.command, "--sessions-dir", str(self.sessions), "--replay", str(self.directory)]
+        if options.pace_ms:
+            argv += ["--pace-ms", str(options.pace_ms)]
+        if options.max_steps is not UNSET:
+            argv += ["--max-steps", str(options.max_steps)]
+        self.process = _Process(argv)
+        self.processes += 1
+        self.request_ids = 0
+        self.subscriptions = []
+        self.records.append(("process", self.processes))
+
+    def stop(self) -> None:
+        """End the current process as an editor would: close its input, read what is left."""
+        process = self.process
+        assert process is not None
+        self.process = None
+        process.close_input()
+        try:
+            while (frame := process.read(self.timeout)) is not None:
+                self._keep_server(frame)
+            code = process.wait(self.timeout)
+        finally:
+            process.kill()
+            self.stderr.append(process.stderr)
+        self._release_held()
+        if code != 0:
+            raise ScenarioError(f"server process {self.processes} exited with status {code}; stderr:\n{process.stderr}")
+        if process.tail:
+            raise ScenarioError(f"server process {self.processes} left an unterminated line: {process.tail[:200]!r}")
+
+    def abort(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.stderr.append(self.process.stderr)
+            self.process = None
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def send(self, frame: dict[str, Any]) -> None:
+        assert self.process is not None
+        self.records.append(("client", json.loads(encode_line(frame))))  # as sent, not as mutated later
+        self.process.send(frame)
+
+    def _keep_server(self, frame: dict[str, Any]) -> None:
+        if frame.get("method") in ("session.event", "session.followEnded"):
+            self.held_events.append(frame)
+        else:
+            self.records.append(("server", frame))
+
+    def _release_held(self) -> None:
+        self.records.extend(("server", frame) for frame in self.held_events)
+        self.held_events = []
+
+    def request(self, method: str, params: Any, context: _PromptContext | None = None) -> dict[str, Any]:
+        """Send a request and play the client until its response; the response frame."""
+        assert self.process is not None
+        self.request_ids += 1
+        request_id = self.request_ids
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not UNSET:
+            frame["params"] = params
+        self.send(frame)
+        if context is not None:
+            self._maybe_cancel(context)
+        while True:
+            incoming = self.process.read(self.timeout)
+            if incoming is None:
+                raise ScenarioError(f"the server's output ended while waiting for the answer to {method}; stderr:\n{self.process.stderr}")
+            if "method" in incoming:
+                self._keep_server(incoming)
+                if "id" in incoming:
+                    self._answer(incoming, context)
+                elif context is not None:
+                    self._notification(incoming, context)
+                continue
+            self.records.append(("server", incoming))
+            if incoming.get("id") != request_id:
+                raise ScenarioError(f"the server answered request id {incoming.get('id')!r}, which was never sent")
+            return incoming
+
+    def _notification(self, frame: dict[str, Any], context: _PromptContext) -> None:
+        method = frame["method"]
+        if method == "session/update":
+            context.updates += 1
+            self._maybe_cancel(context)
+        elif method == "session.event":
+            params = frame.get("params") or {}
+            if (params.get("event") or {}).get("type") == "turn/end":
+                context.turn_ends.add(str(params.get("subscriptionId")))
+
+    def _maybe_cancel(self, context: _PromptContext) -> None:
+        when = context.step.cancel
+        if when is UNSET or context.cancel_sent or context.updates < when.after_updates:
+            return
+        if when.when_file is not UNSET:
+            ready = self.workspace / when.when_file
+            deadline = time.monotonic() + self.timeout
+            while not ready.exists():
+                if time.monotonic() > deadline:
+                    raise ScenarioError(f"{context.where}: {when.when_file} did not appear in the workspace within {self.timeout}s")
+                time.sleep(0.005)
+        context.cancel_sent = True
+        self.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+
+    # -- answering the server's requests -------------------------------------------------------
+
+    def _answer(self, frame: dict[str, Any], context: _PromptContext | None) -> None:
+        method = frame["method"]
+        params = frame.get("params") or {}
+        if context is None:
+            raise ScenarioError(f"the server sent a request outside a prompt: {encode_line(frame)[:300]}")
+        if method.startswith("terminal/") and method != "terminal/create":
+            reply = self._terminal(method, params, context)
+        else:
+            answer = context.next_answer(method)
+            expected = _ANSWERS_FOR.get(method)
+            if not isinstance(answer, ErrorAnswer) and type(answer) is not expected:
+                raise ScenarioError(
+                    f"{context.where}: answers[{context.used - 1}] is a {answer.__struct_config__.tag!r} answer, "
+                    f"but the server sent {method}: {encode_line(params)[:300]}"
+                )
+            reply = self._reply(answer, method, params, context)
+        self.send({"jsonrpc": "2.0", "id": frame["id"], **reply})
+
+    def _reply(self, answer: Answer, method: str, params: dict[str, Any], context: _PromptContext) -> dict[str, Any]:
+        if isinstance(answer, ErrorAnswer):
+            return {"error": {"code": answer.code, "message": answer.message}}
+        if isinstance(answer, PermissionAnswer):
+            if answer.cancelled:
+                return {"result": {"outcome": {"outcome": "cancelled"}}}
+            return {"result": {"outcome": {"outcome": "selected", "optionId": answer.option_id}}}
+        if isinstance(answer, ReadAnswer):
+            if answer.content is not UNSET:
+                return {"result": {"content": answer.content}}
+            return self._read_workspace(params)
+        if isinstance(answer, WriteAnswer):
+            path = self._workspace_path(params.get("path"), method)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(params.get("content", ""), encoding="utf-8")
+            return {"result": {}}
+        assert isinstance(answer, TerminalAnswer)
+        terminal_id = f"term-{len(context.terminals) + 1}"
+        context.terminals[terminal_id] = answer
+        return {"result": {"terminalId": terminal_id}}
+
+    def _workspace_path(self, raw: Any, method: str) -> Path:
+        if not isinstance(raw, str) or not os.path.isabs(raw):
+            raise ScenarioError(f"{method}: the server sent a path that is not absolute: {raw!r}")
+        path = Path(os.path.normpath(raw))
+        if not path.is_relative_to(self.workspace):
+            raise ScenarioError(f"{method}: {raw} is outside the scenario's workspace")
+        return path
+
+    def _read_workspace(self, params: dict[str, Any]) -> dict[str, Any]:
+        path = self._workspace_path(params.get("path"), "fs/read_text_file")
+        relative = path.relative_to(self.workspace)
+        if not path.is_file():
+            return {"error": {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {relative}"}}
+        text = path.read_text(encoding="utf-8")
+        line, limit = params.get("line"), params.get("limit")
+        if line is not None or limit is not None:
+            lines = text.splitlines(keepends=True)
+            start = max((line or 1) - 1, 0)
+            text = "".join(lines[start : start + limit] if limit is not None else lines[start:])
+        return {"result": {"content": text}}
+
+    def _terminal(self, method: str, params: dict[str, Any], context: _PromptContext) -> dict[str, Any]:
+        terminal_id = params.get("terminalId")
+        answer = context.terminals.get(terminal_id)  # type: ignore[arg-type]
+        if answer is None:
+            raise ScenarioError(f"{context.where}: {method} names terminal {terminal_id!r}, which is not open")
+        status = {"exitCode": answer.exit_code, "signal": answer.signal}
+        if method == "terminal/wait_for_exit":
+            return {"result": status}
+        if method == "terminal/output":
+            return {"result": {"output": answer.output, "truncated": answer.truncated, "exitStatus": status}}
+        if method == "terminal/release":
+            del context.terminals[terminal_id]  # type: ignore[arg-type]
+            return {"result": {}}
+        if method == "terminal/kill":
+            return {"result": {}}
+        raise ScenarioError(f"{context.where}: the server sent an unknown terminal method {method}")
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.start()
+        for index, step in enumerate(self.scenario.steps):
+            where = f"steps[{index}] ({step_name(step)})"
+            if isinstance(step, RestartStep):
+                self.stop()
+                self.start()
+            elif isinstance(step, InitializeStep):
+                self.request(
+                    "initialize",
+                    {
+                        "protocolVersion": 1,
+                        "clientCapabilities": step.client_capabilities,
+                        "clientInfo": {"name": "acp-server-snapshots", "version": "1"},
+                    },
+                )
+            elif isinstance(step, NewStep):
+                result = self._result(where, self.request("session/new", {"cwd": str(self.workspace), "mcpServers": []}))
+                self.session_id = result["sessionId"]
+            elif isinstance(step, PromptStep):
+                self._prompt(step, where)
+            elif isinstance(step, LoadStep):
+                params: dict[str, Any] = {"sessionId": self.session_id, "cwd": str(self.workspace), "mcpServers": []}
+                if step.max_messages is not UNSET:
+                    params["_meta"] = {"acp-server": {"replay": {"maxMessages": step.max_messages}}}
+                self._result(where, self.request("session/load", params))
+            elif isinstance(step, PageStep):
+                self._page(step, where)
+            elif isinstance(step, PageAllStep):
+                self._page_all(step, where)
+            elif isinstance(step, FollowStep):
+                params = {"address": self._address(None, where)}
+                if step.max_messages is not UNSET:
+                    params["maxMessages"] = step.max_messages
+                result = self._result(where, self.request("session.follow", params))
+                self.subscriptions.append(result["subscriptionId"])
+                self.all_subscriptions.append(result["subscriptionId"])
+            elif isinstance(step, UnfollowStep):
+                if not self.subscriptions:
+                    raise ScenarioError(f"{where}: no subscription is open")
+                self.request("session.unfollow", {"subscriptionId": self.subscriptions.pop()})
+            elif isinstance(step, RequestStep):
+                self.request(step.method, self._substitute(step.params))
+        self.stop()
+
+    def _result(self, where: str, response: dict[str, Any]) -> Any:
+        if "result" not in response:
+            raise ScenarioError(f"{where}: the server answered with an error: {encode_line(response)[:500]}")
+        return response["result"]
+
+    def _prompt(self, step: PromptStep, where: str) -> None:
+        prompt = [{"type": "text", "text": step.prompt}] if isinstance(step.prompt, str) else msgspec.to_builtins(step.prompt)
+        context = _PromptContext(step, where, list(step.answers))
+        params = {"sessionId": self.session_id, "prompt": self._substitute(prompt)}
+        self.request("session/prompt", params, context)
+        if context.used < len(context.answers):
+            unused = ", ".join(f"answers[{i}]" for i in range(context.used, len(context.answers)))
+            raise ScenarioError(f"{where}: the server made fewer requests than scripted: {unused} never used")
+        if step.cancel is not UNSET and not context.cancel_sent:
+            raise ScenarioError(f"{where}: the prompt ended before its cancel was sent ({context.updates} updates)")
+        assert self.process is not None
+        while any(s not in context.turn_ends for s in self.subscriptions):
+            frame = self.process.read(self.timeout)
+            if frame is None:
+                raise ScenarioError(f"{where}: the server's output ended before the followed turn/end")
+            self._keep_server(frame)
+            if "method" in frame and "id" in frame:
+                self._answer(frame, context)
+            else:
+                self._notification(frame, context)
+        self._release_held()
+
+    def _address(self, child: int | None, where: str) -> dict[str, Any]:
+        if child is None:
+            return {"kind": "session", "sessionId": self.session_id}
+        children = self._children()
+        if not 1 <= child <= len(children):
+            raise ScenarioError(f"{where}: child {child} does not exist ({len(children)} subagents started)")
+        return {"kind": "subagent", "parentSessionId": self.session_id, "childSessionId": children[child - 1]}
+
+    def _children(self) -> list[str]:
+        if self.session_id is None:
+            raise ScenarioError("the scenario's session was never created")
+        events = read_log(self.sessions / self.session_id / FIXTURE_NAME).events
+        return [e.data.child_session_id for e in events if type(e) is SubagentStart]
+
+    def _last_seq(self, address: dict[str, Any]) -> int:
+        session_id = str(address.get("childSessionId", address.get("sessionId")))
+        return read_log(self.sessions / session_id / FIXTURE_NAME).event_count - 1
+
+    def _page(self, step: PageStep, where: str) -> None:
+        address = self._address(step.child if step.child is not UNSET else None, where)
+        through = step.through_seq if step.through_seq is not UNSET else self._last_seq(address)
+        params: dict[str, Any] = {"address": address, "throughSeq": through}
+        if step.before_seq is not UNSET:
+            params["beforeSeq"] = step.before_seq
+        if step.max_messages is not UNSET:
+            params["maxMessages"] = step.max_messages
+        self.request("session.page", params)
+
+    def _page_all(self, step: PageAllStep, where: str) -> None:
+        address = self._address(step.child if step.child is not UNSET else None, where)
+        params: dict[str, Any] = {"address": address, "throughSeq": self._last_seq(address)}
+        if step.max_messages is not UNSET:
+            params["maxMessages"] = step.max_messages
+        for _ in range(10_000):
+            page = self._result(where, self.request("session.page", params))
+            if not page["hasMore"]:
+                return
+            if not page["records"]:
+                raise ScenarioError(f"{where}: an empty page says hasMore")
+            first = page["records"][0]
+            params["beforeSeq"] = first["event"]["seq"] if "event" in first else first["chunks"]["seq0"]
+        raise ScenarioError(f"{where}: paging did not reach the start")
+
+    def _substitute(self, value: Any) -> Any:
+        """`<workspace>` and `<session-1>` in a value the script gives, made real."""
+        if isinstance(value, str):
+            value = value.replace("<workspace>", str(self.workspace))
+            if self.session_id is not None:
+                value = value.replace("<session-1>", self.session_id)
+            return value
+        if isinstance(value, list):
+            return [self._substitute(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self._substitute(item) for key, item in value.items()}
+        return value
+
+    # -- results -------------------------------------------------------------------------------
+
+    def logs(self) -> list[tuple[str, Path]]:
+        """(fixture name, log path) of every session the run created: the top-level one as
+        `session.jsonl`, the subagents' in the order they started."""
+        found = {p.name: p / FIXTURE_NAME for p in sorted(self.sessions.iterdir()) if p.is_dir()}
+        if self.session_id not in found:
+            raise ScenarioError("the scenario's session has no log in the sessions directory")
+        named = [(FIXTURE_NAME, found.pop(self.session_id))]  # type: ignore[arg-type]
+        for number, child in enumerate(self._children(), start=1):
+            if child not in found:
+                raise ScenarioError(f"subagent {number} ({child}) has no log in the sessions directory")
+            named.append((child_fixture_name(number), found.pop(child)))
+        if found:
+            raise ScenarioError(f"sessions nobody started as a subagent of the scenario's session: {sorted(found)}")
+        return named
+
+    def result(self) -> RunResult:
+        named = self.logs()
+        normalizer = Normalizer(
+            [(str(self.workspace), "<workspace>"), (str(self.sessions), "<sessions>")],
+            [path.parent.name for _, path in named],
+            self.all_subscriptions,
+        )
+        lines = []
+        for kind, value in self.records:
+            if kind == "process":
+                lines.append(encode_line({"process": value}))
+            elif kind == "client":
+                lines.append(encode_line({"client": normalizer.value(value)}))
+            else:
+                lines.append(encode_line(normalizer.value(value)))
+        logs = {}
+        for name, path in named:
+            try:
+                contents = read_log(path)
+            except LogError as exc:
+                raise ScenarioError(f"{name}: the re-persisted log cannot be read: {exc}") from None
+            logs[name] = normalizer.log(contents.header, contents.events)
+        transcript = ("\n".join(lines) + "\n").encode()
+        return RunResult(transcript, logs, "".join(self.stderr))
+
+    def partial_transcript(self) -> str:
+        return "\n".join(encode_line(value) if kind != "process" else f"(process {value})" for kind, value in self.records[-40:])
+
+
+def run_scenario(
+    directory: Path | str,
+    *,
+    work_dir: Path | str | None = None,
+    command: Sequence[str] = DEFAULT_COMMAND,
+    timeout: float = FRAME_TIMEOUT,
+) -> RunResult:
+    """Run the scenario in `directory` (replaying its own fixtures) and return what it produced.
+
+    `work_dir` (default: a temporary directory, removed afterwards) receives the sessions
+    directory and the workspace. `command` is the server command line before its flags. A run
+    that does not follow the script raises `ScenarioError` with the last frames exchanged.
+    """
+    directory = Path(directory).resolve()
+    scenario = load_input(directory / INPUT_NAME)
+    with tempfile.TemporaryDirectory(prefix="acp-snapshot-") as scratch:
+        work = Path(work_dir if work_dir is not None else scratch).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        run = _Run(directory, scenario, work, command, timeout)
+        try:
+            run.run()
+        except ScenarioError as exc:
+            run.abort()
+            raise ScenarioError(f"{directory.name}: {exc}\n\nlast frames (raw):\n{run.partial_transcript()}") from None
+        except BaseException:
+            run.abort()
+            raise
+        return run.result()
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing and refreshing.
+
+
+@dataclass
+class Mismatch:
+    name: str
+    """The committed file that differs."""
+    diff: str
+
+
+DIFF_LINES: Final = 80
+
+
+def _diff(expected: list[str], actual: list[str], name: str) -> str:
+    lines = list(difflib.unified_diff(expected, actual, f"{name} (committed)", f"{name} (this run)", n=2, lineterm=""))
+    if len(lines) > DIFF_LINES:
+        lines = [*lines[:DIFF_LINES], f"... ({len(lines) - DIFF_LINES} more diff lines)"]
+    return "\n".join(lines)
+
+
+def event_lines(name: str, data: bytes) -> list[str]:
+    """A fixture as one line per logical event, without seq or time: rows expanded, so a diff
+    points at the very chunk that differs, and an extra event shifts no other line."""
+    try:
+        fixture = parse_fixture(name, data.splitlines())
+    except ReplayError as exc:
+        return [f"(not a fixture: {exc})"]
+    lines = [encode_line(msgspec.to_builtins(fixture.header))]
+    for event in fixture.events:
+        value = msgspec.to_builtins(event)
+        value.pop("seq", None)
+        value.pop("time", None)
+        lines.append(encode_line(value))
+    return lines
+
+
+def compare(directory: Path | str, result: RunResult) -> list[Mismatch]:
+    """How `result` differs from the files committed in `directory` (nothing: an empty list)."""
+    directory = Path(directory)
+    mismatches = []
+    transcript = directory / TRANSCRIPT_NAME
+    if not transcript.is_file():
+        mismatches.append(Mismatch(TRANSCRIPT_NAME, "missing: run with ACP_SNAPSHOT=refresh to write it"))
+    elif transcript.read_bytes() != result.transcript:
+        expected = transcript.read_text(encoding="utf-8").splitlines()
+        actual = result.transcript.decode().splitlines()
+        mismatches.append(Mismatch(TRANSCRIPT_NAME, _diff(expected, actual, TRANSCRIPT_NAME)))
+    for name, data in result.logs.items():
+        path = directory / name
+        if not path.is_file():
+            mismatches.append(Mismatch(name, "missing: the run produced this log but nothing is committed"))
+        elif path.read_bytes() != data:
+            diff = _diff(event_lines(name, path.read_bytes()), event_lines(name, data), name)
+            if not diff:  # same events, other bytes: a layout difference
+                diff = _diff(path.read_text(encoding="utf-8").splitlines(), data.decode().splitlines(), name)
+            mismatches.append(Mismatch(name, "(one logical event a line, seq and time left out)\n" + diff))
+    for path in sorted(directory.glob("session.*.jsonl")):
+        if path.name not in result.logs:
+            mismatches.append(Mismatch(path.name, "committed, but the run started no such subagent"))
+    return mismatches
+
+
+def describe(mismatches: list[Mismatch]) -> str:
+    return "\n\n".join(f"--- {m.name} differs ---\n{m.diff}" for m in mismatches)
+
+
+def refresh(directory: Path | str, result: RunResult) -> list[str]:
+    """Write the run's transcript and logs into `directory`; only files whose bytes change are
+    written. Returns their names."""
+    directory = Path(directory)
+    written = []
+    for name, data in [(TRANSCRIPT_NAME, result.transcript), *result.logs.items()]:
+        path = directory / name
+        if not path.is_file() or path.read_bytes() != data:
+            path.write_bytes(data)
+            written.append(name)
+    return written
+
+
+__all__ = [
+    "DEFAULT_COMMAND",
+    "Mismatch",
+    "RunResult",
+    "ScenarioError",
+    "compare",
+    "describe",
+    "event_lines",
+    "refresh",
+    "run_scenario",
+]

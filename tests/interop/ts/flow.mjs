@@ -1,0 +1,282 @@
+// Drives acp-server through the official ACP TypeScript SDK (`@agentclientprotocol/sdk`),
+// using its `ClientSideConnection` over `ndJsonStream`, and prints a JSON summary on stdout.
+// Run by tests/test_interop_typescript_sdk.py:
+//
+//   node flow.mjs '{"python": ..., "sessionsDir": ..., "fixture": ..., "workspace": ..., "out": ...,
+//                   "prompt": ..., "hangText": ...}'
+//
+// One server process: initialize, session/new, a prompt whose tool calls this client serves
+// (fs/read_text_file, session/request_permission, fs/write_text_file), then a second prompt whose
+// model call hangs until session/cancel. A fresh process: session/load, session/list,
+// session/close, session/resume, session/close.
+//
+// Both directions are teed byte for byte: `<out>/<name>.stdout.jsonl` (what the server wrote) and
+// `<out>/<name>.stdin.jsonl` (what we sent), so the Python side can check the raw frames too.
+// Every frame the server wrote is validated here with the SDK's own zod models (results by the
+// method they answer, params by method); failures are listed under `violations`.
+
+import { spawn } from "node:child_process";
+import { openSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Readable, Writable } from "node:stream";
+
+import * as acp from "@agentclientprotocol/sdk";
+// The SDK's generated zod models are not exported by name; the version is pinned in package.json.
+import * as models from "./node_modules/@agentclientprotocol/sdk/dist/schema/zod.gen.js";
+
+const config = JSON.parse(process.argv[2]);
+const TIMEOUT_MS = 30_000;
+
+const RESULT_MODELS = {
+  initialize: models.zInitializeResponse,
+  "session/new": models.zNewSessionResponse,
+  "session/load": models.zLoadSessionResponse,
+  "session/list": models.zListSessionsResponse,
+  "session/resume": models.zResumeSessionResponse,
+  "session/close": models.zCloseSessionResponse,
+  "session/prompt": models.zPromptResponse,
+};
+const PARAMS_MODELS = {
+  "session/update": models.zSessionNotification,
+  "session/request_permission": models.zRequestPermissionRequest,
+  "fs/read_text_file": models.zReadTextFileRequest,
+  "fs/write_text_file": models.zWriteTextFileRequest,
+};
+
+const violations = [];
+
+function lines(chunks) {
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (text && !text.endsWith("\n")) violations.push("the last line is not newline-terminated");
+  return text.split("\n").filter((line) => line.length > 0);
+}
+
+/** Spawn the server; the SDK reads and writes through tees that keep every byte. */
+function startServer(name) {
+  const stderr = openSync(join(config.out, `${name}.stderr.log`), "w");
+  const child = spawn(
+    config.python,
+    ["-m", "acp_server", "serve", "--sessions-dir", config.sessionsDir, "--replay", config.fixture],
+    { stdio: ["pipe", "pipe", stderr] },
+  );
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal)));
+
+  const [forSdk, forLog] = Readable.toWeb(child.stdout).tee();
+  const received = [];
+  const reading = (async () => {
+    for await (const chunk of forLog) received.push(Buffer.from(chunk));
+  })();
+
+  const sent = [];
+  const outgoing = new TransformStream({
+    transform(chunk, controller) {
+      sent.push(Buffer.from(chunk));
+      controller.enqueue(chunk);
+    },
+  });
+  const writing = outgoing.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
+
+  const stream = acp.ndJsonStream(outgoing.writable, forSdk);
+
+  async function stop() {
+    await outgoing.writable.close().catch(() => {}); // end of input: the server exits 0
+    await writing;
+    const code = await exited;
+    await reading;
+    const stdout = lines(received);
+    const stdin = lines(sent);
+    writeFileSync(join(config.out, `${name}.stdout.jsonl`), stdout.map((l) => l + "\n").join(""));
+    writeFileSync(join(config.out, `${name}.stdin.jsonl`), stdin.map((l) => l + "\n").join(""));
+    return { code, frames: stdout.map((l) => JSON.parse(l)), requests: stdin.map((l) => JSON.parse(l)) };
+  }
+  return { stream, stop };
+}
+
+/** Validate the server's frames with the SDK's models; returns the method of each request id. */
+function validate(name, frames, requests) {
+  const methods = new Map(requests.filter((m) => "method" in m && "id" in m).map((m) => [m.id, m.method]));
+  frames.forEach((frame, index) => {
+    const where = `${name} frame ${index}`;
+    if (frame.jsonrpc !== "2.0") violations.push(`${where}: not JSON-RPC 2.0`);
+    let model;
+    let value;
+    let what;
+    if ("method" in frame) {
+      model = PARAMS_MODELS[frame.method];
+      value = frame.params;
+      what = `the params of ${frame.method}`;
+    } else if ("error" in frame) {
+      model = models.zError;
+      value = frame.error;
+      what = "an error";
+    } else {
+      const method = methods.get(frame.id);
+      model = RESULT_MODELS[method];
+      value = frame.result;
+      what = `the result of ${method}`;
+    }
+    if (!model) {
+      violations.push(`${where}: nothing the client expects: ${JSON.stringify(frame)}`);
+      return;
+    }
+    const parsed = model.safeParse(value);
+    if (!parsed.success) {
+      violations.push(`${where}: ${what} violates ACP: ${JSON.stringify(value)}: ${parsed.error.message}`);
+    }
+  });
+  return methods;
+}
+
+function updatesOf(frames, sessionId) {
+  return frames
+    .map((frame, index) => ({ frame, index }))
+    .filter(({ frame }) => frame.method === "session/update" && frame.params.sessionId === sessionId);
+}
+
+function toolCalls(updates) {
+  return updates
+    .filter((u) => u.sessionUpdate === "tool_call")
+    .map((u) => [u.toolCallId, u.kind, u.title]);
+}
+
+function finalStatuses(updates) {
+  const statuses = {};
+  for (const u of updates) {
+    if ((u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update") && u.status) {
+      statuses[u.toolCallId] = u.status;
+    }
+  }
+  return statuses;
+}
+
+function textOf(updates) {
+  return updates
+    .filter((u) => u.sessionUpdate === "agent_message_chunk" && u.content.type === "text")
+    .map((u) => u.content.text)
+    .join("");
+}
+
+/** The editor's side: an in-memory file system, and every permission allowed once. */
+function makeClient() {
+  const hello = join(config.workspace, "hello.py");
+  let hung;
+  const client = {
+    hello,
+    files: { [hello]: readFileSync(hello, "utf8") },
+    requests: [],
+    hanging: new Promise((resolve) => {
+      hung = resolve;
+    }),
+    async requestPermission(params) {
+      client.requests.push(["session/request_permission", params.toolCall.toolCallId]);
+      return { outcome: { outcome: "selected", optionId: "allow_once" } };
+    },
+    async sessionUpdate(params) {
+      const { update } = params;
+      if (update.sessionUpdate === "agent_message_chunk" && update.content.text === config.hangText) hung();
+    },
+    async readTextFile(params) {
+      client.requests.push(["fs/read_text_file", params.path]);
+      return { content: client.files[params.path] };
+    },
+    async writeTextFile(params) {
+      client.requests.push(["fs/write_text_file", params.path]);
+      client.files[params.path] = params.content;
+      return {};
+    },
+  };
+  return client;
+}
+
+async function main() {
+  const sdkVersion = JSON.parse(
+    readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
+  ).version;
+  const cwd = config.workspace;
+
+  // -- first process --------------------------------------------------------------------------
+  let client = makeClient();
+  let server = startServer("first");
+  let conn = new acp.ClientSideConnection(() => client, server.stream);
+  const init = await conn.initialize({
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+    clientInfo: { name: "interop-typescript-sdk", version: "1" },
+  });
+  const { sessionId } = await conn.newSession({ cwd, mcpServers: [] });
+  const first = await conn.prompt({ sessionId, prompt: [{ type: "text", text: config.prompt }] });
+  const second = conn.prompt({ sessionId, prompt: [{ type: "text", text: "Check it again." }] });
+  await client.hanging; // the model call is streaming, then waits
+  await conn.cancel({ sessionId });
+  const cancelled = await second;
+  let ended = await server.stop();
+  validate("first", ended.frames, ended.requests);
+  const live = updatesOf(ended.frames, sessionId).map(({ frame }) => frame.params.update);
+  const firstProcess = {
+    exitCode: ended.code,
+    clientRequests: client.requests,
+    fileAfter: client.files[client.hello],
+    toolCalls: toolCalls(live),
+    finalStatuses: finalStatuses(live),
+    text: textOf(live),
+  };
+
+  // -- a fresh process ------------------------------------------------------------------------
+  client = makeClient();
+  server = startServer("second");
+  conn = new acp.ClientSideConnection(() => client, server.stream);
+  await conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const loaded = await conn.loadSession({ sessionId, cwd, mcpServers: [] });
+  const listed = await conn.listSessions({ cwd });
+  await conn.closeSession({ sessionId });
+  await conn.resumeSession({ sessionId, cwd, mcpServers: [] });
+  await conn.closeSession({ sessionId });
+  ended = await server.stop();
+  const methods = validate("second", ended.frames, ended.requests);
+
+  // Replay order, on the raw frames: every update of the session before the load response.
+  const loadIds = [...methods].filter(([, m]) => m === "session/load").map(([id]) => id);
+  const answeredAt = ended.frames.findIndex((f) => !("method" in f) && f.id === loadIds[0]);
+  const replay = updatesOf(ended.frames, sessionId);
+  const replayed = replay.map(({ frame }) => frame.params.update);
+
+  console.log(
+    JSON.stringify({
+      sdkVersion,
+      protocolVersion: init.protocolVersion,
+      loadSessionCapability: init.agentCapabilities?.loadSession ?? false,
+      agentName: init.agentInfo?.name,
+      sessionId,
+      firstStopReason: first.stopReason,
+      cancelledStopReason: cancelled.stopReason,
+      first: firstProcess,
+      second: {
+        exitCode: ended.code,
+        loadResult: loaded,
+        loadResponseIndex: answeredAt,
+        replayed: replay.length,
+        replayedAfterResponse: replay.filter(({ index }) => index > answeredAt).length,
+        userTexts: replayed.filter((u) => u.sessionUpdate === "user_message_chunk").map((u) => u.content.text),
+        toolCalls: toolCalls(replayed),
+        finalStatuses: finalStatuses(replayed),
+        text: textOf(replayed),
+        listed: listed.sessions.map((s) => s.sessionId),
+        clientRequests: client.requests,
+      },
+      violations,
+    }),
+  );
+}
+
+const timer = setTimeout(() => {
+  console.error(`flow.mjs: no result within ${TIMEOUT_MS} ms`);
+  process.exit(1);
+}, TIMEOUT_MS);
+
+main().then(
+  () => clearTimeout(timer),
+  (error) => {
+    console.error(`flow.mjs: ${error?.stack ?? JSON.stringify(error)}`);
+    process.exit(1);
+  },
+);
