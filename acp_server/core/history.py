@@ -133,15 +133,22 @@ def expand_history_records(records: list[Any]) -> list[SessionEvent]:
     """
     events: list[SessionEvent] = []
     for index, value in enumerate(records):
-        if not isinstance(value, dict) or len(value) != 1 or not ({"event", "chunks"} >= value.keys()):
-            raise HistoryProtocolError(f"records[{index}]: not {{event}} or {{chunks}}")
-        try:
-            if "event" in value:
-                events.append(convert_event(value["event"]))
-            else:
-                row = convert_row(value["chunks"])
-                validate_row(row)
-                events.extend(expand_row(row))
-        except (EventError, ChunkRowError) as exc:
-            raise HistoryProtocolError(f"records[{index}]: {exc}") from None
+        events.extend(expand_history_record(value, index))
     return events
+
+
+def expand_history_record(value: Any, index: int = 0) -> list[SessionEvent]:
+    """The exact events one record stands for: `[event]`, or a row's members.
+
+    `index` is the record's position, named in the `HistoryProtocolError` it may raise.
+    """
+    if not isinstance(value, dict) or len(value) != 1 or not ({"event", "chunks"} >= value.keys()):
+        raise HistoryProtocolError(f"records[{index}]: not {{event}} or {{chunks}}")
+    try:
+        if "event" in value:
+            return [convert_event(value["event"])]
+        row = convert_row(value["chunks"])
+        validate_row(row)
+        return list(expand_row(row))
+    except (EventError, ChunkRowError) as exc:
+        raise HistoryProtocolError(f"records[{index}]: {exc}") from None

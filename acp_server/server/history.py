@@ -8,11 +8,17 @@ Followers get every event a live session appends as a `session.event` notificati
 order, after the snapshot the `session.follow` result holds. Each subscription has a bounded
 buffer; one that falls too far behind is ended with `session.followEnded` after the events
 already buffered, so the client always knows the last seq it was sent.
+
+The buffer holds `FOLLOW_BUFFER` events: 10,000, or the value of the environment variable
+`ACP_SERVER_FOLLOW_BUFFER` (a non-negative integer), read once when this module is imported. It
+exists so that tests can force an overflow without huge streams; an invalid value is ignored
+with a warning.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +54,21 @@ from .sessions import SessionRegistry, read_header
 
 log = logging.getLogger(__name__)
 
-FOLLOW_BUFFER: Final = 10_000
+FOLLOW_BUFFER_ENV: Final = "ACP_SERVER_FOLLOW_BUFFER"
+DEFAULT_FOLLOW_BUFFER: Final = 10_000
+
+
+def _follow_buffer() -> int:
+    raw = os.environ.get(FOLLOW_BUFFER_ENV)
+    if raw is None:
+        return DEFAULT_FOLLOW_BUFFER
+    if raw.strip().isdigit():
+        return int(raw)
+    log.warning("%s=%r is not a non-negative integer: using %d", FOLLOW_BUFFER_ENV, raw, DEFAULT_FOLLOW_BUFFER)
+    return DEFAULT_FOLLOW_BUFFER
+
+
+FOLLOW_BUFFER: Final = _follow_buffer()
 """Events a follower may fall behind by before its subscription is ended."""
 
 
@@ -154,14 +174,30 @@ class History:
         for subscription in list(subscriptions.values()):
             if event.seq < subscription.next_seq or subscription.end_reason is not None:
                 continue  # already in the snapshot
-            subscription.next_seq = event.seq + 1
-            if not subscription.delivering:
-                subscription.backlog.append(event)  # the result is not out yet
-                continue
-            try:
-                subscription.send.send_nowait(event)
-            except anyio.WouldBlock:
-                self._end(subscription, "overflow")
+            if event.seq > subscription.next_seq:
+                # Appended unannounced: recovery closes an interrupted turn before the session
+                # is registered live, so a follower that subscribed while it was cold never saw
+                # those events. Send them from the log first: no gap.
+                for missed in self._logged(session_id, subscription.next_seq, event.seq):
+                    self._offer(subscription, missed)
+            self._offer(subscription, event)
+
+    def _logged(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
+        live = self.sessions.live.get(session_id)
+        return live.log.events(lo, hi) if live is not None else []
+
+    def _offer(self, subscription: _Subscription, event: SessionEvent) -> None:
+        """Queue the next event for one subscriber (ending it if its buffer is full)."""
+        if subscription.end_reason is not None:
+            return
+        subscription.next_seq = event.seq + 1
+        if not subscription.delivering:
+            subscription.backlog.append(event)  # the result is not out yet
+            return
+        try:
+            subscription.send.send_nowait(event)
+        except anyio.WouldBlock:
+            self._end(subscription, "overflow")
 
     def _start_delivery(self, subscription: _Subscription) -> None:
         if subscription.id not in self._subscriptions:

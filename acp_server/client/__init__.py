@@ -1,0 +1,37 @@
+"""The client half of acp-server (SPEC 3.3): history stitched into one gapless event list, and a
+small async client that spawns the server and speaks to it.
+
+- `journal`: the pure `Journal` (no I/O): pages, follow snapshots and live events in, one
+  contiguous event list out, gaps reported as values, broken history refused;
+- `connection`: `AcpClient`, an anyio JSON-RPC client over a spawned `acp-server` process;
+- `follow`: `Follow`, a `session.follow` subscription whose journal stays gapless across
+  overflows.
+"""
+
+from ..core.history import HistoryProtocolError
+from .connection import (
+    AcpClient,
+    Loaded,
+    Page,
+    answer_server_request,
+    session_address,
+    subagent_address,
+)
+from .errors import ConnectionClosed, RpcError
+from .follow import Follow
+from .journal import Gap, Journal
+
+__all__ = [
+    "AcpClient",
+    "ConnectionClosed",
+    "Follow",
+    "Gap",
+    "HistoryProtocolError",
+    "Journal",
+    "Loaded",
+    "Page",
+    "RpcError",
+    "answer_server_request",
+    "session_address",
+    "subagent_address",
+]

@@ -1,0 +1,458 @@
+"""A small async ACP client for `acp-server`, over a spawned subprocess (anyio).
+
+`AcpClient.spawn(...)` starts `python -m acp_server serve ...` and talks JSON-RPC 2.0 to it, one
+JSON message per line:
+
+- a reader task reads stdout line by line (bounded: a longer line fails loudly), hands each
+  response to the request waiting for its id, dispatches notifications in wire order (a
+  `session/update` reaches the caller of `prompt` or `load_session` before that call returns),
+  and answers the server's own requests (`session/request_permission`, `fs/*`, `terminal/*`)
+  through a user-supplied async callback, each in its own task;
+- another task drains stderr into a bounded tail (`client.stderr`), so a chatty server never
+  blocks on a full pipe;
+- `async with AcpClient.spawn(...) as client:` closes the server's stdin on exit and waits for it
+  to exit (killing it after a timeout).
+
+On top of `request`, the ACP calls the demo and tests need (`initialize`, `new_session`,
+`prompt`, `load_session`) and the history API of SPEC 3 (`page`, `follow`, `history`), which
+returns exact events through the strict decoder and the `Journal`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+import anyio
+import msgspec
+from anyio.abc import Process, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..core.events import SessionEvent
+from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
+from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, RpcError
+from .follow import Follow, walk_older
+from .journal import Journal
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES: Final = 256 * 1024 * 1024
+"""The longest line accepted from the server (a page of a huge log is one line)."""
+
+STDERR_TAIL_BYTES: Final = 64 * 1024
+"""How much of the server's stderr is kept for diagnostics."""
+
+Address = Mapping[str, str]
+"""A `SessionAddress` as sent on the wire: see `session_address` and `subagent_address`."""
+
+RequestHandler = Callable[[str, Any], Awaitable[Any]]
+"""Answers one of the server's requests: (method, params) -> result; raise `RpcError` to fail."""
+
+UpdateHandler = Callable[[Any], Awaitable[None] | None]
+"""Receives one `session/update`'s `update` (sync or async)."""
+
+NotificationHandler = Callable[[str, Any], Awaitable[None] | None]
+"""Receives a notification nobody else took: (method, params) (sync or async)."""
+
+
+def session_address(session_id: str) -> dict[str, str]:
+    return {"kind": "session", "sessionId": session_id}
+
+
+def subagent_address(parent_session_id: str, child_session_id: str) -> dict[str, str]:
+    return {"kind": "subagent", "parentSessionId": parent_session_id, "childSessionId": child_session_id}
+
+
+async def answer_server_request(method: str, params: Any) -> Any:
+    """The default answers: allow a permission once; refuse every other method (-32601)."""
+    if method == "session/request_permission":
+        options = params.get("options", []) if isinstance(params, dict) else []
+        chosen = next((o["optionId"] for o in options if o.get("kind") == "allow_once"), "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+class Page(NamedTuple):
+    """A `session.page` result: the records as sent, their exact events, and `hasMore`."""
+
+    records: list[Any]
+    events: list[SessionEvent]
+    has_more: bool
+
+
+class Loaded(NamedTuple):
+    """What `session/load` sent: the replayed updates (in order) and its response's result."""
+
+    updates: list[Any]
+    response: Any
+
+
+@dataclass
+class _Waiter:
+    """A request waiting for its response."""
+
+    on_result: Callable[[Any], None] | None
+    """Runs in the reader as the result arrives, before the next frame is read."""
+    done: anyio.Event
+    frame: dict[str, Any] | None = None
+
+
+class AcpClient:
+    """One JSON-RPC connection to a spawned `acp-server`. Make one with `AcpClient.spawn`."""
+
+    def __init__(
+        self,
+        process: Process,
+        task_group: TaskGroup,
+        on_request: RequestHandler = answer_server_request,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        self.process = process
+        self.on_request = on_request
+        self.on_notification: NotificationHandler | None = None
+        """Called for notifications no running call or follow takes."""
+        self.max_line_bytes = max_line_bytes
+        self._task_group = task_group
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Waiter] = {}
+        self._update_handlers: dict[str, UpdateHandler] = {}
+        self._follows: dict[str, MemoryObjectSendStream[tuple[str, Any]]] = {}
+        self._write_lock = anyio.Lock()
+        self._stderr = bytearray()
+        self._closed = False
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def spawn(
+        cls,
+        *args: str,
+        argv: Sequence[str] | None = None,
+        sessions_dir: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+        on_request: RequestHandler = answer_server_request,
+        shutdown_timeout: float = 10.0,
+    ) -> AsyncIterator[AcpClient]:
+        """Start the server (`argv`, default `python -m acp_server serve`, then
+        `--sessions-dir` when given, then `args`) and connect to it.
+
+        On exit its stdin is closed and it is given `shutdown_timeout` seconds to exit before it
+        is killed; `client.process.returncode` is its exit status.
+        """
+        command = list(argv) if argv is not None else [sys.executable, "-m", "acp_server", "serve"]
+        if sessions_dir is not None:
+            command += ["--sessions-dir", str(sessions_dir)]
+        command += args
+        process = await anyio.open_process(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+        )
+        error: Exception | None = None
+        async with process, anyio.create_task_group() as task_group:
+            client = cls(process, task_group, on_request)
+            task_group.start_soon(client._read_stdout)
+            task_group.start_soon(client._drain_stderr)
+            try:
+                yield client
+            except Exception as exc:
+                error = exc  # re-raised below as itself, not wrapped in the task group's group
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client._shut_down(shutdown_timeout)
+        if error is not None:
+            raise error
+
+    async def _shut_down(self, timeout: float) -> None:
+        await self.close_input()
+        with anyio.move_on_after(timeout):
+            await self.process.wait()
+            return
+        log.warning("the server did not exit within %ss of its input ending: killing it", timeout)
+        self.process.kill()
+        await self.process.wait()
+
+    async def close_input(self) -> None:
+        """Close the server's stdin: it finishes what it is doing and exits."""
+        async with self._write_lock:
+            assert self.process.stdin is not None
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self.process.stdin.aclose()
+
+    @property
+    def stderr(self) -> str:
+        """The tail of what the server wrote to stderr."""
+        return self._stderr.decode("utf-8", "replace")
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def request(self, method: str, params: Any = None, *, on_result: Callable[[Any], None] | None = None) -> Any:
+        """Send a request and return its result; an error answer raises `RpcError`.
+
+        `on_result` is called with the result by the reader, before any later frame is handled
+        (`follow` uses it to route the notifications that follow the result). Cancelling the
+        call sends the server `$/cancel_request` for it.
+        """
+        if self._closed:
+            raise ConnectionClosed(f"{method}: the server's output has ended")
+        request_id = next(self._ids)
+        waiter = _Waiter(on_result, anyio.Event())
+        self._pending[request_id] = waiter
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            await self._send(message)
+            await waiter.done.wait()
+        except BaseException:
+            if self._pending.pop(request_id, None) is not None and not self._closed:
+                self._task_group.start_soon(self._cancel_request, request_id)
+            raise
+        frame = waiter.frame
+        if frame is None:
+            raise ConnectionClosed(f"{method}: the server's output ended before its answer; stderr:\n{self.stderr}")
+        if "error" in frame:
+            error = frame["error"]
+            raise RpcError(error.get("code", INTERNAL_ERROR), error.get("message", ""), error.get("data"))
+        return frame.get("result")
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._send(message)
+
+    async def _cancel_request(self, request_id: int) -> None:
+        with contextlib.suppress(ConnectionClosed, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self.notify("$/cancel_request", {"requestId": request_id})
+
+    async def _send(self, message: Any) -> None:
+        line = msgspec.json.encode(message) + b"\n"
+        async with self._write_lock:
+            assert self.process.stdin is not None
+            try:
+                await self.process.stdin.send(line)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                raise ConnectionClosed(f"the server's input is closed: {exc!r}") from None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        lines = BufferedByteReceiveStream(self.process.stdout)
+        try:
+            while True:
+                try:
+                    line = await lines.receive_until(b"\n", self.max_line_bytes)
+                except anyio.IncompleteRead:
+                    return  # end of output (a torn last line is dropped: the server died)
+                await self._dispatch(msgspec.json.decode(line))
+        finally:
+            self._close()
+
+    async def _drain_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            self._stderr += chunk
+            del self._stderr[: max(len(self._stderr) - STDERR_TAIL_BYTES, 0)]
+
+    def _close(self) -> None:
+        """Output has ended: wake every waiter (with no answer) and end every follow."""
+        self._closed = True
+        for waiter in self._pending.values():
+            waiter.done.set()
+        self._pending.clear()
+        for send in self._follows.values():
+            send.close()
+        self._follows.clear()
+
+    async def _dispatch(self, frame: Any) -> None:
+        if not isinstance(frame, dict):
+            log.warning("ignoring a frame that is not an object: %.200r", frame)
+        elif "method" not in frame:
+            self._resolve(frame)
+        elif "id" in frame:
+            self._task_group.start_soon(self._answer, frame)
+        else:
+            await self._notification(frame["method"], frame.get("params"))
+
+    def _resolve(self, frame: dict[str, Any]) -> None:
+        request_id = frame.get("id")
+        waiter = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+        if waiter is None:
+            log.warning("ignoring a response to no pending request: %.200r", frame)
+            return
+        waiter.frame = frame
+        if waiter.on_result is not None and "result" in frame:
+            waiter.on_result(frame["result"])
+        waiter.done.set()
+
+    async def _answer(self, frame: dict[str, Any]) -> None:
+        """Answer one of the server's requests through `on_request`."""
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": frame["id"]}
+        try:
+            reply["result"] = await self.on_request(frame["method"], frame.get("params"))
+        except RpcError as exc:
+            reply["error"] = exc.to_wire()
+        except Exception:
+            log.exception("answering the server's %s request failed", frame["method"])
+            reply["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(reply)
+
+    async def _notification(self, method: str, params: Any) -> None:
+        """Notifications are handled one at a time, in wire order."""
+        if method in ("session.event", "session.followEnded"):
+            if not isinstance(params, dict):
+                log.warning("ignoring %s without params object: %.200r", method, params)
+                return
+            subscription_id: Any = params.get("subscriptionId")
+            send = self._follows.get(subscription_id)
+            if method == "session.followEnded":
+                self._follows.pop(subscription_id, None)  # its last frame
+            if send is not None:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    send.send_nowait((method, params))  # unbounded: the reader never waits on a follower
+            return
+        if method == "session/update" and isinstance(params, dict):
+            session_id: Any = params.get("sessionId")
+            handler = self._update_handlers.get(session_id)
+            if handler is not None:
+                await _call(handler, params.get("update"))
+                return
+        if self.on_notification is not None:
+            await _call(self.on_notification, method, params)
+
+    # -- ACP -----------------------------------------------------------------------------------
+
+    async def initialize(self, client_capabilities: Mapping[str, Any] | None = None) -> Any:
+        return await self.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": dict(client_capabilities or {})}
+        )
+
+    async def new_session(self, cwd: Path | str, mcp_servers: Sequence[Any] = ()) -> str:
+        """`session/new`; the new session's id."""
+        result = await self.request("session/new", {"cwd": str(cwd), "mcpServers": list(mcp_servers)})
+        return result["sessionId"]
+
+    async def prompt(
+        self, session_id: str, prompt: str | Sequence[Any], on_update: UpdateHandler | None = None
+    ) -> str:
+        """`session/prompt` with a text or content blocks; the stop reason. `on_update` gets
+        every `session/update` of the turn, in order, before this returns."""
+        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
+        with self._updates(session_id, on_update or _ignore):
+            result = await self.request("session/prompt", {"sessionId": session_id, "prompt": blocks})
+        return result["stopReason"]
+
+    async def load_session(self, session_id: str, cwd: Path | str, max_messages: int | None = None) -> Loaded:
+        """`session/load`: the replayed updates and the response's result. `max_messages`
+        asks for only the newest messages (SPEC 4.2)."""
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+        if max_messages is not None:
+            params["_meta"] = {"acp-server": {"replay": {"maxMessages": max_messages}}}
+        updates: list[Any] = []
+        with self._updates(session_id, updates.append):
+            response = await self.request("session/load", params)
+        return Loaded(updates, response)
+
+    @contextlib.contextmanager
+    def _updates(self, session_id: str, handler: UpdateHandler) -> Iterator[None]:
+        previous = self._update_handlers.get(session_id)
+        self._update_handlers[session_id] = handler
+        try:
+            yield
+        finally:
+            if previous is None:
+                self._update_handlers.pop(session_id, None)
+            else:
+                self._update_handlers[session_id] = previous
+
+    # -- history (SPEC 3) ----------------------------------------------------------------------
+
+    async def page(
+        self,
+        address: Address,
+        through_seq: int,
+        before_seq: int | None = None,
+        max_messages: int = DEFAULT_MAX_MESSAGES,
+    ) -> Page:
+        """`session.page`, its records expanded to exact events (malformed ones raise
+        `HistoryProtocolError`)."""
+        params: dict[str, Any] = {"address": dict(address), "throughSeq": through_seq, "maxMessages": max_messages}
+        if before_seq is not None:
+            params["beforeSeq"] = before_seq
+        result = await self.request("session.page", params)
+        return Page(result["records"], expand_history_records(result["records"]), result["hasMore"])
+
+    async def follow(self, address: Address, max_messages: int = DEFAULT_MAX_MESSAGES) -> Follow:
+        """`session.follow`: a `Follow` holding the snapshot, kept gapless from then on."""
+        return await Follow.start(self, address, max_messages)
+
+    async def history(
+        self, address: Address, max_messages: int = DEFAULT_MAX_MESSAGES, through_seq: int | None = None
+    ) -> Journal:
+        """The whole history through `through_seq` (default: the newest event), paged from the
+        newest page to the oldest into one `Journal`."""
+        if through_seq is None:
+            follow = await self.follow(address, max_messages)
+            await follow.aclose()  # only its snapshot, and its cursor, were wanted
+            journal = follow.journal
+        else:
+            page = await self.page(address, through_seq, max_messages=max_messages)
+            journal = Journal.from_page(page.records, page.has_more)
+        await walk_older(self, address, journal, max_messages)
+        return journal
+
+    # -- for Follow ----------------------------------------------------------------------------
+
+    def _route_follow(self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]) -> None:
+        """Send this subscription's frames to `send` (called by the reader, see `request`)."""
+        if self._closed:
+            send.close()
+        else:
+            self._follows[subscription_id] = send
+
+    def _unroute_follow(self, subscription_id: str | None) -> None:
+        self._follows.pop(subscription_id, None)  # type: ignore[arg-type]
+
+    @property
+    def closed(self) -> bool:
+        """The server's output has ended."""
+        return self._closed
+
+
+async def _call(handler: Callable[..., Any], *args: Any) -> None:
+    """Run a sync or async handler; its failure is logged, never the reader's end."""
+    try:
+        result = handler(*args)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("a notification handler failed")
+
+
+def _ignore(update: Any) -> None:
+    pass
+
