@@ -13,11 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, Final, NoReturn
 
 from . import __version__
 
-COMMANDS = ("serve", "demo", "log")
+COMMANDS = ("serve", "demo", "log", "fixture")
+PROVIDERS = ("llm-replay", "openai")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -40,6 +41,16 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
 
 
@@ -114,7 +125,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest accepted input line; a longer one is answered with an error and skipped "
         "(default 67108864, 64 MiB)",
     )
-    commands.add_parser("demo", help="run a recorded session end to end and show what it stored")
+    model = serve.add_argument_group(
+        "live model (--provider openai)",
+        "Any OpenAI-compatible chat completions endpoint: OpenAI, DeepSeek, vLLM, llama.cpp, Ollama. "
+        "The API key is read from an environment variable only, never from a flag.",
+    )
+    model.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="llm-replay",
+        help="the model: llm-replay (recorded fixtures, the default) or openai (a live endpoint)",
+    )
+    model.add_argument("--model", metavar="NAME", help="the model name to request (required with --provider openai)")
+    model.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the API root; requests go to URL/chat/completions (default https://api.openai.com/v1)",
+    )
+    model.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable holding the API key (default OPENAI_API_KEY); unset or "
+        "empty sends no key. The variable is removed from the server's environment once read",
+    )
+    model.add_argument(
+        "--connect-timeout", metavar="SECONDS", type=_positive_seconds, help="connection timeout (default 10)"
+    )
+    model.add_argument(
+        "--read-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="longest wait for the next bytes of a response (default 300)",
+    )
+    model.add_argument(
+        "--max-retries",
+        metavar="N",
+        type=_non_negative_int,
+        help="retries of a request that fails before its first chunk (429, 5xx, timeouts, "
+        "connection errors), with exponential backoff (default 3)",
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="run a recorded session end to end and show what it stored",
+        description="Spawn the real server, drive the bundled recording through it as an editor "
+        "would, load the session in a fresh process, page its history and show the log's figures.",
+    )
+    demo.add_argument(
+        "--keep", metavar="DIR", type=Path, help="keep the workspace and the session log in DIR (an empty directory)"
+    )
     log = commands.add_parser(
         "log",
         help="inspect a session log: stats, verify or cat",
@@ -129,6 +187,33 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument("path", metavar="PATH", type=Path, help="a session directory or a log file")
+    fixture = commands.add_parser(
+        "fixture",
+        help="turn a recorded session into a replay fixture",
+        description="Work with llm-replay fixtures (snapshot scenarios' session.jsonl files).",
+    )
+    fixture_actions = fixture.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    export = fixture_actions.add_parser(
+        "export",
+        help="write a session's log (and its subagents' logs) as a scenario's fixture",
+        description="Write SESSION_DIR's log as SCENARIO_DIR/session.jsonl (canonical packed, "
+        "projected form), its subagents' logs as session.1.jsonl, session.2.jsonl, ... (found under "
+        "the same sessions root), and a replay.override.json for model calls that failed or were "
+        "cancelled. Session ids become <session-1>, <session-2>, ...; the session's cwd becomes "
+        "<workspace>; times become relative to the first event. Other fixture files in "
+        "SCENARIO_DIR (stale children, an old override) are removed; input.json and workspace/ "
+        "are left alone.",
+    )
+    export.add_argument("session_dir", metavar="SESSION_DIR", type=Path, help="a session directory (<sessions root>/<id>)")
+    export.add_argument("scenario_dir", metavar="SCENARIO_DIR", type=Path, help="the scenario directory to write (created if missing)")
+    export.add_argument(
+        "--zero-times",
+        action="store_true",
+        help="set every time to 0, as snapshot scenarios store them (default: keep the gaps between chunks)",
+    )
+    export.add_argument(
+        "--keep-cwd", action="store_true", help="keep the session's cwd as it was instead of <workspace>"
+    )
     return parser
 
 
@@ -145,15 +230,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from .demo import run_demo
 
-        return run_demo()
+        return run_demo(keep=args.keep)
     if args.command == "serve":
         return _serve(parser, args)
     if args.command == "log":
         from .log_command import run_log_command
 
         return run_log_command(args.action, args.path)
+    if args.command == "fixture":
+        from .fixture_command import run_fixture_command
+
+        return run_fixture_command(args)
     parser.print_help(sys.stderr)
     return 2
+
+
+_LIVE_MODEL_FLAGS: Final = {
+    "model": "--model",
+    "base_url": "--base-url",
+    "api_key_env": "--api-key-env",
+    "connect_timeout": "--connect-timeout",
+    "read_timeout": "--read-timeout",
+    "max_retries": "--max-retries",
+}
+
+
+def _model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`ServeConfig`'s provider fields from the flags; `ValueError` for flags that do not go
+    together. Each provider's flags are refused with the other provider."""
+    given = {key: getattr(args, key) for key in _LIVE_MODEL_FLAGS if getattr(args, key) is not None}
+    if args.provider == "llm-replay":
+        if given:
+            raise ValueError(f"{_LIVE_MODEL_FLAGS[next(iter(given))]} applies to --provider openai only")
+        return {}
+    for flag, value in (("--replay", args.replay), ("--replay-override", args.replay_override), ("--pace-ms", args.pace_ms)):
+        if value:
+            raise ValueError(f"{flag} applies to --provider llm-replay only")
+    if not args.model:
+        raise ValueError("--provider openai needs --model")
+    from .providers.openai import (
+        ProviderConfigError,
+        validate_base_url,
+        validate_env_name,
+    )
+
+    try:
+        if "base_url" in given:
+            given["base_url"] = validate_base_url(given["base_url"])
+    except ProviderConfigError as exc:
+        raise ValueError(f"--base-url: {exc}") from None
+    try:
+        if "api_key_env" in given:
+            validate_env_name(given["api_key_env"])
+    except ProviderConfigError as exc:
+        raise ValueError(f"--api-key-env: {exc}") from None
+    return {"provider": "openai", **given}
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -165,8 +296,12 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
     if sessions_dir.exists() and not sessions_dir.is_dir():
         return fail(f"--sessions-dir: not a directory: {sessions_dir}")
+    try:
+        model_options = _model_options(args)
+    except ValueError as exc:
+        return fail(str(exc))
     replay = args.replay
-    if replay is None and os.environ.get(REPLAY_FILE_ENV):
+    if replay is None and args.provider == "llm-replay" and os.environ.get(REPLAY_FILE_ENV):
         replay = Path(os.environ[REPLAY_FILE_ENV])
     if replay is not None and not replay.exists():
         return fail(f"--replay: no such file or directory: {replay}")
@@ -182,6 +317,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         pack=not args.no_pack,
         log_level=args.log_level,
         max_line_bytes=args.max_line_bytes,
+        **model_options,
     )
     from .server.app import run_server
 

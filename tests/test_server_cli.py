@@ -44,7 +44,7 @@ def test_serve_help_names_every_flag() -> None:
         (["--replay", "/no/such/fixture"], "acp-server serve: error: --replay: no such file or directory: /no/such/fixture"),
         (["--replay-override", "/no/such/file"], "acp-server serve: error: --replay-override: no such file: /no/such/file"),
         (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
-        (["bogus"], "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'demo', 'log')"),
+        (["bogus"], "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'demo', 'log', 'fixture')"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:

@@ -40,7 +40,22 @@ def configure_logging(level: str) -> None:
 
 
 def load_provider(config: ServeConfig) -> Provider:
-    """The model provider the flags name: `llm-replay` over `--replay`, or the bundled demo."""
+    """The model provider the flags name: `openai` (a live model), or `llm-replay` over
+    `--replay` or the bundled demo. Raises `ValueError` (or `ReplayError`, `OSError`) when it
+    cannot be set up."""
+    if config.provider == "openai":
+        from ..providers.openai import OpenAIProvider  # httpx is loaded only for a live model
+
+        if not config.model:
+            raise ValueError("--provider openai needs --model")
+        return OpenAIProvider.from_env(
+            config.model,
+            config.base_url,
+            config.api_key_env,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            max_retries=config.max_retries,
+        )
     fixture = config.replay if config.replay is not None else bundled_demo_fixture()
     return ReplayProvider.from_path(fixture, config.replay_override, config.pace_ms)
 
@@ -95,7 +110,7 @@ def run_server(config: ServeConfig) -> int:
     configure_logging(config.log_level)
     try:
         provider = load_provider(config)
-    except (ReplayError, OSError) as exc:
+    except (ReplayError, OSError, ValueError) as exc:
         sys.stderr.write(f"acp-server serve: error: {exc}\n")
         return 2
     try:

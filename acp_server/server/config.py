@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from ..storage.log import Compression
 from .transport import DEFAULT_MAX_LINE_BYTES
@@ -13,6 +13,7 @@ from .transport import DEFAULT_MAX_LINE_BYTES
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 DEFAULT_MAX_STEPS: Final = 50
+ProviderName = Literal["llm-replay", "openai"]
 
 
 def default_sessions_dir() -> Path:
@@ -37,3 +38,12 @@ class ServeConfig:
     pack: bool = True
     log_level: str = "warning"
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    provider: ProviderName = "llm-replay"
+    model: str | None = None
+    """`--provider openai`: the model name sent with every request."""
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the API key (the key itself is never a flag)."""
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0
+    max_retries: int = 3

@@ -1,0 +1,381 @@
+"""The `openai` provider against a real HTTP server on loopback (tests/openai_server.py).
+
+Every delta the server sends becomes exactly one chunk, in order; blocks, usage and the finish
+are placed as `acp_server.providers.openai_stream` documents; failures retry only before the
+first chunk, and the API key never leaves the Authorization header.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text, usage
+
+from acp_server.agent.tools import TOOL_DEFINITIONS
+from acp_server.core.events import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    DiffContent,
+    ImageContent,
+    TextContent,
+    TextDelta,
+)
+from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn
+from acp_server.providers.base import ModelRequest, ProviderError
+from acp_server.providers.openai import OpenAIProvider, ProviderConfigError
+from acp_server.providers.openai_stream import DeltaMapper, SseDecoder, request_body
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-test-0123456789abcdefSECRET"
+HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=[])
+
+
+def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
+    options.setdefault("retry_base_delay", 0.01)
+    options.setdefault("trust_env", False)
+    return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]
+
+
+async def run(p: OpenAIProvider, request: ModelRequest = HELLO) -> tuple[list[dict[str, Any]], ProviderError | None]:
+    """The chunks streamed (as JSON values) and the error that ended the stream, if any."""
+    chunks: list[dict[str, Any]] = []
+    try:
+        async for c in p.stream(request):
+            chunks.append(msgspec.to_builtins(c))
+    except ProviderError as exc:
+        return chunks, exc
+    return chunks, None
+
+
+def start(i: int, kind: str) -> dict[str, Any]:
+    return {"type": "block-start", "index": i, "blockType": kind}
+
+
+def end(i: int) -> dict[str, Any]:
+    return {"type": "block-end", "index": i}
+
+
+def td(i: int, t: str) -> dict[str, Any]:
+    return {"type": "text-delta", "index": i, "text": t}
+
+
+def rd(i: int, t: str) -> dict[str, Any]:
+    return {"type": "reasoning-delta", "index": i, "text": t}
+
+
+def cd(i: int, id: str, args: str, name: str | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"type": "tool-call-delta", "index": i, "id": id, "argumentsDelta": args}
+    if name is not None:
+        value["name"] = name
+    return value
+
+
+def use(inp: int, out: int, cached: int | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"inputTokens": inp, "outputTokens": out}
+    if cached is not None:
+        value["cachedInputTokens"] = cached
+    return {"type": "usage", "usage": value}
+
+
+def fin(reason: str) -> dict[str, Any]:
+    return {"type": "finish", "reason": reason}
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams that complete.
+
+
+async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_streaming() -> None:
+    stream = Sse([chunk({"role": "assistant", "content": ""}), text("Hel"), text("lo"), text(" there!"), chunk(finish="stop"), usage(12, 3, cached=4)])
+    with FakeOpenAI([stream]) as server:
+        request = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=TOOL_DEFINITIONS[:1])
+        chunks, error = await run(provider(server), request)
+    assert error is None
+    assert chunks == [start(0, "text"), td(0, "Hel"), td(0, "lo"), td(0, " there!"), end(0), use(12, 3, 4), fin("stop")]
+    [sent] = server.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["Authorization"] == f"Bearer {KEY}"
+    assert sent.headers["Accept"] == "text/event-stream"
+    tool = TOOL_DEFINITIONS[0]
+    assert sent.body == {
+        "model": "test-model",
+        "messages": [{"role": "user", "content": "hello"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [{"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}],
+    }
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
+    stream = Sse([reasoning("The user ", key), reasoning("greets.", key), text("Hi"), text("!"), chunk(finish="stop"), usage(5, 7)])
+    with FakeOpenAI([stream]) as server:
+        chunks, error = await run(provider(server))
+    assert error is None
+    assert chunks == [
+        start(0, "reasoning"), rd(0, "The user "), rd(0, "greets."), end(0),
+        start(1, "text"), td(1, "Hi"), td(1, "!"), end(1),
+        use(5, 7), fin("stop"),
+    ]  # fmt: skip
+
+
+async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
+    stream = Sse([
+        text("Reading both."),
+        call(0, id="call_A", name="read_file", arguments=""),
+        call(0, arguments='{"pa'), call(0, arguments='th": '), call(0, arguments='"a.txt"'), call(0, arguments="}"),
+        call(1, id="call_B", name="read_file"),
+        call(1, arguments="{"), call(1, arguments='"path"'), call(1, arguments=': "b.txt"}'),
+        chunk(finish="tool_calls"),
+        usage(40, 22),
+    ])  # fmt: skip
+    with FakeOpenAI([stream]) as server:
+        chunks, error = await run(provider(server))
+    assert error is None
+    assert chunks == [
+        start(0, "text"), td(0, "Reading both."), end(0),
+        start(1, "tool-call"),
+        cd(1, "call_A", "", "read_file"), cd(1, "call_A", '{"pa'), cd(1, "call_A", 'th": '),
+        cd(1, "call_A", '"a.txt"'), cd(1, "call_A", "}"),
+        end(1),
+        start(2, "tool-call"),
+        cd(2, "call_B", "", "read_file"), cd(2, "call_B", "{"), cd(2, "call_B", '"path"'), cd(2, "call_B", ': "b.txt"}'),
+        end(2),
+        use(40, 22), fin("tool-calls"),
+    ]  # fmt: skip
+
+
+async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_finish_without_done() -> None:
+    final = chunk(finish="length")
+    final["usage"] = {"prompt_tokens": 3, "completion_tokens": 9}
+    with FakeOpenAI([Sse([text("abc"), final], done=False, close_delimited=True)]) as server:
+        chunks, error = await run(provider(server))
+    assert error is None
+    assert chunks == [start(0, "text"), td(0, "abc"), end(0), use(3, 9), fin("length")]
+
+
+async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_stream() -> None:
+    with FakeOpenAI([Sse([text("x"), chunk(finish="stop")], cut=True)]) as server:
+        chunks, error = await run(provider(server))
+    assert error is None
+    assert chunks == [start(0, "text"), td(0, "x"), end(0), fin("stop")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Retries before the first chunk.
+
+
+async def test_a_429_is_retried_after_the_backoff_then_succeeds() -> None:
+    limited = Status(429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
+    with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
+        chunks, error = await run(provider(server, retry_base_delay=0.15))
+    assert error is None
+    assert chunks == [start(0, "text"), td(0, "ok"), end(0), fin("stop")]
+    first, second = server.requests
+    assert second.at - first.at >= 0.15
+    assert second.body == first.body
+
+
+async def test_retry_after_is_respected_over_the_base_delay() -> None:
+    limited = Status(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "250"})
+    with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
+        chunks, error = await run(provider(server, retry_base_delay=0.001))
+    assert error is None and chunks[-1] == fin("stop")
+    first, second = server.requests
+    assert second.at - first.at >= 0.25
+
+
+async def test_a_5xx_that_persists_fails_with_its_status_after_the_retries() -> None:
+    failing = [Status(503, {"error": {"message": "overloaded"}}) for _ in range(3)]
+    with FakeOpenAI(failing) as server:
+        chunks, error = await run(provider(server, max_retries=2))
+    assert chunks == [] and error is not None
+    assert error.code == 503
+    assert error.message == f"openai: HTTP 503 Service Unavailable from {server.base_url}/chat/completions: overloaded (after 3 attempts)"
+    assert len(server.requests) == 3
+
+
+async def test_a_4xx_is_not_retried_and_an_echoed_key_is_redacted() -> None:
+    refused = Status(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}})
+    with FakeOpenAI([refused]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [] and error is not None and error.code == 401
+    assert KEY not in error.message and "[redacted]" in error.message
+    assert "Incorrect API key provided" in error.message
+    assert len(server.requests) == 1
+
+
+async def test_connection_refused_is_retried_then_fails_clearly() -> None:
+    with socket.socket() as probe:  # a loopback port with nobody listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://user:pass-SECRET@127.0.0.1:{port}/v1"  # credentials in the URL are never shown
+    p = OpenAIProvider("m", url, None, max_retries=1, retry_base_delay=0.01, trust_env=False)
+    chunks, error = await run(p)
+    assert chunks == [] and error is not None
+    assert error.code == "connection-error"
+    assert "SECRET" not in error.message
+    assert error.message.startswith(f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: ")
+    assert error.message.endswith("(after 2 attempts)")
+
+
+async def test_a_read_timeout_before_anything_arrives() -> None:
+    with FakeOpenAI([Sse([text("late")], first_delay=0.6)]) as server:
+        chunks, error = await run(provider(server, read_timeout=0.2, max_retries=0))
+    assert chunks == [] and error is not None
+    assert (error.code, error.message) == ("timeout", "openai: the server sent nothing for 0.2 s")
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures after chunks: never retried, the chunks already yielded stand.
+
+
+async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
+    stream = Sse([text("Par"), text("tial"), {"error": {"message": "upstream overloaded", "type": "server_error", "code": 500}}])
+    with FakeOpenAI([stream]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [start(0, "text"), td(0, "Par"), td(0, "tial")]
+    assert error is not None and error.code == 500
+    assert error.message == "openai: the server reported an error mid-stream: upstream overloaded (after 3 chunks)"
+    assert len(server.requests) == 1
+
+
+async def test_a_stream_cut_mid_way_fails_after_the_chunks_it_gave() -> None:
+    stream = Sse([reasoning("Think"), reasoning("ing"), call(0, id="call_X", name="todo_write", arguments='{"to')], cut=True)
+    with FakeOpenAI([stream]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [start(0, "reasoning"), rd(0, "Think"), rd(0, "ing"), end(0), start(1, "tool-call"), cd(1, "call_X", '{"to', "todo_write")]
+    assert error is not None and error.code == "stream-cut"
+    assert error.message.startswith("openai: the stream was cut: ")
+    assert error.message.endswith("(after 6 chunks)")
+    assert len(server.requests) == 1
+
+
+async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
+    with FakeOpenAI([Sse([text("a"), text("b")], done=False, close_delimited=True)]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [start(0, "text"), td(0, "a"), td(0, "b")]
+    assert error is not None and error.code == "stream-cut"
+    assert error.message == "openai: the stream ended before its finish reason (after 2 events) (after 3 chunks)"
+
+
+async def test_a_malformed_event_fails_naming_it() -> None:
+    with FakeOpenAI([Sse([text("fine"), '{"choices": [{"delta": {"content": 7}}]}'])]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [start(0, "text"), td(0, "fine")]
+    assert error is not None and error.code == "malformed-event"
+    assert error.message == (
+        "openai: malformed server-sent event 2 (Expected `str | null`, got `int` - at `$.choices[0].delta.content`): "
+        """'{"choices": [{"delta": {"content": 7}}]}' (after 2 chunks)"""
+    )
+
+
+async def test_a_malformed_first_event_is_not_retried() -> None:
+    with FakeOpenAI([Sse(["not json"])]) as server:
+        chunks, error = await run(provider(server))
+    assert chunks == [] and error is not None and error.code == "malformed-event"
+    assert "'not json'" in error.message
+    assert len(server.requests) == 1
+
+
+async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None:
+    completion = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]}
+    with FakeOpenAI([Status(200, completion), Status(200, {"error": {"message": "model not loaded", "code": 503}})]) as server:
+        first = await run(provider(server))
+        second = await run(provider(server))
+    assert first[0] == [] and first[1] is not None and first[1].code == "not-a-stream"
+    assert first[1].message.startswith("openai: the server answered with JSON, not an event stream (does it support stream: true?): ")
+    assert second[1] is not None and (second[1].code, second[1].message) == (503, "openai: the server answered with an error: model not loaded")
+
+
+async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
+    # Five events 0.5 s apart: the whole stream would take 2.5 s.
+    with FakeOpenAI([Sse([text("a"), text("b"), text("c"), chunk(finish="stop")], delay=0.5)]) as server:
+        got = []
+        began = time.monotonic()
+        with anyio.CancelScope() as scope:
+            async for c in provider(server).stream(HELLO):
+                got.append(msgspec.to_builtins(c))
+                if isinstance(c, TextDelta):
+                    scope.cancel()
+        elapsed = time.monotonic() - began
+    assert scope.cancelled_caught
+    assert got == [start(0, "text"), td(0, "a")]
+    assert elapsed < 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The pure parts.
+
+
+def test_sse_decoder_fed_whole_or_line_by_line_with_comments_and_multiline_data() -> None:
+    decoder = SseDecoder()
+    lines = [": keep-alive", "event: message", "data: {\"a\":", "data:1}", "id: 7", "", "", "data: [DONE]"]
+    out = [d for line in lines if (d := decoder.line(line)) is not None]
+    assert out == ['{"a":\n1}']
+    assert decoder.end() == "[DONE]"
+    assert decoder.end() is None
+
+
+def test_sse_decoder_refuses_an_endless_event() -> None:
+    decoder = SseDecoder(max_chars=10)
+    decoder.line("data: 12345")
+    with pytest.raises(ProviderError, match="longer than 10 characters"):
+        decoder.line("data: 67890")
+
+
+def test_mapper_fills_in_a_missing_call_id_and_keeps_late_fragments_on_their_block() -> None:
+    mapper = DeltaMapper(lambda index: f"made-{index}")
+    payload = msgspec.json.encode
+    out = []
+    out += mapper.event(payload(chunk({"tool_calls": [{"index": 0, "function": {"name": "a", "arguments": "{"}}, {"index": 1, "function": {"name": "b", "arguments": "{"}}]})).decode())
+    out += mapper.event(payload(chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}, finish="stop")).decode())
+    out += mapper.event("[DONE]")
+    assert [msgspec.to_builtins(c) for c in out] == [
+        start(0, "tool-call"), cd(0, "made-0", "{", "a"), end(0),
+        start(1, "tool-call"), cd(1, "made-1", "{", "b"),
+        cd(0, "made-0", "}"), end(1),
+        fin("tool-calls"),  # "stop" with tool calls: the loop must run them
+    ]  # fmt: skip
+    assert mapper.done
+
+
+def test_request_body_maps_the_history() -> None:
+    history = [
+        UserTurn([TextContent("look at"), TextContent("this")]),
+        AssistantTurn([AssistantReasoning("hmm"), AssistantText("Sure."), AssistantToolCall("c1", "read_file", '{"path":"a"}')]),
+        ToolTurn("c1", [TextContent("line 1"), DiffContent("a", "new")]),
+        AssistantTurn([AssistantReasoning("only thinking")]),
+        AssistantTurn([AssistantToolCall("c2", "todo_write", "{}")]),
+        UserTurn([TextContent("and"), ImageContent("QUJD", "image/png")]),
+    ]
+    body = request_body("m", history, [])
+    assert "tools" not in body
+    assert body["messages"] == [
+        {"role": "user", "content": "look at\n\nthis"},
+        {"role": "assistant", "content": "Sure.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "line 1\n(diff of a)"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "todo_write", "arguments": "{}"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "and"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]},
+    ]
+
+
+def test_the_key_comes_from_the_environment_and_leaves_it() -> None:
+    environ = {"MY_KEY": KEY, "OTHER": "x"}
+    p = OpenAIProvider.from_env("m", "http://127.0.0.1:1/v1", "MY_KEY", environ=environ)
+    assert environ == {"OTHER": "x"}  # programs the model runs do not inherit it
+    assert p.api_key is not None and p.api_key.reveal() == KEY
+    assert KEY not in repr(p) and KEY not in str(p.api_key)
+
+
+def test_bad_base_urls_are_refused() -> None:
+    for url in ("ftp://example.com", "not a url", "http://", "https://example.com/v1?key=x"):
+        with pytest.raises(ProviderConfigError):
+            OpenAIProvider("m", url)
