@@ -3,7 +3,9 @@ real server, and the corpus itself checked.
 
 `ACP_SNAPSHOT` selects the mode: `replay` (the default) compares each run with the committed
 transcript and logs; `refresh` rewrites them from the run (only the files whose bytes change);
-`record` needs a live provider and is skipped until one exists. See docs/snapshots.md.
+`record` runs each scenario against the live model `ACP_SNAPSHOT_SERVER_ARGS` names (e.g.
+`--provider openai --model NAME --base-url URL`, the key in `$OPENAI_API_KEY`), writes its
+fixtures and transcript, and checks that they replay as the live run went. See docs/snapshots.md.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from acp_server.core.replay_script import (
     parse_fixture,
     parse_override,
 )
+from acp_server.fixture_command import ExportError, finish_recording, record_server_args
 from acp_server.testing.checks import check_scenario
 from acp_server.testing.draft import DraftFile, write_draft
 from acp_server.testing.normalize import Normalizer
@@ -58,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOTS = ROOT / "snapshots"
 SCENARIOS = sorted(p for p in SNAPSHOTS.iterdir() if p.is_dir()) if SNAPSHOTS.is_dir() else []
 MODE = os.environ.get("ACP_SNAPSHOT", "replay")
+SERVER_ARGS_ENV = "ACP_SNAPSHOT_SERVER_ARGS"
 MODES = ("replay", "refresh", "record")
 
 
@@ -70,10 +74,8 @@ def test_scenario(scenario: Path, tmp_path: Path) -> None:
     if MODE not in MODES:
         pytest.fail(f"ACP_SNAPSHOT={MODE!r}: choose one of {', '.join(MODES)}", pytrace=False)
     if MODE == "record":
-        pytest.skip(
-            "ACP_SNAPSHOT=record runs against a live model provider, and none exists yet "
-            "(issue 11); only llm-replay is available, so use replay or refresh"
-        )
+        record(scenario, tmp_path)
+        return
     try:
         result = run_scenario(scenario, work_dir=tmp_path)
     except ScenarioError as exc:
@@ -91,6 +93,23 @@ def test_scenario(scenario: Path, tmp_path: Path) -> None:
             + stderr,
             pytrace=False,
         )
+
+
+def record(scenario: Path, tmp_path: Path) -> None:
+    """ACP_SNAPSHOT=record: run against the live model `ACP_SNAPSHOT_SERVER_ARGS` names, write
+    the scenario's fixtures and transcript from that run, then prove they replay identically."""
+    if not os.environ.get(SERVER_ARGS_ENV):
+        pytest.skip(f"ACP_SNAPSHOT=record needs ${SERVER_ARGS_ENV}, e.g. '--provider openai --model NAME'")
+    try:
+        model_args = record_server_args()
+        result = run_scenario(scenario, work_dir=tmp_path / "record", model_args=model_args)
+        refresh(scenario, result)
+        finish_recording(scenario, result.logs)
+        replayed = run_scenario(scenario, work_dir=tmp_path / "replay")
+    except (ExportError, ScenarioError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+    mismatches = compare(scenario, replayed)
+    assert not mismatches, f"{scenario.name}: the recording does not replay as it ran\n\n" + describe(mismatches)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
@@ -453,3 +472,30 @@ def test_a_draft_becomes_a_script_with_its_override(tmp_path: Path) -> None:
     text = "".join(c.text for c in script[3].chunks if type(c).__name__ == "TextDelta")
     assert "{{fromRequest:(T-\\d+)}}" in text  # a placeholder is never cut into fragments
     assert isinstance(script[0], ChunksEntry) and script[0].chunks[-1].reason == "tool-calls"
+
+
+def test_record_mode_writes_fixtures_that_replay_as_the_live_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACP_SNAPSHOT=record against a loopback OpenAI-compatible server: the scenario's fixture
+    and transcript come from the live run, and replaying them gives the same transcript."""
+    from openai_server import FakeOpenAI, Sse, chunk, text, usage
+
+    scenario = tmp_path / "plain-text"
+    scenario.mkdir()
+    shutil.copy(SNAPSHOTS / "plain-text" / "input.json", scenario / "input.json")
+    answers = [
+        ["Integer", " cents", ": floats", " cannot", " hold", " 0.10", " exactly."],
+        ["Round", " half", " to", " even", " at", " the", " cent."],
+    ]
+    script = [Sse([*(text(t) for t in words), chunk(finish="stop"), usage(12, 7)]) for words in answers]
+    with FakeOpenAI(script) as server:
+        monkeypatch.setenv(SERVER_ARGS_ENV, f"--provider openai --model test --base-url {server.base_url}")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+        record(scenario, tmp_path)
+    assert sorted(p.name for p in scenario.iterdir()) == ["input.json", "session.jsonl", "stdout.expected.jsonl"]
+    assert check_scenario(scenario) == []
+    replayed = run_scenario(scenario, work_dir=tmp_path / "again")
+    assert compare(scenario, replayed) == []
+    assert "Integer cents: floats cannot hold 0.10 exactly." in "".join(
+        json.loads(line).get("params", {}).get("update", {}).get("content", {}).get("text", "")
+        for line in (scenario / "stdout.expected.jsonl").read_text().splitlines()
+    )

@@ -216,11 +216,20 @@ class RunResult:
 
 
 class _Run:
-    def __init__(self, directory: Path, scenario: ScenarioInput, work: Path, command: Sequence[str], timeout: float) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        scenario: ScenarioInput,
+        work: Path,
+        command: Sequence[str],
+        timeout: float,
+        model_args: Sequence[str] | None = None,
+    ) -> None:
         self.directory = directory
         self.scenario = scenario
         self.command = list(command)
         self.timeout = timeout
+        self.model_args = list(model_args) if model_args is not None else None
         self.sessions = work / "sessions"
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
@@ -243,9 +252,13 @@ class _Run:
 
     def start(self) -> None:
         options = self.scenario.server
-        argv = [*self.command, "--sessions-dir", str(self.sessions), "--replay", str(self.directory)]
-        if options.pace_ms:
-            argv += ["--pace-ms", str(options.pace_ms)]
+        argv = [*self.command, "--sessions-dir", str(self.sessions)]
+        if self.model_args is not None:
+            argv += self.model_args
+        else:
+            argv += ["--replay", str(self.directory)]
+            if options.pace_ms:
+                argv += ["--pace-ms", str(options.pace_ms)]
         if options.max_steps is not UNSET:
             argv += ["--max-steps", str(options.max_steps)]
         self.process = _Process(argv)
@@ -608,8 +621,12 @@ def run_scenario(
     work_dir: Path | str | None = None,
     command: Sequence[str] = DEFAULT_COMMAND,
     timeout: float = FRAME_TIMEOUT,
+    model_args: Sequence[str] | None = None,
 ) -> RunResult:
     """Run the scenario in `directory` (replaying its own fixtures) and return what it produced.
+
+    `model_args` (record mode) replace `--replay DIRECTORY` and the pacing: the server flags of a
+    live model provider, e.g. `--provider openai --model NAME --base-url URL`.
 
     `work_dir` (default: a temporary directory, removed afterwards) receives the sessions
     directory and the workspace. `command` is the server command line before its flags. A run
@@ -620,7 +637,7 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="acp-snapshot-") as scratch:
         work = Path(work_dir if work_dir is not None else scratch).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        run = _Run(directory, scenario, work, command, timeout)
+        run = _Run(directory, scenario, work, command, timeout, model_args)
         try:
             run.run()
         except ScenarioError as exc:
