@@ -208,20 +208,22 @@ class Turn:
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
         message_id = assistant_message_id(turn, step)
+        append, feed, show = rec.append, assembler.feed, self._show  # looked up once, not per chunk
+        live = env.live_updates
         state.streaming = True
         try:
             async for chunk in env.provider.stream(request):
-                event = rec.append(AssistantChunk, AssistantChunkData(turn, step, chunk))
+                event = append(AssistantChunk, AssistantChunkData(turn, step, chunk))
                 if state.first_chunk_seq < 0:
                     state.first_chunk_seq = event.seq
                 state.last_chunk_seq = event.seq
-                assembler.feed(chunk)
-                if env.live_updates:
+                feed(chunk)
+                if live:
                     kind = type(chunk)
                     if kind is TextDelta:
-                        await self._show(AgentMessageChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
+                        await show(AgentMessageChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
                     elif kind is ReasoningDelta:
-                        await self._show(AgentThoughtChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
+                        await show(AgentThoughtChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
             if assembler.finish is None:
                 raise ProviderError("the model stream ended without a finish chunk")
         except ProviderError as exc:
@@ -313,7 +315,7 @@ class Turn:
         )
         await on_started()
         try:
-            stop = await Turn(child, [TextContent(args.prompt)]).run()
+            stop = await _run_child_turn(child, [TextContent(args.prompt)])
         except ModelRequestFailed as exc:
             return ToolOutcome(
                 [TextContent(f"the subagent failed: {exc.message}")],
@@ -378,6 +380,23 @@ class Turn:
         if env.live_updates:
             session_id = env.client_session_id or env.recorder.session_id
             await env.client.notify("session/update", SessionNotification(session_id, update))
+
+
+async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopReason:
+    """A subagent's turn, its chunks flushed by a flusher of its own while it runs (SPEC 2.4:
+    the parent's flusher only writes the parent's log)."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as flushing:
+        flushing.start_soon(child.recorder.run_flusher)
+        try:
+            stop = await Turn(child, prompt).run()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+            failure = exc
+        finally:
+            flushing.cancel_scope.cancel()
+    if failure is not None:
+        raise failure  # unwrapped: a failed model request must not arrive as an ExceptionGroup
+    return stop
 
 
 def _final_text(events: list) -> str:

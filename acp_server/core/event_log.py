@@ -53,8 +53,16 @@ class EventLog:
 
     def append(self, event: SessionEvent) -> None:
         """Add the next event (its seq must be `len(self)`)."""
-        if event.seq != self.length:
-            raise ValueError(f"event seq {event.seq} does not follow {self.length - 1}")
+        seq = event.seq
+        if seq != self.length:
+            raise ValueError(f"event seq {seq} does not follow {self.length - 1}")
+        if type(event) is AssistantChunk:
+            # The hot path while a model streams: what `_add` does for a plain event that
+            # indexes nothing.
+            self.records.append(event)
+            self.starts.append(seq)
+            self.length = seq + 1
+            return
         self._add(event)
 
     def _add(self, record: StorageRecord) -> None:

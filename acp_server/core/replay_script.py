@@ -23,10 +23,12 @@ from .events import (
     EventError,
     Finish,
     Model,
+    ReasoningDelta,
     SessionEvent,
     StepStart,
     StreamChunk,
     Tagged,
+    TextDelta,
 )
 from .header import SessionHeader
 
@@ -235,13 +237,24 @@ def apply_override(
 # Placeholders.
 
 PLACEHOLDER: Final = re.compile(r"\{\{fromRequest:(.+?)\}\}")
+_MARK: Final = "{{fromRequest:"
+_MARK_BYTES: Final = _MARK.encode()
+
+
+def chunks_have_placeholders(chunks: Sequence[StreamChunk]) -> bool:
+    """Whether any of `chunks` may hold a placeholder; when not, `fill_placeholders` would give
+    each chunk back unchanged. (The JSON of the list holds the JSON of each chunk.)"""
+    return _MARK_BYTES in _encoder.encode(chunks)
 
 
 def fill_placeholders(chunk: StreamChunk, request_text: str) -> StreamChunk:
     """`chunk` with each `{{fromRequest:<regex>}}` in its strings replaced by the regex's last
     match in `request_text` (its first group, if it has one). No match is a `ReplayError`."""
+    kind = type(chunk)
+    if (kind is TextDelta or kind is ReasoningDelta) and _MARK not in chunk.text:  # type: ignore[union-attr]
+        return chunk  # the common case, without encoding the chunk
     raw = msgspec.json.encode(chunk)
-    if b"{{fromRequest:" not in raw:
+    if _MARK_BYTES not in raw:
         return chunk
     value = msgspec.to_builtins(chunk)
     filled = {k: _fill(v, request_text) if isinstance(v, str) else v for k, v in value.items()}
@@ -280,6 +293,7 @@ __all__ = [
     "ThrowEntry",
     "Underivable",
     "apply_override",
+    "chunks_have_placeholders",
     "count_model_calls",
     "derive_script",
     "fill_placeholders",

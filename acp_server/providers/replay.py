@@ -24,6 +24,7 @@ from ..core.replay_script import (
     ScriptEntry,
     ThrowEntry,
     apply_override,
+    chunks_have_placeholders,
     derive_script,
     fill_placeholders,
     parse_fixture,
@@ -44,6 +45,14 @@ class _Script:
     entries: list[ScriptEntry]
     furthest: int = 0
     """The furthest cursor any session reached: the script is consumed when this is its end."""
+    _placeholders: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    def has_placeholders(self, index: int) -> bool:
+        """Whether entry `index` holds any placeholder (worked out once per entry)."""
+        found = self._placeholders.get(index)
+        if found is None:
+            found = self._placeholders[index] = chunks_have_placeholders(self.entries[index].chunks)
+        return found
 
 
 @dataclass
@@ -134,18 +143,24 @@ class ReplayProvider:
                 f"but {script.name} holds only {len(script.entries)} model calls (entries 0 to "
                 f"{len(script.entries) - 1}): the script is exhausted"
             )
-        entry = script.entries[cursor.position]
+        index = cursor.position
+        entry = script.entries[index]
         cursor.position += 1
         script.furthest = max(script.furthest, cursor.position)
-        text = request_text(request.messages)
-        for chunk in entry.chunks:
-            if self.pace_ms:
-                await anyio.sleep(self.pace_ms / 1000)
-            try:
-                filled = fill_placeholders(chunk, text)
-            except ReplayError as exc:
-                raise ProviderError(f"llm-replay: {exc}") from None
-            yield filled
+        if self.pace_ms or script.has_placeholders(index):
+            text = request_text(request.messages)
+            for chunk in entry.chunks:
+                if self.pace_ms:
+                    await anyio.sleep(self.pace_ms / 1000)
+                try:
+                    filled = fill_placeholders(chunk, text)
+                except ReplayError as exc:
+                    raise ProviderError(f"llm-replay: {exc}") from None
+                yield filled
+        else:
+            # No pacing and nothing to fill in: the recorded chunks as they are.
+            for chunk in entry.chunks:
+                yield chunk
         if isinstance(entry, ThrowEntry):
             raise ProviderError(entry.message, entry.code if isinstance(entry.code, (int, str)) else None)
         if isinstance(entry, HangEntry):

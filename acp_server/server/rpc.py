@@ -77,6 +77,15 @@ NotificationHandler = Callable[[Any], None]
 
 _NO_RAW: Final = msgspec.Raw()
 _TOO_DEEP: Final = ParseError("Parse error: JSON nested too deeply")
+_NOT_UTF8: Final = ParseError("Parse error: Invalid UTF-8 encoded string")
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class ChunkSource(Protocol):
@@ -157,6 +166,23 @@ def encode_frame(message: Any) -> bytes:
     _encoder.encode_into(message, buffer)
     buffer += b"\n"
     return bytes(buffer)
+
+
+_notification_heads: dict[str, bytes] = {}
+"""Per method, the bytes of a notification before its params (`session/update` above all)."""
+
+
+def notification_frame(method: str, params: Any = UNSET) -> bytes:
+    """`encode_frame` of a notification, the same bytes, with the fixed head encoded once per
+    method: the hot path while a model streams."""
+    if params is UNSET:
+        return encode_frame(_Notification("2.0", method))
+    head = _notification_heads.get(method)
+    if head is None:
+        head = b'{"jsonrpc":"2.0","method":' + _encoder.encode(method) + b',"params":'
+        if len(_notification_heads) < 64:
+            _notification_heads[method] = head
+    return head + _encoder.encode(params) + b"}\n"
 
 
 def error_frame(request_id: Any, error: RpcError) -> bytes:
@@ -385,7 +411,7 @@ class Connection:
 
     async def notify(self, method: str, params: Any = UNSET) -> None:
         """Send a notification; it reaches the client after every frame sent before it."""
-        await self._sink.send(encode_frame(_Notification("2.0", method, params)))
+        await self._sink.send(notification_frame(method, params))
 
     async def request(self, method: str, params: Any = UNSET, result_type: Any = Any) -> Any:
         """Send a request to the client and wait for its response.
@@ -514,6 +540,10 @@ class Connection:
             return error_frame(None, ParseError(f"Parse error: {exc}"))
         except RecursionError:
             return error_frame(None, _TOO_DEEP)
+        if not line.isascii() and not _is_utf8(line):
+            # msgspec checks the strings it decodes, not those it skips (unknown keys and their
+            # values): a line that is not UTF-8 is not JSON text, wherever the bad bytes are.
+            return error_frame(None, _NOT_UTF8)
         if envelope.method is UNSET and (envelope.result or envelope.error):
             self._receive_response(envelope)
             return None

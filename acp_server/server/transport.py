@@ -9,11 +9,11 @@ The I/O around it is thin:
   readability in the event loop and then calls `os.read` (which returns what is there without
   waiting for a full buffer, unlike anyio's `FileReadStream` on a pipe); on anything the
   event loop cannot poll (a regular file, Windows) it reads in a worker thread.
-- `FrameWriter` is the only writer of the protocol output: one task drains a memory object
-  stream, so frames never interleave and leave in the order they were produced. Small batches
-  are written inline when the pipe has room (a write of at most PIPE_BUF bytes then cannot
-  block); anything else is written from a worker thread, so a slow reader on the other end
-  never stalls the event loop.
+- `FrameWriter` is the only writer of the protocol output, so frames never interleave and
+  leave in the order they were produced. Small frames are written inline when the pipe has
+  room (a write of at most PIPE_BUF bytes then cannot block), those of one burst together;
+  anything else goes to a queue that one task drains, writing from a worker thread, so a slow
+  reader on the other end never stalls the event loop.
 - `claim_stdio` moves the protocol streams off file descriptors 0 and 1, so that nothing else
   in the process (a stray `print`, a library, a child process) can write to the protocol
   output or read from the protocol input.
@@ -21,11 +21,13 @@ The I/O around it is thin:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import select
 import stat
 import sys
+from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +40,10 @@ DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 
 READ_SIZE: Final = 256 * 1024
 _PIPE_BUF: Final = getattr(select, "PIPE_BUF", 512)
+BURST_BYTES: Final = 64 * 1024
+"""A producer that sends this much output in one turn of the event loop is made to yield."""
+QUEUE_BYTES: Final = 1024 * 1024
+"""Producers wait for room once this much output is queued for the writer task."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,91 +200,232 @@ class FdReader:
 class FrameWriter:
     """The single writer of the protocol output; a `FrameSink`.
 
-    `send` takes one complete frame (bytes ending in `\\n`). When nothing is queued and the
-    frame fits in one atomic pipe write that the pipe has room for, it is written at once (the
-    common case: no task switch); otherwise it joins a queue that `run` drains in order, writing
-    from a worker thread whenever a write might block. Either way frames leave whole, in the
-    order `send` was called. If the output is gone (EPIPE), frames are dropped from then on,
-    so no producer blocks forever, and `broken` is set.
+    `send` takes one complete frame (bytes ending in `\\n`); frames leave whole, in the order
+    `send` was called, and never wait for more than the current turn of the event loop:
+
+    - A small frame (at most PIPE_BUF bytes) that finds nothing pending and room in the pipe is
+      written at once (one atomic write that cannot block): a lone notification or response
+      costs no task switch and no delay.
+    - The small frames that follow it in the same turn of the event loop (a burst: a model
+      streaming, a replay) are collected and written together, PIPE_BUF bytes per write while
+      the pipe has room, and whatever is left when the producer yields. A burst of thousands of
+      chunks thus costs a few hundred writes, not one per chunk, and the reader on the other end
+      is woken as rarely. A producer that keeps sending without yielding is made to yield after
+      `BURST_BYTES`, so the event loop (input, timers) keeps running under any load.
+    - Everything else (a large frame, a batch the pipe has no room for) joins a queue that `run`
+      drains in order, writing from a worker thread whenever a write might block, so a slow
+      reader never stalls the event loop. A producer waits for room when `buffer_size` items
+      (frames or batches) or `QUEUE_BYTES` bytes are queued.
+
+    If the output is gone (EPIPE), frames are dropped from then on, so no producer blocks
+    forever, and `broken` is set.
     """
 
     def __init__(self, fd: int, buffer_size: int = 256) -> None:
         self.fd = fd
-        self._send, self._receive = anyio.create_memory_object_stream[bytes](buffer_size)
-        self._queued = 0  # frames handed to the queue and not yet written
-        self._recount = False  # a producer was interrupted: `_queued` may be off by one
+        self.buffer_size = max(1, buffer_size)
         self.broken = anyio.Event()
+        self._broken = False  # `broken` is set (a plain flag for the per-frame checks)
+        self._items: deque[bytes] = deque()  # waiting for `run`: large frames and batches
+        self._items_bytes = 0
+        self._queued = 0  # items handed to `run` and not yet written (waiting or being written)
+        self._batch: list[bytes] = []  # small frames of this burst, not yet written nor queued
+        self._batch_bytes = 0
+        self._burst = False  # a small frame was sent in this turn of the event loop
+        self._burst_bytes = 0  # bytes sent in this turn of the event loop
+        self._closed = False  # `aclose` was called
+        self._finished = False  # `run` has ended
+        self._work = anyio.Event()  # set when `_items` gets something, or at close
+        self._room = anyio.Event()  # set when `run` takes items
         self._poll = select.poll() if hasattr(select, "poll") else None
         if self._poll is not None:
             self._poll.register(fd, select.POLLOUT)
 
     async def send(self, frame: bytes) -> None:
-        if not self._write_now(frame):
-            # Counted before it is queued: from now on no frame may be written ahead of it.
-            self._queued += 1
-            try:
-                await self._send.send(frame)
-            except BaseException:
-                # Cancelled (or closed) while waiting for room: the frame may or may not have
-                # been taken. `run` recounts after its next write; until then the count errs
-                # high, which only sends frames through the queue.
-                self._recount = True
-                raise
+        if self._broken:
+            return  # dropped
+        size = len(frame)
+        if size > _PIPE_BUF or self._closed or self._finished:
+            await self._send_queued(frame)
+            return
+        items = self._items
+        if (self._burst and self._burst_bytes >= BURST_BYTES) or (
+            items and (len(items) >= self.buffer_size or self._items_bytes >= QUEUE_BYTES)  # `not _has_room()`
+        ):
+            # A long burst, or a queue at its bounds: let the event loop run first (the burst's
+            # end hands its batch on), and wait while the queue is full.
+            await anyio.lowlevel.checkpoint()
+            await self._wait_for_room()
+            if self._broken:
+                return
+            if self._closed or self._finished:
+                await self._send_queued(frame)
+                return
+        if not self._burst:
+            if not self._start_burst():  # no end-of-turn callback here: one frame at a time
+                if not self._queued and self._writable_now():
+                    self._write_inline(frame)
+                else:
+                    await self._send_queued(frame)
+                return
+            if not self._queued and self._writable_now():
+                self._write_inline(frame)  # the burst's first frame: no delay
+                self._burst_bytes = size
+                return
+        elif (
+            self._batch_bytes + size > _PIPE_BUF >= self._batch_bytes
+            and self._batch
+            and not self._queued
+            and self._writable_now()
+        ):
+            self._write_inline(b"".join(self._batch))  # one full atomic write; the frame starts the next
+            self._batch.clear()
+            self._batch_bytes = 0
+        self._batch.append(frame)
+        self._batch_bytes += size
+        self._burst_bytes += size
 
     def send_nowait(self, frame: bytes) -> None:
-        if not self._write_now(frame):
-            self._send.send_nowait(frame)  # raises WouldBlock when the queue is full
-            self._queued += 1
+        """Send without waiting; raises `anyio.WouldBlock` when the queue is full."""
+        if self._broken:
+            return
+        self._flush_batch()
+        if not self._queued and len(frame) <= _PIPE_BUF and self._writable_now():
+            self._write_inline(frame)
+        elif self._closed:
+            raise anyio.ClosedResourceError
+        elif self._finished:
+            raise anyio.BrokenResourceError
+        elif self._has_room():
+            self._enqueue(frame)
+        else:
+            raise anyio.WouldBlock
 
     async def aclose(self) -> None:
-        """No more frames: `run` ends once the queue is written."""
-        await self._send.aclose()
-
-    def _write_now(self, frame: bytes) -> bool:
-        if self.broken.is_set():
-            return True  # dropped
-        if self._queued or len(frame) > _PIPE_BUF or not self._writable_now():
-            return False
-        try:
-            _write_all(self.fd, frame)
-        except OSError as exc:
-            self._break(exc)
-        return True
+        """No more frames: `run` ends once everything sent is written."""
+        self._flush_batch()
+        self._closed = True
+        self._work.set()
 
     async def run(self) -> None:
-        """Write queued frames until `aclose` and the queue is drained."""
-        receive = self._receive
-        async with receive:
-            async for frame in receive:
-                batch = [frame]
-                # Coalesce what is already queued into one write: fewer syscalls under load.
-                while True:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                data = b"".join(batch) if len(batch) > 1 else frame
-                try:
-                    if self.broken.is_set():
-                        pass
-                    elif len(data) <= _PIPE_BUF and self._writable_now():
-                        _write_all(self.fd, data)
-                    else:
-                        with anyio.CancelScope(shield=True):  # a frame is never half written
-                            await anyio.to_thread.run_sync(_write_all, self.fd, data)
-                except OSError as exc:
-                    self._break(exc)
-                finally:
-                    self._queued -= len(batch)
-                    if self._recount:
-                        # Here the writer holds no frame, so the queue is everything unwritten.
-                        stats = self._send.statistics()
-                        self._queued = stats.current_buffer_used + stats.tasks_waiting_send
-                        self._recount = False
+        """Write queued frames until `aclose` and everything is written."""
+        try:
+            await self._drain()
+        finally:
+            self._finished = True
+            self._room.set()
+
+    async def _drain(self) -> None:
+        items = self._items
+        while True:
+            if not items:
+                if self._closed:
+                    return
+                if self._work.is_set():
+                    self._work = anyio.Event()
+                await self._work.wait()
+                continue
+            # Coalesce what is queued into one write: fewer syscalls under load.
+            count = len(items)
+            data = items.popleft() if count == 1 else b"".join(items)
+            items.clear()
+            self._items_bytes = 0
+            self._room.set()
+            try:
+                if self._broken:
+                    pass
+                elif len(data) <= _PIPE_BUF and self._writable_now():
+                    _write_all(self.fd, data)
+                else:
+                    with anyio.CancelScope(shield=True):  # a frame is never half written
+                        await anyio.to_thread.run_sync(_write_all, self.fd, data)
+            except OSError as exc:
+                self._break(exc)
+            finally:
+                self._queued -= count
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _start_burst(self) -> bool:
+        """Mark the rest of this turn of the event loop as a burst; False if it cannot be."""
+        try:
+            call_soon = asyncio.get_running_loop().call_soon
+        except RuntimeError:  # not on asyncio: no end-of-turn callback, so no batching
+            return False
+        call_soon(self._end_burst)
+        self._burst = True
+        return True
+
+    def _end_burst(self) -> None:
+        """The producer has yielded: the burst is over, its batch goes out now."""
+        self._burst = False
+        self._burst_bytes = 0
+        self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        """Write the batch now if that cannot block, else queue it (even past the bounds: it
+        holds frames already accepted)."""
+        if not self._batch:
+            return
+        data = b"".join(self._batch) if len(self._batch) > 1 else self._batch[0]
+        self._batch.clear()
+        self._batch_bytes = 0
+        if self._broken:
+            return
+        if not self._queued and len(data) <= _PIPE_BUF and self._writable_now():
+            self._write_inline(data)
+        elif self._finished:
+            log.debug("protocol writer has ended; dropping %d bytes", len(data))
+        else:
+            self._enqueue(data)
+
+    async def _send_queued(self, frame: bytes) -> None:
+        """The queue's path: wait for room, then queue the frame after whatever is batched."""
+        await anyio.lowlevel.checkpoint()
+        if not self._closed and not self._finished:
+            await self._wait_for_room()
+        if self._broken:
+            return
+        if self._closed or self._finished:
+            # After `aclose` (or once `run` has ended) nothing is queued any more; what can be
+            # written at once still is.
+            self._flush_batch()
+            if not self._queued and len(frame) <= _PIPE_BUF and self._writable_now():
+                self._write_inline(frame)
+                return
+            raise anyio.ClosedResourceError if self._closed else anyio.BrokenResourceError
+        self._flush_batch()
+        self._enqueue(frame)
+
+    def _has_room(self) -> bool:
+        items = self._items
+        return not items or (len(items) < self.buffer_size and self._items_bytes < QUEUE_BYTES)
+
+    async def _wait_for_room(self) -> None:
+        while not self._has_room() and not self._broken and not self._finished:
+            if self._room.is_set():
+                self._room = anyio.Event()
+            await self._room.wait()
+
+    def _enqueue(self, data: bytes) -> None:
+        self._items.append(data)
+        self._items_bytes += len(data)
+        self._queued += 1
+        self._work.set()
+
+    def _write_inline(self, data: bytes) -> None:
+        try:
+            _write_all(self.fd, data)
+        except OSError as exc:
+            self._break(exc)
 
     def _break(self, exc: OSError) -> None:
         log.warning("protocol output closed (%s); dropping further frames", exc)
+        self._broken = True
         self.broken.set()
+        self._batch.clear()
+        self._batch_bytes = 0
+        self._room.set()
 
     def _writable_now(self) -> bool:
         if self._poll is None:
