@@ -247,23 +247,27 @@ def _row_name(value: Any) -> str:
     return "chunk row"
 
 
-def _member_times(row: ChunkRow, count: int) -> list[int]:
-    name = _row_name(row)
+def _check_members(row: ChunkRow, count: int) -> None:
+    """SPEC 2.1's rules on a row's shape: `dt` length and safe seqs and times."""
     dt = row.data.dt
     if len(dt) != count - 1:
-        raise ChunkRowError(f"{name}: dt has {len(dt)} entries, expected {count - 1}")
+        raise ChunkRowError(f"{_row_name(row)}: dt has {len(dt)} entries, expected {count - 1}")
     if row.seq0 + count - 1 > MAX_SAFE_INTEGER:
-        raise ChunkRowError(f"{name}: last member's seq leaves the safe-integer range")
-    times = list(accumulate(dt, initial=row.time0))
-    if min(times) < -MAX_SAFE_INTEGER or max(times) > MAX_SAFE_INTEGER:
-        raise ChunkRowError(f"{name}: a member's time leaves the safe-integer range")
-    return times
+        raise ChunkRowError(f"{_row_name(row)}: last member's seq leaves the safe-integer range")
+    if dt and min(dt) >= 0:
+        # The usual case: times never go back, so the last member's time is the largest.
+        lowest, highest = row.time0, row.time0 + sum(dt)
+    else:
+        times = list(accumulate(dt, initial=row.time0))
+        lowest, highest = min(times), max(times)
+    if lowest < -MAX_SAFE_INTEGER or highest > MAX_SAFE_INTEGER:
+        raise ChunkRowError(f"{_row_name(row)}: a member's time leaves the safe-integer range")
 
 
 def validate_row(row: ChunkRow) -> None:
     """Check a type-valid row against SPEC 2.1's remaining rules without expanding it."""
     d = row.data
-    _member_times(row, len(d.args if type(row) is ToolCallChunks else d.texts))  # type: ignore[union-attr]
+    _check_members(row, len(d.args if type(row) is ToolCallChunks else d.texts))  # type: ignore[union-attr]
 
 
 def expand_row(row: ChunkRow) -> list[AssistantChunk]:
@@ -283,7 +287,8 @@ def expand_row(row: ChunkRow) -> list[AssistantChunk]:
         delta = TextDelta if type(row) is TextChunks else ReasoningDelta
         chunks = map(delta, repeat(d.index), fragments)
     count = len(fragments)
-    times = _member_times(row, count)
+    _check_members(row, count)
+    times = accumulate(d.dt, initial=row.time0)
     datas = map(AssistantChunkData, repeat(d.turn), repeat(d.step), chunks)
     return list(map(AssistantChunk, range(row.seq0, row.seq0 + count), times, datas))
 
