@@ -325,8 +325,12 @@ def decode_record_json(raw: bytes | str) -> StorageRecord:
     except msgspec.DecodeError as exc:
         raise EventError(f"invalid JSON: {exc}") from None
     # Slow path, only for lines that failed: find out what kind of record it meant to be, so
-    # that the error (or the ignorable unknown event) is the right one.
-    value = _json_decoder.decode(raw)
+    # that the error (or the ignorable unknown event) is the right one. A line can fail
+    # validation before its JSON is seen to be malformed (`0"type": ...` is an int, then junk).
+    try:
+        value = _json_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise EventError(f"invalid JSON: {exc}") from None
     if _is_row_value(value):
         return convert_row(value)
     return convert_event(value)

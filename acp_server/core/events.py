@@ -423,7 +423,7 @@ class EventError(ValueError):
 class _EnvelopeProbe(Struct):
     """Just enough of an envelope to tell an unknown event type from a malformed event."""
 
-    type: str = ""
+    type: str | UnsetType = UNSET
     ignorable: Any = None
 
 
@@ -469,7 +469,8 @@ def _decode_unknown(raw: Any, exc: Exception, probe: Any, decode_unknown: Any) -
         envelope = probe(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         raise EventError(str(exc)) from None
-    if envelope.type in KNOWN_EVENT_TYPES:
+    if envelope.type is UNSET or envelope.type in KNOWN_EVENT_TYPES:
+        # No type at all: msgspec's own message says so ("missing required field `type`").
         raise EventError(str(exc)) from None
     if envelope.ignorable is not True:
         raise EventError(

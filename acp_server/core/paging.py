@@ -100,18 +100,27 @@ def clip_row(row: ChunkRow, lo: int, hi: int) -> ChunkRow:
 def clip_records(
     records: Sequence[StorageRecord], starts: Sequence[int], lo: int, hi: int
 ) -> list[StorageRecord]:
-    """The records covering seqs `[lo, hi)`; `starts[i]` is record i's first seq."""
+    """The records covering seqs `[lo, hi)`; `starts[i]` is record i's first seq.
+
+    The records hold contiguous seqs, so only the first and the last of those covering the
+    range can reach outside it: a row there is clipped, an event before `lo` left out.
+    """
+    if lo >= hi:
+        return []
     first = max(bisect_right(starts, lo) - 1, 0)
     last = bisect_left(starts, hi)
-    clipped: list[StorageRecord] = []
-    if lo >= hi:
+    clipped = list(records[first:last])
+    if not clipped:
         return clipped
-    for record in records[first:last]:
-        if type(record) in ROW_CLASSES:
-            start = record.seq0  # type: ignore[union-attr]
-            if start < lo or start + record_count(record) > hi:
-                record = clip_row(record, lo, hi)  # type: ignore[arg-type]
-        elif not lo <= record.seq < hi:  # type: ignore[union-attr]
-            continue
-        clipped.append(record)
+    head = clipped[0]
+    if type(head) in ROW_CLASSES:
+        start = head.seq0  # type: ignore[union-attr]
+        if start < lo or start + record_count(head) > hi:
+            clipped[0] = clip_row(head, lo, hi)  # type: ignore[arg-type]
+    elif head.seq < lo:  # type: ignore[union-attr]
+        del clipped[0]
+    if clipped:
+        tail = clipped[-1]
+        if type(tail) in ROW_CLASSES and tail.seq0 + record_count(tail) > hi:  # type: ignore[union-attr]
+            clipped[-1] = clip_row(tail, lo, hi)  # type: ignore[arg-type]
     return clipped

@@ -155,6 +155,21 @@ def zstd_frame_end(data: memoryview, start: int) -> int | None:
     return pos if pos <= size else None
 
 
+def complete_frame_after(data: memoryview, start: int) -> bool:
+    """Whether a complete Zstandard frame starts somewhere after `start` (only asked once the
+    frame at `start` looks incomplete, so the scan costs nothing on sound logs)."""
+    tail = bytes(data[start + 1 :])
+    at = tail.find(ZSTD_MAGIC)
+    while at >= 0:
+        try:
+            if zstd_frame_end(data, start + 1 + at) is not None:
+                return True
+        except ValueError:
+            pass
+        at = tail.find(ZSTD_MAGIC, at + 1)
+    return False
+
+
 def plain_lines(data: bytes) -> tuple[list[bytes], int]:
     """Complete lines, and the byte length they span (a final line without `\\n` is torn)."""
     end = data.rfind(b"\n") + 1
@@ -173,6 +188,10 @@ def zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
         except ValueError as exc:
             raise CorruptLog(path, len(lines) + 1, f"at byte {offset}: {exc}") from None
         if end is None:
+            if complete_frame_after(view, offset):
+                # Appends only ever add frames at the end, so a torn write is the last frame:
+                # an incomplete frame with a complete one after it is damage, not a torn write.
+                raise CorruptLog(path, len(lines) + 1, f"frame at byte {offset} is incomplete, but complete frames follow it")
             break  # a torn final frame
         try:
             text = decompressor.decompressobj().decompress(view[offset:end])

@@ -194,6 +194,10 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
             start_new_session=True,  # its own group, so a timeout kills grandchildren too
         )
     except FileNotFoundError:
+        if not os.path.isdir(ctx.cwd):
+            # The child could not enter the session's cwd (uvloop does not say which path was
+            # missing): the program is not what is missing.
+            raise ToolError(f"cannot run {args.command}: the working directory {ctx.cwd} does not exist") from None
         raise ToolError(f"command not found: {args.command}") from None
     except PermissionError:
         raise ToolError(f"cannot run {args.command}: permission denied") from None
