@@ -145,6 +145,18 @@ class AcpProcess:
             raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
         return line
 
+    def poll_line(self, timeout: float) -> bytes | None:
+        """The next stdout line, or None if none arrives within `timeout` seconds (which may
+        be 0); `ServerExited` once stdout has ended."""
+        try:
+            line = self._lines.get(timeout=timeout) if timeout > 0 else self._lines.get_nowait()
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)
+            raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
+        return line
+
     def read_frame(self, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         frame = json.loads(self.read_line(timeout))
         assert isinstance(frame, dict), frame
