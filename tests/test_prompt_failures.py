@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
 from prompt_harness import PromptServer, chunk_events, message_chunks, turn_opening
 
@@ -152,3 +154,44 @@ def test_an_exhausted_script_fails_the_model_call_that_asks_for_more(tmp_path: P
             {"type": "step/end", "data": {"turn": 0, "step": 1}},
             {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "error", "error": {"message": message}}}},
         ]
+
+
+@pytest.mark.anyio
+async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_session_stays_usable(tmp_path: Path) -> None:
+    """Not a ProviderError but a bug in the provider: the turn is still closed in the log."""
+    from acp_server.agent.loop import ModelRequestFailed, Turn, TurnEnv
+    from acp_server.agent.ports import ClientCapabilities
+    from acp_server.agent.recorder import SessionRecorder
+    from acp_server.agent.tools import ToolContext
+    from acp_server.core.event_log import EventLog
+    from acp_server.core.events import TextContent, TurnEnd, TurnEndReasonError
+    from acp_server.core.header import SessionHeader
+    from acp_server.storage.store import SessionStore
+
+    class Broken:
+        name = "broken"
+
+        def bind_session(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        async def stream(self, request: object):  # type: ignore[no-untyped-def]
+            raise KeyError("a bug")
+            yield  # pragma: no cover
+
+    class Client:
+        capabilities = ClientCapabilities()
+
+        async def request(self, method: str, params: object) -> object:
+            raise AssertionError(method)
+
+        async def notify(self, method: str, params: object) -> None:
+            pass
+
+    store = SessionStore(tmp_path / "sessions")
+    recorder = SessionRecorder(store.create(SessionHeader(version=1, id="s", created_at=0, cwd=str(tmp_path))), EventLog())
+    env = TurnEnv(recorder, Broken(), Client(), ToolContext("s", tmp_path, [], Client()))
+    with pytest.raises(ModelRequestFailed, match="the model provider failed unexpectedly"):
+        await Turn(env, [TextContent("hi")]).run()
+    recorder.close()
+    last = recorder.log.events()[-1]
+    assert type(last) is TurnEnd and type(last.data.reason) is TurnEndReasonError

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import logging
+
 import anyio
 import msgspec
 from msgspec import UNSET
@@ -78,6 +80,8 @@ from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
 
+
+log = logging.getLogger(__name__)
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
@@ -229,6 +233,10 @@ class Turn:
         except ProviderError as exc:
             state.streaming = False
             self._fail(exc)
+        except Exception:  # a provider bug must still end the turn in the log, not leave it open
+            log.exception("the model provider failed in session %s", rec.session_id)
+            state.streaming = False
+            self._fail(ProviderError("the model provider failed unexpectedly (see the server's log)"))
         state.streaming = False
         rec.append(
             AssistantMessageEvent,
