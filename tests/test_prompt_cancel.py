@@ -331,12 +331,12 @@ def test_cancel_while_a_command_runs_kills_it_and_ends_the_turn_cancelled(tmp_pa
             elif frame["params"]["update"].get("status") == "in_progress":
                 break
         wait_for_file(server.workspace / "started")
-        started = time.monotonic()
         server.cancel(session)
+        # The command sleeps 60 s and each read gives up after TIMEOUT: an answer at all means
+        # the command was killed, not waited for.
         answered = server.read_until_response(prompt)
 
         assert answered.stop_reason == "cancelled"
-        assert time.monotonic() - started < 5
         assert answered.updates == [
             {"sessionUpdate": "tool_call_update", "toolCallId": "call_run", "status": "failed", "content": text_result("cancelled")}
         ]

@@ -1147,17 +1147,14 @@ async def test_run_command_does_not_use_a_shell(work: Path) -> None:
 
 @pytest.mark.anyio
 async def test_run_command_kills_the_program_at_the_timeout(work: Path) -> None:
-    begin = time.monotonic()
+    # A program left to finish would exit 0 after its sleep; the outcome says it was killed.
     outcome = await call(
         local_ctx(work), "run_command", py("import time; time.sleep(5)", timeoutMs=200)
     )
-    assert (outcome, time.monotonic() - begin < 4) == (
-        ToolOutcome(
-            [TextContent("(no output)\n[timed out after 200 ms; the command was killed]")],
-            True,
-            {"exitCode": None, "signal": "SIGKILL", "truncated": False, "timedOut": True},
-        ),
+    assert outcome == ToolOutcome(
+        [TextContent("(no output)\n[timed out after 200 ms; the command was killed]")],
         True,
+        {"exitCode": None, "signal": "SIGKILL", "truncated": False, "timedOut": True},
     )
 
 
