@@ -18,7 +18,6 @@ from .chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
     StorageRecord,
-    TextChunks,
     TextChunksData,
     ToolCallChunks,
     ToolCallChunksData,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from .acp_updates import (
     AgentMessageChunk,
@@ -34,7 +33,6 @@ from .events import (
     AssistantText,
     AssistantToolCall,
     PlanUpdate,
-    SessionEvent,
     SessionTitle,
     StepEnd,
     StepStart,

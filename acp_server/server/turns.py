@@ -7,8 +7,8 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
+
 import anyio
 
 from ..agent.loop import StopReason, Turn, TurnEnv
@@ -21,9 +21,6 @@ from ..core.projection import TailCut, project_load, tail_start
 from ..providers.base import Provider
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
-
-log = logging.getLogger(__name__)
-
 
 class Conversations:
     def __init__(
