@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import fcntl
 import logging
+import mmap
 import os
 import time
 import uuid
@@ -34,11 +35,11 @@ from msgspec import UNSET, UnsetType
 
 from ..agent.loop import Turn
 from ..agent.recorder import SessionRecorder
-from ..core.chunk_rows import decode_storage_record
+from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_record
 from ..core.event_log import EventLog
-from ..core.events import SessionEvent, SessionTitle
+from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..storage.log import CorruptLog, LogError, LogLocked, LogWriter, parse_header
+from ..storage.log import CorruptLog, LogError, LogLocked, LogWriter, log_compression, parse_header, zstd_lines
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
 from .errors import InvalidParams, UnknownSession
 from .protocol import ListSessionsResponse, SessionInfo
@@ -514,20 +515,57 @@ class SessionRegistry:
             additional_directories=entry.additional_directories or UNSET,
         )
         try:
-            records = self.store.read(entry.session_id).records
-        except (LogError, OSError) as exc:
+            title, last_time = list_summary(self.store.log_path(entry.session_id))
+        except (LogError, EventError, ChunkRowError, OSError, ValueError) as exc:
             # Still listed: the client can see it and delete it; loading it will say what broke.
             log.warning("session/list: session %s: %s", entry.session_id, exc)
             return info
-        # Records stay packed: a title is always a plain event, and only the last record needs
-        # expanding to find the time of the last event.
-        for record in reversed(records):
-            if isinstance(record, SessionTitle):
-                info.title = record.data.title
-                break
-        last_time = decode_storage_record(records[-1])[-1].time if records else entry.created_at
-        info.updated_at = iso_time(last_time)
+        if title is not None:
+            info.title = title
+        info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
         return info
+
+
+_TITLE_LINE: Final = b'{"type":"session/title"'
+
+
+def list_summary(path: Path) -> tuple[str | None, int | None]:
+    """A session's latest title and the time of its last event, for `session/list`.
+
+    Listing must stay cheap however long the logs are, so nothing is validated here and only
+    two lines are decoded: the last one, and the last title (found by a byte search for the
+    line prefix the writer produces). Loading the session checks everything.
+    """
+    if log_compression(path) == "zstd":
+        lines, _ = zstd_lines(path, path.read_bytes())
+    else:
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _plain_summary(data)
+    body = lines[1:]
+    title_line = next((line for line in reversed(body) if line.startswith(_TITLE_LINE)), None)
+    return _title(title_line), _last_time(body[-1] if body else None)
+
+
+def _plain_summary(data: mmap.mmap) -> tuple[str | None, int | None]:
+    end = data.rfind(b"\n")  # a torn final line is not an event yet
+    start = data.rfind(b"\n", 0, end) + 1
+    last = data[start:end] if start > 0 else None  # start 0: only the header
+    at = data.rfind(b"\n" + _TITLE_LINE, 0, end)
+    title_line = data[at + 1 : data.find(b"\n", at + 1)] if at >= 0 else None
+    return _title(title_line), _last_time(last)
+
+
+def _title(line: bytes | None) -> str | None:
+    if line is None:
+        return None
+    event = decode_event(line)
+    return event.data.title if isinstance(event, SessionTitle) else None
+
+
+def _last_time(line: bytes | None) -> int | None:
+    if line is None:
+        return None
+    return decode_storage_record(decode_record_json(line))[-1].time
 
 
 def _same_path(a: str, b: str) -> bool:

@@ -1,0 +1,54 @@
+"""`session/list` reads only what it shows: the last title and the last event's time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from acp_server.core.events import (
+    AssistantChunk,
+    AssistantChunkData,
+    SessionTitle,
+    SessionTitleData,
+    TextDelta,
+    TurnStart,
+    TurnStartData,
+)
+from acp_server.core.header import SessionHeader
+from acp_server.server.sessions import list_summary
+from acp_server.storage.store import SessionStore
+
+
+def write(root: Path, compression: str, events: list) -> Path:  # type: ignore[type-arg]
+    store = SessionStore(root, compression=compression)  # type: ignore[arg-type]
+    writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
+    for event in events:  # one flush each: titles and rows in separate batches and frames
+        writer.append([event])
+        writer.flush()
+    writer.close()
+    return store.log_path("s")
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_the_latest_title_and_the_last_member_time_of_a_row(tmp_path: Path, compression: str) -> None:
+    chunks = [AssistantChunk(3 + n, 100 + n, AssistantChunkData(0, 0, TextDelta(0, "x"))) for n in range(4)]
+    store = SessionStore(tmp_path, compression=compression)  # type: ignore[arg-type]
+    writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
+    writer.append([TurnStart(0, 5, TurnStartData(0)), SessionTitle(1, 6, SessionTitleData("first")), SessionTitle(2, 7, SessionTitleData("second"))])
+    writer.flush()
+    writer.append(chunks)  # one packed row
+    writer.close()
+    assert list_summary(store.log_path("s")) == ("second", 103)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_log_with_only_its_header_has_no_title_and_no_events(tmp_path: Path, compression: str) -> None:
+    assert list_summary(write(tmp_path, compression, [])) == (None, None)
+
+
+def test_a_torn_final_line_is_not_the_last_event(tmp_path: Path) -> None:
+    path = write(tmp_path, "none", [TurnStart(0, 5, TurnStartData(0))])
+    with open(path, "ab") as file:
+        file.write(b'{"type":"session/title","seq":1,"time":9,"data":{"title":"to')
+    assert list_summary(path) == (None, 5)
