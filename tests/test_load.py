@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from pydantic import BaseModel
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks, write_fixture
 
+from polling import wait_until
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.log import read_log
 
@@ -229,10 +229,7 @@ def logged_text(path: Path) -> str:
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
+    wait_until(condition, what, TIMEOUT)
 
 
 def hang(step: Step) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks
+from polling import wait_until
 from prompt_harness import (
     PERMISSION_OPTIONS,
     PromptServer,
@@ -39,10 +39,7 @@ def assert_next_prompt_works(server: PromptServer, session: str, turn: int) -> N
 
 
 def wait_for_file(path: Path, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
+    wait_until(path.exists, f"{path} appeared", timeout)
 
 
 def test_cancel_during_a_stream_keeps_the_text_received(tmp_path: Path) -> None:

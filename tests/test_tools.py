@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,6 +20,8 @@ import anyio
 import msgspec
 import pytest
 from msgspec import UNSET
+
+from polling import poll
 
 from acp_server.agent.confinement import (
     PathRefused,
@@ -1168,10 +1169,7 @@ def _alive(pid: int) -> bool:
 
 
 def _gone_soon(pid: int) -> bool:
-    deadline = time.monotonic() + 3
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return not _alive(pid)
+    return poll(lambda: not _alive(pid), 3)
 
 
 @pytest.mark.anyio

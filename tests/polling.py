@@ -1,0 +1,23 @@
+"""Waiting in tests for something another process does: poll a condition, give up after a while."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+INTERVAL = 0.02
+
+
+def poll(condition: Callable[[], bool], timeout: float) -> bool:
+    """Whether `condition()` holds within about `timeout` seconds (checked every 20 ms)."""
+    for _ in range(max(1, round(timeout / INTERVAL))):
+        if condition():
+            return True
+        time.sleep(INTERVAL)
+    return condition()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Return once `condition()` holds; fail the test, saying `what` never happened, otherwise."""
+    if not poll(condition, timeout):
+        raise AssertionError(f"timed out waiting until {what}")
