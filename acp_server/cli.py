@@ -57,7 +57,9 @@ def _positive_seconds(text: str) -> float:
 def _log_level(text: str) -> str:
     level = text.lower()
     if level not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(LOG_LEVELS)})")
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(LOG_LEVELS)})"
+        )
     return level
 
 
@@ -96,10 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a replay.override.json to use instead of the one beside the fixture",
     )
     serve.add_argument(
-        "--pace-ms", metavar="N", type=_non_negative_int, default=0, help="delay each replayed chunk by N ms (default 0)"
+        "--pace-ms",
+        metavar="N",
+        type=_non_negative_int,
+        default=0,
+        help="delay each replayed chunk by N ms (default 0)",
     )
     serve.add_argument(
-        "--max-steps", metavar="N", type=_positive_int, default=50, help="model calls allowed per turn (default 50)"
+        "--max-steps",
+        metavar="N",
+        type=_positive_int,
+        default=50,
+        help="model calls allowed per turn (default 50)",
     )
     serve.add_argument(
         "--compression",
@@ -108,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write new logs as plain JSONL (none, the default) or as Zstandard frames (zstd)",
     )
     serve.add_argument(
-        "--no-pack", action="store_true", help="write one event per line instead of packed chunk rows (diagnostics)"
+        "--no-pack",
+        action="store_true",
+        help="write one event per line instead of packed chunk rows (diagnostics)",
     )
     serve.add_argument(
         "--log-level",
@@ -136,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="llm-replay",
         help="the model: llm-replay (recorded fixtures, the default) or openai (a live endpoint)",
     )
-    model.add_argument("--model", metavar="NAME", help="the model name to request (required with --provider openai)")
+    model.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model name to request (required with --provider openai)",
+    )
     model.add_argument(
         "--base-url",
         metavar="URL",
@@ -149,7 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         "empty sends no key. The variable is removed from the server's environment once read",
     )
     model.add_argument(
-        "--connect-timeout", metavar="SECONDS", type=_positive_seconds, help="connection timeout (default 10)"
+        "--connect-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help="connection timeout (default 10)",
     )
     model.add_argument(
         "--read-timeout",
@@ -171,7 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
         "would, load the session in a fresh process, page its history and show the log's figures.",
     )
     demo.add_argument(
-        "--keep", metavar="DIR", type=Path, help="keep the workspace and the session log in DIR (an empty directory)"
+        "--keep",
+        metavar="DIR",
+        type=Path,
+        help="keep the workspace and the session log in DIR (an empty directory)",
     )
     log = commands.add_parser(
         "log",
@@ -179,20 +201,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect a session log. PATH is a session directory, a session.jsonl or a "
         "session.jsonl.zst.",
     )
-    actions = log.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    actions = log.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser, required=True
+    )
     for action, text in (
         ("stats", "events by type, chunk rows, bytes packed vs unpacked"),
         ("verify", "check every rule of the log format; exit status 1 with every problem found"),
         ("cat", "print the logical events as JSON lines (chunk rows expanded)"),
     ):
         sub = actions.add_parser(action, help=text, description=text)
-        sub.add_argument("path", metavar="PATH", type=Path, help="a session directory or a log file")
+        sub.add_argument(
+            "path", metavar="PATH", type=Path, help="a session directory or a log file"
+        )
     fixture = commands.add_parser(
         "fixture",
         help="turn a recorded session into a replay fixture",
         description="Work with llm-replay fixtures (snapshot scenarios' session.jsonl files).",
     )
-    fixture_actions = fixture.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    fixture_actions = fixture.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser, required=True
+    )
     export = fixture_actions.add_parser(
         "export",
         help="write a session's log (and its subagents' logs) as a scenario's fixture",
@@ -204,15 +232,27 @@ def build_parser() -> argparse.ArgumentParser:
         "SCENARIO_DIR (stale children, an old override) are removed; input.json and workspace/ "
         "are left alone.",
     )
-    export.add_argument("session_dir", metavar="SESSION_DIR", type=Path, help="a session directory (<sessions root>/<id>)")
-    export.add_argument("scenario_dir", metavar="SCENARIO_DIR", type=Path, help="the scenario directory to write (created if missing)")
+    export.add_argument(
+        "session_dir",
+        metavar="SESSION_DIR",
+        type=Path,
+        help="a session directory (<sessions root>/<id>)",
+    )
+    export.add_argument(
+        "scenario_dir",
+        metavar="SCENARIO_DIR",
+        type=Path,
+        help="the scenario directory to write (created if missing)",
+    )
     export.add_argument(
         "--zero-times",
         action="store_true",
         help="set every time to 0, as snapshot scenarios store them (default: keep the gaps between chunks)",
     )
     export.add_argument(
-        "--keep-cwd", action="store_true", help="keep the session's cwd as it was instead of <workspace>"
+        "--keep-cwd",
+        action="store_true",
+        help="keep the session's cwd as it was instead of <workspace>",
     )
     return parser
 
@@ -261,9 +301,15 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     given = {key: getattr(args, key) for key in _LIVE_MODEL_FLAGS if getattr(args, key) is not None}
     if args.provider == "llm-replay":
         if given:
-            raise ValueError(f"{_LIVE_MODEL_FLAGS[next(iter(given))]} applies to --provider openai only")
+            raise ValueError(
+                f"{_LIVE_MODEL_FLAGS[next(iter(given))]} applies to --provider openai only"
+            )
         return {}
-    for flag, value in (("--replay", args.replay), ("--replay-override", args.replay_override), ("--pace-ms", args.pace_ms)):
+    for flag, value in (
+        ("--replay", args.replay),
+        ("--replay-override", args.replay_override),
+        ("--pace-ms", args.pace_ms),
+    ):
         if value:
             raise ValueError(f"{flag} applies to --provider llm-replay only")
     if not args.model:

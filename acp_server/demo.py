@@ -80,7 +80,11 @@ class Transcript:
         self.console.print(text, markup=False, highlight=False)
 
     def _stream(self, kind: str, text: str) -> None:
-        labels = {"agent_thought_chunk": "thinking", "agent_message_chunk": "agent", "user_message_chunk": "you"}
+        labels = {
+            "agent_thought_chunk": "thinking",
+            "agent_message_chunk": "agent",
+            "user_message_chunk": "you",
+        }
         if self.streaming != kind:
             self._end_stream()
             label = labels[kind] + ": "
@@ -154,15 +158,23 @@ async def _run(console: Console, root: Path, pace_ms: int) -> dict[str, Any]:
     console.rule("[bold]1. A prompt, streamed live from a fresh acp-server process")
     console.print(f"[dim]workspace {workspace}[/dim]", highlight=False)
     async with AcpClient.spawn(
-        "--pace-ms", str(pace_ms), sessions_dir=sessions, on_request=_permission_answerer(console, transcript)
+        "--pace-ms",
+        str(pace_ms),
+        sessions_dir=sessions,
+        on_request=_permission_answerer(console, transcript),
     ) as client:
         await client.initialize()
         session_id = await client.new_session(workspace)
-        transcript.show({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": prompt}})
+        transcript.show(
+            {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": prompt}}
+        )
         transcript.close()
         stop = await client.prompt(session_id, prompt, on_update=transcript.show)
         transcript.close()
-    console.print(f"[dim]stop reason: {stop}; hello.py now reads: {(workspace / 'hello.py').read_text().strip()}[/dim]", highlight=False)
+    console.print(
+        f"[dim]stop reason: {stop}; hello.py now reads: {(workspace / 'hello.py').read_text().strip()}[/dim]",
+        highlight=False,
+    )
 
     console.rule("[bold]2. A second process loads the session and pages its history")
     async with AcpClient.spawn(sessions_dir=sessions) as client:
@@ -207,7 +219,9 @@ def _figures(console: Console, figures: dict[str, Any]) -> None:
     table.add_row("time to load (ms)", f"{figures['load_ms']:.0f}")
     table.add_row("updates replayed on load", f"{figures['replayed']:,}")
     console.print(table)
-    console.print("[green]Every streamed chunk is in the log; paging gave back exactly the log's events.[/green]")
+    console.print(
+        "[green]Every streamed chunk is in the log; paging gave back exactly the log's events.[/green]"
+    )
 
 
 def run_demo(keep: Path | None = None, console: Console | None = None) -> int:

@@ -166,7 +166,9 @@ def normalize_logs(
     pattern = _whole_names(replacements)
 
     def text(value: str) -> str:
-        return pattern.sub(lambda m: replacements[m.group(0)], value) if pattern is not None else value
+        return (
+            pattern.sub(lambda m: replacements[m.group(0)], value) if pattern is not None else value
+        )
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
@@ -200,7 +202,9 @@ def _whole_names(names: Iterable[str]) -> re.Pattern[str] | None:
     `/w` not inside `/work` or `/w.txt`, but is in `/w/x` and at the end of a sentence, `/w.`);
     longest first, so that a path inside another is replaced as a whole."""
     alternatives = [
-        (rf"(?<![{_NAME_CHAR}])" if name[:1].isalnum() else "") + re.escape(name) + rf"(?!\.?[{_NAME_CHAR}])"
+        (rf"(?<![{_NAME_CHAR}])" if name[:1].isalnum() else "")
+        + re.escape(name)
+        + rf"(?!\.?[{_NAME_CHAR}])"
         for name in sorted(names, key=len, reverse=True)
     ]
     return re.compile("|".join(alternatives)) if alternatives else None
@@ -248,7 +252,9 @@ def fixture_override(events: Iterable[SessionEvent]) -> PatchSet | None:
         prefix = list(chunks.get((entry.turn, entry.step), []))
         error = errors.get(entry.turn)
         if error is not None:
-            patched: ThrowEntry | HangEntry = ThrowEntry(prefix, error.error.message, error.error.code)
+            patched: ThrowEntry | HangEntry = ThrowEntry(
+                prefix, error.error.message, error.error.code
+            )
         else:
             patched = HangEntry(prefix)
         patches.append(Patch(index, patched))
@@ -367,7 +373,11 @@ def _check_replayable(name: str, data: bytes, override: bytes | None) -> None:
     """The fixture reads back and llm-replay can derive its script (else a bug here)."""
     try:
         parsed = parse_fixture(name, data.splitlines())
-        apply_override(name, derive_script(parsed.events), parse_override(OVERRIDE_NAME, override) if override else None)
+        apply_override(
+            name,
+            derive_script(parsed.events),
+            parse_override(OVERRIDE_NAME, override) if override else None,
+        )
     except ReplayError as exc:
         raise ExportError(f"the exported fixture would not replay: {exc}") from None
 
@@ -418,7 +428,9 @@ def run_fixture_command(args: argparse.Namespace) -> int:
     try:
         written, removed = write_export(export, scenario)
     except OSError as exc:
-        sys.stderr.write(f"acp-server fixture export: error: cannot write {scenario}: {exc.strerror or exc}\n")
+        sys.stderr.write(
+            f"acp-server fixture export: error: cannot write {scenario}: {exc.strerror or exc}\n"
+        )
         return 2
     for name in written:
         sys.stdout.write(f"wrote {scenario / name}\n")

@@ -18,7 +18,13 @@ from typing import Final, TextIO
 
 import msgspec
 
-from .core.chunk_rows import ROW_CLASSES, ChunkRowError, decode_record_json, pack_chunk_runs, validate_row
+from .core.chunk_rows import (
+    ROW_CLASSES,
+    ChunkRowError,
+    decode_record_json,
+    pack_chunk_runs,
+    validate_row,
+)
 from .core.events import (
     AssistantMessageEvent,
     EventError,
@@ -40,9 +46,9 @@ from .storage.log import (
     encode_records,
     log_compression,
     parse_header,
+    plain_lines,
     read_log,
     zstd_lines,
-    plain_lines,
 )
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
@@ -216,14 +222,18 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
         start = record_start(record)
         if expected is not None and start != expected:
             what = "gap" if start > expected else "overlap"
-            report.problems.append(Problem(number, f"seq {what}: expected seq {expected}, found {start}"))
+            report.problems.append(
+                Problem(number, f"seq {what}: expected seq {expected}, found {start}")
+            )
         expected = start + record_count(record)
         kind = type(record)
         if kind is UnknownEvent:
             report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")  # type: ignore[union-attr]
         elif kind is TurnStart:
             if open_turn is not None:
-                report.problems.append(Problem(number, f"turn/start while turn {open_turn} has no turn/end"))
+                report.problems.append(
+                    Problem(number, f"turn/start while turn {open_turn} has no turn/end")
+                )
             open_turn = record.data.turn  # type: ignore[union-attr]
         elif kind is TurnEnd:
             open_turn = None
@@ -249,9 +259,13 @@ def _source_range_problems(record: object, seq: int, calls: dict[int, str]) -> l
     if type(record) is ToolResult:
         call_id = calls.get(first)
         if first != last or call_id is None:
-            return [f"sourceRange [{first}, {last}] of a tool/result must be [s, s] with s a tool/call"]
+            return [
+                f"sourceRange [{first}, {last}] of a tool/result must be [s, s] with s a tool/call"
+            ]
         if call_id != record.data.call_id:
-            return [f"tool/result for {record.data.call_id!r} points at the tool/call of {call_id!r}"]
+            return [
+                f"tool/result for {record.data.call_id!r} points at the tool/call of {call_id!r}"
+            ]
     elif type(record) is AssistantMessageEvent and last != seq - 1:
         return [f"sourceRange [{first}, {last}] of an assistant/message must end just before it"]
     return []

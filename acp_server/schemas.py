@@ -76,7 +76,10 @@ class _HistoryRecordRef:
     """Stands for a `SessionHistoryRecord` in a twin: `{"$ref": "#/$defs/SessionHistoryRecord"}`."""
 
 
-_REFS: Final[dict[type, str]] = {_SessionEventRef: "SessionEvent", _HistoryRecordRef: "SessionHistoryRecord"}
+_REFS: Final[dict[type, str]] = {
+    _SessionEventRef: "SessionEvent",
+    _HistoryRecordRef: "SessionHistoryRecord",
+}
 
 
 def _schema_hook(kind: type) -> dict[str, Any]:
@@ -115,14 +118,18 @@ def _twin(
         else:
             fields.append((info.name, kind))
     if pending:
-        raise RuntimeError(f"{struct.__name__} has no field {sorted(pending)}: update acp_server/schemas.py")
+        raise RuntimeError(
+            f"{struct.__name__} has no field {sorted(pending)}: update acp_server/schemas.py"
+        )
     twin = msgspec.defstruct(
         struct.__name__,
         fields,
         kw_only=True,
         rename=rename,
         omit_defaults=config.omit_defaults,
-        forbid_unknown_fields=config.forbid_unknown_fields if forbid_unknown_fields is None else forbid_unknown_fields,
+        forbid_unknown_fields=config.forbid_unknown_fields
+        if forbid_unknown_fields is None
+        else forbid_unknown_fields,
         tag=config.tag,
         tag_field=config.tag_field,
     )
@@ -238,7 +245,10 @@ def _projected(defs: dict[str, Any]) -> dict[str, Any]:
     """The definitions with every event's `seq`/`time` and every row's `seq0`/`time0` optional
     (SPEC 5's projected fixture form). A `time` without a `seq` is refused, like the parser does."""
     defs = copy.deepcopy(defs)
-    for name, (seq, time) in [*((n, ("seq", "time")) for n in _ENVELOPES), *((n, ("seq0", "time0")) for n in _ROWS)]:
+    for name, (seq, time) in [
+        *((n, ("seq", "time")) for n in _ENVELOPES),
+        *((n, ("seq0", "time0")) for n in _ROWS),
+    ]:
         definition = defs[name]
         definition["required"] = [key for key in definition["required"] if key not in (seq, time)]
         definition["dependentRequired"] = {time: [seq]}
@@ -266,9 +276,24 @@ Artifact = tuple[str, str, str, dict[str, Any]]
 """(file name, title, description, root schema)."""
 
 ARTIFACTS: Final[list[Artifact]] = [
-    ("session-event.schema.json", "SessionEvent", "A session event (SPEC 1), as logged and as sent in `session.event`.", ref("SessionEvent")),
-    ("session-header.schema.json", "SessionHeader", "Line 1 of a session log (SPEC 2.2): immutable session metadata.", ref("SessionHeader")),
-    ("chunk-row.schema.json", "ChunkRow", "A packed chunk row (SPEC 2.1), as stored and as sent in `{chunks}` history records.", ref("ChunkRow")),
+    (
+        "session-event.schema.json",
+        "SessionEvent",
+        "A session event (SPEC 1), as logged and as sent in `session.event`.",
+        ref("SessionEvent"),
+    ),
+    (
+        "session-header.schema.json",
+        "SessionHeader",
+        "Line 1 of a session log (SPEC 2.2): immutable session metadata.",
+        ref("SessionHeader"),
+    ),
+    (
+        "chunk-row.schema.json",
+        "ChunkRow",
+        "A packed chunk row (SPEC 2.1), as stored and as sent in `{chunks}` history records.",
+        ref("ChunkRow"),
+    ),
     (
         "storage-record.schema.json",
         "StorageRecord",
@@ -291,16 +316,36 @@ ARTIFACTS: Final[list[Artifact]] = [
         ),
         ref("StorageRecord"),
     ),
-    ("session-page.params.schema.json", "session.page params", "Params of the `session.page` request (SPEC 3.1).", ref("PageParams")),
-    ("session-page.result.schema.json", "session.page result", "Result of the `session.page` request (SPEC 3.1).", ref("PageResult")),
-    ("session-follow.params.schema.json", "session.follow params", "Params of the `session.follow` request (SPEC 3.2).", ref("FollowParams")),
+    (
+        "session-page.params.schema.json",
+        "session.page params",
+        "Params of the `session.page` request (SPEC 3.1).",
+        ref("PageParams"),
+    ),
+    (
+        "session-page.result.schema.json",
+        "session.page result",
+        "Result of the `session.page` request (SPEC 3.1).",
+        ref("PageResult"),
+    ),
+    (
+        "session-follow.params.schema.json",
+        "session.follow params",
+        "Params of the `session.follow` request (SPEC 3.2).",
+        ref("FollowParams"),
+    ),
     (
         "session-follow.result.schema.json",
         "session.follow result",
         "Result of the `session.follow` request (SPEC 3.2): the newest page and the subscription.",
         ref("FollowResult"),
     ),
-    ("session-unfollow.params.schema.json", "session.unfollow params", "Params of the `session.unfollow` request (SPEC 3.2).", ref("UnfollowParams")),
+    (
+        "session-unfollow.params.schema.json",
+        "session.unfollow params",
+        "Params of the `session.unfollow` request (SPEC 3.2).",
+        ref("UnfollowParams"),
+    ),
     (
         "session-event.notification.schema.json",
         "session.event notification",
@@ -313,7 +358,12 @@ ARTIFACTS: Final[list[Artifact]] = [
         "A subscription ended by the server (SPEC 3.2): a whole JSON-RPC notification.",
         _notification("session.followEnded", "FollowEndedParams"),
     ),
-    ("replay-override.schema.json", "ReplayOverride", "The llm-replay override sidecar, replay.override.json (SPEC 5).", ref("ReplayOverride")),
+    (
+        "replay-override.schema.json",
+        "ReplayOverride",
+        "The llm-replay override sidecar, replay.override.json (SPEC 5).",
+        ref("ReplayOverride"),
+    ),
 ]
 
 SNAPSHOT_INPUT: Final = "snapshot-input.schema.json"
@@ -331,7 +381,9 @@ def _refs(value: Any) -> Iterator[str]:
             yield from _refs(item)
 
 
-def _document(title: str, description: str, root: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+def _document(
+    title: str, description: str, root: dict[str, Any], defs: dict[str, Any]
+) -> dict[str, Any]:
     """A self-contained schema: the root and every definition it reaches."""
     reached: set[str] = set()
     todo = list(_refs(root))
@@ -351,12 +403,17 @@ def generate() -> dict[str, dict[str, Any]]:
     projected = _projected(defs)
     out: dict[str, dict[str, Any]] = {}
     for name, title, description, root in ARTIFACTS:
-        out[name] = _document(title, description, root, projected if name == "fixture-record.schema.json" else defs)
+        out[name] = _document(
+            title, description, root, projected if name == "fixture-record.schema.json" else defs
+        )
     snapshot_input = _snapshot_input_type()
     if snapshot_input is not None:  # its own components: its names never rename the others'
         roots, own = msgspec.json.schema_components([snapshot_input], ref_template=REF)
         out[SNAPSHOT_INPUT] = _document(
-            "SnapshotInput", "A snapshot scenario's input.json (SPEC 6): the client's side of a recorded conversation.", roots[0], own
+            "SnapshotInput",
+            "A snapshot scenario's input.json (SPEC 6): the client's side of a recorded conversation.",
+            roots[0],
+            own,
         )
     return out
 
@@ -383,12 +440,20 @@ def stale(out: Path, files: dict[str, bytes] | None = None) -> list[str]:
     return problems
 
 
-def main(argv: Sequence[str] | None = None, *, write: Callable[[str], Any] = sys.stdout.write) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, write: Callable[[str], Any] = sys.stdout.write
+) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m acp_server.schemas",
         description="Write the JSON Schemas generated from the msgspec types (one file per artifact).",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="output directory (default: schemas)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help="output directory (default: schemas)",
+    )
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if a file is missing or stale"
     )

@@ -74,6 +74,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import msgspec
+from codec import SEED, build_session
 
 from acp_server.core.chunk_rows import ROW_CLASSES
 from acp_server.core.events import (
@@ -94,7 +95,6 @@ from acp_server.core.history import (
 )
 from acp_server.storage.log_index import LogIndex
 from acp_server.storage.store import SessionStore
-from codec import SEED, build_session
 
 try:
     import brotli
@@ -151,7 +151,9 @@ def write_log(root: Path, events: list[SessionEvent]) -> tuple[Path, int]:
     """The session written as the loop would; returns its path and the number of flushes."""
     store = SessionStore(root)
     writer = store.create(
-        SessionHeader(version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=events[0].time, cwd="/bench")
+        SessionHeader(
+            version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=events[0].time, cwd="/bench"
+        )
     )
     flushes = 0
     for batch in flush_batches(events):
@@ -278,7 +280,12 @@ class Server:
         CPU seconds meanwhile (None where /proc cannot tell), and the line."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode() + b"\n"
+        line = (
+            json.dumps(
+                {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+            ).encode()
+            + b"\n"
+        )
         cpu_before = self.cpu_ns()
         start = time.perf_counter()
         self.process.stdin.write(line)
@@ -289,7 +296,11 @@ class Server:
         frame = msgspec.json.decode(response)
         if frame.get("id") != self.next_id or "result" not in frame:
             raise SystemExit(f"{method} failed: {response[:300]!r}")
-        cpu = (cpu_after - cpu_before) / 1e9 if cpu_before is not None and cpu_after is not None else None
+        cpu = (
+            (cpu_after - cpu_before) / 1e9
+            if cpu_before is not None and cpu_after is not None
+            else None
+        )
         return elapsed, cpu, response
 
     def cpu_ns(self) -> int | None:
@@ -306,7 +317,9 @@ class Server:
         self.process.wait(timeout=30)
 
 
-def through_server(root: Path, last_seq: int, newest_records: bytes, processes: int) -> dict[str, Any]:
+def through_server(
+    root: Path, last_seq: int, newest_records: bytes, processes: int
+) -> dict[str, Any]:
     """The newest page cold (the first request of each of `processes` fresh servers), then
     warm (5 more in the last one); the whole history cold in one more process."""
     params = {"address": {"kind": "session", "sessionId": SESSION_ID}, "throughSeq": last_seq}
@@ -361,18 +374,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per figure (default 5)")
     parser.add_argument("--seed", type=int, default=SEED, help=f"random seed (default {SEED})")
-    parser.add_argument("--brotli-quality", type=int, default=9, help="Brotli quality 0-11 (default 9)")
-    parser.add_argument("--processes", type=int, default=3, help="fresh servers for the cold page (default 3)")
+    parser.add_argument(
+        "--brotli-quality", type=int, default=9, help="Brotli quality 0-11 (default 9)"
+    )
+    parser.add_argument(
+        "--processes", type=int, default=3, help="fresh servers for the cold page (default 3)"
+    )
     parser.add_argument("--keep", type=Path, help="write the log under this directory and keep it")
     args = parser.parse_args(argv)
     repeats: int = args.repeats
     started = time.perf_counter()
     if brotli is None:
-        log("note: the optional `brotli` package is not installed; Brotli sizes are reported as null")
+        log(
+            "note: the optional `brotli` package is not installed; Brotli sizes are reported as null"
+        )
 
     events = build_session(args.seed)
     deltas = sum(1 for e in events if type(e) is AssistantChunk and type(e.data.chunk) is TextDelta)  # type: ignore[union-attr]
-    log(f"built {len(events):,} events ({deltas:,} text deltas) in {time.perf_counter() - started:.1f} s")
+    log(
+        f"built {len(events):,} events ({deltas:,} text deltas) in {time.perf_counter() - started:.1f} s"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         root = (args.keep or Path(tmp)) / "sessions"
@@ -417,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         newest_peak = peak_bytes(lambda: host_cold(path, NEWEST_MESSAGES))
         log(f"memory done at {time.perf_counter() - started:.1f} s")
 
-        server = through_server(root, index.last_seq, _encoder.encode(msgspec.json.decode(newest)), args.processes)
+        server = through_server(
+            root, index.last_seq, _encoder.encode(msgspec.json.decode(newest)), args.processes
+        )
         log(f"server done at {time.perf_counter() - started:.1f} s")
 
     packed_to_raw = size["packed"]["jsonBytes"] / size["raw"]["jsonBytes"]
@@ -440,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         "packedToRaw": {
             "json": round(packed_to_raw, 4),
             "gzip": round(size["packed"]["gzipBytes"] / size["raw"]["gzipBytes"], 4),
-            "brotli": round(size["packed"]["brotliBytes"] / size["raw"]["brotliBytes"], 4) if brotli else None,
+            "brotli": round(size["packed"]["brotliBytes"] / size["raw"]["brotliBytes"], 4)
+            if brotli
+            else None,
         },
         "host": {
             "coldWholeHistory": cold_whole.summary(),
@@ -464,7 +489,11 @@ def main(argv: list[str] | None = None) -> int:
                 "goal": goal,
                 "value": figures[name],
                 "met": figures[name] <= goal if name == "packedToRawJson" else figures[name] < goal,
-                **({"cpuValue": cpu_figures[name], "metOnCpu": cpu_figures[name] < goal} if name in cpu_figures else {}),
+                **(
+                    {"cpuValue": cpu_figures[name], "metOnCpu": cpu_figures[name] < goal}
+                    if name in cpu_figures
+                    else {}
+                ),
             }
             for name, goal in GOALS.items()
         },
@@ -480,8 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{'representation':<14}{'records':>10}{'JSON':>14}{'gzip':>12}{'brotli':>12}")
     for name, entry in size.items():
         brotli_bytes = f"{entry['brotliBytes']:,}" if entry["brotliBytes"] is not None else "-"
-        log(f"{name:<14}{entry['records']:>10,}{entry['jsonBytes']:>14,}{entry['gzipBytes']:>12,}{brotli_bytes:>12}")
+        log(
+            f"{name:<14}{entry['records']:>10,}{entry['jsonBytes']:>14,}{entry['gzipBytes']:>12,}{brotli_bytes:>12}"
+        )
     log(f"packed/raw JSON {packed_to_raw:.1%}")
+
     def both(timing: Timing) -> str:
         return f"{ms(timing.wall)} ms (cpu {ms(timing.cpu)} ms)"
 
@@ -502,8 +534,14 @@ def main(argv: list[str] | None = None) -> int:
         f"= {newest_peak / log_size:.2f}x the log ({log_size / 2**20:.1f} MiB)"
     )
     for name, goal in result["goals"].items():
-        cpu = f" (cpu {goal['cpuValue']}: {'met' if goal['metOnCpu'] else 'MISSED'})" if "cpuValue" in goal else ""
-        log(f"goal {name}: {goal['value']} vs {goal['goal']}: {'met' if goal['met'] else 'MISSED'}{cpu}")
+        cpu = (
+            f" (cpu {goal['cpuValue']}: {'met' if goal['metOnCpu'] else 'MISSED'})"
+            if "cpuValue" in goal
+            else ""
+        )
+        log(
+            f"goal {name}: {goal['value']} vs {goal['goal']}: {'met' if goal['met'] else 'MISSED'}{cpu}"
+        )
     log(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     log(f"total run time {time.perf_counter() - started:.1f} s")
     print("HISTORY_TRANSPORT_PERF_RESULT " + json.dumps(result, separators=(",", ":")), flush=True)

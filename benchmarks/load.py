@@ -111,14 +111,7 @@ TIMEOUT_S = 300.0
 GOAL_SDK_RATIO = 3.0
 GOAL_DECODE_RATIO = 10.0
 
-WORDS = (
-    "the a of to and in is that it for as with on be this by are from or an which we can not "
-    "session event log chunk row packed decode stream token provider model request response "
-    "message assistant user tool call result file path line error value state order history "
-    "because however therefore although while when where after before during since until "
-    "function module package server client protocol editor cursor buffer window terminal "
-    "über naïve café résumé façade jalapeño São Paulo Zürich Kraków "
-).split()
+WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
 
 T = TypeVar("T")
 
@@ -144,7 +137,9 @@ def prose(rng: random.Random, length: int) -> str:
     return " ".join(words)
 
 
-def write_session(store: SessionStore, cwd: str, rng: random.Random) -> tuple[Path, list[str], list[str]]:
+def write_session(
+    store: SessionStore, cwd: str, rng: random.Random
+) -> tuple[Path, list[str], list[str]]:
     """The benchmark session, written as the agent loop would flush it; its path, the user
     prompts and the assistant answers."""
     clock = 1_750_000_000_000
@@ -163,7 +158,10 @@ def write_session(store: SessionStore, cwd: str, rng: random.Random) -> tuple[Pa
         prompt = prose(rng, rng.randint(30, 200))
         prompts.append(prompt)
         add(TurnStart, TurnStartData(turn))
-        add(UserMessageEvent, UserMessageData(turn, UserMessage(f"user-{turn}", [TextContent(prompt)])))
+        add(
+            UserMessageEvent,
+            UserMessageData(turn, UserMessage(f"user-{turn}", [TextContent(prompt)])),
+        )
         add(StepStart, StepData(turn, 0))
         writer.flush()  # the loop syncs before each model request
         clock += rng.randint(200, 1500)
@@ -187,7 +185,11 @@ def write_session(store: SessionStore, cwd: str, rng: random.Random) -> tuple[Pa
         add(AssistantChunk, AssistantChunkData(turn, 0, Finish("stop")))
         answers.append("".join(texts))
         message = AssistantMessage(assistant_message_id(turn, 0), [AssistantText(answers[-1])])
-        add(AssistantMessageEvent, AssistantMessageData(turn, 0, message), source_range=(first, seq - 1))
+        add(
+            AssistantMessageEvent,
+            AssistantMessageData(turn, 0, message),
+            source_range=(first, seq - 1),
+        )
         add(StepEnd, StepData(turn, 0))
         writer.flush()  # after each step
         add(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))
@@ -205,7 +207,11 @@ def expected_replay(prompts: list[str], answers: list[str]) -> list[dict[str, An
             ("user_message_chunk", prompt, f"user-{turn}"),
             ("agent_message_chunk", answer, assistant_message_id(turn, 0)),
         ):
-            update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": message_id}
+            update = {
+                "sessionUpdate": kind,
+                "content": {"type": "text", "text": text},
+                "messageId": message_id,
+            }
             params.append({"sessionId": SESSION_ID, "update": update})
     return params
 
@@ -217,12 +223,19 @@ def expected_replay(prompts: list[str], answers: list[str]) -> list[dict[str, An
 class Agent:
     """One spawned agent and the client end of its stdio."""
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str], stderr_path: Path) -> None:
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], stderr_path: Path
+    ) -> None:
         self.name = name
         with open(stderr_path, "ab") as stderr:
             # stderr to a file, not a pipe nobody reads: a chatty child would otherwise block.
             self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                bufsize=0,
             )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin = self.process.stdin
@@ -232,11 +245,15 @@ class Agent:
 
     def send(self, method: str, params: Any) -> int:
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        )
         self.stdin.write(line.encode() + b"\n")
         return self.next_id
 
-    def until_response(self, request_id: int, frames: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    def until_response(
+        self, request_id: int, frames: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], int]:
         """Read and parse frames until the response to `request_id`; the others go to `frames`.
         Returns the response and the bytes of the other frames (each line with its newline)."""
         loads, read, fd = json.loads, os.read, self.fd
@@ -267,7 +284,9 @@ class Agent:
         return self.process.wait(timeout=TIMEOUT_S)
 
 
-def load_once(name: str, command: list[str], env: dict[str, str], cwd: str, stderr_path: Path) -> dict[str, Any]:
+def load_once(
+    name: str, command: list[str], env: dict[str, str], cwd: str, stderr_path: Path
+) -> dict[str, Any]:
     """Spawn, initialize, then time one `session/load` from request to response."""
     agent = Agent(name, command, env, stderr_path)
     try:
@@ -288,7 +307,12 @@ def load_once(name: str, command: list[str], env: dict[str, str], cwd: str, stde
         raise RuntimeError(f"{name}: exit status {status}")
     if any(f.get("method") != "session/update" for f in frames):
         raise RuntimeError(f"{name}: a frame other than session/update before the response")
-    return {"seconds": seconds, "notifications": len(frames), "bytes": size, "params": [f["params"] for f in frames]}
+    return {
+        "seconds": seconds,
+        "notifications": len(frames),
+        "bytes": size,
+        "params": [f["params"] for f in frames],
+    }
 
 
 def milliseconds(rounds: list[dict[str, Any]]) -> str:
@@ -344,7 +368,11 @@ def server_path(store: SessionStore) -> Callable[[], list[SessionUpdate]]:
 
 def notification_bytes(session_id: str, update: SessionUpdate) -> int:
     """The size of a `session/update` line as the server frames it (newline included)."""
-    frame = {"jsonrpc": "2.0", "method": "session/update", "params": SessionNotification(session_id, update)}
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": SessionNotification(session_id, update),
+    }
     return len(msgspec.json.encode(frame)) + 1
 
 
@@ -379,10 +407,22 @@ def chunk_by_chunk(path: Path) -> tuple[int, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="loads per agent, alternating; the median counts (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="repetitions of each in-process load; the best counts (default 3)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="loads per agent, alternating; the median counts (default 3)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="repetitions of each in-process load; the best counts (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (its path is printed)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary directory (its path is printed)"
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="acp-load-bench-"))
     try:
@@ -419,7 +459,14 @@ def run(args: argparse.Namespace, root: Path) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")]))
     commands = {
-        "acp-server": [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions)],
+        "acp-server": [
+            sys.executable,
+            "-m",
+            "acp_server",
+            "serve",
+            "--sessions-dir",
+            str(sessions),
+        ],
         "sdk": [sys.executable, str(HERE / "sdk_load_agent.py"), str(sessions)],
     }
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
@@ -427,7 +474,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # the run weighs on both alike.
     for _ in range(args.rounds):
         for name, command in commands.items():
-            rounds[name].append(load_once(name, command, env, str(workspace), root / f"{name}.stderr"))
+            rounds[name].append(
+                load_once(name, command, env, str(workspace), root / f"{name}.stderr")
+            )
     ours, sdk = rounds["acp-server"], rounds["sdk"]
     problems: list[str] = []
     if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
@@ -435,7 +484,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
     expected = expected_replay(prompts, answers)
     for name, agent_rounds in rounds.items():
         if any(r["params"] != expected for r in agent_rounds):
-            problems.append(f"{name} did not replay the conversation's messages, in order, one notification each")
+            problems.append(
+                f"{name} did not replay the conversation's messages, in order, one notification each"
+            )
     for agent_rounds in rounds.values():
         for r in agent_rounds:
             del r["params"]
@@ -443,8 +494,12 @@ def run(args: argparse.Namespace, root: Path) -> int:
     sdk_s = statistics.median(r["seconds"] for r in sdk)
     notifications = ours[0]["notifications"]
     wire_bytes = ours[0]["bytes"]
-    say(f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes")
-    say(f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes")
+    say(
+        f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes"
+    )
+    say(
+        f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes"
+    )
     say(f"    acp-server is {sdk_s / ours_s:.2f}x faster (goal {GOAL_SDK_RATIO:g}x)")
 
     decode_s, decoded = best_of(args.repeats, lambda: decode_every_event(path))
@@ -454,12 +509,18 @@ def run(args: argparse.Namespace, root: Path) -> int:
         problems.append("the in-process projections differ")
     projected_bytes = sum(notification_bytes(SESSION_ID, u) for u in packed)
     if projected_bytes != wire_bytes or len(packed) != notifications:
-        problems.append(f"the projection encodes to {projected_bytes} bytes, the wire carried {wire_bytes}")
+        problems.append(
+            f"the projection encodes to {projected_bytes} bytes, the wire carried {wire_bytes}"
+        )
     del decoded, packed, served
-    say(f"(c) decode every event + project: {decode_s * 1000:.0f} ms; rows packed + project: {packed_s * 1000:.0f} ms ({decode_s / packed_s:.1f}x, goal {GOAL_DECODE_RATIO:g}x); continue_session + project: {server_s * 1000:.0f} ms")
+    say(
+        f"(c) decode every event + project: {decode_s * 1000:.0f} ms; rows packed + project: {packed_s * 1000:.0f} ms ({decode_s / packed_s:.1f}x, goal {GOAL_DECODE_RATIO:g}x); continue_session + project: {server_s * 1000:.0f} ms"
+    )
 
     chunk_notifications, chunk_bytes = chunk_by_chunk(path)
-    say(f"(d) replay on the wire: {notifications} notifications, {wire_bytes:,} bytes; chunk by chunk: {chunk_notifications:,} notifications, {chunk_bytes:,} bytes ({chunk_bytes / wire_bytes:.1f}x more)")
+    say(
+        f"(d) replay on the wire: {notifications} notifications, {wire_bytes:,} bytes; chunk by chunk: {chunk_notifications:,} notifications, {chunk_bytes:,} bytes ({chunk_bytes / wire_bytes:.1f}x more)"
+    )
     for problem in problems:
         say(f"FAILED: {problem}")
 

@@ -33,7 +33,10 @@ from typing import IO, Any
 HERE = Path(__file__).resolve().parent
 
 REQUESTS = {
-    "initialize": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}}},
+    "initialize": {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}},
+    },
     "session/list": {},
 }
 
@@ -50,10 +53,15 @@ def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _round_trips(stdin: IO[bytes], stdout: IO[bytes], method: str, params: Any, first_id: int, count: int) -> float:
+def _round_trips(
+    stdin: IO[bytes], stdout: IO[bytes], method: str, params: Any, first_id: int, count: int
+) -> float:
     """The client loop, identical for both servers; returns the elapsed seconds."""
     lines = [
-        json.dumps({"jsonrpc": "2.0", "id": first_id + i, "method": method, "params": params}, separators=(",", ":")).encode()
+        json.dumps(
+            {"jsonrpc": "2.0", "id": first_id + i, "method": method, "params": params},
+            separators=(",", ":"),
+        ).encode()
         + b"\n"
         for i in range(count)
     ]
@@ -79,12 +87,16 @@ class Server:
         self.process = _spawn(command, env)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin = self.process.stdin
-        self.stdout = os.fdopen(self.process.stdout.fileno(), "rb", buffering=1 << 16, closefd=False)
+        self.stdout = os.fdopen(
+            self.process.stdout.fileno(), "rb", buffering=1 << 16, closefd=False
+        )
         self.next_id = 0
         self.rates: list[float] = []
 
     def run(self, method: str, count: int, record: bool) -> None:
-        elapsed = _round_trips(self.stdin, self.stdout, method, REQUESTS[method], self.next_id, count)
+        elapsed = _round_trips(
+            self.stdin, self.stdout, method, REQUESTS[method], self.next_id, count
+        )
         self.next_id += count
         if record:
             self.rates.append(count / elapsed)
@@ -96,17 +108,32 @@ class Server:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=5000, help="round trips per round (default 5000)")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds per server, alternating; the median counts (default 7)")
-    parser.add_argument("--warmup", type=int, default=1000, help="round trips before measuring (default 1000)")
+    parser.add_argument(
+        "--requests", type=int, default=5000, help="round trips per round (default 5000)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=7,
+        help="rounds per server, alternating; the median counts (default 7)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1000, help="round trips before measuring (default 1000)"
+    )
     parser.add_argument("--method", choices=sorted(REQUESTS), default="initialize")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="acp-rpc-bench-") as root:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")])
+        )
         servers = [
-            Server("acp-server", [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", root], env),
+            Server(
+                "acp-server",
+                [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", root],
+                env,
+            ),
             Server("sdk", [sys.executable, str(HERE / "sdk_agent.py")], env),
         ]
         try:
@@ -120,8 +147,14 @@ def main() -> int:
         finally:
             for server in servers:
                 server.close()
-    ours = {"rps": statistics.median(servers[0].rates), "rps_rounds": [round(r, 1) for r in servers[0].rates]}
-    sdk = {"rps": statistics.median(servers[1].rates), "rps_rounds": [round(r, 1) for r in servers[1].rates]}
+    ours = {
+        "rps": statistics.median(servers[0].rates),
+        "rps_rounds": [round(r, 1) for r in servers[0].rates],
+    }
+    sdk = {
+        "rps": statistics.median(servers[1].rates),
+        "rps_rounds": [round(r, 1) for r in servers[1].rates],
+    }
     ratio = ours["rps"] / sdk["rps"]
     result = {
         "benchmark": "rpc",

@@ -70,7 +70,12 @@ def read_events(path: Path) -> list[dict[str, Any]]:
                 if kind == "tool-call-chunks":
                     pieces = data["args"]
                     chunks = [
-                        {"type": "tool-call-delta", "index": data["index"], "id": data["id"], "argumentsDelta": p}
+                        {
+                            "type": "tool-call-delta",
+                            "index": data["index"],
+                            "id": data["id"],
+                            "argumentsDelta": p,
+                        }
                         for p in pieces
                     ]
                     if "name" in data:
@@ -78,7 +83,9 @@ def read_events(path: Path) -> list[dict[str, Any]]:
                             chunk["name"] = data["name"]
                 else:
                     delta = ROW_DELTAS[kind]
-                    chunks = [{"type": delta, "index": data["index"], "text": t} for t in data["texts"]]
+                    chunks = [
+                        {"type": delta, "index": data["index"], "text": t} for t in data["texts"]
+                    ]
                 for k, chunk in enumerate(chunks):
                     time += gaps[k]
                     events.append(
@@ -113,9 +120,21 @@ def replay_updates(events: list[dict[str, Any]]) -> list[Any]:
         for kind, parts in partial.values():
             text = "".join(parts)
             if text and kind == "reasoning":
-                updates.append(AgentThoughtChunk(session_update="agent_thought_chunk", content=text_block(text), message_id=partial_id))
+                updates.append(
+                    AgentThoughtChunk(
+                        session_update="agent_thought_chunk",
+                        content=text_block(text),
+                        message_id=partial_id,
+                    )
+                )
             elif text and kind == "text":
-                updates.append(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text), message_id=partial_id))
+                updates.append(
+                    AgentMessageChunk(
+                        session_update="agent_message_chunk",
+                        content=text_block(text),
+                        message_id=partial_id,
+                    )
+                )
         partial.clear()
 
     for event in events:
@@ -135,9 +154,21 @@ def replay_updates(events: list[dict[str, Any]]) -> list[Any]:
             message = data["message"]
             for block in message["content"]:
                 if block["type"] == "reasoning" and block["text"]:
-                    updates.append(AgentThoughtChunk(session_update="agent_thought_chunk", content=text_block(block["text"]), message_id=message["id"]))
+                    updates.append(
+                        AgentThoughtChunk(
+                            session_update="agent_thought_chunk",
+                            content=text_block(block["text"]),
+                            message_id=message["id"],
+                        )
+                    )
                 elif block["type"] == "text" and block["text"]:
-                    updates.append(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(block["text"]), message_id=message["id"]))
+                    updates.append(
+                        AgentMessageChunk(
+                            session_update="agent_message_chunk",
+                            content=text_block(block["text"]),
+                            message_id=message["id"],
+                        )
+                    )
             for block in message["content"]:
                 if block["type"] == "tool-call":
                     updates.append(
@@ -147,7 +178,9 @@ def replay_updates(events: list[dict[str, Any]]) -> list[Any]:
                             title=block["name"],
                             kind="other",
                             status="pending",
-                            raw_input=json.loads(block["arguments"]) if block["arguments"] else None,
+                            raw_input=json.loads(block["arguments"])
+                            if block["arguments"]
+                            else None,
                         )
                     )
                     result = results.get((data["turn"], data["step"], block["id"]))
@@ -157,7 +190,9 @@ def replay_updates(events: list[dict[str, Any]]) -> list[Any]:
                                 session_update="tool_call_update",
                                 tool_call_id=block["id"],
                                 status="failed" if result.get("isError") else "completed",
-                                content=[{"type": "content", "content": c} for c in result["content"]],
+                                content=[
+                                    {"type": "content", "content": c} for c in result["content"]
+                                ],
                                 raw_output=result.get("rawOutput"),
                             )
                         )
@@ -167,11 +202,21 @@ def replay_updates(events: list[dict[str, Any]]) -> list[Any]:
             flush_partial()
             message = data["message"]
             for block in message["content"]:
-                updates.append(UserMessageChunk(session_update="user_message_chunk", content=block, message_id=message["id"]))
+                updates.append(
+                    UserMessageChunk(
+                        session_update="user_message_chunk", content=block, message_id=message["id"]
+                    )
+                )
         elif kind == "plan/update":
-            updates.append(AgentPlanUpdate(session_update="plan", entries=[PlanEntry(**e) for e in data["entries"]]))
+            updates.append(
+                AgentPlanUpdate(
+                    session_update="plan", entries=[PlanEntry(**e) for e in data["entries"]]
+                )
+            )
         elif kind == "session/title":
-            updates.append(SessionInfoUpdate(session_update="session_info_update", title=data["title"]))
+            updates.append(
+                SessionInfoUpdate(session_update="session_info_update", title=data["title"])
+            )
     flush_partial()
     return updates
 
@@ -191,14 +236,18 @@ class LoadAgent:
             protocol_version=1,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="sdk-load-bench-agent", version="0"),
             auth_methods=[],
         )
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
         events = read_events(self.sessions_dir / session_id / "session.jsonl")
         for update in replay_updates(events):
             await self.conn.session_update(session_id, update)

@@ -86,14 +86,7 @@ SEED = 20260815
 READ_SIZE = 1 << 20
 TIMEOUT_S = 300.0
 
-WORDS = (
-    "the a of to and in is that it for as with on be this by are from or an which we can not "
-    "session event log chunk row packed decode stream token provider model request response "
-    "message assistant user tool call result file path line error value state order history "
-    "because however therefore although while when where after before during since until "
-    "function module package server client protocol editor cursor buffer window terminal "
-    "über naïve café résumé façade jalapeño São Paulo Zürich Kraków "
-).split()
+WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
 PUNCTUATION = (",", ".", ";", ":", "?", "!")
 
 
@@ -151,7 +144,10 @@ def write_fixture(directory: Path, texts: list[str]) -> Path:
         events.append(kind(len(events), 0, data))
 
     add(TurnStart, TurnStartData(0))
-    add(UserMessageEvent, UserMessageData(0, UserMessage("user-0", [TextContent("Write a long essay.")])))
+    add(
+        UserMessageEvent,
+        UserMessageData(0, UserMessage("user-0", [TextContent("Write a long essay.")])),
+    )
     add(StepStart, StepData(0, 0))
     add(AssistantChunk, AssistantChunkData(0, 0, BlockStart(0, "text")))
     for text in texts:
@@ -171,7 +167,9 @@ def write_fixture(directory: Path, texts: list[str]) -> Path:
 class Client:
     """The client end of the server's stdio: writes request lines, reads and parses frames."""
 
-    def __init__(self, process: subprocess.Popen[bytes], loads: Callable[[bytes], Any] = json.loads) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], loads: Callable[[bytes], Any] = json.loads
+    ) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
         self.loads = loads
@@ -182,7 +180,9 @@ class Client:
 
     def send(self, method: str, params: Any) -> int:
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        )
         self.stdin.write(line.encode() + b"\n")
         self.stdin.flush()
         return self.next_id
@@ -244,8 +244,18 @@ def top_entries(path: str, limit: int, sort: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help=f"text-delta chunks (default {DEFAULT_CHUNKS})")
-    parser.add_argument("--rounds", type=int, default=3, help="runs, each with a new server; the median counts (default 3)")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=DEFAULT_CHUNKS,
+        help=f"text-delta chunks (default {DEFAULT_CHUNKS})",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="runs, each with a new server; the median counts (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
         "--client-json",
@@ -253,15 +263,21 @@ def main() -> int:
         default="json",
         help="the client's JSON parser: the standard library's (default) or msgspec's (a faster client)",
     )
-    parser.add_argument("--profile-server", metavar="FILE", help="run the server under cProfile, stats to FILE")
-    parser.add_argument("--profile-client", metavar="FILE", help="profile the client's read loop, stats to FILE")
+    parser.add_argument(
+        "--profile-server", metavar="FILE", help="run the server under cProfile, stats to FILE"
+    )
+    parser.add_argument(
+        "--profile-client", metavar="FILE", help="profile the client's read loop, stats to FILE"
+    )
     parser.add_argument(
         "--py-spy",
         metavar="FILE",
         help="sample the server with py-spy (if installed) into FILE, as collapsed stacks (--format raw)",
     )
     parser.add_argument("--top", type=int, default=25, help="profile entries to print (default 25)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (its path is printed)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary directory (its path is printed)"
+    )
     args = parser.parse_args()
     if args.chunks < 3:
         parser.error("--chunks must be at least 3")
@@ -275,7 +291,9 @@ def main() -> int:
     try:
         texts = fragments(args.seed, args.chunks)
         fixture = write_fixture(root / "fixture", texts)
-        say(f"fixture: {args.chunks} text-delta chunks, {sum(map(len, texts))} characters, {fixture.stat().st_size} bytes")
+        say(
+            f"fixture: {args.chunks} text-delta chunks, {sum(map(len, texts))} characters, {fixture.stat().st_size} bytes"
+        )
         rounds = [run_once(args, root / f"round-{n}", fixture, texts) for n in range(args.rounds)]
     finally:
         if args.keep:
@@ -285,7 +303,9 @@ def main() -> int:
 
     ok = all(r["ok"] for r in rounds)
     median = sorted(rounds, key=lambda r: r["seconds"])[len(rounds) // 2]
-    say(f"median of {len(rounds)}: {median['seconds']:.3f} s, {median['chunks_per_second']:,} chunks/s")
+    say(
+        f"median of {len(rounds)}: {median['seconds']:.3f} s, {median['chunks_per_second']:,} chunks/s"
+    )
     result = {
         "chunks": args.chunks,
         "seconds": median["seconds"],
@@ -305,27 +325,51 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def run_once(args: argparse.Namespace, root: Path, fixture: Path, texts: list[str]) -> dict[str, Any]:
+def run_once(
+    args: argparse.Namespace, root: Path, fixture: Path, texts: list[str]
+) -> dict[str, Any]:
     """One server, one prompt streaming every chunk; the measurements and the checks."""
     sessions = root / "sessions"
     root.mkdir(parents=True)
     server = [sys.executable]
     if args.profile_server:
         server += ["-m", "cProfile", "-o", str(Path(args.profile_server).resolve())]
-    server += ["-m", "acp_server", "serve", "--sessions-dir", str(sessions), "--replay", str(fixture.parent)]
+    server += [
+        "-m",
+        "acp_server",
+        "serve",
+        "--sessions-dir",
+        str(sessions),
+        "--replay",
+        str(fixture.parent),
+    ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")]))
     stderr_path = root / "server.stderr"
     with open(stderr_path, "wb") as stderr:
         # stderr to a file, not a pipe nobody reads: a chatty server would otherwise block.
-        process = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0)
+        process = subprocess.Popen(
+            server, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0
+        )
     spy = None
     if args.py_spy:
         # Attached by pid, not as a wrapper: py-spy's own messages must stay off the protocol.
         command = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         output = str(Path(args.py_spy).resolve())
         spy = subprocess.Popen(
-            [command, "record", "--nonblocking", "--rate", "250", "--format", "raw", "--output", output, "--pid", str(process.pid)],
+            [
+                command,
+                "record",
+                "--nonblocking",
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                output,
+                "--pid",
+                str(process.pid),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -335,7 +379,10 @@ def run_once(args: argparse.Namespace, root: Path, fixture: Path, texts: list[st
     try:
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         session_id = client.call("session/new", {"cwd": str(root), "mcpServers": []})["sessionId"]
-        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "Write a long essay."}]}
+        prompt = {
+            "sessionId": session_id,
+            "prompt": [{"type": "text", "text": "Write a long essay."}],
+        }
         profiler = cProfile.Profile() if args.profile_client else None
         started, client_cpu = time.perf_counter(), time.process_time()
         if profiler is not None:
@@ -365,7 +412,9 @@ def run_once(args: argparse.Namespace, root: Path, fixture: Path, texts: list[st
     if response.get("result") != {"stopReason": "end_turn"}:
         problems.append(f"unexpected prompt response: {response}")
     if counter.chunks != len(texts):
-        problems.append(f"{counter.chunks} agent_message_chunk notifications, expected {len(texts)}")
+        problems.append(
+            f"{counter.chunks} agent_message_chunk notifications, expected {len(texts)}"
+        )
     if counter.texts != texts:
         problems.append("the streamed text differs from the script")
     if status != 0:
@@ -380,7 +429,9 @@ def run_once(args: argparse.Namespace, root: Path, fixture: Path, texts: list[st
         elif type(record) is AssistantChunk and type(record.data.chunk) is TextDelta:
             logged.append(record.data.chunk.text)
     if logged != texts:
-        problems.append(f"the log holds {len(logged)} text chunks, expected {len(texts)} (or their text differs)")
+        problems.append(
+            f"the log holds {len(logged)} text chunks, expected {len(texts)} (or their text differs)"
+        )
     rows = sum(1 for r in contents.records if type(r) in ROW_CLASSES)
     log_bytes = log_path.stat().st_size
 
@@ -435,9 +486,15 @@ def summarize_py_spy(path: str, limit: int) -> str:
             inclusive[frame] = inclusive.get(frame, 0) + n
     total = max(total, 1)
     lines = [f"{total} samples; own share:"]
-    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in sorted(own.items(), key=lambda i: -i[1])[:limit]]
+    lines += [
+        f"{100 * n / total:5.1f}%  {name}"
+        for name, n in sorted(own.items(), key=lambda i: -i[1])[:limit]
+    ]
     lines.append("inclusive share:")
-    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in sorted(inclusive.items(), key=lambda i: -i[1])[:limit]]
+    lines += [
+        f"{100 * n / total:5.1f}%  {name}"
+        for name, n in sorted(inclusive.items(), key=lambda i: -i[1])[:limit]
+    ]
     return "\n".join(lines)
 
 

@@ -165,7 +165,9 @@ class AcpProcess:
     def response(self, request_id: Any, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         """The next frame, which must be the response to `request_id`."""
         frame = self.read_frame(timeout)
-        assert frame.get("id") == request_id and "method" not in frame, f"expected the answer to {request_id!r}, got {frame}"
+        assert frame.get("id") == request_id and "method" not in frame, (
+            f"expected the answer to {request_id!r}, got {frame}"
+        )
         return frame
 
     def exchange(
@@ -194,11 +196,19 @@ class AcpProcess:
                     raise AssertionError(f"unexpected request from the server: {frame}")
                 reply = answer(frame)
                 if isinstance(reply, RpcFailure):
-                    self.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": reply.code, "message": reply.message}})
+                    self.send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": frame["id"],
+                            "error": {"code": reply.code, "message": reply.message},
+                        }
+                    )
                 else:
                     self.send({"jsonrpc": "2.0", "id": frame["id"], "result": reply})
 
-    def request(self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    def request(
+        self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> dict[str, Any]:
         """Send a request and return its whole response frame."""
         return self.response(self.send_request(method, params), timeout)
 
@@ -208,7 +218,9 @@ class AcpProcess:
         assert "result" in frame, f"{method} failed: {frame}"
         return frame["result"]
 
-    def error(self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    def error(
+        self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> dict[str, Any]:
         """Send a request and return its error object (failing on a success)."""
         frame = self.request(method, params, timeout)
         assert "error" in frame, f"{method} should have failed: {frame}"
@@ -251,7 +263,10 @@ class AcpProcess:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         try:
             if not self._stdin.closed:
@@ -280,7 +295,11 @@ def assert_jsonrpc_frame(line: bytes) -> dict[str, Any]:
     else:
         assert "id" in frame and (type(frame["id"]) in (int, str) or frame["id"] is None), line
         assert ("result" in frame) != ("error" in frame), line
-        assert set(frame) == {"jsonrpc", "id", "result"} or set(frame) == {"jsonrpc", "id", "error"}, line
+        assert set(frame) == {"jsonrpc", "id", "result"} or set(frame) == {
+            "jsonrpc",
+            "id",
+            "error",
+        }, line
         if "error" in frame:
             error = frame["error"]
             assert type(error["code"]) is int and isinstance(error["message"], str), line

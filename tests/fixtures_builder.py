@@ -84,20 +84,32 @@ def step_chunks(step: Step) -> list[dict[str, Any]]:
     for kind, text in (("reasoning", step.reasoning), ("text", step.text)):
         if text:
             chunks.append({"type": "block-start", "index": index, "blockType": kind})
-            chunks += [{"type": f"{kind}-delta", "index": index, "text": t} for t in fragments(text)]
+            chunks += [
+                {"type": f"{kind}-delta", "index": index, "text": t} for t in fragments(text)
+            ]
             chunks.append({"type": "block-end", "index": index})
             index += 1
     for call in step.calls:
         chunks.append({"type": "block-start", "index": index, "blockType": "tool-call"})
         for k, piece in enumerate(fragments(call.arguments) or [""]):
-            delta = {"type": "tool-call-delta", "index": index, "id": call.id, "argumentsDelta": piece}
+            delta = {
+                "type": "tool-call-delta",
+                "index": index,
+                "id": call.id,
+                "argumentsDelta": piece,
+            }
             if k == 0:
                 delta["name"] = call.name
             chunks.append(delta)
         chunks.append({"type": "block-end", "index": index})
         index += 1
     if step.usage is not None:
-        chunks.append({"type": "usage", "usage": {"inputTokens": step.usage[0], "outputTokens": step.usage[1]}})
+        chunks.append(
+            {
+                "type": "usage",
+                "usage": {"inputTokens": step.usage[0], "outputTokens": step.usage[1]},
+            }
+        )
     chunks.append({"type": "finish", "reason": step.finish_reason})
     return chunks
 
@@ -109,11 +121,19 @@ def message_content(step: Step) -> list[dict[str, Any]]:
         content.append({"type": "reasoning", "text": step.reasoning})
     if step.text:
         content.append({"type": "text", "text": step.text})
-    content += [{"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in step.calls]
+    content += [
+        {"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments}
+        for c in step.calls
+    ]
     return content
 
 
-_TURN_END = {"stop": "completed", "tool-calls": "completed", "length": "max-tokens", "content-filter": "refusal"}
+_TURN_END = {
+    "stop": "completed",
+    "tool-calls": "completed",
+    "length": "max-tokens",
+    "content-filter": "refusal",
+}
 
 
 def turn_records(turn: int, prompt: str, steps: Sequence[Step]) -> list[dict[str, Any]]:
@@ -121,12 +141,21 @@ def turn_records(turn: int, prompt: str, steps: Sequence[Step]) -> list[dict[str
     from seq 0 of its own list: `write_fixture` renumbers them."""
     records: list[dict[str, Any]] = [
         {"type": "turn/start", "data": {"turn": turn}},
-        {"type": "user/message", "data": {"turn": turn, "message": {"id": f"user-{turn}", "content": [{"type": "text", "text": prompt}]}}},
+        {
+            "type": "user/message",
+            "data": {
+                "turn": turn,
+                "message": {"id": f"user-{turn}", "content": [{"type": "text", "text": prompt}]},
+            },
+        },
     ]
     for number, step in enumerate(steps):
         records.append({"type": "step/start", "data": {"turn": turn, "step": number}})
         first = len(records)
-        records += [{"type": "assistant/chunk", "data": {"turn": turn, "step": number, "chunk": c}} for c in step_chunks(step)]
+        records += [
+            {"type": "assistant/chunk", "data": {"turn": turn, "step": number, "chunk": c}}
+            for c in step_chunks(step)
+        ]
         message: dict[str, Any] = {
             "turn": turn,
             "step": number,
@@ -134,15 +163,37 @@ def turn_records(turn: int, prompt: str, steps: Sequence[Step]) -> list[dict[str
         }
         if step.usage is not None:
             message["usage"] = {"inputTokens": step.usage[0], "outputTokens": step.usage[1]}
-        records.append({"type": "assistant/message", "data": message, "sourceRange": [first, len(records) - 1]})
+        records.append(
+            {"type": "assistant/message", "data": message, "sourceRange": [first, len(records) - 1]}
+        )
         for call in step.calls:
-            records.append({"type": "tool/call", "data": {"turn": turn, "step": number, "callId": call.id, "name": call.name, "arguments": call.arguments}})
+            records.append(
+                {
+                    "type": "tool/call",
+                    "data": {
+                        "turn": turn,
+                        "step": number,
+                        "callId": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    },
+                }
+            )
             call_seq = len(records) - 1
-            result = {"turn": turn, "step": number, "callId": call.id, "content": [{"type": "text", "text": call.result}]}
-            records.append({"type": "tool/result", "data": result, "sourceRange": [call_seq, call_seq]})
+            result = {
+                "turn": turn,
+                "step": number,
+                "callId": call.id,
+                "content": [{"type": "text", "text": call.result}],
+            }
+            records.append(
+                {"type": "tool/result", "data": result, "sourceRange": [call_seq, call_seq]}
+            )
         records.append({"type": "step/end", "data": {"turn": turn, "step": number}})
     last = steps[-1].finish_reason if steps else "stop"
-    records.append({"type": "turn/end", "data": {"turn": turn, "reason": {"kind": _TURN_END[last]}}})
+    records.append(
+        {"type": "turn/end", "data": {"turn": turn, "reason": {"kind": _TURN_END[last]}}}
+    )
     return records
 
 
@@ -157,10 +208,19 @@ def _events(turns: Sequence[tuple[str, Sequence[Step]]]) -> list[SessionEvent]:
     return events
 
 
-def render(turns: Sequence[tuple[str, Sequence[Step]]], *, session_id: str = "recorded", subagent_of: str | None = None) -> bytes:
+def render(
+    turns: Sequence[tuple[str, Sequence[Step]]],
+    *,
+    session_id: str = "recorded",
+    subagent_of: str | None = None,
+) -> bytes:
     """A projected, canonically packed fixture holding `turns` (a subagent's, with its parent)."""
-    child: dict[str, Any] = {} if subagent_of is None else {"parent_session": subagent_of, "origin": "subagent"}
-    header = SessionHeader(version=SESSION_FORMAT_VERSION, id=session_id, created_at=0, cwd=FIXTURE_CWD, **child)
+    child: dict[str, Any] = (
+        {} if subagent_of is None else {"parent_session": subagent_of, "origin": "subagent"}
+    )
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id=session_id, created_at=0, cwd=FIXTURE_CWD, **child
+    )
     return render_fixture(header, _events(turns))
 
 
@@ -182,6 +242,7 @@ def write_fixture(directory: Path, scenario: Scenario) -> Path:
     if scenario.override is not None:
         (directory / "replay.override.json").write_bytes(msgspec.json.encode(scenario.override))
     for number, child in enumerate(scenario.children, start=1):
-        (directory / f"session.{number}.jsonl").write_bytes(render(child, session_id=f"recorded-{number}", subagent_of="recorded"))
+        (directory / f"session.{number}.jsonl").write_bytes(
+            render(child, session_id=f"recorded-{number}", subagent_of="recorded")
+        )
     return directory
-

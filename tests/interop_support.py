@@ -77,7 +77,9 @@ def build_scenario(root: Path) -> tuple[Path, Path]:
     fixture = root / "fixture"
     fixture.mkdir()
     shutil.copyfile(DEMO, fixture / "session.jsonl")
-    recorded_calls = len(derive_script(parse_fixture(DEMO.name, DEMO.read_bytes().splitlines()).events))
+    recorded_calls = len(
+        derive_script(parse_fixture(DEMO.name, DEMO.read_bytes().splitlines()).events)
+    )
     hang = {
         "kind": "hang",
         "chunks": [
@@ -85,7 +87,9 @@ def build_scenario(root: Path) -> tuple[Path, Path]:
             {"type": "text-delta", "index": 0, "text": HANG_TEXT},
         ],
     }
-    (fixture / "replay.override.json").write_text(json.dumps({"patches": [{"at": recorded_calls, "entry": hang}]}))
+    (fixture / "replay.override.json").write_text(
+        json.dumps({"patches": [{"at": recorded_calls, "entry": hang}]})
+    )
     workspace = root / "workspace"
     workspace.mkdir()
     (workspace / "hello.py").write_text(HELLO_BEFORE)
@@ -101,9 +105,13 @@ def exact(model: type[BaseModel], value: Any, what: str) -> None:
     try:
         parsed = model.model_validate(value)
     except ValidationError as exc:
-        raise AssertionError(f"{what} violates ACP ({model.__name__}): {json.dumps(value)}\n{exc}") from None
+        raise AssertionError(
+            f"{what} violates ACP ({model.__name__}): {json.dumps(value)}\n{exc}"
+        ) from None
     dumped = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, f"{what} does not fit {model.__name__} exactly:\n{json.dumps(value)}\n!=\n{json.dumps(dumped)}"
+    assert dumped == value, (
+        f"{what} does not fit {model.__name__} exactly:\n{json.dumps(value)}\n!=\n{json.dumps(dumped)}"
+    )
 
 
 def check_agent_frames(frames: list[dict[str, Any]], methods_by_id: Mapping[Any, str]) -> None:
@@ -116,7 +124,9 @@ def check_agent_frames(frames: list[dict[str, Any]], methods_by_id: Mapping[Any,
         body = {k: v for k, v in frame.items() if k != "jsonrpc"}
         if "method" in frame:
             method = frame["method"]
-            assert method in PARAMS_MODELS, f"{where}: the server sent an unexpected method: {frame}"
+            assert method in PARAMS_MODELS, (
+                f"{where}: the server sent an unexpected method: {frame}"
+            )
             if "id" in frame:
                 schema.AgentRequest.model_validate(body)
             else:
@@ -126,23 +136,31 @@ def check_agent_frames(frames: list[dict[str, Any]], methods_by_id: Mapping[Any,
             assert set(body) == {"id", "error"}, f"{where}: {frame}"
             schema.AgentErrorMessage.model_validate(body)
         else:
-            assert set(body) == {"id", "result"}, f"{where}: a response must hold id and result: {frame}"
+            assert set(body) == {"id", "result"}, (
+                f"{where}: a response must hold id and result: {frame}"
+            )
             method = methods_by_id[frame["id"]]
             if method == "session.unfollow":
                 assert frame["result"] == {}, f"{where}: session.unfollow answers {{}}: {frame}"
             elif method in history:
                 errors = [e.message for e in history[method].iter_errors(frame["result"])]
-                assert not errors, f"{where}: the result of {method} fails {HISTORY_SCHEMAS[method]}: {errors[:3]}"
+                assert not errors, (
+                    f"{where}: the result of {method} fails {HISTORY_SCHEMAS[method]}: {errors[:3]}"
+                )
             else:
                 schema.AgentResponseMessage.model_validate(body)
                 exact(RESULT_MODELS[method], frame["result"], f"{where}: the result of {method}")
 
 
-def check_replay_before_response(frames: list[dict[str, Any]], load_id: Any, session_id: str) -> list[dict[str, Any]]:
+def check_replay_before_response(
+    frames: list[dict[str, Any]], load_id: Any, session_id: str
+) -> list[dict[str, Any]]:
     """The `session/update`s of `session_id` in a process that loaded it: all of them strictly
     before the `session/load` response, none after. Returns their `update` payloads, in order."""
     positions = [i for i, f in enumerate(frames) if "method" not in f and f.get("id") == load_id]
-    assert len(positions) == 1, f"expected one response to session/load (id {load_id!r}), found {len(positions)}"
+    assert len(positions) == 1, (
+        f"expected one response to session/load (id {load_id!r}), found {len(positions)}"
+    )
     answered = positions[0]
     updates = [
         (i, f["params"]["update"])
@@ -150,13 +168,19 @@ def check_replay_before_response(frames: list[dict[str, Any]], load_id: Any, ses
         if f.get("method") == "session/update" and f["params"]["sessionId"] == session_id
     ]
     late = [u for i, u in updates if i > answered]
-    assert not late, f"{len(late)} replay notification(s) arrived after the session/load response: {late[:2]}"
+    assert not late, (
+        f"{len(late)} replay notification(s) arrived after the session/load response: {late[:2]}"
+    )
     assert updates, "session/load replayed nothing"
     return [u for _, u in updates]
 
 
 def tool_calls(updates: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [(u["toolCallId"], u["kind"], u["title"]) for u in updates if u["sessionUpdate"] == "tool_call"]
+    return [
+        (u["toolCallId"], u["kind"], u["title"])
+        for u in updates
+        if u["sessionUpdate"] == "tool_call"
+    ]
 
 
 def final_statuses(updates: list[dict[str, Any]]) -> dict[str, str]:
@@ -168,4 +192,8 @@ def final_statuses(updates: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def text_of(updates: list[dict[str, Any]], kind: str = "agent_message_chunk") -> str:
-    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == kind and u["content"]["type"] == "text")
+    return "".join(
+        u["content"]["text"]
+        for u in updates
+        if u["sessionUpdate"] == kind and u["content"]["type"] == "text"
+    )

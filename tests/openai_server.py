@@ -21,11 +21,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One `chat.completion.chunk`, as OpenAI sends it."""
-    value: dict[str, Any] = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "test", "choices": []}
+    value: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "test",
+        "choices": [],
+    }
     if delta is not None or finish is not None:
-        value["choices"] = [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}]
+        value["choices"] = [
+            {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
+        ]
     if usage is not None:
         value["usage"] = usage
     return value
@@ -39,7 +51,9 @@ def reasoning(t: str, key: str = "reasoning_content") -> dict[str, Any]:
     return chunk({key: t})
 
 
-def call(index: int, *, id: str | None = None, name: str | None = None, arguments: str | None = None) -> dict[str, Any]:
+def call(
+    index: int, *, id: str | None = None, name: str | None = None, arguments: str | None = None
+) -> dict[str, Any]:
     """A `tool_calls` delta: id and name only on the first delta of a call, like OpenAI."""
     entry: dict[str, Any] = {"index": index}
     if id is not None:
@@ -56,7 +70,11 @@ def call(index: int, *, id: str | None = None, name: str | None = None, argument
 
 
 def usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    value: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
     if cached is not None:
         value["prompt_tokens_details"] = {"cached_tokens": cached}
     return chunk(usage=value)
@@ -119,8 +137,14 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
                 with owner._lock:
-                    owner.requests.append(Request(self.path, dict(self.headers), json.loads(raw), time.monotonic()))
-                    response = owner.script.pop(0) if owner.script else Status(500, {"error": {"message": "the test script is exhausted"}})
+                    owner.requests.append(
+                        Request(self.path, dict(self.headers), json.loads(raw), time.monotonic())
+                    )
+                    response = (
+                        owner.script.pop(0)
+                        if owner.script
+                        else Status(500, {"error": {"message": "the test script is exhausted"}})
+                    )
                 if isinstance(response, Status):
                     self._status(response)
                 else:
@@ -171,7 +195,9 @@ class FakeOpenAI:
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         self._timer = threading.Timer(lifetime, self.close)
         self._timer.daemon = True

@@ -73,7 +73,10 @@ def replace_strings(value: Any, replacements: list[tuple[str, str]]) -> Any:
     if isinstance(value, list):
         return [replace_strings(item, replacements) for item in value]
     if isinstance(value, dict):
-        return {replace_strings(k, replacements): replace_strings(v, replacements) for k, v in value.items()}
+        return {
+            replace_strings(k, replacements): replace_strings(v, replacements)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -112,7 +115,11 @@ class FakeClient:
         if method == "terminal/wait_for_exit":
             return {"exitCode": self.exit_code, "signal": None}
         if method == "terminal/output":
-            return {"output": self.terminal_output, "truncated": False, "exitStatus": {"exitCode": self.exit_code, "signal": None}}
+            return {
+                "output": self.terminal_output,
+                "truncated": False,
+                "exitStatus": {"exitCode": self.exit_code, "signal": None},
+            }
         if method == "terminal/release":
             return {}
         raise AssertionError(f"unexpected request from the server: {frame}")
@@ -143,7 +150,11 @@ class Answered:
     @property
     def updates(self) -> list[dict[str, Any]]:
         """The `params.update` of every `session/update` before the response, paths normalized."""
-        return [self.normalize(f["params"]["update"]) for f in self.frames if f.get("method") == "session/update"]
+        return [
+            self.normalize(f["params"]["update"])
+            for f in self.frames
+            if f.get("method") == "session/update"
+        ]
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -177,13 +188,19 @@ class PromptServer:
         self.workspace = self.tmp / "workspace"
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.sessions_dir = self.tmp / "sessions"
-        fixture = scenario if isinstance(scenario, Path) else write_fixture(self.tmp / "fixture", scenario)
+        fixture = (
+            scenario
+            if isinstance(scenario, Path)
+            else write_fixture(self.tmp / "fixture", scenario)
+        )
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
         self.process = AcpProcess(self.sessions_dir, "--replay", str(fixture), *flags)
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
-        result = self.request("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {}}).result
+        result = self.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
+        ).result
         assert result["protocolVersion"] == 1
 
     # -- requests -------------------------------------------------------------------------------
@@ -193,7 +210,9 @@ class PromptServer:
         self.methods[request_id] = method
         return request_id
 
-    def read_until_response(self, request_id: int, *, answer: bool = True, timeout: float = TIMEOUT) -> Answered:
+    def read_until_response(
+        self, request_id: int, *, answer: bool = True, timeout: float = TIMEOUT
+    ) -> Answered:
         """Read frames until the response to `request_id`, answering the server's requests
         with the fake client unless `answer` is false (then they are only collected)."""
         frames: list[dict[str, Any]] = []
@@ -208,7 +227,13 @@ class PromptServer:
     def reply(self, request_id: Any, reply: Any) -> None:
         """Answer one of the server's requests (a result value or an `RpcFailure`)."""
         if isinstance(reply, RpcFailure):
-            self.process.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": reply.code, "message": reply.message}})
+            self.process.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {"code": reply.code, "message": reply.message},
+                }
+            )
         else:
             self.process.send({"jsonrpc": "2.0", "id": request_id, "result": reply})
 
@@ -216,8 +241,12 @@ class PromptServer:
         return self.read_until_response(self.send_request(method, params), timeout=timeout)
 
     def new_session(self) -> str:
-        session_id = self.request("session/new", {"cwd": str(self.workspace), "mcpServers": []}).result["sessionId"]
-        self.session_ids[session_id] = "<session>" if not self.session_ids else f"<session-{len(self.session_ids)}>"
+        session_id = self.request(
+            "session/new", {"cwd": str(self.workspace), "mcpServers": []}
+        ).result["sessionId"]
+        self.session_ids[session_id] = (
+            "<session>" if not self.session_ids else f"<session-{len(self.session_ids)}>"
+        )
         return session_id
 
     def prompt(self, session_id: str, text: str, *, timeout: float = TIMEOUT) -> Answered:
@@ -256,7 +285,10 @@ class PromptServer:
         events = read_log(self.log_path(session_id)).events
         values = [msgspec.json.decode(msgspec.json.encode(event)) for event in events]
         assert [v["seq"] for v in values] == list(range(len(values)))
-        return [self.normalize({k: v for k, v in value.items() if k not in ("seq", "time")}) for value in values]
+        return [
+            self.normalize({k: v for k, v in value.items() if k not in ("seq", "time")})
+            for value in values
+        ]
 
     # -- ending ---------------------------------------------------------------------------------
 
@@ -278,7 +310,9 @@ class PromptServer:
                 schema.AgentNotification.model_validate(frame)
             exact_model(PARAMS_MODELS[method], frame["params"], method)
         elif "error" in frame:
-            schema.AgentErrorMessage.model_validate({k: v for k, v in frame.items() if k != "jsonrpc"})
+            schema.AgentErrorMessage.model_validate(
+                {k: v for k, v in frame.items() if k != "jsonrpc"}
+            )
         else:
             method = self.methods[frame["id"]]
             exact_model(RESULT_MODELS[method], frame["result"], f"the result of {method}")
@@ -287,14 +321,21 @@ class PromptServer:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
             self.close()
         else:
             self.process.kill()
             sys.stderr.write(self.process.stderr)
-        for stream in (self.process.process.stdin, self.process.process.stdout, self.process.process.stderr):
+        for stream in (
+            self.process.process.stdin,
+            self.process.process.stdout,
+            self.process.process.stderr,
+        ):
             if stream is not None and not stream.closed:
                 try:
                     stream.close()
@@ -304,19 +345,33 @@ class PromptServer:
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The `assistant/chunk` events a step's chunks are logged as, in order."""
-    return [{"type": "assistant/chunk", "data": {"turn": turn, "step": step, "chunk": c}} for c in chunks]
+    return [
+        {"type": "assistant/chunk", "data": {"turn": turn, "step": step, "chunk": c}}
+        for c in chunks
+    ]
 
 
-def message_chunks(texts: list[str], message_id: str, kind: str = "agent_message_chunk") -> list[dict[str, Any]]:
+def message_chunks(
+    texts: list[str], message_id: str, kind: str = "agent_message_chunk"
+) -> list[dict[str, Any]]:
     """The `session/update`s that show `texts` (text fragments) live."""
-    return [{"sessionUpdate": kind, "content": {"type": "text", "text": t}, "messageId": message_id} for t in texts]
+    return [
+        {"sessionUpdate": kind, "content": {"type": "text", "text": t}, "messageId": message_id}
+        for t in texts
+    ]
 
 
 def turn_opening(turn: int, prompt: str) -> list[dict[str, Any]]:
     """`turn/start` and the `user/message` of a text prompt."""
     return [
         {"type": "turn/start", "data": {"turn": turn}},
-        {"type": "user/message", "data": {"turn": turn, "message": {"id": f"user-{turn}", "content": [{"type": "text", "text": prompt}]}}},
+        {
+            "type": "user/message",
+            "data": {
+                "turn": turn,
+                "message": {"id": f"user-{turn}", "content": [{"type": "text", "text": prompt}]},
+            },
+        },
     ]
 
 

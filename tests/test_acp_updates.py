@@ -51,7 +51,9 @@ def wire(update: SessionUpdate) -> dict[str, Any]:
 
 
 def test_notification_params_carry_the_session_id_and_the_update() -> None:
-    params = msgspec.to_builtins(SessionNotification("sess-1", AgentMessageChunk(TextContent("hi"), "m1")))
+    params = msgspec.to_builtins(
+        SessionNotification("sess-1", AgentMessageChunk(TextContent("hi"), "m1"))
+    )
 
     assert params == {
         "sessionId": "sess-1",
@@ -84,7 +86,12 @@ def test_user_message_chunk_carries_any_acp_content_block() -> None:
 
     assert [wire(UserMessageChunk(b, "user-0"))["content"] for b in blocks] == [
         {"type": "image", "data": "aGk=", "mimeType": "image/png"},
-        {"type": "resource_link", "uri": "file:///w/a.txt", "name": "a.txt", "mimeType": "text/plain"},
+        {
+            "type": "resource_link",
+            "uri": "file:///w/a.txt",
+            "name": "a.txt",
+            "mimeType": "text/plain",
+        },
         {"type": "resource", "resource": {"uri": "file:///w/b.txt", "text": "bee"}},
     ]
 
@@ -139,16 +146,18 @@ def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -
         ("web_search", '{"q": "x"}', "other", "web_search"),
     ],
 )
-def test_tool_call_kind_and_title_follow_the_tool(name: str, arguments: str, kind: str, title: str) -> None:
+def test_tool_call_kind_and_title_follow_the_tool(
+    name: str, arguments: str, kind: str, title: str
+) -> None:
     shown = wire(tool_call_started("c", name, arguments))
 
     assert (shown["kind"], shown["title"]) == (kind, title)
 
 
 def test_only_file_tools_carry_locations() -> None:
-    assert wire(tool_call_started("c", "write_file", '{"path": "o.txt", "content": ""}'))["locations"] == [
-        {"path": "o.txt"}
-    ]
+    assert wire(tool_call_started("c", "write_file", '{"path": "o.txt", "content": ""}'))[
+        "locations"
+    ] == [{"path": "o.txt"}]
     assert "locations" not in wire(tool_call_started("c", "run_command", '{"command": "ls"}'))
 
 
@@ -218,7 +227,9 @@ def test_diff_in_a_tool_result_becomes_acp_diff_content() -> None:
 
 
 def test_terminal_tool_content_shape() -> None:
-    update = ToolCallUpdated("c", "in_progress", [ToolTerminal("term-1"), ToolContent(TextContent("x"))])
+    update = ToolCallUpdated(
+        "c", "in_progress", [ToolTerminal("term-1"), ToolContent(TextContent("x"))]
+    )
 
     assert wire(update)["content"] == [
         {"type": "terminal", "terminalId": "term-1"},

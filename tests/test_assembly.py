@@ -35,7 +35,12 @@ def assembled(chunks: Iterable[StreamChunk]) -> MessageAssembler:
 def test_nothing_fed_assembles_to_nothing() -> None:
     assembler = MessageAssembler()
 
-    assert (assembler.content(), assembler.usage, assembler.finish, assembler.chunks) == ([], None, None, 0)
+    assert (assembler.content(), assembler.usage, assembler.finish, assembler.chunks) == (
+        [],
+        None,
+        None,
+        0,
+    )
 
 
 def test_deltas_join_into_one_block_per_index_in_first_appearance_order() -> None:
@@ -116,7 +121,10 @@ def test_completed_content_keeps_tool_calls() -> None:
         [TextDelta(0, "Reading."), ToolCallDelta(1, "c1", "{}", "read_file"), Finish("tool-calls")]
     )
 
-    assert assembler.content() == [AssistantText("Reading."), AssistantToolCall("c1", "read_file", "{}")]
+    assert assembler.content() == [
+        AssistantText("Reading."),
+        AssistantToolCall("c1", "read_file", "{}"),
+    ]
 
 
 def test_usage_and_finish_are_recorded_and_every_chunk_counted() -> None:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import UNSET
+from strategies import batch_cuts, session_events, split
 
 from acp_server.core.chunk_rows import (
     MIN_RUN,
@@ -43,7 +44,6 @@ from acp_server.core.events import (
     ToolCallDelta,
     encode_event,
 )
-from strategies import batch_cuts, session_events, split
 
 MAX = MAX_SAFE_INTEGER
 

@@ -14,8 +14,17 @@ from typing import Any
 
 import anyio
 import pytest
+from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 
-from acp_server.client import AcpClient, ConnectionClosed, Follow, Journal, RpcError, session_address, subagent_address
+from acp_server.client import (
+    AcpClient,
+    ConnectionClosed,
+    Follow,
+    Journal,
+    RpcError,
+    session_address,
+    subagent_address,
+)
 from acp_server.client.connection import STDERR_TAIL_BYTES
 from acp_server.core.events import (
     SessionEvent,
@@ -31,9 +40,8 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.store import SessionStore
 from acp_server.storage.log import read_log
-from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
+from acp_server.storage.store import SessionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -50,9 +58,13 @@ def log_events(sessions: Path, session_id: str) -> list[SessionEvent]:
     return read_log(sessions / session_id / "session.jsonl").events
 
 
-def spawn(tmp_path: Path, scenario: Scenario, *flags: str, env: dict[str, str] | None = None) -> Any:
+def spawn(
+    tmp_path: Path, scenario: Scenario, *flags: str, env: dict[str, str] | None = None
+) -> Any:
     fixture = write_fixture(tmp_path / "fixture", scenario)
-    return AcpClient.spawn("--replay", str(fixture), *flags, sessions_dir=tmp_path / "sessions", env=env)
+    return AcpClient.spawn(
+        "--replay", str(fixture), *flags, sessions_dir=tmp_path / "sessions", env=env
+    )
 
 
 async def new_session(client: AcpClient, tmp_path: Path) -> str:
@@ -101,7 +113,13 @@ TWO_TURNS = Scenario(
                 Step(
                     reasoning="Two things to do.",
                     text="Planning.",
-                    calls=[ToolUse("call_1", "todo_write", args(todos=[{"content": "Write", "status": "pending"}]))],
+                    calls=[
+                        ToolUse(
+                            "call_1",
+                            "todo_write",
+                            args(todos=[{"content": "Write", "status": "pending"}]),
+                        )
+                    ],
                 ),
                 Step(text="Planned: " + long_text(40)),
             ],
@@ -124,7 +142,9 @@ async def test_a_page_walk_of_a_prompted_session_equals_its_log_on_disk(tmp_path
     assert (journal.first_seq, journal.has_older) == (0, False)
 
 
-async def test_a_history_walk_through_a_given_seq_holds_exactly_the_events_through_it(tmp_path: Path) -> None:
+async def test_a_history_walk_through_a_given_seq_holds_exactly_the_events_through_it(
+    tmp_path: Path,
+) -> None:
     with anyio.fail_after(TIMEOUT):
         async with spawn(tmp_path, TWO_TURNS) as client:
             session = await new_session(client, tmp_path)
@@ -136,7 +156,9 @@ async def test_a_history_walk_through_a_given_seq_holds_exactly_the_events_throu
     assert list(journal.events) == log_events(tmp_path / "sessions", session)[:21]
 
 
-async def test_a_tail_load_in_a_new_process_and_a_history_walk_before_it_give_the_whole_log(tmp_path: Path) -> None:
+async def test_a_tail_load_in_a_new_process_and_a_history_walk_before_it_give_the_whole_log(
+    tmp_path: Path,
+) -> None:
     with anyio.fail_after(TIMEOUT):
         async with spawn(tmp_path, TWO_TURNS) as client:
             session = await new_session(client, tmp_path)
@@ -147,10 +169,17 @@ async def test_a_tail_load_in_a_new_process_and_a_history_walk_before_it_give_th
         async with spawn(tmp_path, TWO_TURNS) as client:
             await client.initialize()
             loaded = await client.load_session(session, tmp_path / "workspace", max_messages=1)
-            older = await client.history(session_address(session), max_messages=1, through_seq=second_turn - 1)
+            older = await client.history(
+                session_address(session), max_messages=1, through_seq=second_turn - 1
+            )
 
-    assert loaded.response == {"_meta": {"acp-server": {"replayedFromSeq": second_turn, "hasMore": True}}}
-    assert [u["sessionUpdate"] for u in loaded.updates] == ["user_message_chunk", "agent_message_chunk"]
+    assert loaded.response == {
+        "_meta": {"acp-server": {"replayedFromSeq": second_turn, "hasMore": True}}
+    }
+    assert [u["sessionUpdate"] for u in loaded.updates] == [
+        "user_message_chunk",
+        "agent_message_chunk",
+    ]
     assert list(older.events) == log[:second_turn]
 
 
@@ -175,7 +204,9 @@ async def test_following_an_unknown_session_is_an_rpc_error(tmp_path: Path) -> N
     assert raised.value.code == -32002
 
 
-async def test_a_slow_follower_of_a_streaming_prompt_ends_with_exactly_the_log(tmp_path: Path) -> None:
+async def test_a_slow_follower_of_a_streaming_prompt_ends_with_exactly_the_log(
+    tmp_path: Path,
+) -> None:
     streaming = Scenario([("stream", [Step(text=long_text(1500))])])  # about 3,000 chunks
     with anyio.fail_after(TIMEOUT):
         async with spawn(tmp_path, streaming, "--pace-ms", "1") as client:
@@ -194,11 +225,22 @@ async def test_a_slow_follower_of_a_streaming_prompt_ends_with_exactly_the_log(t
     assert list(follow.journal.events) == log
 
 
-async def test_a_follower_ended_by_an_overflow_recovers_by_paging_to_exactly_the_log(tmp_path: Path) -> None:
+async def test_a_follower_ended_by_an_overflow_recovers_by_paging_to_exactly_the_log(
+    tmp_path: Path,
+) -> None:
     # Short tool steps first, so that the events missed in an overflow span several messages
     # and the new snapshot (one message) does not reach back: the follow must page.
     steps = [
-        Step(text=f"Step {k}.", calls=[ToolUse(f"c{k}", "todo_write", args(todos=[{"content": f"item {k}", "status": "pending"}]))])
+        Step(
+            text=f"Step {k}.",
+            calls=[
+                ToolUse(
+                    f"c{k}",
+                    "todo_write",
+                    args(todos=[{"content": f"item {k}", "status": "pending"}]),
+                )
+            ],
+        )
         for k in range(12)
     ]
     streaming = Scenario([("stream", [*steps, Step(text=long_text(300))])])
@@ -213,7 +255,9 @@ async def test_a_follower_ended_by_an_overflow_recovers_by_paging_to_exactly_the
             await anyio.sleep(0.5)
 
     with anyio.fail_after(TIMEOUT):
-        async with spawn(tmp_path, streaming, "--pace-ms", "1", env={"ACP_SERVER_FOLLOW_BUFFER": "2"}) as client:
+        async with spawn(
+            tmp_path, streaming, "--pace-ms", "1", env={"ACP_SERVER_FOLLOW_BUFFER": "2"}
+        ) as client:
             session = await new_session(client, tmp_path)
             follow = await client.follow(session_address(session), max_messages=1)
             async with anyio.create_task_group() as tasks:
@@ -227,13 +271,22 @@ async def test_a_follower_ended_by_an_overflow_recovers_by_paging_to_exactly_the
     assert list(follow.journal.events) == log
 
 
-async def test_a_follower_of_a_cold_session_gets_the_events_recovery_appends_on_load_with_no_gap(tmp_path: Path) -> None:
+async def test_a_follower_of_a_cold_session_gets_the_events_recovery_appends_on_load_with_no_gap(
+    tmp_path: Path,
+) -> None:
     # A log left by a process that died mid-turn: turn/start and user/message, no turn/end.
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    header = SessionHeader(version=SESSION_FORMAT_VERSION, id="crashed", created_at=0, cwd=str(workspace))
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id="crashed", created_at=0, cwd=str(workspace)
+    )
     writer = SessionStore(tmp_path / "sessions").create(header)
-    writer.append([TurnStart(0, 1, TurnStartData(0)), UserMessageEvent(1, 2, UserMessageData(0, UserMessage("u0", [TextContent("hi")])))])
+    writer.append(
+        [
+            TurnStart(0, 1, TurnStartData(0)),
+            UserMessageEvent(1, 2, UserMessageData(0, UserMessage("u0", [TextContent("hi")]))),
+        ]
+    )
     writer.close()
     with anyio.fail_after(TIMEOUT):
         async with spawn(tmp_path, Scenario([("again", [Step(text="Back again.")])])) as client:
@@ -241,7 +294,12 @@ async def test_a_follower_of_a_cold_session_gets_the_events_recovery_appends_on_
             follow = await client.follow(session_address("crashed"))
             await client.load_session("crashed", workspace)  # recovery appends turn/end at seq 2
             await client.prompt("crashed", "again")
-            seen = [event async for event in until_seq(follow, len(log_events(tmp_path / "sessions", "crashed")) - 1)]
+            seen = [
+                event
+                async for event in until_seq(
+                    follow, len(log_events(tmp_path / "sessions", "crashed")) - 1
+                )
+            ]
             await follow.aclose()
 
     log = log_events(tmp_path / "sessions", "crashed")
@@ -250,9 +308,19 @@ async def test_a_follower_of_a_cold_session_gets_the_events_recovery_appends_on_
     assert follow.repaired == []  # every event came live, in order
 
 
-async def test_a_subagent_child_followed_while_its_parent_runs_ends_with_exactly_its_log(tmp_path: Path) -> None:
+async def test_a_subagent_child_followed_while_its_parent_runs_ends_with_exactly_its_log(
+    tmp_path: Path,
+) -> None:
     scenario = Scenario(
-        [("delegate", [Step(calls=[ToolUse("call_task", "task", args(prompt="Summarize"))]), Step(text="The child is done.")])],
+        [
+            (
+                "delegate",
+                [
+                    Step(calls=[ToolUse("call_task", "task", args(prompt="Summarize"))]),
+                    Step(text="The child is done."),
+                ],
+            )
+        ],
         children=[[("Summarize", [Step(reasoning="Short.", text=long_text(400))])]],
     )
     with anyio.fail_after(TIMEOUT):
@@ -288,7 +356,9 @@ async def test_a_journal_from_history_equals_one_from_walking_pages_by_hand(tmp_
             page = await client.page(address, last, max_messages=1)
             journal = Journal.from_page(page.records, page.has_more)
             while journal.has_older:
-                page = await client.page(address, last, before_seq=journal.first_seq, max_messages=1)
+                page = await client.page(
+                    address, last, before_seq=journal.first_seq, max_messages=1
+                )
                 journal.prepend(page.records, page.has_more)
             walked = await client.history(address, max_messages=3)
 
@@ -333,14 +403,26 @@ async def test_the_servers_requests_get_the_default_answers() -> None:
         async with AcpClient.spawn(argv=[sys.executable, "-c", ASK_THE_CLIENT]) as client:
             replies = await client.request("go")
     assert replies == [
-        {"jsonrpc": "2.0", "id": "f", "error": {"code": -32601, "message": "Method not found: fs/read_text_file"}},
-        {"jsonrpc": "2.0", "id": "p", "result": {"outcome": {"outcome": "selected", "optionId": "yes-once"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": "f",
+            "error": {"code": -32601, "message": "Method not found: fs/read_text_file"},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": "p",
+            "result": {"outcome": {"outcome": "selected", "optionId": "yes-once"}},
+        },
     ]
 
 
 async def test_a_request_pending_when_the_server_exits_raises_connection_closed() -> None:
     with anyio.fail_after(TIMEOUT):
-        async with AcpClient.spawn(argv=[sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"]) as client:
-            with pytest.raises(ConnectionClosed, match="initialize: the server's output ended before its answer"):
+        async with AcpClient.spawn(
+            argv=[sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"]
+        ) as client:
+            with pytest.raises(
+                ConnectionClosed, match="initialize: the server's output ended before its answer"
+            ):
                 await client.initialize()
     assert client.process.returncode == 3

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fixtures_builder import Scenario, Step, ToolUse, args
 from prompt_harness import FakeClient, PromptServer
 
@@ -81,17 +80,35 @@ def turn(tmp_path_factory: pytest.TempPathFactory) -> Turn:
             huge.write(b"a" * READ_CAP + b"b")
             huge.truncate(HUGE)  # sparse: 8 GiB on paper, 1 MiB on disk
         result = server.request(
-            "session/new", {"cwd": str(workspace), "mcpServers": [], "additionalDirectories": ["/dev"]}
+            "session/new",
+            {"cwd": str(workspace), "mcpServers": [], "additionalDirectories": ["/dev"]},
         ).result
         session = result["sessionId"]
         server.session_ids[session] = "<session>"
         answered = server.prompt(session, "probe the fences", timeout=30)
         assert answered.stop_reason == "end_turn"
-        finished = [u for u in answered.updates if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"]
-        logged = {e["data"]["callId"]: e["data"] for e in server.log(session) if e["type"] == "tool/result"}
-        permissions = [r["params"]["toolCall"]["toolCallId"] for r in answered.requests if r["method"] == "session/request_permission"]
+        finished = [
+            u
+            for u in answered.updates
+            if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+        ]
+        logged = {
+            e["data"]["callId"]: e["data"]
+            for e in server.log(session)
+            if e["type"] == "tool/result"
+        }
+        permissions = [
+            r["params"]["toolCall"]["toolCallId"]
+            for r in answered.requests
+            if r["method"] == "session/request_permission"
+        ]
         # Still responsive after all that: the next request is answered.
-        assert server.request("session/new", {"cwd": str(workspace), "mcpServers": []}).result["sessionId"] != session
+        assert (
+            server.request("session/new", {"cwd": str(workspace), "mcpServers": []}).result[
+                "sessionId"
+            ]
+            != session
+        )
     return Turn(
         status={u["toolCallId"]: u["status"] for u in finished},
         text={u["toolCallId"]: u["content"][0]["content"]["text"] for u in finished},
@@ -114,7 +131,9 @@ ALLOWED = "(allowed: <cwd>, /dev)"
         ("fifo", "refused: pipe is a FIFO (named pipe), not a regular file"),
     ],
 )
-def test_device_files_and_fifos_inside_the_roots_are_refused_without_reading(turn: Turn, call_id: str, text: str) -> None:
+def test_device_files_and_fifos_inside_the_roots_are_refused_without_reading(
+    turn: Turn, call_id: str, text: str
+) -> None:
     assert (turn.status[call_id], turn.text[call_id]) == ("failed", text)
     assert turn.logged[call_id]["isError"] is True
 
@@ -122,11 +141,26 @@ def test_device_files_and_fifos_inside_the_roots_are_refused_without_reading(tur
 @pytest.mark.parametrize(
     ("call_id", "text"),
     [
-        ("dot_dot_read", f"refused: ../outside/secret.txt (resolved to <tmp>/outside/secret.txt) is outside the session's directories {ALLOWED}"),
-        ("absolute_read", f"refused: <tmp>/outside/secret.txt is outside the session's directories {ALLOWED}"),
-        ("dot_dot_write", f"refused: ../escape.txt (resolved to <tmp>/escape.txt) is outside the session's directories {ALLOWED}"),
-        ("absolute_write", f"refused: <tmp>/outside/new.txt is outside the session's directories {ALLOWED}"),
-        ("link_dir_write", f"refused: link-out/new.txt (resolved to <tmp>/outside/new.txt) is outside the session's directories {ALLOWED}"),
+        (
+            "dot_dot_read",
+            f"refused: ../outside/secret.txt (resolved to <tmp>/outside/secret.txt) is outside the session's directories {ALLOWED}",
+        ),
+        (
+            "absolute_read",
+            f"refused: <tmp>/outside/secret.txt is outside the session's directories {ALLOWED}",
+        ),
+        (
+            "dot_dot_write",
+            f"refused: ../escape.txt (resolved to <tmp>/escape.txt) is outside the session's directories {ALLOWED}",
+        ),
+        (
+            "absolute_write",
+            f"refused: <tmp>/outside/new.txt is outside the session's directories {ALLOWED}",
+        ),
+        (
+            "link_dir_write",
+            f"refused: link-out/new.txt (resolved to <tmp>/outside/new.txt) is outside the session's directories {ALLOWED}",
+        ),
     ],
 )
 def test_paths_leading_out_of_the_roots_are_refused(turn: Turn, call_id: str, text: str) -> None:
@@ -141,7 +175,10 @@ def test_refused_writes_ask_no_permission_and_create_nothing(turn: Turn) -> None
 
 
 def test_a_symlink_loop_fails_with_the_systems_reason(turn: Turn) -> None:
-    assert (turn.status["loop"], turn.text["loop"]) == ("failed", "cannot read loop: Too many levels of symbolic links")
+    assert (turn.status["loop"], turn.text["loop"]) == (
+        "failed",
+        "cannot read loop: Too many levels of symbolic links",
+    )
 
 
 def test_a_huge_file_is_read_up_to_the_cap_with_a_note(turn: Turn) -> None:
@@ -149,4 +186,6 @@ def test_a_huge_file_is_read_up_to_the_cap_with_a_note(turn: Turn) -> None:
     assert turn.status["huge"] == "completed"
     assert turn.text["huge"] == "a" * READ_CAP + "\n\n" + note
     assert turn.raw_output["huge"] == {"path": "<cwd>/huge.txt", "truncated": True}
-    assert turn.logged["huge"]["content"] == [{"type": "text", "text": "a" * READ_CAP + "\n\n" + note}]
+    assert turn.logged["huge"]["content"] == [
+        {"type": "text", "text": "a" * READ_CAP + "\n\n" + note}
+    ]

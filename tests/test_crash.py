@@ -39,7 +39,6 @@ from typing import Any
 
 import msgspec
 import pytest
-
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks, write_fixture
 
@@ -64,7 +63,11 @@ NOTES = "".join(f"note {n}: streamed arguments are data too; " for n in range(5)
 CHILD_TEXT = "".join(f"Summary part {n}: the notes say to keep the log whole. " for n in range(5))
 
 WRITE = ToolUse("call_write", "write_file", args(path="notes.txt", content=NOTES))
-PLAN = ToolUse("call_plan", "todo_write", args(todos=[{"content": "Summarize the notes", "status": "in_progress"}]))
+PLAN = ToolUse(
+    "call_plan",
+    "todo_write",
+    args(todos=[{"content": "Summarize the notes", "status": "in_progress"}]),
+)
 TASK = ToolUse("call_task", "task", args(prompt="Summarize notes.txt"))
 
 SCRIPT = [
@@ -126,7 +129,11 @@ class Seen:
     permission_requests: list[dict[str, Any]] = field(default_factory=list)
 
     def updates(self) -> list[tuple[float, dict[str, Any]]]:
-        return [(t, f["params"]["update"]) for t, f in self.frames if f.get("method") == "session/update"]
+        return [
+            (t, f["params"]["update"])
+            for t, f in self.frames
+            if f.get("method") == "session/update"
+        ]
 
     def chunk_events(self, chunk_type: str) -> int:
         return sum(
@@ -144,37 +151,64 @@ def make_plan(rng: random.Random, kind: str) -> Plan:
         k = rng.randint(1, total)
 
         def shown_chunks(seen: Seen) -> bool:
-            return sum(1 for _, u in seen.updates() if u["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk")) >= k
+            return (
+                sum(
+                    1
+                    for _, u in seen.updates()
+                    if u["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk")
+                )
+                >= k
+            )
 
-        return Plan(kind, shown_chunks, rng.uniform(0, 2 * pace), True, f"after live chunk {k} of {total}")
+        return Plan(
+            kind, shown_chunks, rng.uniform(0, 2 * pace), True, f"after live chunk {k} of {total}"
+        )
     if kind == "tool-args":
         total = count_chunks(SCRIPT[0], "tool-call-delta")
         k = rng.randint(1, total - 1)
         return Plan(
-            kind, lambda seen: seen.chunk_events("tool-call-delta") >= k, rng.uniform(0, 2 * pace), True, f"after argument chunk {k} of {total}"
+            kind,
+            lambda seen: seen.chunk_events("tool-call-delta") >= k,
+            rng.uniform(0, 2 * pace),
+            True,
+            f"after argument chunk {k} of {total}",
         )
     if kind == "permission":
-        return Plan(kind, lambda seen: bool(seen.permission_requests), rng.uniform(0, 0.25), False, "permission pending")
+        return Plan(
+            kind,
+            lambda seen: bool(seen.permission_requests),
+            rng.uniform(0, 0.25),
+            False,
+            "permission pending",
+        )
     if kind == "between-steps":
         call_id = rng.choice([WRITE.id, PLAN.id])
 
         def step_done(seen: Seen) -> bool:
             return any(
-                u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == call_id and u["status"] in ("completed", "failed")
+                u["sessionUpdate"] == "tool_call_update"
+                and u["toolCallId"] == call_id
+                and u["status"] in ("completed", "failed")
                 for _, u in seen.updates()
             )
 
-        return Plan(kind, step_done, rng.uniform(0, 2 * pace), True, f"after the result of {call_id}")
+        return Plan(
+            kind, step_done, rng.uniform(0, 2 * pace), True, f"after the result of {call_id}"
+        )
     if kind == "subagent":
         child_stream = len(step_chunks(Step(text=CHILD_TEXT))) * pace
 
         def task_started(seen: Seen) -> bool:
             return any(
-                u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == TASK.id and u["status"] == "in_progress"
+                u["sessionUpdate"] == "tool_call_update"
+                and u["toolCallId"] == TASK.id
+                and u["status"] == "in_progress"
                 for _, u in seen.updates()
             )
 
-        return Plan(kind, task_started, rng.uniform(0, 0.9 * child_stream), True, "the child is streaming")
+        return Plan(
+            kind, task_started, rng.uniform(0, 0.9 * child_stream), True, "the child is streaming"
+        )
     raise ValueError(kind)
 
 
@@ -186,17 +220,25 @@ class Place:
     compression: str
 
     def log_path(self, session_id: str) -> Path:
-        return self.sessions / session_id / ("session.jsonl.zst" if self.compression == "zstd" else "session.jsonl")
+        return (
+            self.sessions
+            / session_id
+            / ("session.jsonl.zst" if self.compression == "zstd" else "session.jsonl")
+        )
 
     def server(self, *flags: str) -> AcpProcess:
-        return AcpProcess(self.sessions, "--replay", str(self.fixture), "--compression", self.compression, *flags)
+        return AcpProcess(
+            self.sessions, "--replay", str(self.fixture), "--compression", self.compression, *flags
+        )
 
 
 def make_place(tmp_path: Path, compression: str) -> Place:
     root = tmp_path.resolve()
     workspace = root / "workspace"
     workspace.mkdir()
-    return Place(write_fixture(root / "fixture", scenario()), workspace, root / "sessions", compression)
+    return Place(
+        write_fixture(root / "fixture", scenario()), workspace, root / "sessions", compression
+    )
 
 
 def follow(server: AcpProcess, seen: Seen, session_id: str, address: dict[str, Any]) -> None:
@@ -204,7 +246,9 @@ def follow(server: AcpProcess, seen: Seen, session_id: str, address: dict[str, A
     seen.follow_requests[request_id] = session_id
 
 
-def handle(server: AcpProcess, seen: Seen, plan: Plan, parent: str, now: float, frame: dict[str, Any]) -> None:
+def handle(
+    server: AcpProcess, seen: Seen, plan: Plan, parent: str, now: float, frame: dict[str, Any]
+) -> None:
     """Record one frame and act on it as the client would."""
     seen.frames.append((now, frame))
     method = frame.get("method")
@@ -218,12 +262,20 @@ def handle(server: AcpProcess, seen: Seen, plan: Plan, parent: str, now: float, 
         seen.events.setdefault(session_id, []).append((now, event))
         if event["type"] == "subagent/start" and session_id == parent:
             child = event["data"]["childSessionId"]
-            follow(server, seen, child, {"kind": "subagent", "parentSessionId": parent, "childSessionId": child})
+            follow(
+                server,
+                seen,
+                child,
+                {"kind": "subagent", "parentSessionId": parent, "childSessionId": child},
+            )
     elif method is None and frame.get("id") in seen.follow_requests:
         session_id = seen.follow_requests.pop(frame["id"])
         result = frame["result"]
         seen.subscriptions[result["subscriptionId"]] = session_id
-        snapshot = [msgspec.json.decode(msgspec.json.encode(e)) for e in expand_history_records(result["records"])]
+        snapshot = [
+            msgspec.json.decode(msgspec.json.encode(e))
+            for e in expand_history_records(result["records"])
+        ]
         seen.events.setdefault(session_id, []).extend((now, e) for e in snapshot)
 
 
@@ -257,13 +309,28 @@ def expected_closers(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     closers: list[dict[str, Any]] = []
     for call in calls.values():
         data = call["data"]
-        result = {"turn": data["turn"], "step": data["step"], "callId": data["callId"], "content": [{"type": "text", "text": "interrupted"}], "isError": True}
-        closers.append({"type": "tool/result", "seq": seq, "data": result, "sourceRange": [call["seq"], call["seq"]]})
+        result = {
+            "turn": data["turn"],
+            "step": data["step"],
+            "callId": data["callId"],
+            "content": [{"type": "text", "text": "interrupted"}],
+            "isError": True,
+        }
+        closers.append(
+            {
+                "type": "tool/result",
+                "seq": seq,
+                "data": result,
+                "sourceRange": [call["seq"], call["seq"]],
+            }
+        )
         seq += 1
     if step is not None:
         closers.append({"type": "step/end", "seq": seq, "data": {"turn": turn, "step": step}})
         seq += 1
-    closers.append({"type": "turn/end", "seq": seq, "data": {"turn": turn, "reason": {"kind": "interrupted"}}})
+    closers.append(
+        {"type": "turn/end", "seq": seq, "data": {"turn": turn, "reason": {"kind": "interrupted"}}}
+    )
     return closers
 
 
@@ -273,7 +340,9 @@ def where_it_ended(events: list[dict[str, Any]]) -> str:
         return "before the turn"
     last = events[-1]
     kind = last["type"]
-    open_calls = {e["data"]["callId"]: e["data"]["name"] for e in events if e["type"] == "tool/call"}
+    open_calls = {
+        e["data"]["callId"]: e["data"]["name"] for e in events if e["type"] == "tool/call"
+    }
     for e in events:
         if e["type"] == "tool/result":
             open_calls.pop(e["data"]["callId"], None)
@@ -303,7 +372,9 @@ def step_text(events: list[dict[str, Any]], turn: int, step: int, chunk_type: st
     )
 
 
-def check_log_holds_what_was_shown(seen: Seen, killed_at: float, place: Place, parent: str, outcome: dict[str, Any]) -> None:
+def check_log_holds_what_was_shown(
+    seen: Seen, killed_at: float, place: Place, parent: str, outcome: dict[str, Any]
+) -> None:
     """The checks on the killed logs; counts what was shown in time to be flushed, and lost."""
     due = killed_at - FLUSH_MARGIN_S
     shown_in_time = 0
@@ -315,16 +386,22 @@ def check_log_holds_what_was_shown(seen: Seen, killed_at: float, place: Place, p
                 continue
             shown_in_time += 1
             if event["seq"] >= len(events) or events[event["seq"]] != event:
-                lost.append(f"{session_id} seq {event['seq']} ({event['type']}) shown {killed_at - at:.3f}s before the kill")
+                lost.append(
+                    f"{session_id} seq {event['seq']} ({event['type']}) shown {killed_at - at:.3f}s before the kill"
+                )
     outcome["events_shown_before_flush"] = shown_in_time
     outcome["events_lost"] = len(lost)
-    assert not lost, f"{len(lost)} events shown before the last flush are missing:\n" + "\n".join(lost)
+    assert not lost, f"{len(lost)} events shown before the last flush are missing:\n" + "\n".join(
+        lost
+    )
 
     events = logged(place.log_path(parent))
     # A permission request comes after the sync before the tool runs: its call is logged.
     for request in seen.permission_requests:
         call_id = request["params"]["toolCall"]["toolCallId"]
-        assert any(e["type"] == "tool/call" and e["data"]["callId"] == call_id for e in events), call_id
+        assert any(e["type"] == "tool/call" and e["data"]["callId"] == call_id for e in events), (
+            call_id
+        )
     # What the prompt showed live, longer ago than the flush interval, is logged.
     shown_text: dict[tuple[str, str], str] = {}
     for at, update in seen.updates():
@@ -335,15 +412,24 @@ def check_log_holds_what_was_shown(seen: Seen, killed_at: float, place: Place, p
             key = (kind, update["messageId"])
             shown_text[key] = shown_text.get(key, "") + update["content"]["text"]
         elif kind == "tool_call":
-            assert any(e["type"] == "tool/call" and e["data"]["callId"] == update["toolCallId"] for e in events), update
+            assert any(
+                e["type"] == "tool/call" and e["data"]["callId"] == update["toolCallId"]
+                for e in events
+            ), update
         elif kind == "tool_call_update" and update["status"] in ("completed", "failed"):
-            assert any(e["type"] == "tool/result" and e["data"]["callId"] == update["toolCallId"] for e in events), update
+            assert any(
+                e["type"] == "tool/result" and e["data"]["callId"] == update["toolCallId"]
+                for e in events
+            ), update
         elif kind == "plan":
             assert any(e["type"] == "plan/update" for e in events), update
     for (kind, message_id), text in shown_text.items():
         _, turn, step = message_id.split("-")
         chunk_type = "text-delta" if kind == "agent_message_chunk" else "reasoning-delta"
-        assert step_text(events, int(turn), int(step), chunk_type).startswith(text), (message_id, text)
+        assert step_text(events, int(turn), int(step), chunk_type).startswith(text), (
+            message_id,
+            text,
+        )
 
 
 def verify_clean(path: Path) -> list[str]:
@@ -370,16 +456,28 @@ def run_trial(tmp_path: Path, trial: int, outcome: dict[str, Any]) -> None:
     kind = KINDS[trial % len(KINDS)]
     compression = "zstd" if trial % 2 else "none"
     plan = make_plan(rng, kind)
-    outcome.update(trial=trial, seed=BASE_SEED + trial, kind=kind, compression=compression, detail=plan.detail, delay_ms=round(plan.delay * 1000, 1))
+    outcome.update(
+        trial=trial,
+        seed=BASE_SEED + trial,
+        kind=kind,
+        compression=compression,
+        detail=plan.detail,
+        delay_ms=round(plan.delay * 1000, 1),
+    )
     place = make_place(tmp_path, compression)
     seen = Seen()
 
     first = place.server("--pace-ms", str(PACE_MS))
     try:
         first.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, TIMEOUT)
-        parent = first.result("session/new", {"cwd": str(place.workspace), "mcpServers": []}, TIMEOUT)["sessionId"]
+        parent = first.result(
+            "session/new", {"cwd": str(place.workspace), "mcpServers": []}, TIMEOUT
+        )["sessionId"]
         follow(first, seen, parent, {"kind": "session", "sessionId": parent})
-        prompt_id = first.send_request("session/prompt", {"sessionId": parent, "prompt": [{"type": "text", "text": FIRST_PROMPT}]})
+        prompt_id = first.send_request(
+            "session/prompt",
+            {"sessionId": parent, "prompt": [{"type": "text", "text": FIRST_PROMPT}]},
+        )
         deadline: float | None = None
         while True:
             wait = TIMEOUT if deadline is None else max(0.0, deadline - time.monotonic())
@@ -387,7 +485,9 @@ def run_trial(tmp_path: Path, trial: int, outcome: dict[str, Any]) -> None:
             now = time.monotonic()
             if line is not None:
                 frame = assert_jsonrpc_frame(line)
-                assert frame.get("id") != prompt_id, f"the turn ended before the kill point ({plan.detail}): {frame}"
+                assert frame.get("id") != prompt_id, (
+                    f"the turn ended before the kill point ({plan.detail}): {frame}"
+                )
                 handle(first, seen, plan, parent, now, frame)
                 if deadline is None and plan.trigger(seen):
                     deadline = now + plan.delay
@@ -417,9 +517,16 @@ def run_trial(tmp_path: Path, trial: int, outcome: dict[str, Any]) -> None:
 
     with place.server() as second:
         second.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, TIMEOUT)
-        loaded, replay = second.exchange("session/load", {"sessionId": parent, "cwd": str(place.workspace), "mcpServers": []}, timeout=TIMEOUT)
+        loaded, replay = second.exchange(
+            "session/load",
+            {"sessionId": parent, "cwd": str(place.workspace), "mcpServers": []},
+            timeout=TIMEOUT,
+        )
         assert loaded["result"] == {}, loaded
-        assert all(f.get("method") == "session/update" and f["params"]["sessionId"] == parent for f in replay), replay
+        assert all(
+            f.get("method") == "session/update" and f["params"]["sessionId"] == parent
+            for f in replay
+        ), replay
         if any(e["type"] == "user/message" for e in killed_events):
             assert replay[0]["params"]["update"] == {
                 "sessionUpdate": "user_message_chunk",
@@ -442,14 +549,18 @@ def run_trial(tmp_path: Path, trial: int, outcome: dict[str, Any]) -> None:
         text = "".join(
             f["params"]["update"]["content"]["text"]
             for f in frames
-            if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         )
         assert text == expected_next_text(step_starts)
         assert second.finish(TIMEOUT) == 0
     assert "Traceback" not in second.stderr, second.stderr
     final = logged(parent_path)
     assert final[: len(after_load)] == after_load
-    assert final[-1]["type"] == "turn/end" and final[-1]["data"] == {"turn": 1, "reason": {"kind": "completed"}}
+    assert final[-1]["type"] == "turn/end" and final[-1]["data"] == {
+        "turn": 1,
+        "reason": {"kind": "completed"},
+    }
     assert verify_clean(parent_path) == []
     outcome["passed"] = True
 

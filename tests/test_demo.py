@@ -52,6 +52,8 @@ def test_demo_keeps_the_workspace_and_log_when_asked(tmp_path: Path) -> None:
     [session] = list((keep / "sessions").iterdir())
     assert (session / "session.jsonl").is_file()
     verify = subprocess.run(
-        [sys.executable, "-m", "acp_server", "log", "verify", str(session)], capture_output=True, text=True
+        [sys.executable, "-m", "acp_server", "log", "verify", str(session)],
+        capture_output=True,
+        text=True,
     )
     assert verify.returncode == 0 and verify.stdout.endswith("OK: 314 events in 70 lines\n")

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import msgspec
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import batch_cuts, session_events, split
 
 from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import AssistantMessageEvent, SessionEvent, UserMessageEvent
 
-from strategies import batch_cuts, session_events, split
-
 encode = msgspec.json.encode
 
 
-def reference_page(events: list[SessionEvent], through: int, before: int | None, max_messages: int) -> tuple[list[SessionEvent], bool]:
+def reference_page(
+    events: list[SessionEvent], through: int, before: int | None, max_messages: int
+) -> tuple[list[SessionEvent], bool]:
     """SPEC 3.1 to the letter, on expanded events: walk back counting messages, cut lowest."""
     end = through + 1 if before is None else min(through + 1, before)
     cut = 0
@@ -66,7 +68,13 @@ def test_every_page_is_the_canonical_packing_of_the_reference_page(events, data)
 
 
 def test_seal_packs_the_chunks_appended_since_the_last_seal() -> None:
-    from acp_server.core.events import AssistantChunk, AssistantChunkData, TextDelta, TurnStart, TurnStartData
+    from acp_server.core.events import (
+        AssistantChunk,
+        AssistantChunkData,
+        TextDelta,
+        TurnStart,
+        TurnStartData,
+    )
 
     log = EventLog()
     log.append(TurnStart(0, 0, TurnStartData(0)))

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 from hypothesis import given
+from strategies import session_events
 
 from acp_server.core.events import (
     MAX_SAFE_INTEGER,
@@ -75,7 +76,6 @@ from acp_server.core.events import (
     encode_event,
     event_type,
 )
-from strategies import session_events
 
 MAX = MAX_SAFE_INTEGER
 

@@ -18,7 +18,12 @@ def test_fragments_cut_text_deterministically_and_losslessly() -> None:
 
 def test_a_built_fixture_is_projected_packed_and_scripts_each_step() -> None:
     steps = [
-        Step(reasoning="Look first.", text="Reading.", calls=[ToolUse("call_1", "read_file", args(path="a.txt"))], usage=(5, 6)),
+        Step(
+            reasoning="Look first.",
+            text="Reading.",
+            calls=[ToolUse("call_1", "read_file", args(path="a.txt"))],
+            usage=(5, 6),
+        ),
         Step(text="Done.", finish="length"),
     ]
     raw = render([("go", steps)])
@@ -31,4 +36,6 @@ def test_a_built_fixture_is_projected_packed_and_scripts_each_step() -> None:
     repacked = [msgspec.json.encode(r) for r in pack_chunk_runs(fixture.events)]
     assert len(repacked) == len(lines)
     script = derive_script(fixture.events)
-    assert [msgspec.to_builtins(entry.chunks) for entry in script] == [step_chunks(s) for s in steps]
+    assert [msgspec.to_builtins(entry.chunks) for entry in script] == [
+        step_chunks(s) for s in steps
+    ]

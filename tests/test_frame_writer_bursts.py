@@ -133,7 +133,8 @@ async def test_small_and_large_frames_of_one_burst_keep_their_order() -> None:
     reader = Reader()
     rng = random.Random(11)
     sent = [
-        b'{"n":%d,"pad":"%s"}\n' % (n, b"z" * rng.choice([1, 50, 3000, 5000, 70_000])) for n in range(400)
+        b'{"n":%d,"pad":"%s"}\n' % (n, b"z" * rng.choice([1, 50, 3000, 5000, 70_000]))
+        for n in range(400)
     ]
     writer = FrameWriter(reader.write_end, buffer_size=2)
     async with anyio.create_task_group() as tg:

@@ -19,8 +19,11 @@ from unittest.mock import patch
 import msgspec
 import pytest
 import zstandard
-from hypothesis import given, strategies as st
+from acp_process import AcpProcess
+from hypothesis import given
+from hypothesis import strategies as st
 from msgspec import UNSET
+from strategies import batch_cuts, session_events, split
 
 from acp_server.core.chunk_rows import ROW_CLASSES, pack_chunk_runs
 from acp_server.core.event_log import EventLog
@@ -55,8 +58,8 @@ from acp_server.core.events import (
     TurnEndReasonCompleted,
     TurnStart,
     TurnStartData,
-    UserMessage,
     UnknownEvent,
+    UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
@@ -66,9 +69,6 @@ from acp_server.storage import log_index
 from acp_server.storage.log import Compression, CorruptLog, read_log
 from acp_server.storage.log_index import LogIndex
 from acp_server.storage.store import SessionStore
-
-from acp_process import AcpProcess
-from strategies import batch_cuts, session_events, split
 
 MESSAGE_TYPES = (UserMessageEvent, AssistantMessageEvent)
 T0 = 1_760_000_000_000
@@ -108,7 +108,9 @@ def spec_page_start(events: list[SessionEvent], end: int, max_messages: int) -> 
 
 
 def header(session_id: str, **fields: Any) -> SessionHeader:
-    return SessionHeader(version=SESSION_FORMAT_VERSION, id=session_id, created_at=T0, cwd="/work", **fields)
+    return SessionHeader(
+        version=SESSION_FORMAT_VERSION, id=session_id, created_at=T0, cwd="/work", **fields
+    )
 
 
 def write_log(
@@ -147,7 +149,10 @@ def conversation(turns: int) -> list[SessionEvent]:
 
     for turn in range(turns):
         add(TurnStart, TurnStartData(turn))
-        add(UserMessageEvent, UserMessageData(turn, UserMessage(f"u{turn}", [TextContent(f"question {turn}")])))
+        add(
+            UserMessageEvent,
+            UserMessageData(turn, UserMessage(f"u{turn}", [TextContent(f"question {turn}")])),
+        )
         add(StepStart, StepData(turn, 0))
         first = chunk(turn, 0, BlockStart(0, "reasoning"))
         thought = [f"hm{k} " for k in range(5 + turn)]
@@ -171,9 +176,17 @@ def conversation(turns: int) -> list[SessionEvent]:
             AssistantText("".join(said)),
             AssistantToolCall(f"call_{turn}", "read_file", "".join(arguments)),
         ]
-        add(AssistantMessageEvent, AssistantMessageData(turn, 0, AssistantMessage(f"a{turn}-0", blocks)), source_range=(first, last))
+        add(
+            AssistantMessageEvent,
+            AssistantMessageData(turn, 0, AssistantMessage(f"a{turn}-0", blocks)),
+            source_range=(first, last),
+        )
         call = add(ToolCall, ToolCallData(turn, 0, f"call_{turn}", "read_file", "".join(arguments)))
-        add(ToolResult, ToolResultData(turn, 0, f"call_{turn}", [TextContent("hello")]), source_range=(call, call))
+        add(
+            ToolResult,
+            ToolResultData(turn, 0, f"call_{turn}", [TextContent("hello")]),
+            source_range=(call, call),
+        )
         add(StepEnd, StepData(turn, 0))
         add(StepStart, StepData(turn, 1))
         first = chunk(turn, 1, BlockStart(0, "text"))
@@ -183,7 +196,11 @@ def conversation(turns: int) -> list[SessionEvent]:
         chunk(turn, 1, BlockEnd(0))
         last = chunk(turn, 1, Finish("stop"))
         message = AssistantMessage(f"a{turn}-1", [AssistantText("".join(answer))])
-        add(AssistantMessageEvent, AssistantMessageData(turn, 1, message), source_range=(first, last))
+        add(
+            AssistantMessageEvent,
+            AssistantMessageData(turn, 1, message),
+            source_range=(first, last),
+        )
         add(StepEnd, StepData(turn, 1))
         add(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))
     return events
@@ -197,7 +214,9 @@ def subagent(parent: str, child: str) -> dict[str, str]:
     return {"kind": "subagent", "parentSessionId": parent, "childSessionId": child}
 
 
-def walk(server: AcpProcess, where: dict[str, str], through: int, max_messages: int) -> list[dict[str, Any]]:
+def walk(
+    server: AcpProcess, where: dict[str, str], through: int, max_messages: int
+) -> list[dict[str, Any]]:
     """Every page from `through` back to seq 0, newest first, as the server answers them."""
     pages: list[dict[str, Any]] = []
     params: dict[str, Any] = {"address": where, "throughSeq": through, "maxMessages": max_messages}
@@ -212,7 +231,10 @@ def walk(server: AcpProcess, where: dict[str, str], through: int, max_messages: 
 # ---------------------------------------------------------------------------------------------
 # Params (SPEC 3.1): each violation is -32602 naming the field.
 
-CHILD_EVENTS = [TurnStart(0, T0, TurnStartData(0)), TurnEnd(1, T0 + 1, TurnEndData(0, TurnEndReasonCompleted()))]
+CHILD_EVENTS = [
+    TurnStart(0, T0, TurnStartData(0)),
+    TurnEnd(1, T0 + 1, TurnEndData(0, TurnEndReasonCompleted())),
+]
 
 
 def spawned(child: str, seq: int = 0) -> SubagentStart:
@@ -277,26 +299,41 @@ PLAIN_LAST = len(conversation(1)) - 1
 def test_out_of_range_or_mistyped_params_are_invalid_params_naming_the_field(
     shared: AcpProcess, params: dict[str, Any], path: str
 ) -> None:
-    error = shared.error("session.page", {"address": address("plain"), "throughSeq": PLAIN_LAST, **params})
+    error = shared.error(
+        "session.page", {"address": address("plain"), "throughSeq": PLAIN_LAST, **params}
+    )
     assert error["code"] == -32602
     assert error["data"]["path"] == path
     assert f"`{path}`" in error["message"]
 
 
 def test_through_seq_past_the_last_seq_says_which_is_the_last(shared: AcpProcess) -> None:
-    error = shared.error("session.page", {"address": address("plain"), "throughSeq": PLAIN_LAST + 1})
+    error = shared.error(
+        "session.page", {"address": address("plain"), "throughSeq": PLAIN_LAST + 1}
+    )
     assert error["data"] == {"path": "$.throughSeq"}
     assert f"last seq {PLAIN_LAST}" in error["message"]
     # An empty session's last seq is -1: only throughSeq -1 can be asked for.
-    assert shared.result("session.page", {"address": address("empty"), "throughSeq": -1}) == {"records": [], "hasMore": False}
-    assert shared.error("session.page", {"address": address("empty"), "throughSeq": 0})["data"] == {"path": "$.throughSeq"}
+    assert shared.result("session.page", {"address": address("empty"), "throughSeq": -1}) == {
+        "records": [],
+        "hasMore": False,
+    }
+    assert shared.error("session.page", {"address": address("empty"), "throughSeq": 0})["data"] == {
+        "path": "$.throughSeq"
+    }
 
 
 def test_the_bounds_themselves_are_valid(shared: AcpProcess) -> None:
     events = conversation(1)
     through = {"address": address("plain"), "throughSeq": PLAIN_LAST}
-    assert shared.result("session.page", {**through, "throughSeq": -1}) == {"records": [], "hasMore": False}
-    assert shared.result("session.page", {**through, "beforeSeq": 0}) == {"records": [], "hasMore": False}
+    assert shared.result("session.page", {**through, "throughSeq": -1}) == {
+        "records": [],
+        "hasMore": False,
+    }
+    assert shared.result("session.page", {**through, "beforeSeq": 0}) == {
+        "records": [],
+        "hasMore": False,
+    }
     whole = shared.result("session.page", {**through, "maxMessages": 1, "beforeSeq": 2**53 - 1})
     assert expand_history_records(whole["records"])[-1].seq == PLAIN_LAST
     everything = shared.result("session.page", through)  # maxMessages defaults to 50
@@ -310,7 +347,9 @@ def test_the_bounds_themselves_are_valid(shared: AcpProcess) -> None:
         ({"address": address("plain")}, "throughSeq"),
     ],
 )
-def test_missing_required_params_are_named(shared: AcpProcess, params: dict[str, Any], field: str) -> None:
+def test_missing_required_params_are_named(
+    shared: AcpProcess, params: dict[str, Any], field: str
+) -> None:
     error = shared.error("session.page", params)
     assert error["code"] == -32602
     assert f"missing required field `{field}`" in error["message"]
@@ -340,7 +379,9 @@ def test_malformed_addresses_are_invalid_params(shared: AcpProcess, where: Any, 
     assert error["data"]["path"] == path
 
 
-@pytest.mark.parametrize("session_id", ["../outside", "..", "", "-lead", "a/b", "a b", "ü", "x" * 129, "outside\n"])
+@pytest.mark.parametrize(
+    "session_id", ["../outside", "..", "", "-lead", "a/b", "a b", "ü", "x" * 129, "outside\n"]
+)
 @pytest.mark.parametrize("method", ["session.page", "session.follow"])
 def test_a_malformed_session_id_is_refused_before_it_reaches_the_file_system(
     shared: AcpProcess, disk: Path, method: str, session_id: str
@@ -361,7 +402,9 @@ def test_a_malformed_session_id_is_refused_before_it_reaches_the_file_system(
         (subagent("parent", ""), "$.address.childSessionId"),
     ],
 )
-def test_a_malformed_id_in_a_subagent_address_is_refused(shared: AcpProcess, where: Any, path: str) -> None:
+def test_a_malformed_id_in_a_subagent_address_is_refused(
+    shared: AcpProcess, where: Any, path: str
+) -> None:
     error = shared.error("session.page", {"address": where, "throughSeq": 0})
     assert error["code"] == -32602
     assert error["data"] == {"path": path}
@@ -376,9 +419,15 @@ def test_a_malformed_id_in_a_subagent_address_is_refused(shared: AcpProcess, whe
         (subagent("someone-else", "stranger"), "someone-else"),
     ],
 )
-def test_an_unknown_well_formed_session_is_32002(shared: AcpProcess, where: Any, unknown: str) -> None:
+def test_an_unknown_well_formed_session_is_32002(
+    shared: AcpProcess, where: Any, unknown: str
+) -> None:
     error = shared.error("session.page", {"address": where, "throughSeq": 0})
-    assert error == {"code": -32002, "message": f"Unknown session: {unknown}", "data": {"sessionId": unknown}}
+    assert error == {
+        "code": -32002,
+        "message": f"Unknown session: {unknown}",
+        "data": {"sessionId": unknown},
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,7 +438,11 @@ def test_a_subagent_child_is_paged_through_the_parent_that_started_it(shared: Ac
     page = shared.result("session.page", {"address": subagent("parent", "child"), "throughSeq": 1})
     assert (encoded(page["records"]), page["hasMore"]) == (canonical(CHILD_EVENTS), False)
     followed = shared.result("session.follow", {"address": subagent("parent", "child")})
-    assert (followed["cursor"], encoded(followed["records"]), followed["header"]["origin"]) == (1, canonical(CHILD_EVENTS), "subagent")
+    assert (followed["cursor"], encoded(followed["records"]), followed["header"]["origin"]) == (
+        1,
+        canonical(CHILD_EVENTS),
+        "subagent",
+    )
     shared.result("session.unfollow", {"subscriptionId": followed["subscriptionId"]})
 
 
@@ -410,7 +463,9 @@ def test_a_subagent_child_is_paged_through_the_parent_that_started_it(shared: Ac
     ],
 )
 @pytest.mark.parametrize("method", ["session.page", "session.follow"])
-def test_each_failed_subagent_check_is_named(shared: AcpProcess, method: str, where: Any, check: str) -> None:
+def test_each_failed_subagent_check_is_named(
+    shared: AcpProcess, method: str, where: Any, check: str
+) -> None:
     error = shared.error(method, {"address": where, "throughSeq": 0})
     assert error["code"] == -32602
     assert error["data"] == {"path": "$.address", "check": check}
@@ -426,9 +481,13 @@ def test_subagent_checks_read_a_live_parent_too(tmp_path: Path) -> None:
         server.initialize()
         # Resuming makes the parent live here: its events come from memory, not the file.
         assert server.result("session/resume", {"sessionId": "parent", "cwd": "/work"}) == {}
-        page = server.result("session.page", {"address": subagent("parent", "child"), "throughSeq": 1})
+        page = server.result(
+            "session.page", {"address": subagent("parent", "child"), "throughSeq": 1}
+        )
         assert encoded(page["records"]) == canonical(CHILD_EVENTS)
-        error = server.error("session.page", {"address": subagent("parent", "unspawned"), "throughSeq": 1})
+        error = server.error(
+            "session.page", {"address": subagent("parent", "unspawned"), "throughSeq": 1}
+        )
         assert error["data"] == {"path": "$.address", "check": "subagentStart"}
 
 
@@ -441,13 +500,17 @@ def flushed_every(events: list[SessionEvent], size: int) -> list[list[SessionEve
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
-def test_pages_of_a_log_written_in_many_flushes_are_canonical(tmp_path: Path, compression: Compression) -> None:
+def test_pages_of_a_log_written_in_many_flushes_are_canonical(
+    tmp_path: Path, compression: Compression
+) -> None:
     events = conversation(4)
     path = write_log(tmp_path, "split", flushed_every(events, 7), compression=compression)
     stored = read_log(path).records
     # The precondition: the flushes really split runs, so the file is not canonical.
     assert len(stored) > len(pack_chunk_runs(events))
-    assert sum(type(r) in ROW_CLASSES for r in stored) > sum(type(r) in ROW_CLASSES for r in pack_chunk_runs(events))
+    assert sum(type(r) in ROW_CLASSES for r in stored) > sum(
+        type(r) in ROW_CLASSES for r in pack_chunk_runs(events)
+    )
     last = events[-1].seq
     with AcpProcess(tmp_path) as server:
         server.initialize()
@@ -456,12 +519,23 @@ def test_pages_of_a_log_written_in_many_flushes_are_canonical(tmp_path: Path, co
             end = last + 1
             for page in pages:
                 start = spec_page_start(events, end, max_messages)
-                assert (encoded(page["records"]), page["hasMore"]) == (canonical(events[start:end]), start > 0)
+                assert (encoded(page["records"]), page["hasMore"]) == (
+                    canonical(events[start:end]),
+                    start > 0,
+                )
                 end = start
             assert end == 0
         # A page that starts and ends inside rows splits them only at its bounds.
         for through, before in ((40, 37), (last - 3, last - 20)):
-            page = server.result("session.page", {"address": address("split"), "throughSeq": through, "beforeSeq": before, "maxMessages": 1})
+            page = server.result(
+                "session.page",
+                {
+                    "address": address("split"),
+                    "throughSeq": through,
+                    "beforeSeq": before,
+                    "maxMessages": 1,
+                },
+            )
             start = spec_page_start(events, before, 1)
             assert encoded(page["records"]) == canonical(events[start:before])
 
@@ -483,12 +557,18 @@ def test_a_live_session_pages_as_the_same_session_cold(tmp_path: Path, compressi
     flags = ("--compression", compression, "--pace-ms", "1")
     with AcpProcess(root, *flags) as server:
         server.initialize()
-        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})["sessionId"]
+        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})[
+            "sessionId"
+        ]
         response, _ = server.exchange(
-            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "fix it"}]}, answer=allow
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "fix it"}]},
+            answer=allow,
         )
         assert response["result"] == {"stopReason": "end_turn"}
-        last = server.result("session.follow", {"address": address(session_id), "maxMessages": 1})["cursor"]
+        last = server.result("session.follow", {"address": address(session_id), "maxMessages": 1})[
+            "cursor"
+        ]
         live = {n: walk(server, address(session_id), last, n) for n in (1, 2, 3, 50)}
         assert server.finish() == 0
     log_name = "session.jsonl.zst" if compression == "zstd" else "session.jsonl"
@@ -499,7 +579,9 @@ def test_a_live_session_pages_as_the_same_session_cold(tmp_path: Path, compressi
         cold = {n: walk(server, address(session_id), last, n) for n in (1, 2, 3, 50)}
     assert cold == live
     for max_messages, pages in cold.items():
-        walked = [event for page in reversed(pages) for event in expand_history_records(page["records"])]
+        walked = [
+            event for page in reversed(pages) for event in expand_history_records(page["records"])
+        ]
         assert walked == events
         assert len(pages) > 1 or max_messages == 50
         for page in pages:
@@ -511,7 +593,9 @@ def test_a_live_session_pages_as_the_same_session_cold(tmp_path: Path, compressi
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
-def test_a_torn_final_line_is_ignored_and_the_file_unchanged(tmp_path: Path, compression: Compression) -> None:
+def test_a_torn_final_line_is_ignored_and_the_file_unchanged(
+    tmp_path: Path, compression: Compression
+) -> None:
     events = conversation(2)
     path = write_log(tmp_path, "torn", flushed_every(events, 25), compression=compression)
     whole = path.read_bytes()
@@ -529,7 +613,9 @@ def test_a_torn_final_line_is_ignored_and_the_file_unchanged(tmp_path: Path, com
         assert error["data"] == {"path": "$.throughSeq"}
         pages = walk(server, address("torn"), last, 3)
         followed = server.result("session.follow", {"address": address("torn"), "maxMessages": 3})
-    assert [e for page in reversed(pages) for e in expand_history_records(page["records"])] == events
+    assert [
+        e for page in reversed(pages) for e in expand_history_records(page["records"])
+    ] == events
     assert (followed["cursor"], followed["records"]) == (last, pages[0]["records"])
     assert path.read_bytes() == torn
 
@@ -540,20 +626,26 @@ def test_the_index_of_a_cold_log_grows_with_the_file(tmp_path: Path) -> None:
     write_log(tmp_path, "growing", [events[:cut]])
     with AcpProcess(tmp_path) as server:
         server.initialize()
-        first = server.result("session.page", {"address": address("growing"), "throughSeq": cut - 1})
+        first = server.result(
+            "session.page", {"address": address("growing"), "throughSeq": cut - 1}
+        )
         assert encoded(first["records"]) == canonical(events[:cut])
         # Another process continues the log (a torn tail first, which it truncates away).
         path = tmp_path / "growing" / "session.jsonl"
         with open(path, "ab") as file:
             file.write(b'{"type":"turn/st')
-        assert server.error("session.page", {"address": address("growing"), "throughSeq": cut})["data"] == {"path": "$.throughSeq"}
+        assert server.error("session.page", {"address": address("growing"), "throughSeq": cut})[
+            "data"
+        ] == {"path": "$.throughSeq"}
         continued = SessionStore(tmp_path).continue_session("growing", T0)
         for batch in flushed_every(events[cut:], 9):
             continued.writer.append(batch)
             continued.writer.flush()
         continued.writer.close()
         pages = walk(server, address("growing"), events[-1].seq, 2)
-    assert [e for page in reversed(pages) for e in expand_history_records(page["records"])] == events
+    assert [
+        e for page in reversed(pages) for e in expand_history_records(page["records"])
+    ] == events
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,7 +662,9 @@ def realistic(events: list[SessionEvent]) -> list[SessionEvent]:
             first = seq
             while first > 0 and isinstance(out[first - 1], AssistantChunk):
                 first -= 1
-            event = msgspec.structs.replace(event, source_range=(first, seq - 1) if first < seq else UNSET)
+            event = msgspec.structs.replace(
+                event, source_range=(first, seq - 1) if first < seq else UNSET
+            )
         out.append(event)
     return out
 
@@ -585,17 +679,24 @@ def live_log(batches: list[list[SessionEvent]]) -> EventLog:
     return log
 
 
-TORN = {"none": b'{"type":"turn/start","se', "zstd": zstandard.ZstdCompressor(write_checksum=True).compress(b'{"x":1}\n')[:-5]}
+TORN = {
+    "none": b'{"type":"turn/start","se',
+    "zstd": zstandard.ZstdCompressor(write_checksum=True).compress(b'{"x":1}\n')[:-5],
+}
 
 
 @given(session_events(), st.data())
-def test_walking_the_pages_of_a_log_on_disk_gives_back_the_log(events: list[SessionEvent], data: st.DataObject) -> None:
+def test_walking_the_pages_of_a_log_on_disk_gives_back_the_log(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
     events = realistic(events)
     batches = split(events, data.draw(batch_cuts(len(events))))
     compression = data.draw(st.sampled_from(["none", "zstd"]))
     max_messages = data.draw(st.integers(1, 4))
     # Small steps make the index reach back from the end in many steps, as it does in a long log.
-    block, frames = data.draw(st.sampled_from([(1, 1), (50, 2), (400, 3), (log_index.MIN_BLOCK, log_index.MIN_FRAMES)]))
+    block, frames = data.draw(
+        st.sampled_from([(1, 1), (50, 2), (400, 3), (log_index.MIN_BLOCK, log_index.MIN_FRAMES)])
+    )
     built_after = data.draw(st.integers(0, len(batches)))
     """The index is built after this many batches, and refreshed at the end."""
     torn = data.draw(st.booleans())
@@ -635,7 +736,9 @@ def test_walking_the_pages_of_a_log_on_disk_gives_back_the_log(events: list[Sess
             assert page_events == events[cut.start : cut.end]
             # Whole messages: every assistant/message's chunks are on its page.
             for event in page_events:
-                if isinstance(event, AssistantMessageEvent) and isinstance(event.source_range, tuple):
+                if isinstance(event, AssistantMessageEvent) and isinstance(
+                    event.source_range, tuple
+                ):
                     assert cut.start <= event.source_range[0] <= event.source_range[1] < cut.end
             # Canonical rows, and the same page as an in-memory log gives.
             encoded = msgspec.json.encode((cut, records))
@@ -650,7 +753,9 @@ def test_walking_the_pages_of_a_log_on_disk_gives_back_the_log(events: list[Sess
         assert walked == events
         # Pages read again from the file (the index is warm now) are the same.
         if events:
-            assert msgspec.json.encode(index.page(len(events), max_messages)) == msgspec.json.encode(live.page(len(events), max_messages))
+            assert msgspec.json.encode(
+                index.page(len(events), max_messages)
+            ) == msgspec.json.encode(live.page(len(events), max_messages))
         assert path.read_bytes() == before
 
 
@@ -665,7 +770,9 @@ def write_lines(path: Path, lines: list[bytes], compression: Compression, batch:
         return
     compressor = zstandard.ZstdCompressor(write_checksum=True)
     chunks = [lines[:1], *(lines[k : k + batch] for k in range(1, len(lines), batch))]
-    path.write_bytes(b"".join(compressor.compress(b"".join(line + b"\n" for line in chunk)) for chunk in chunks))
+    path.write_bytes(
+        b"".join(compressor.compress(b"".join(line + b"\n" for line in chunk)) for chunk in chunks)
+    )
 
 
 def corrupt_row(line: bytes) -> bytes:
@@ -711,7 +818,11 @@ def test_a_corrupt_line_is_reported_by_the_page_that_reaches_it(
     lines = write_log(tmp_path, "good", flushed_every(events, 9)).read_bytes().splitlines()
     # The first line of its kind in the second turn: the newest pages do not reach it.
     second_turn = next(k for k, line in enumerate(lines) if b'"turn/start"' in line and k > 1)
-    bad = next(k for k, line in enumerate(lines) if k > second_turn and msgspec.json.decode(line)["type"] == target)
+    bad = next(
+        k
+        for k, line in enumerate(lines)
+        if k > second_turn and msgspec.json.decode(line)["type"] == target
+    )
     lines[bad] = corrupt(lines[bad])
     path = tmp_path / ("bad.jsonl.zst" if compression == "zstd" else "bad.jsonl")
     write_lines(path, lines, compression)
@@ -735,15 +846,30 @@ def test_a_corrupt_line_is_a_distinct_error_on_the_wire(tmp_path: Path) -> None:
     write_lines(tmp_path / "bad" / "session.jsonl", lines, "none")
     with AcpProcess(tmp_path) as server:
         server.initialize()
-        error = server.error("session.page", {"address": address("bad"), "throughSeq": len(events) - 1})
+        error = server.error(
+            "session.page", {"address": address("bad"), "throughSeq": len(events) - 1}
+        )
     assert error["code"] == -32010
-    assert error["data"] == {"reason": "corrupt", "line": bad + 1, "detail": error["data"]["detail"]}
+    assert error["data"] == {
+        "reason": "corrupt",
+        "line": bad + 1,
+        "detail": error["data"]["detail"],
+    }
     assert "dt has" in error["data"]["detail"]
 
 
-def test_an_ignorable_unknown_event_of_any_data_shape_does_not_break_the_index(tmp_path: Path) -> None:
+def test_an_ignorable_unknown_event_of_any_data_shape_does_not_break_the_index(
+    tmp_path: Path,
+) -> None:
     body: list[SessionEvent] = [TurnStart(0, T0, TurnStartData(0))]
-    for data in ([1, 2], "text", 3, {"dt": "x"}, {"childSessionId": 5}, {"dt": [1, 2], "childSessionId": "c"}):
+    for data in (
+        [1, 2],
+        "text",
+        3,
+        {"dt": "x"},
+        {"childSessionId": 5},
+        {"dt": [1, 2], "childSessionId": "c"},
+    ):
         body.append(UnknownEvent("future/event", len(body), T0, data, True))
     path = write_log(tmp_path, "future", [body])
     index = LogIndex.build(path)

@@ -28,11 +28,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TIMEOUT = 10.0
 SESSION_ID_RULE = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
@@ -70,7 +69,9 @@ class Wire:
 
     def send_probe(self) -> str:
         probe_id = f"{self._probe_prefix}{next(self._probes)}"
-        self.process.send({"jsonrpc": "2.0", "id": probe_id, "method": "authenticate", "params": AUTHENTICATE})
+        self.process.send(
+            {"jsonrpc": "2.0", "id": probe_id, "method": "authenticate", "params": AUTHENTICATE}
+        )
         return probe_id
 
     def serving(self) -> None:
@@ -105,7 +106,12 @@ def wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
     sessions_dir = tmp_path_factory.mktemp("hostile") / "sessions"
     with AcpProcess(sessions_dir) as process:
         wire = Wire(process, sessions_dir)
-        assert wire.reply(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}')["result"]["protocolVersion"] == 1
+        assert (
+            wire.reply(
+                b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+            )["result"]["protocolVersion"]
+            == 1
+        )
         yield wire
         wire.close()
 
@@ -153,18 +159,38 @@ TRUNCATED = "Input data was truncated"
         (b"tru", TRUNCATED),
         (b'{"jsonrpc":"2.0" "id":1}', "JSON is malformed: expected ',' or '}' (byte 17)"),
         (b"{'jsonrpc':'2.0'}", "JSON is malformed: object keys must be strings (byte 1)"),
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/list",}', "JSON is malformed: trailing comma in object (byte 48)"),
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/list"} x', "JSON is malformed: trailing characters (byte 50)"),
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/list"}{"jsonrpc":"2.0","id":2,"method":"session/list"}', "JSON is malformed: trailing characters (byte 49)"),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list",}',
+            "JSON is malformed: trailing comma in object (byte 48)",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list"} x',
+            "JSON is malformed: trailing characters (byte 50)",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list"}{"jsonrpc":"2.0","id":2,"method":"session/list"}',
+            "JSON is malformed: trailing characters (byte 49)",
+        ),
         (b"NaN", "JSON is malformed: invalid character (byte 0)"),
         (b"\xff\xfe", "JSON is malformed: invalid character (byte 0)"),
-        (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"session/list"}', "JSON is malformed: invalid character (byte 0)"),
-        (b'{"jsonrpc":"2.0","id":1,"method":"a\x01b"}', "JSON is malformed: invalid character (byte 35)"),
-        (b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/list"}', "JSON is malformed: unexpected end of escaped utf-16 surrogate pair (byte 29)"),
+        (
+            b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"session/list"}',
+            "JSON is malformed: invalid character (byte 0)",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"a\x01b"}',
+            "JSON is malformed: invalid character (byte 35)",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/list"}',
+            "JSON is malformed: unexpected end of escaped utf-16 surrogate pair (byte 29)",
+        ),
     ],
     ids=lambda value: value.decode("latin-1")[:40] if isinstance(value, bytes) else None,
 )
-def test_malformed_json_is_a_parse_error_with_a_null_id(wire: Wire, line: bytes, problem: str) -> None:
+def test_malformed_json_is_a_parse_error_with_a_null_id(
+    wire: Wire, line: bytes, problem: str
+) -> None:
     assert wire.reply(line) == parse_error(problem)
 
 
@@ -208,16 +234,24 @@ BATCH = "batch requests are not supported"
         (b"[1,2,3]", BATCH),
         (b"[[]]", BATCH),
         (b'[{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"abc"}}]', BATCH),
-        (b'[{"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"none"}},{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"none"}}]', BATCH),
+        (
+            b'[{"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"none"}},{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"none"}}]',
+            BATCH,
+        ),
     ],
 )
-def test_json_that_is_not_a_request_object_is_an_invalid_request(wire: Wire, line: bytes, problem: str) -> None:
+def test_json_that_is_not_a_request_object_is_an_invalid_request(
+    wire: Wire, line: bytes, problem: str
+) -> None:
     assert wire.reply(line) == invalid_request(None, problem)
 
 
 def test_a_batch_is_refused_whole_and_none_of_its_requests_runs(wire: Wire, tmp_path: Path) -> None:
     marker = str(tmp_path / "batched")
-    batch = [json.loads(request("session/new", {"cwd": marker, "mcpServers": []}, request_id=n)) for n in (1, 2)]
+    batch = [
+        json.loads(request("session/new", {"cwd": marker, "mcpServers": []}, request_id=n))
+        for n in (1, 2)
+    ]
     assert wire.reply(json.dumps(batch).encode()) == invalid_request(None, BATCH)
     sessions = wire.reply(request("session/list", {"cwd": marker}))
     assert sessions == {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
@@ -234,9 +268,13 @@ VERSION = '"jsonrpc" must be "2.0"'
     ['"1.0"', '"2"', '"2.00"', '"2.0 "', '" 2.0"', "2.0", "2", "null", "[]", '{"v":"2.0"}', None],
     ids=lambda v: "absent" if v is None else v,
 )
-def test_a_wrong_jsonrpc_version_is_an_invalid_request_answered_with_the_id(wire: Wire, version: str | None) -> None:
+def test_a_wrong_jsonrpc_version_is_an_invalid_request_answered_with_the_id(
+    wire: Wire, version: str | None
+) -> None:
     member = "" if version is None else f'"jsonrpc":{version},'
-    line = ('{' + member + '"id":"v","method":"authenticate","params":{"methodId":"none"}}').encode()
+    line = (
+        "{" + member + '"id":"v","method":"authenticate","params":{"methodId":"none"}}'
+    ).encode()
     assert wire.reply(line) == invalid_request("v", VERSION)
 
 
@@ -247,16 +285,42 @@ def test_the_last_of_duplicate_jsonrpc_members_counts(wire: Wire) -> None:
 
 @pytest.mark.parametrize(
     "request_id",
-    [0, -1, 7, 2**53 - 1, 2**53, -(2**63), 2**64, 10**30, "", "a", "ü中😀", 'quote " and \\ back', "line\nbreak", "x" * 10_000, None],
+    [
+        0,
+        -1,
+        7,
+        2**53 - 1,
+        2**53,
+        -(2**63),
+        2**64,
+        10**30,
+        "",
+        "a",
+        "ü中😀",
+        'quote " and \\ back',
+        "line\nbreak",
+        "x" * 10_000,
+        None,
+    ],
     ids=lambda v: repr(v)[:24],
 )
 def test_every_valid_id_is_echoed_exactly(wire: Wire, request_id: Any) -> None:
-    assert wire.reply(request("authenticate", AUTHENTICATE, request_id)) == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    assert wire.reply(request("authenticate", AUTHENTICATE, request_id)) == {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {},
+    }
 
 
-@pytest.mark.parametrize("raw_id", ["1.5", "1.0", "1e3", "-0.0", "true", "false", "[]", "[1]", "{}", '{"id":1}'])
-def test_an_id_that_is_not_a_string_an_integer_or_null_is_refused_with_a_null_id(wire: Wire, raw_id: str) -> None:
-    line = ('{"jsonrpc":"2.0","id":' + raw_id + ',"method":"authenticate","params":{"methodId":"none"}}').encode()
+@pytest.mark.parametrize(
+    "raw_id", ["1.5", "1.0", "1e3", "-0.0", "true", "false", "[]", "[1]", "{}", '{"id":1}']
+)
+def test_an_id_that_is_not_a_string_an_integer_or_null_is_refused_with_a_null_id(
+    wire: Wire, raw_id: str
+) -> None:
+    line = (
+        '{"jsonrpc":"2.0","id":' + raw_id + ',"method":"authenticate","params":{"methodId":"none"}}'
+    ).encode()
     assert wire.reply(line) == invalid_request(None, '"id" must be a string, an integer or null')
 
 
@@ -272,13 +336,27 @@ def test_an_id_out_of_every_number_range_is_a_parse_error(wire: Wire) -> None:
         (b'{"jsonrpc":"2.0","id":1,"method":5}', 1, '"method" must be a string'),
         (b'{"jsonrpc":"2.0","id":1,"method":null}', 1, '"method" must be a string'),
         (b'{"jsonrpc":"2.0","id":1,"method":["session/list"]}', 1, '"method" must be a string'),
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":"x"}', 1, '"params" must be an object or an array'),
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":true}', 1, '"params" must be an object or an array'),
-        (b'{"jsonrpc":"2.0","method":"session/cancel","params":5}', None, '"params" must be an object or an array'),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":"x"}',
+            1,
+            '"params" must be an object or an array',
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":true}',
+            1,
+            '"params" must be an object or an array',
+        ),
+        (
+            b'{"jsonrpc":"2.0","method":"session/cancel","params":5}',
+            None,
+            '"params" must be an object or an array',
+        ),
         (b'{"jsonrpc":"2.0","method":7}', None, '"method" must be a string'),
     ],
 )
-def test_a_malformed_request_object_is_an_invalid_request(wire: Wire, line: bytes, answer_id: Any, problem: str) -> None:
+def test_a_malformed_request_object_is_an_invalid_request(
+    wire: Wire, line: bytes, answer_id: Any, problem: str
+) -> None:
     assert wire.reply(line) == invalid_request(answer_id, problem)
 
 
@@ -287,27 +365,48 @@ def test_a_malformed_request_object_is_an_invalid_request(wire: Wire, line: byte
 
 
 def test_a_huge_params_object_is_read_whole(wire: Wire) -> None:
-    params = {"methodId": "none", "_meta": {"blob": "a" * (8 << 20), "many": {str(n): n for n in range(100_000)}}}
-    assert wire.reply(request("authenticate", params, "huge")) == {"jsonrpc": "2.0", "id": "huge", "result": {}}
+    params = {
+        "methodId": "none",
+        "_meta": {"blob": "a" * (8 << 20), "many": {str(n): n for n in range(100_000)}},
+    }
+    assert wire.reply(request("authenticate", params, "huge")) == {
+        "jsonrpc": "2.0",
+        "id": "huge",
+        "result": {},
+    }
 
 
 def test_a_huge_method_name_is_method_not_found_naming_it(wire: Wire) -> None:
     method = "m" * (1 << 20)
-    assert wire.reply(request(method, {}, "long")) == error("long", -32601, "Method not found", method)
+    assert wire.reply(request(method, {}, "long")) == error(
+        "long", -32601, "Method not found", method
+    )
 
 
 def test_moderately_nested_params_are_fine(wire: Wire) -> None:
     nested: Any = "leaf"
     for _ in range(200):
         nested = {"a": [nested]}
-    assert wire.reply(request("authenticate", {"methodId": "none", "_meta": nested}, "deep")) == {"jsonrpc": "2.0", "id": "deep", "result": {}}
+    assert wire.reply(request("authenticate", {"methodId": "none", "_meta": nested}, "deep")) == {
+        "jsonrpc": "2.0",
+        "id": "deep",
+        "result": {},
+    }
 
 
 @pytest.mark.parametrize("depth", [5_000, 1_000_000])
 @pytest.mark.parametrize("opener", [b"[", b'{"a":'])
-def test_params_nested_past_the_limit_are_a_parse_error(wire: Wire, depth: int, opener: bytes) -> None:
+def test_params_nested_past_the_limit_are_a_parse_error(
+    wire: Wire, depth: int, opener: bytes
+) -> None:
     closer = b"]" if opener == b"[" else b"}"
-    line = b'{"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"none","_meta":' + opener * depth + b"1" + closer * depth + b"}}"
+    line = (
+        b'{"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"none","_meta":'
+        + opener * depth
+        + b"1"
+        + closer * depth
+        + b"}}"
+    )
     assert wire.reply(line) == parse_error("JSON nested too deeply")
 
 
@@ -318,8 +417,12 @@ OBJECT_EXPECTED = "Expected `object`, got `array`"
 
 
 @pytest.mark.parametrize("method", REQUEST_METHODS)
-@pytest.mark.parametrize("params", [[], [1, "x"], [{"sessionId": "abc"}]], ids=["empty", "values", "object-inside"])
-def test_params_as_an_array_are_invalid_params_for_every_method(wire: Wire, method: str, params: list[Any]) -> None:
+@pytest.mark.parametrize(
+    "params", [[], [1, "x"], [{"sessionId": "abc"}]], ids=["empty", "values", "object-inside"]
+)
+def test_params_as_an_array_are_invalid_params_for_every_method(
+    wire: Wire, method: str, params: list[Any]
+) -> None:
     assert wire.reply(request(method, params)) == invalid_params(1, OBJECT_EXPECTED)
 
 
@@ -332,49 +435,136 @@ def test_params_as_an_array_are_invalid_params_for_every_method(wire: Wire, meth
         ("authenticate", {"methodId": 5}, "Expected `str`, got `int`", "$.methodId"),
         ("authenticate", None, "Object missing required field `methodId`", None),
         ("session/new", {"cwd": 5}, "Expected `str`, got `int`", "$.cwd"),
-        ("session/new", {"cwd": "/w", "mcpServers": {}}, "Expected `array`, got `object`", "$.mcpServers"),
-        ("session/new", {"cwd": "/w", "additionalDirectories": "x"}, "Expected `array`, got `str`", "$.additionalDirectories"),
+        (
+            "session/new",
+            {"cwd": "/w", "mcpServers": {}},
+            "Expected `array`, got `object`",
+            "$.mcpServers",
+        ),
+        (
+            "session/new",
+            {"cwd": "/w", "additionalDirectories": "x"},
+            "Expected `array`, got `str`",
+            "$.additionalDirectories",
+        ),
         ("session/load", {"sessionId": 5, "cwd": "/w"}, "Expected `str`, got `int`", "$.sessionId"),
-        ("session/load", {"sessionId": "abc", "cwd": "/w", "_meta": {"acp-server": {"replay": {"maxMessages": "9"}}}}, "Expected `int`, got `str`", '$._meta["acp-server"].replay.maxMessages'),
+        (
+            "session/load",
+            {
+                "sessionId": "abc",
+                "cwd": "/w",
+                "_meta": {"acp-server": {"replay": {"maxMessages": "9"}}},
+            },
+            "Expected `int`, got `str`",
+            '$._meta["acp-server"].replay.maxMessages',
+        ),
         ("session/resume", {"sessionId": "abc", "cwd": []}, "Expected `str`, got `array`", "$.cwd"),
         ("session/list", {"cursor": 5}, "Expected `str | null`, got `int`", "$.cursor"),
         ("session/list", {"cwd": 5}, "Expected `str | null`, got `int`", "$.cwd"),
-        ("session/list", {"cursor": "not-a-cursor"}, "not a cursor returned by session/list", "$.cursor"),
+        (
+            "session/list",
+            {"cursor": "not-a-cursor"},
+            "not a cursor returned by session/list",
+            "$.cursor",
+        ),
         ("session/close", {"sessionId": None}, "Expected `str`, got `null`", "$.sessionId"),
         ("session/delete", {"sessionId": {}}, "Expected `str`, got `object`", "$.sessionId"),
-        ("session/prompt", {"sessionId": "abc", "prompt": "hi"}, "Expected `array`, got `str`", "$.prompt"),
-        ("session/prompt", {"sessionId": "abc", "prompt": [{"type": "nope"}]}, "Invalid value 'nope'", "$.prompt[0].type"),
-        ("session/prompt", {"sessionId": "abc", "prompt": [{"type": "text"}]}, "Object missing required field `text`", "$.prompt[0]"),
+        (
+            "session/prompt",
+            {"sessionId": "abc", "prompt": "hi"},
+            "Expected `array`, got `str`",
+            "$.prompt",
+        ),
+        (
+            "session/prompt",
+            {"sessionId": "abc", "prompt": [{"type": "nope"}]},
+            "Invalid value 'nope'",
+            "$.prompt[0].type",
+        ),
+        (
+            "session/prompt",
+            {"sessionId": "abc", "prompt": [{"type": "text"}]},
+            "Object missing required field `text`",
+            "$.prompt[0]",
+        ),
         ("session/prompt", {"sessionId": "abc"}, "Object missing required field `prompt`", None),
-        ("session.page", {"address": "x", "throughSeq": 0}, "Expected `object`, got `str`", "$.address"),
-        ("session.page", {"address": {"kind": "session", "sessionId": "abc"}, "throughSeq": "0"}, "Expected `int`, got `str`", "$.throughSeq"),
-        ("session.follow", {"address": {"kind": "session", "sessionId": 5}}, "Expected `str`, got `int`", "$.address.sessionId"),
-        ("session.follow", {"address": {"kind": "bogus"}}, "Invalid value 'bogus'", "$.address.kind"),
-        ("session.unfollow", {"subscriptionId": 5}, "Expected `str`, got `int`", "$.subscriptionId"),
-        ("session.unfollow", {"subscriptionId": "never-made"}, "no subscription 'never-made'", "$.subscriptionId"),
+        (
+            "session.page",
+            {"address": "x", "throughSeq": 0},
+            "Expected `object`, got `str`",
+            "$.address",
+        ),
+        (
+            "session.page",
+            {"address": {"kind": "session", "sessionId": "abc"}, "throughSeq": "0"},
+            "Expected `int`, got `str`",
+            "$.throughSeq",
+        ),
+        (
+            "session.follow",
+            {"address": {"kind": "session", "sessionId": 5}},
+            "Expected `str`, got `int`",
+            "$.address.sessionId",
+        ),
+        (
+            "session.follow",
+            {"address": {"kind": "bogus"}},
+            "Invalid value 'bogus'",
+            "$.address.kind",
+        ),
+        (
+            "session.unfollow",
+            {"subscriptionId": 5},
+            "Expected `str`, got `int`",
+            "$.subscriptionId",
+        ),
+        (
+            "session.unfollow",
+            {"subscriptionId": "never-made"},
+            "no subscription 'never-made'",
+            "$.subscriptionId",
+        ),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
-def test_a_wrong_field_is_invalid_params_naming_it(wire: Wire, method: str, params: Any, problem: str, path: str | None) -> None:
+def test_a_wrong_field_is_invalid_params_naming_it(
+    wire: Wire, method: str, params: Any, problem: str, path: str | None
+) -> None:
     assert wire.reply(request(method, params)) == invalid_params(1, problem, path)
 
 
 @pytest.mark.parametrize(
     "params",
-    [None, [], [1], {"sessionId": 5}, {"sessionId": "../x"}, {"sessionId": "unknown"}, {"sessionId": "abc", "_meta": []}],
+    [
+        None,
+        [],
+        [1],
+        {"sessionId": 5},
+        {"sessionId": "../x"},
+        {"sessionId": "unknown"},
+        {"sessionId": "abc", "_meta": []},
+    ],
     ids=repr,
 )
 @pytest.mark.parametrize("method", NOTIFICATION_METHODS)
-def test_notifications_with_wrong_params_get_no_answer(wire: Wire, method: str, params: Any) -> None:
+def test_notifications_with_wrong_params_get_no_answer(
+    wire: Wire, method: str, params: Any
+) -> None:
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         message["params"] = params
     wire.no_reply(json.dumps(message).encode())
 
 
-@pytest.mark.parametrize("method", ["no/such/method", "_vendor/notification", "session/new", "initialize"])
+@pytest.mark.parametrize(
+    "method", ["no/such/method", "_vendor/notification", "session/new", "initialize"]
+)
 def test_notifications_of_unknown_or_request_methods_are_ignored(wire: Wire, method: str) -> None:
-    wire.no_reply(json.dumps({"jsonrpc": "2.0", "method": method, "params": {"cwd": "/w", "protocolVersion": 1}}).encode())
+    wire.no_reply(
+        json.dumps(
+            {"jsonrpc": "2.0", "method": method, "params": {"cwd": "/w", "protocolVersion": 1}}
+        ).encode()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,54 +579,102 @@ def session_params(method: str, session_id: str, cwd: str = "/w") -> dict[str, A
     return {"sessionId": session_id, "cwd": cwd, "prompt": [{"type": "text", "text": "hi"}]}
 
 
-SESSION_METHODS = ["session/load", "session/resume", "session/prompt", "session/close", "session/delete", "session.page", "session.follow"]
+SESSION_METHODS = [
+    "session/load",
+    "session/resume",
+    "session/prompt",
+    "session/close",
+    "session/delete",
+    "session.page",
+    "session.follow",
+]
 
 
 @pytest.mark.parametrize("method", SESSION_METHODS)
 def test_an_unknown_session_is_32002_naming_it(wire: Wire, method: str) -> None:
-    assert wire.reply(request(method, session_params(method, UNKNOWN))) == error(1, -32002, f"Unknown session: {UNKNOWN}", {"sessionId": UNKNOWN})
+    assert wire.reply(request(method, session_params(method, UNKNOWN))) == error(
+        1, -32002, f"Unknown session: {UNKNOWN}", {"sessionId": UNKNOWN}
+    )
 
 
 @pytest.mark.parametrize(
     "session_id",
-    ["../x", "..", ".", "/etc/passwd", "a/b", "a/../../b", "a\\b", "%2e%2e", "..%2f", "x\x00", "x\n", " x", "-x", "ü", "x" * 129],
+    [
+        "../x",
+        "..",
+        ".",
+        "/etc/passwd",
+        "a/b",
+        "a/../../b",
+        "a\\b",
+        "%2e%2e",
+        "..%2f",
+        "x\x00",
+        "x\n",
+        " x",
+        "-x",
+        "ü",
+        "x" * 129,
+    ],
     ids=repr,
 )
 @pytest.mark.parametrize("method", SESSION_METHODS)
-def test_a_session_id_that_could_name_another_path_is_refused(wire: Wire, method: str, session_id: str) -> None:
+def test_a_session_id_that_could_name_another_path_is_refused(
+    wire: Wire, method: str, session_id: str
+) -> None:
     path = "$.address.sessionId" if method.startswith("session.") else "$.sessionId"
     shown = repr(session_id) if len(session_id) <= 64 else repr(session_id)[:37] + "..."
-    assert wire.reply(request(method, session_params(method, session_id))) == invalid_params(1, f"invalid session id {shown}: {SESSION_ID_RULE}", path)
+    assert wire.reply(request(method, session_params(method, session_id))) == invalid_params(
+        1, f"invalid session id {shown}: {SESSION_ID_RULE}", path
+    )
 
 
 def test_a_traversing_session_id_never_reaches_the_file_system(wire: Wire) -> None:
     # A log planted beside the sessions root, where "../planted" would lead.
     planted = wire.sessions_dir.parent / "planted"
     planted.mkdir()
-    (planted / "session.jsonl").write_text('{"type":"session","version":1,"id":"planted","createdAt":0,"cwd":"/w"}\n')
+    (planted / "session.jsonl").write_text(
+        '{"type":"session","version":1,"id":"planted","createdAt":0,"cwd":"/w"}\n'
+    )
     for method in ("session/load", "session/delete"):
         frame = wire.reply(request(method, session_params(method, "../planted")))
         assert frame["error"]["code"] == -32602
     assert (planted / "session.jsonl").exists()
 
 
-@pytest.mark.parametrize("cwd", ["relative", "./here", "../up", "", "~/home", "C:\\windows"], ids=repr)
-@pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume", "session/list"])
+@pytest.mark.parametrize(
+    "cwd", ["relative", "./here", "../up", "", "~/home", "C:\\windows"], ids=repr
+)
+@pytest.mark.parametrize(
+    "method", ["session/new", "session/load", "session/resume", "session/list"]
+)
 def test_a_relative_cwd_is_invalid_params(wire: Wire, method: str, cwd: str) -> None:
-    params = {"cwd": cwd} if method in ("session/new", "session/list") else {"sessionId": "abc", "cwd": cwd}
-    assert wire.reply(request(method, params)) == invalid_params(1, f"must be an absolute path, got {cwd!r}", "$.cwd")
+    params = (
+        {"cwd": cwd}
+        if method in ("session/new", "session/list")
+        else {"sessionId": "abc", "cwd": cwd}
+    )
+    assert wire.reply(request(method, params)) == invalid_params(
+        1, f"must be an absolute path, got {cwd!r}", "$.cwd"
+    )
 
 
 @pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume"])
 def test_a_cwd_with_a_nul_character_is_invalid_params(wire: Wire, method: str) -> None:
     params = {"sessionId": "abc", "cwd": "/w\x00/x"}
-    assert wire.reply(request(method, params)) == invalid_params(1, "a path cannot contain NUL characters", "$.cwd")
+    assert wire.reply(request(method, params)) == invalid_params(
+        1, "a path cannot contain NUL characters", "$.cwd"
+    )
 
 
 @pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume"])
-def test_a_relative_additional_directory_is_invalid_params_naming_its_index(wire: Wire, method: str) -> None:
+def test_a_relative_additional_directory_is_invalid_params_naming_its_index(
+    wire: Wire, method: str
+) -> None:
     params = {"sessionId": "abc", "cwd": "/w", "additionalDirectories": ["/ok", "rel"]}
-    assert wire.reply(request(method, params)) == invalid_params(1, "must be an absolute path, got 'rel'", "$.additionalDirectories[1]")
+    assert wire.reply(request(method, params)) == invalid_params(
+        1, "must be an absolute path, got 'rel'", "$.additionalDirectories[1]"
+    )
 
 
 # A fixture whose one turn reads a file, runs a command, and answers.
@@ -470,13 +708,20 @@ def test_a_missing_cwd_is_accepted_and_local_tools_say_it_is_missing(tmp_path: P
         )
         assert answered["result"] == {"stopReason": "end_turn"}
         results = {
-            f["params"]["update"]["toolCallId"]: (f["params"]["update"]["status"], f["params"]["update"]["content"][0]["content"]["text"])
+            f["params"]["update"]["toolCallId"]: (
+                f["params"]["update"]["status"],
+                f["params"]["update"]["content"][0]["content"]["text"],
+            )
             for f in frames
-            if f.get("method") == "session/update" and f["params"]["update"].get("status") in ("completed", "failed")
+            if f.get("method") == "session/update"
+            and f["params"]["update"].get("status") in ("completed", "failed")
         }
         assert results == {
             "call_read": ("failed", "cannot read notes.txt: No such file or directory"),
-            "call_run": ("failed", f"cannot run ls: the working directory {missing} does not exist"),
+            "call_run": (
+                "failed",
+                f"cannot run ls: the working directory {missing} does not exist",
+            ),
         }
         wire.close()
 
@@ -503,7 +748,19 @@ def test_a_response_to_a_request_never_sent_is_dropped_silently(wire: Wire, line
 
 
 WRITE_SCENARIO = Scenario(
-    [("write it", [Step(calls=[ToolUse("call_write", "write_file", args(path="out.txt", content="first"))]), Step(text="Written.")])]
+    [
+        (
+            "write it",
+            [
+                Step(
+                    calls=[
+                        ToolUse("call_write", "write_file", args(path="out.txt", content="first"))
+                    ]
+                ),
+                Step(text="Written."),
+            ],
+        )
+    ]
 )
 ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 REJECT = {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
@@ -526,8 +783,13 @@ def asked(tmp_path: Path) -> Iterator[Asked]:
     workspace.mkdir()
     with AcpProcess(tmp_path / "sessions", "--replay", str(fixture)) as process:
         process.initialize()
-        session_id = process.result("session/new", {"cwd": str(workspace), "mcpServers": []})["sessionId"]
-        prompt_id = process.send_request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "write it"}]})
+        session_id = process.result("session/new", {"cwd": str(workspace), "mcpServers": []})[
+            "sessionId"
+        ]
+        prompt_id = process.send_request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "write it"}]},
+        )
         while (frame := process.read_frame()).get("method") != "session/request_permission":
             assert frame.get("method") == "session/update", frame
         yield Asked(process, workspace, session_id, prompt_id, frame)
@@ -547,10 +809,15 @@ def test_a_second_answer_to_a_permission_request_is_dropped(asked: Asked) -> Non
     permission_id = asked.permission["id"]
     asked.process.send({"jsonrpc": "2.0", "id": permission_id, "result": ALLOW})
     asked.process.send({"jsonrpc": "2.0", "id": permission_id, "result": REJECT})
-    asked.process.send({"jsonrpc": "2.0", "id": permission_id, "error": {"code": -32603, "message": "late"}})
+    asked.process.send(
+        {"jsonrpc": "2.0", "id": permission_id, "error": {"code": -32603, "message": "late"}}
+    )
     answer, updates = finish_turn(asked)
     assert answer["result"] == {"stopReason": "end_turn"}
-    assert [u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update"] == ["in_progress", "completed"]
+    assert [u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update"] == [
+        "in_progress",
+        "completed",
+    ]
     assert (asked.workspace / "out.txt").read_text() == "first"
     Wire(asked.process, asked.workspace.parent / "sessions").serving()
 
@@ -559,14 +826,18 @@ def test_an_answer_with_the_right_number_as_a_string_id_does_not_answer(asked: A
     permission_id = asked.permission["id"]
     assert type(permission_id) is int
     asked.process.send({"jsonrpc": "2.0", "id": str(permission_id), "result": REJECT})
-    Wire(asked.process, asked.workspace.parent / "sessions").serving()  # still waiting: nothing was answered
+    Wire(
+        asked.process, asked.workspace.parent / "sessions"
+    ).serving()  # still waiting: nothing was answered
     asked.process.send({"jsonrpc": "2.0", "id": permission_id, "result": ALLOW})
     answer, _ = finish_turn(asked)
     assert answer["result"] == {"stopReason": "end_turn"}
     assert (asked.workspace / "out.txt").read_text() == "first"
 
 
-def test_a_malformed_answer_to_a_permission_request_fails_the_tool_not_the_turn(asked: Asked) -> None:
+def test_a_malformed_answer_to_a_permission_request_fails_the_tool_not_the_turn(
+    asked: Asked,
+) -> None:
     asked.process.send({"jsonrpc": "2.0", "id": asked.permission["id"], "result": {"outcome": 5}})
     answer, updates = finish_turn(asked)
     assert answer["result"] == {"stopReason": "end_turn"}
@@ -651,12 +922,20 @@ def check_line(wire: Wire, line: bytes) -> None:
             probed = True
             continue
         frames.append(frame)
-        if isinstance(expected, Answer) and frame.get("id") == expected.id and "method" not in frame:
+        if (
+            isinstance(expected, Answer)
+            and frame.get("id") == expected.id
+            and "method" not in frame
+        ):
             answered = True
     if isinstance(expected, Silence):
         assert frames == [], (line, frames)
     elif isinstance(expected, Refusal):
-        assert len(frames) == 1 and frames[0]["id"] == expected.id and frames[0]["error"]["code"] == expected.code, (line, frames)
+        assert (
+            len(frames) == 1
+            and frames[0]["id"] == expected.id
+            and frames[0]["error"]["code"] == expected.code
+        ), (line, frames)
     else:
         assert len(frames) == 1, (line, frames)
         if "error" in frames[0]:
@@ -674,13 +953,51 @@ def fresh_wire(tmp_path: Path) -> Iterator[Wire]:
 
 GENERATED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 ids = st.integers(-(2**64), 2**64) | st.text(max_size=12) | st.none() | json_values
-methods = st.sampled_from(REQUEST_METHODS + NOTIFICATION_METHODS + ["", "_vendor/x", "session/unknown", "rpc.discover"]) | st.text(max_size=16)
-FIELDS = ["protocolVersion", "methodId", "cwd", "mcpServers", "sessionId", "prompt", "cursor", "address", "throughSeq", "beforeSeq", "maxMessages", "subscriptionId", "requestId", "_meta", "additionalDirectories"]
-field_values = json_values | st.sampled_from(["/", "/tmp", "relative", UNKNOWN, "../x", "", "session"]) | st.just({"kind": "session", "sessionId": UNKNOWN})
-params = st.dictionaries(st.sampled_from(FIELDS), field_values, max_size=4) | st.lists(json_values, max_size=3) | st.none()
+methods = st.sampled_from(
+    REQUEST_METHODS + NOTIFICATION_METHODS + ["", "_vendor/x", "session/unknown", "rpc.discover"]
+) | st.text(max_size=16)
+FIELDS = [
+    "protocolVersion",
+    "methodId",
+    "cwd",
+    "mcpServers",
+    "sessionId",
+    "prompt",
+    "cursor",
+    "address",
+    "throughSeq",
+    "beforeSeq",
+    "maxMessages",
+    "subscriptionId",
+    "requestId",
+    "_meta",
+    "additionalDirectories",
+]
+field_values = (
+    json_values
+    | st.sampled_from(["/", "/tmp", "relative", UNKNOWN, "../x", "", "session"])
+    | st.just({"kind": "session", "sessionId": UNKNOWN})
+)
+params = (
+    st.dictionaries(st.sampled_from(FIELDS), field_values, max_size=4)
+    | st.lists(json_values, max_size=3)
+    | st.none()
+)
 rpc_objects = st.fixed_dictionaries(
     {},
     optional={
@@ -705,7 +1022,11 @@ def test_generated_requests_get_exactly_one_answer_with_their_id(fresh_wire: Wir
     @given(method=methods, params=params, string_id=st.booleans())
     def one(method: str, params: Any, string_id: bool) -> None:
         n = next(unique)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"req-{n}" if string_id else n, "method": method}
+        message: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": f"req-{n}" if string_id else n,
+            "method": method,
+        }
         if params is not None:
             message["params"] = params
         check_line(fresh_wire, encode(message))
@@ -716,7 +1037,9 @@ def test_generated_requests_get_exactly_one_answer_with_their_id(fresh_wire: Wir
         frame = json.loads(line)
         if "method" not in frame:
             answers[frame["id"]] = answers.get(frame["id"], 0) + 1
-    assert all(count == 1 for count in answers.values()), {k: v for k, v in answers.items() if v != 1}
+    assert all(count == 1 for count in answers.values()), {
+        k: v for k, v in answers.items() if v != 1
+    }
 
 
 def test_generated_notifications_get_no_answer(fresh_wire: Wire) -> None:
@@ -753,9 +1076,19 @@ VALID_LINES = [
     request("authenticate", AUTHENTICATE, 7),
     request("session/list", {"cwd": "/w", "cursor": None}, "list"),
     request("session/load", {"sessionId": UNKNOWN, "cwd": "/w", "mcpServers": []}, 8),
-    request("session.page", {"address": {"kind": "session", "sessionId": UNKNOWN}, "throughSeq": 3, "maxMessages": 2}, 9),
-    request("session/prompt", {"sessionId": UNKNOWN, "prompt": [{"type": "text", "text": "héllo"}]}, None),
-    b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"' + UNKNOWN.encode() + b'"}}',
+    request(
+        "session.page",
+        {"address": {"kind": "session", "sessionId": UNKNOWN}, "throughSeq": 3, "maxMessages": 2},
+        9,
+    ),
+    request(
+        "session/prompt",
+        {"sessionId": UNKNOWN, "prompt": [{"type": "text", "text": "héllo"}]},
+        None,
+    ),
+    b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"'
+    + UNKNOWN.encode()
+    + b'"}}',
     b'{"jsonrpc":"2.0","id":11,"result":{"outcome":{"outcome":"cancelled"}}}',
 ]
 
@@ -774,7 +1107,10 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
         elif kind == "cut":
             del line[at : at + draw(st.integers(1, 8))]
         elif kind == "insert":
-            line[at:at] = draw(st.binary(min_size=1, max_size=4) | st.sampled_from([b'"', b"{", b"}", b"[", b",", b":", b"\\", b"\xff", b"\xc3"]))
+            line[at:at] = draw(
+                st.binary(min_size=1, max_size=4)
+                | st.sampled_from([b'"', b"{", b"}", b"[", b",", b":", b"\\", b"\xff", b"\xc3"])
+            )
         elif kind == "repeat":
             line[at:at] = line[at : at + draw(st.integers(1, 16))]
         else:

@@ -81,19 +81,35 @@ class InteropClient:
         self.hanging = anyio.Event()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        if isinstance(update, AgentMessageChunk) and getattr(update.content, "text", None) == HANG_TEXT:
+        if (
+            isinstance(update, AgentMessageChunk)
+            and getattr(update.content, "text", None) == HANG_TEXT
+        ):
             self.hanging.set()
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> RequestPermissionResponse:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> RequestPermissionResponse:
         self.requests.append(("session/request_permission", tool_call.tool_call_id))
         assert "allow_once" in [o.option_id for o in options]
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id="allow_once")
+        )
 
-    async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any) -> ReadTextFileResponse:
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> ReadTextFileResponse:
         self.requests.append(("fs/read_text_file", path))
         return ReadTextFileResponse(content=self.files[path])
 
-    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
         self.requests.append(("fs/write_text_file", path))
         self.files[path] = content
         return WriteTextFileResponse()
@@ -130,17 +146,37 @@ class Wire:
         raw = self.transcript.read_bytes()
         assert raw.endswith(b"\n"), "the server's last frame is not newline-terminated"
         lines = [json.loads(line) for line in raw.split(b"\n")[:-1]]
-        assert lines == self.incoming, "the frames the SDK reported differ from the bytes the server wrote"
+        assert lines == self.incoming, (
+            "the frames the SDK reported differ from the bytes the server wrote"
+        )
         check_agent_frames(self.incoming, self.methods_by_id)
         answered = {f["id"] for f in self.incoming if "method" not in f}
-        assert answered == set(self.methods_by_id), "a request went unanswered, or an answer was unasked"
+        assert answered == set(self.methods_by_id), (
+            "a request went unanswered, or an answer was unasked"
+        )
 
 
-def serve(tmp_path: Path, name: str, client: InteropClient, fixture: Path, sessions: Path, stderr: BinaryIO):  # type: ignore[no-untyped-def]
+def serve(
+    tmp_path: Path,
+    name: str,
+    client: InteropClient,
+    fixture: Path,
+    sessions: Path,
+    stderr: BinaryIO,
+):  # type: ignore[no-untyped-def]
     """Spawn the server (behind the tee) for one SDK connection; its stderr goes to a file,
     never to a pipe nobody reads."""
     wire = Wire(tmp_path / f"{name}.stdout.jsonl")
-    server = [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions), "--replay", str(fixture)]
+    server = [
+        sys.executable,
+        "-m",
+        "acp_server",
+        "serve",
+        "--sessions-dir",
+        str(sessions),
+        "--replay",
+        str(fixture),
+    ]
     spawned = spawn_agent_process(
         client,  # type: ignore[arg-type]
         sys.executable,
@@ -173,11 +209,15 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
         async with spawned as (conn, process):
             init = await conn.initialize(
                 protocol_version=1,
-                client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)),
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+                ),
                 client_info=Implementation(name="interop-python-sdk", version="1"),
             )
             assert init.protocol_version == 1
-            assert init.agent_capabilities is not None and init.agent_capabilities.load_session is True
+            assert (
+                init.agent_capabilities is not None and init.agent_capabilities.load_session is True
+            )
             assert init.agent_info is not None and init.agent_info.version == acp_server.__version__
 
             session_id = (await conn.new_session(cwd=cwd, mcp_servers=[])).session_id
@@ -189,7 +229,13 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
                 stops: list[str] = []
 
                 async def second_prompt() -> None:
-                    stops.append((await conn.prompt(session_id=session_id, prompt=[text_block("Check it again.")])).stop_reason)
+                    stops.append(
+                        (
+                            await conn.prompt(
+                                session_id=session_id, prompt=[text_block("Check it again.")]
+                            )
+                        ).stop_reason
+                    )
 
                 tg.start_soon(second_prompt)
                 await client.hanging.wait()  # the model call is streaming, then waits
@@ -197,7 +243,8 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
             assert stops == ["cancelled"]
 
             page = await conn._conn.send_request(  # the history API, beside ACP
-                "session.page", {"address": {"kind": "session", "sessionId": session_id}, "throughSeq": 0}
+                "session.page",
+                {"address": {"kind": "session", "sessionId": session_id}, "throughSeq": 0},
             )
             assert page["records"][0]["event"]["type"] == "turn/start"
         assert_clean_exit(tmp_path, "first", process.returncode)
@@ -211,11 +258,16 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
         ("fs/write_text_file", hello),
     ]
     assert client.files[hello] == HELLO_AFTER
-    assert (workspace / "hello.py").read_text() == HELLO_BEFORE  # the client's fs was used, not the disk
+    assert (
+        workspace / "hello.py"
+    ).read_text() == HELLO_BEFORE  # the client's fs was used, not the disk
     live = wire.updates(session_id)
     assert tool_calls(live) == DEMO_TOOL_CALLS
     assert set(final_statuses(live).values()) == {"completed"}
-    assert [u["entries"][0]["status"] for u in live if u["sessionUpdate"] == "plan"] == ["in_progress", "completed"]
+    assert [u["entries"][0]["status"] for u in live if u["sessionUpdate"] == "plan"] == [
+        "in_progress",
+        "completed",
+    ]
     assert text_of(live).endswith(HANG_TEXT)
 
     # -- a fresh process: load, list, close, resume, close --------------------------------------
@@ -236,7 +288,9 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
     (load_id,) = wire.ids["session/load"]
     replayed = check_replay_before_response(wire.incoming, load_id, session_id)
     assert replayed == wire.updates(session_id)  # resume replays nothing
-    assert [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"] == [PROMPT, "Check it again."]
+    assert [
+        u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"
+    ] == [PROMPT, "Check it again."]
     assert tool_calls(replayed) == DEMO_TOOL_CALLS
     assert set(final_statuses(replayed).values()) == {"completed"}
     assert text_of(replayed) == text_of(live)  # whole blocks now, the same text
@@ -253,16 +307,27 @@ async def test_history_results_through_the_sdk_connection_fit_the_schemas(tmp_pa
         async with spawned as (conn, process):
             await conn.initialize(
                 protocol_version=1,
-                client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)),
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+                ),
             )
             session_id = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=session_id, prompt=[text_block(PROMPT)])
             address = {"kind": "session", "sessionId": session_id}
-            followed = await conn._conn.send_request("session.follow", {"address": address, "maxMessages": 2})
-            page = await conn._conn.send_request(
-                "session.page", {"address": address, "throughSeq": followed["cursor"], "beforeSeq": _first_seq(followed["records"][0])}
+            followed = await conn._conn.send_request(
+                "session.follow", {"address": address, "maxMessages": 2}
             )
-            await conn._conn.send_request("session.unfollow", {"subscriptionId": followed["subscriptionId"]})
+            page = await conn._conn.send_request(
+                "session.page",
+                {
+                    "address": address,
+                    "throughSeq": followed["cursor"],
+                    "beforeSeq": _first_seq(followed["records"][0]),
+                },
+            )
+            await conn._conn.send_request(
+                "session.unfollow", {"subscriptionId": followed["subscriptionId"]}
+            )
         assert_clean_exit(tmp_path, "history", process.returncode)
     wire.check()  # the results are validated against schemas/ here
     assert followed["hasMore"] is True and page["records"]

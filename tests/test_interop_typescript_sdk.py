@@ -47,8 +47,12 @@ def node() -> str:
     """The `node` executable, with the pinned SDK installed beside flow.mjs."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip("Node.js and npm are not on PATH: the TypeScript SDK interop test needs them (CI has them)")
-    locked = json.loads((TS / "package-lock.json").read_text())["packages"][f"node_modules/{SDK}"]["version"]
+        pytest.skip(
+            "Node.js and npm are not on PATH: the TypeScript SDK interop test needs them (CI has them)"
+        )
+    locked = json.loads((TS / "package-lock.json").read_text())["packages"][f"node_modules/{SDK}"][
+        "version"
+    ]
     if _installed_version() != locked:
         install = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -58,7 +62,9 @@ def node() -> str:
             text=True,
             timeout=300,
         )
-        assert install.returncode == 0, f"npm ci failed in {TS}:\n{install.stdout}\n{install.stderr}"
+        assert install.returncode == 0, (
+            f"npm ci failed in {TS}:\n{install.stdout}\n{install.stderr}"
+        )
         assert _installed_version() == locked
     return node
 
@@ -80,7 +86,14 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
         "prompt": PROMPT,
         "hangText": HANG_TEXT,
     }
-    run = subprocess.run([node, "flow.mjs", json.dumps(config)], check=False, cwd=TS, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [node, "flow.mjs", json.dumps(config)],
+        check=False,
+        cwd=TS,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     server_logs = {p.name: p.read_text() for p in sorted(out.glob("*.stderr.log"))}
     assert run.returncode == 0, f"flow.mjs failed:\n{run.stderr}\nserver stderr: {server_logs}"
     summary = json.loads(run.stdout)
@@ -125,7 +138,9 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
         methods_by_id = {m["id"]: m["method"] for m in sent if "method" in m and "id" in m}
         check_agent_frames(frames, methods_by_id)
         answered = {f["id"] for f in frames if "method" not in f}
-        assert answered == set(methods_by_id), f"{name}: a request went unanswered, or an answer was unasked"
+        assert answered == set(methods_by_id), (
+            f"{name}: a request went unanswered, or an answer was unasked"
+        )
     (load_id,) = [i for i, m in methods_by_id.items() if m == "session/load"]
     replayed = check_replay_before_response(frames, load_id, summary["sessionId"])
     assert len(replayed) == second["replayed"]

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import session_events
 
 from acp_server.client.journal import Gap, Journal
 from acp_server.core.chunk_rows import pack_chunk_runs
@@ -42,7 +43,6 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.history import HistoryProtocolError, to_history_records
-from strategies import session_events
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: logs, and pages as the server sends them.
@@ -69,7 +69,9 @@ class Server:
         cut, records = self.log.page(end, max_messages)
         return msgspec.json.decode(msgspec.json.encode(to_history_records(records))), cut.has_more
 
-    def repair(self, journal: Journal, gap: Gap | None, max_messages: int, newer: list[Any] = ()) -> None:  # type: ignore[assignment]
+    def repair(
+        self, journal: Journal, gap: Gap | None, max_messages: int, newer: list[Any] = ()
+    ) -> None:  # type: ignore[assignment]
         """What a client does with a gap: page back from it until the pages reach the tail."""
         records = list(newer)
         while gap is not None:
@@ -98,7 +100,10 @@ LOG: list[SessionEvent] = [
     StepStart(2, 1002, StepData(0, 0)),
     *[_chunk(seq, text) for seq, text in zip(range(3, 9), ["He", "llo", ",", " wor", "ld", "!"])],
     AssistantMessageEvent(
-        9, 1009, AssistantMessageData(0, 0, AssistantMessage("a0", [AssistantText("Hello, world!")])), source_range=(3, 8)
+        9,
+        1009,
+        AssistantMessageData(0, 0, AssistantMessage("a0", [AssistantText("Hello, world!")])),
+        source_range=(3, 8),
     ),
     StepEnd(10, 1010, StepData(0, 0)),
     TurnEnd(11, 1011, TurnEndData(0, TurnEndReasonCompleted())),
@@ -115,7 +120,9 @@ def journal_of(first: int, last: int) -> Journal:
 
 
 @given(session_events(), st.integers(1, 6))
-def test_walking_every_page_newest_to_oldest_with_prepend_gives_the_log(events: list[SessionEvent], max_messages: int) -> None:
+def test_walking_every_page_newest_to_oldest_with_prepend_gives_the_log(
+    events: list[SessionEvent], max_messages: int
+) -> None:
     events = numbered(events)
     server = Server(events)
     journal = Journal.from_page(*server.page(len(events), max_messages))
@@ -209,7 +216,12 @@ def test_a_snapshot_holds_its_page_and_has_older_events_when_it_starts_after_seq
 
 def test_the_snapshot_of_an_empty_session_is_an_empty_journal_at_seq_0() -> None:
     journal = Journal.from_snapshot([], cursor=-1, has_more=False)
-    assert (journal.first_seq, journal.last_seq, journal.has_older, len(journal)) == (0, -1, False, 0)
+    assert (journal.first_seq, journal.last_seq, journal.has_older, len(journal)) == (
+        0,
+        -1,
+        False,
+        0,
+    )
 
 
 def test_a_snapshot_that_does_not_end_at_its_cursor_is_refused() -> None:
@@ -218,12 +230,16 @@ def test_a_snapshot_that_does_not_end_at_its_cursor_is_refused() -> None:
 
 
 def test_a_page_that_starts_after_seq_0_but_says_nothing_is_before_it_is_refused() -> None:
-    with pytest.raises(HistoryProtocolError, match="starts at seq 9 but says there is nothing before it"):
+    with pytest.raises(
+        HistoryProtocolError, match="starts at seq 9 but says there is nothing before it"
+    ):
         Journal.from_page(wire(LOG[9:]), has_more=False)
 
 
 def test_a_page_that_starts_at_seq_0_but_says_there_is_more_is_refused() -> None:
-    with pytest.raises(HistoryProtocolError, match="starts at seq 0 but says there is more before it"):
+    with pytest.raises(
+        HistoryProtocolError, match="starts at seq 0 but says there is more before it"
+    ):
         Journal.from_page(wire(LOG), has_more=True)
 
 
@@ -272,7 +288,9 @@ def test_a_live_event_that_differs_from_the_one_held_under_its_seq_is_refused() 
 
 def test_a_live_event_older_than_the_journal_is_refused() -> None:
     journal = journal_of(9, 11)
-    with pytest.raises(HistoryProtocolError, match="live event seq 4 is older than the journal's first seq 9"):
+    with pytest.raises(
+        HistoryProtocolError, match="live event seq 4 is older than the journal's first seq 9"
+    ):
         journal.apply_live(LOG[4])
 
 
@@ -301,7 +319,10 @@ def test_records_wholly_covered_are_dropped() -> None:
 
 def test_a_row_overlapping_the_tail_in_part_is_a_protocol_error() -> None:
     journal = journal_of(0, 5)  # holds chunks 3..5 of the row 3..8
-    with pytest.raises(HistoryProtocolError, match=r"records\[0\] \(seqs 3..8\) overlaps the journal \(0..5\) in part"):
+    with pytest.raises(
+        HistoryProtocolError,
+        match=r"records\[0\] \(seqs 3..8\) overlaps the journal \(0..5\) in part",
+    ):
         journal.apply_records(wire(LOG[3:]))
     assert held(journal) == LOG[:6]
 
@@ -370,21 +391,28 @@ def test_an_older_page_that_joins_the_head_is_prepended() -> None:
 
 def test_an_older_page_overlapping_the_head_is_refused() -> None:
     journal = journal_of(9, 11)
-    with pytest.raises(HistoryProtocolError, match="ends at seq 9: it overlaps the journal's first seq 9"):
+    with pytest.raises(
+        HistoryProtocolError, match="ends at seq 9: it overlaps the journal's first seq 9"
+    ):
         journal.prepend(wire(LOG[3:10]), has_more=True)
     assert held(journal) == LOG[9:]
 
 
 def test_an_older_page_leaving_a_gap_before_the_head_is_refused() -> None:
     journal = journal_of(9, 11)
-    with pytest.raises(HistoryProtocolError, match="ends at seq 7: it leaves a gap before the journal's first seq 9"):
+    with pytest.raises(
+        HistoryProtocolError,
+        match="ends at seq 7: it leaves a gap before the journal's first seq 9",
+    ):
         journal.prepend(wire(LOG[3:8]), has_more=True)
     assert held(journal) == LOG[9:]
 
 
 def test_a_last_older_page_that_does_not_start_at_seq_0_is_refused() -> None:
     journal = journal_of(9, 11)
-    with pytest.raises(HistoryProtocolError, match="starts at seq 3 but says there is nothing before it"):
+    with pytest.raises(
+        HistoryProtocolError, match="starts at seq 3 but says there is nothing before it"
+    ):
         journal.prepend(wire(LOG[3:9]), has_more=False)
     assert held(journal) == LOG[9:]
 
@@ -428,7 +456,9 @@ MALFORMED = {
 
 @pytest.mark.parametrize("record", MALFORMED.values(), ids=MALFORMED.keys())
 @pytest.mark.parametrize("method", ["apply_records", "fill_gap", "from_page", "prepend"])
-def test_a_malformed_record_is_a_protocol_error_and_changes_nothing(method: str, record: Any) -> None:
+def test_a_malformed_record_is_a_protocol_error_and_changes_nothing(
+    method: str, record: Any
+) -> None:
     journal = journal_of(9, 11) if method == "prepend" else journal_of(0, 2)
     before = held(journal)
     with pytest.raises(HistoryProtocolError, match=r"records\[1\]"):

@@ -31,11 +31,22 @@ def write(root: Path, compression: str, events: list) -> Path:  # type: ignore[t
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
-def test_the_latest_title_and_the_last_member_time_of_a_row(tmp_path: Path, compression: str) -> None:
-    chunks = [AssistantChunk(3 + n, 100 + n, AssistantChunkData(0, 0, TextDelta(0, "x"))) for n in range(4)]
+def test_the_latest_title_and_the_last_member_time_of_a_row(
+    tmp_path: Path, compression: str
+) -> None:
+    chunks = [
+        AssistantChunk(3 + n, 100 + n, AssistantChunkData(0, 0, TextDelta(0, "x")))
+        for n in range(4)
+    ]
     store = SessionStore(tmp_path, compression=compression)  # type: ignore[arg-type]
     writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
-    writer.append([TurnStart(0, 5, TurnStartData(0)), SessionTitle(1, 6, SessionTitleData("first")), SessionTitle(2, 7, SessionTitleData("second"))])
+    writer.append(
+        [
+            TurnStart(0, 5, TurnStartData(0)),
+            SessionTitle(1, 6, SessionTitleData("first")),
+            SessionTitle(2, 7, SessionTitleData("second")),
+        ]
+    )
     writer.flush()
     writer.append(chunks)  # one packed row
     writer.close()
@@ -43,7 +54,9 @@ def test_the_latest_title_and_the_last_member_time_of_a_row(tmp_path: Path, comp
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
-def test_a_log_with_only_its_header_has_no_title_and_no_events(tmp_path: Path, compression: str) -> None:
+def test_a_log_with_only_its_header_has_no_title_and_no_events(
+    tmp_path: Path, compression: str
+) -> None:
     assert list_summary(write(tmp_path, compression, [])) == (None, None)
 
 

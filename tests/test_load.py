@@ -22,12 +22,11 @@ from typing import Any
 import msgspec
 import pytest
 from acp import schema
-from pydantic import BaseModel
-
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks, write_fixture
-
 from polling import wait_until
+from pydantic import BaseModel
+
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.log import read_log
 
@@ -100,7 +99,9 @@ class Reply:
     @property
     def updates(self) -> list[dict[str, Any]]:
         """The `update` of each frame, which must all be `session/update` notifications."""
-        assert all(f.get("method") == "session/update" and "id" not in f for f in self.frames), self.frames
+        assert all(f.get("method") == "session/update" and "id" not in f for f in self.frames), (
+            self.frames
+        )
         return [f["params"]["update"] for f in self.frames]
 
 
@@ -119,7 +120,9 @@ class Server:
         return Reply(response, frames)
 
     def new_session(self) -> str:
-        return self.call("session/new", {"cwd": str(self.place.workspace), "mcpServers": []}).result["sessionId"]
+        return self.call(
+            "session/new", {"cwd": str(self.place.workspace), "mcpServers": []}
+        ).result["sessionId"]
 
     def prompt(self, session_id: str, text: str) -> Reply:
         return self.call("session/prompt", prompt_params(session_id, text))
@@ -131,7 +134,11 @@ class Server:
         return request_id
 
     def load(self, session_id: str, max_messages: int | None = None) -> Reply:
-        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(self.place.workspace), "mcpServers": []}
+        params: dict[str, Any] = {
+            "sessionId": session_id,
+            "cwd": str(self.place.workspace),
+            "mcpServers": [],
+        }
         if max_messages is not None:
             params["_meta"] = {"acp-server": {"replay": {"maxMessages": max_messages}}}
         return self.call("session/load", params)
@@ -166,7 +173,10 @@ class Server:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
             self.finish()
@@ -187,7 +197,8 @@ def completed(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kind = update["sessionUpdate"]
         last = done[-1] if done else {}
         if kind in ("agent_message_chunk", "agent_thought_chunk") and (
-            last.get("sessionUpdate"), last.get("messageId")
+            last.get("sessionUpdate"),
+            last.get("messageId"),
         ) == (kind, update["messageId"]):
             joined = last["content"]["text"] + update["content"]["text"]
             done[-1] = {**last, "content": {"type": "text", "text": joined}}
@@ -199,13 +210,21 @@ def completed(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def user_chunk(text: str, turn: int) -> dict[str, Any]:
-    return {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}, "messageId": f"user-{turn}"}
+    return {
+        "sessionUpdate": "user_message_chunk",
+        "content": {"type": "text", "text": text},
+        "messageId": f"user-{turn}",
+    }
 
 
 def message_chunks(text: str, message_id: str) -> list[dict[str, Any]]:
     """The live `agent_message_chunk`s of a scripted text (cut by `fragments`)."""
     return [
-        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": t}, "messageId": message_id}
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": t},
+            "messageId": message_id,
+        }
         for t in fragments(text)
     ]
 
@@ -244,8 +263,20 @@ def hang(step: Step) -> dict[str, Any]:
 
 FIRST_PROMPT = "The greeting in hello.py is wrong."
 FIRST_STEPS = [
-    Step(reasoning="Read it first.", text="Let me look at hello.py.", calls=[ToolUse("call_read", "read_file", args(path="hello.py"))]),
-    Step(calls=[ToolUse("call_plan", "todo_write", args(todos=[{"content": "Fix the greeting", "status": "in_progress"}]))]),
+    Step(
+        reasoning="Read it first.",
+        text="Let me look at hello.py.",
+        calls=[ToolUse("call_read", "read_file", args(path="hello.py"))],
+    ),
+    Step(
+        calls=[
+            ToolUse(
+                "call_plan",
+                "todo_write",
+                args(todos=[{"content": "Fix the greeting", "status": "in_progress"}]),
+            )
+        ]
+    ),
     Step(text="It prints `Helo world`: the greeting is misspelt.", usage=(40, 12)),
 ]
 SECOND_PROMPT = "Thanks. Anything else?"
@@ -273,7 +304,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     return Recorded(place, session_id, answered.updates)
 
 
-def test_a_fresh_process_replays_the_completed_content_the_first_one_streamed(recorded: Recorded, tmp_path: Path) -> None:
+def test_a_fresh_process_replays_the_completed_content_the_first_one_streamed(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     with Server(recorded.place.copy(tmp_path)) as second:
         loaded = second.load(recorded.session_id)
 
@@ -282,7 +315,9 @@ def test_a_fresh_process_replays_the_completed_content_the_first_one_streamed(re
         assert all(f["params"]["sessionId"] == recorded.session_id for f in loaded.frames)
 
 
-def test_the_replay_shows_each_message_whole_and_each_tool_call_with_its_result(recorded: Recorded, tmp_path: Path) -> None:
+def test_the_replay_shows_each_message_whole_and_each_tool_call_with_its_result(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     with Server(recorded.place.copy(tmp_path)) as second:
         replayed = second.load(recorded.session_id).updates
 
@@ -292,15 +327,22 @@ def test_the_replay_shows_each_message_whole_and_each_tool_call_with_its_result(
         if update["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk"):
             key = (update["sessionUpdate"], update["messageId"])
             texts[key] = texts.get(key, "") + update["content"]["text"]
-    assert {
-        (u["sessionUpdate"], u["messageId"]): u["content"]["text"]
-        for u in replayed
-        if u["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk")
-    } == texts == {
-        ("agent_thought_chunk", "assistant-0-0"): "Read it first.",
-        ("agent_message_chunk", "assistant-0-0"): "Let me look at hello.py.",
-        ("agent_message_chunk", "assistant-0-2"): "It prints `Helo world`: the greeting is misspelt.",
-    }
+    assert (
+        {
+            (u["sessionUpdate"], u["messageId"]): u["content"]["text"]
+            for u in replayed
+            if u["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk")
+        }
+        == texts
+        == {
+            ("agent_thought_chunk", "assistant-0-0"): "Read it first.",
+            ("agent_message_chunk", "assistant-0-0"): "Let me look at hello.py.",
+            (
+                "agent_message_chunk",
+                "assistant-0-2",
+            ): "It prints `Helo world`: the greeting is misspelt.",
+        }
+    )
     tools = ("tool_call", "tool_call_update")
     final = [u for u in live if u["sessionUpdate"] in tools and u.get("status") != "in_progress"]
     assert [u for u in replayed if u["sessionUpdate"] in tools] == final
@@ -312,7 +354,9 @@ def test_the_replay_shows_each_message_whole_and_each_tool_call_with_its_result(
     ]
 
 
-def test_every_replayed_update_is_on_the_wire_before_the_load_response(recorded: Recorded, tmp_path: Path) -> None:
+def test_every_replayed_update_is_on_the_wire_before_the_load_response(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     with Server(recorded.place.copy(tmp_path)) as second:
         loaded = second.load(recorded.session_id)
         second.process.assert_silent(0.3)
@@ -320,12 +364,20 @@ def test_every_replayed_update_is_on_the_wire_before_the_load_response(recorded:
     kinds = []
     for line in second.process.stdout_lines:
         frame = json.loads(line)
-        kinds.append(frame["method"] if "method" in frame else second.methods[frame["id"]] + " response")
-    assert kinds == ["initialize response", *["session/update"] * len(loaded.frames), "session/load response"]
+        kinds.append(
+            frame["method"] if "method" in frame else second.methods[frame["id"]] + " response"
+        )
+    assert kinds == [
+        "initialize response",
+        *["session/update"] * len(loaded.frames),
+        "session/load response",
+    ]
     assert len(loaded.frames) == 9
 
 
-def test_a_prompt_after_the_load_continues_at_the_next_script_entry(recorded: Recorded, tmp_path: Path) -> None:
+def test_a_prompt_after_the_load_continues_at_the_next_script_entry(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     place = recorded.place.copy(tmp_path)
     with Server(place) as second:
         second.load(recorded.session_id)
@@ -333,14 +385,25 @@ def test_a_prompt_after_the_load_continues_at_the_next_script_entry(recorded: Re
 
         assert answered.result == {"stopReason": "end_turn"}
         assert answered.updates == message_chunks(SECOND_TEXT, "assistant-1-0")
-    turn = [e for e in without_time(logged(place.log_path(recorded.session_id))) if e["data"].get("turn") == 1]
+    turn = [
+        e
+        for e in without_time(logged(place.log_path(recorded.session_id)))
+        if e["data"].get("turn") == 1
+    ]
     assert [e["type"] for e in turn if e["type"] != "assistant/chunk"] == [
-        "turn/start", "user/message", "step/start", "assistant/message", "step/end", "turn/end",
+        "turn/start",
+        "user/message",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
     ]
     assert turn[-1]["data"] == {"turn": 1, "reason": {"kind": "completed"}}
 
 
-def test_a_second_load_replays_both_turns_as_they_were_streamed(recorded: Recorded, tmp_path: Path) -> None:
+def test_a_second_load_replays_both_turns_as_they_were_streamed(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     place = recorded.place.copy(tmp_path)
     with Server(place) as second:
         second.load(recorded.session_id)
@@ -356,7 +419,9 @@ def test_a_second_load_replays_both_turns_as_they_were_streamed(recorded: Record
     ]
 
 
-def test_a_session_another_process_created_without_a_turn_loads_empty_and_prompts_from_the_start(tmp_path: Path) -> None:
+def test_a_session_another_process_created_without_a_turn_loads_empty_and_prompts_from_the_start(
+    tmp_path: Path,
+) -> None:
     place = make_place(tmp_path, Scenario([("Hello?", [Step(text="Hello there.")])]))
     with Server(place) as first:
         session_id = first.new_session()
@@ -369,7 +434,9 @@ def test_a_session_another_process_created_without_a_turn_loads_empty_and_prompt
     assert answered.updates == message_chunks("Hello there.", "assistant-0-0")
 
 
-def test_a_session_another_process_holds_is_refused_until_that_process_exits(tmp_path: Path) -> None:
+def test_a_session_another_process_holds_is_refused_until_that_process_exits(
+    tmp_path: Path,
+) -> None:
     place = make_place(tmp_path, Scenario([("Hello?", [Step(text="Hello there.")])]))
     with Server(place) as holder, Server(place) as other:
         session_id = holder.new_session()
@@ -394,11 +461,21 @@ def test_an_unknown_session_is_minus_32002(tmp_path: Path) -> None:
         refused = server.load("no-such-session")
 
     assert refused.frames == []
-    assert refused.error == {"code": -32002, "message": "Unknown session: no-such-session", "data": {"sessionId": "no-such-session"}}
+    assert refused.error == {
+        "code": -32002,
+        "message": "Unknown session: no-such-session",
+        "data": {"sessionId": "no-such-session"},
+    }
 
 
 def _write_log(place: Place, session_id: str, version: int, body: list[dict[str, Any]]) -> Path:
-    header = {"type": "session", "version": version, "id": session_id, "createdAt": 0, "cwd": str(place.workspace)}
+    header = {
+        "type": "session",
+        "version": version,
+        "id": session_id,
+        "createdAt": 0,
+        "cwd": str(place.workspace),
+    }
     path = place.log_path(session_id)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"".join(json.dumps(value).encode() + b"\n" for value in [header, *body]))
@@ -413,7 +490,12 @@ def test_a_corrupt_log_is_minus_32010_naming_the_line_and_is_left_unchanged(tmp_
         SESSION_FORMAT_VERSION,
         [
             {"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 0}},
-            {"type": "turn/end", "seq": 5, "time": 0, "data": {"turn": 0, "reason": {"kind": "completed"}}},
+            {
+                "type": "turn/end",
+                "seq": 5,
+                "time": 0,
+                "data": {"turn": 0, "reason": {"kind": "completed"}},
+            },
         ],
     )
     before = path.read_bytes()
@@ -432,7 +514,9 @@ def test_a_corrupt_log_is_minus_32010_naming_the_line_and_is_left_unchanged(tmp_
 def test_a_log_of_another_format_version_is_minus_32010_unsupported_version(tmp_path: Path) -> None:
     place = make_place(tmp_path, Scenario([]))
     newer = SESSION_FORMAT_VERSION + 1
-    _write_log(place, "newer", newer, [{"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 0}}])
+    _write_log(
+        place, "newer", newer, [{"type": "turn/start", "seq": 0, "time": 0, "data": {"turn": 0}}]
+    )
     with Server(place) as server:
         refused = server.load("newer")
 
@@ -440,13 +524,22 @@ def test_a_log_of_another_format_version_is_minus_32010_unsupported_version(tmp_
     assert refused.error == {
         "code": -32010,
         "message": f"Session log unreadable: format version {newer} is not supported (this build reads version {SESSION_FORMAT_VERSION})",
-        "data": {"reason": "unsupported-version", "found": newer, "supported": SESSION_FORMAT_VERSION},
+        "data": {
+            "reason": "unsupported-version",
+            "found": newer,
+            "supported": SESSION_FORMAT_VERSION,
+        },
     }
 
 
-def test_a_load_while_a_prompt_runs_in_the_session_is_refused_as_prompt_running(tmp_path: Path) -> None:
+def test_a_load_while_a_prompt_runs_in_the_session_is_refused_as_prompt_running(
+    tmp_path: Path,
+) -> None:
     working = Step(text="Working on it")
-    place = make_place(tmp_path, Scenario([("Wait.", [working])], override={"patches": [{"at": 0, "entry": hang(working)}]}))
+    place = make_place(
+        tmp_path,
+        Scenario([("Wait.", [working])], override={"patches": [{"at": 0, "entry": hang(working)}]}),
+    )
     with Server(place) as server:
         session_id = server.new_session()
         prompt_id = server.start_prompt(session_id, "Wait.")
@@ -469,7 +562,9 @@ def test_a_refused_load_leaves_the_running_session_s_directories_alone(tmp_path:
     extra.mkdir()
     (extra / "notes.txt").write_text("kept\n")
     working = Step(text="Working on it")
-    read_extra = Step(calls=[ToolUse("call_extra", "read_file", args(path=str(extra / "notes.txt")))])
+    read_extra = Step(
+        calls=[ToolUse("call_extra", "read_file", args(path=str(extra / "notes.txt")))]
+    )
     scenario = Scenario(
         [("Wait.", [working]), ("Read it.", [read_extra, Step(text="Read.")])],
         override={"patches": [{"at": 0, "entry": hang(working)}]},
@@ -539,7 +634,9 @@ def killed_mid_stream(tmp_path_factory: pytest.TempPathFactory) -> Killed:
     try:
         session_id = first.new_session()
         first.start_prompt(session_id, STORY_PROMPT)
-        shown = "".join(first.read_frame()["params"]["update"]["content"]["text"] for _ in range(10))
+        shown = "".join(
+            first.read_frame()["params"]["update"]["content"]["text"] for _ in range(10)
+        )
         path = place.log_path(session_id)
         # The stream goes on; the 100 ms flusher writes the chunks while it runs.
         wait_for(lambda: logged_text(path).startswith(shown), "the log holds the text shown")
@@ -551,7 +648,9 @@ def killed_mid_stream(tmp_path_factory: pytest.TempPathFactory) -> Killed:
     return Killed(place, session_id, shown, events)
 
 
-def test_after_a_kill_mid_stream_the_load_shows_the_partial_text(killed_mid_stream: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_mid_stream_the_load_shows_the_partial_text(
+    killed_mid_stream: Killed, tmp_path: Path
+) -> None:
     killed = killed_mid_stream
     with Server(killed.place.copy(tmp_path)) as second:
         loaded = second.load(killed.session_id)
@@ -560,14 +659,20 @@ def test_after_a_kill_mid_stream_the_load_shows_the_partial_text(killed_mid_stre
     assert loaded.result == {}
     assert loaded.updates == [
         user_chunk(STORY_PROMPT, 0),
-        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": partial}, "messageId": "assistant-0-0"},
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": partial},
+            "messageId": "assistant-0-0",
+        },
     ]
     assert partial == logged_text(killed.place.log_path(killed.session_id))
     assert partial.startswith(killed.shown) and killed.shown
     assert STORY.startswith(partial) and len(partial) < len(STORY)
 
 
-def test_after_a_kill_mid_stream_the_load_appends_exactly_the_interrupted_closers(killed_mid_stream: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_mid_stream_the_load_appends_exactly_the_interrupted_closers(
+    killed_mid_stream: Killed, tmp_path: Path
+) -> None:
     killed = killed_mid_stream
     place = killed.place.copy(tmp_path)
     with Server(place) as second:
@@ -582,7 +687,9 @@ def test_after_a_kill_mid_stream_the_load_appends_exactly_the_interrupted_closer
     ]
 
 
-def test_after_a_kill_mid_stream_the_next_prompt_gets_the_next_script_entry(killed_mid_stream: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_mid_stream_the_next_prompt_gets_the_next_script_entry(
+    killed_mid_stream: Killed, tmp_path: Path
+) -> None:
     killed = killed_mid_stream
     with Server(killed.place.copy(tmp_path)) as second:
         second.load(killed.session_id)
@@ -607,7 +714,10 @@ def killed_in_tool(tmp_path_factory: pytest.TempPathFactory) -> Killed:
     waits for an answer (the call is logged, its result is not)."""
     scenario = Scenario(
         [
-            (WRITE_PROMPT, [Step(text="Writing it.", calls=[ToolUse("call_write", "write_file", WRITE_ARGS)])]),
+            (
+                WRITE_PROMPT,
+                [Step(text="Writing it.", calls=[ToolUse("call_write", "write_file", WRITE_ARGS)])],
+            ),
             (RETRY_PROMPT, [Step(text=RETRY_TEXT)]),
         ]
     )
@@ -626,13 +736,19 @@ def killed_in_tool(tmp_path_factory: pytest.TempPathFactory) -> Killed:
     return Killed(place, session_id, "", events)
 
 
-def test_after_a_kill_in_a_tool_call_the_load_shows_the_call_failed_as_interrupted(killed_in_tool: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_in_a_tool_call_the_load_shows_the_call_failed_as_interrupted(
+    killed_in_tool: Killed, tmp_path: Path
+) -> None:
     with Server(killed_in_tool.place.copy(tmp_path)) as second:
         loaded = second.load(killed_in_tool.session_id)
 
     assert loaded.updates == [
         user_chunk(WRITE_PROMPT, 0),
-        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing it."}, "messageId": "assistant-0-0"},
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "Writing it."},
+            "messageId": "assistant-0-0",
+        },
         {
             "sessionUpdate": "tool_call",
             "toolCallId": "call_write",
@@ -651,7 +767,9 @@ def test_after_a_kill_in_a_tool_call_the_load_shows_the_call_failed_as_interrupt
     ]
 
 
-def test_after_a_kill_in_a_tool_call_the_load_appends_its_error_result_and_the_closers(killed_in_tool: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_in_a_tool_call_the_load_appends_its_error_result_and_the_closers(
+    killed_in_tool: Killed, tmp_path: Path
+) -> None:
     killed = killed_in_tool
     place = killed.place.copy(tmp_path)
     with Server(place) as second:
@@ -680,7 +798,9 @@ def test_after_a_kill_in_a_tool_call_the_load_appends_its_error_result_and_the_c
     assert not (place.workspace / "out.txt").exists()
 
 
-def test_after_a_kill_in_a_tool_call_the_next_prompt_gets_the_next_script_entry(killed_in_tool: Killed, tmp_path: Path) -> None:
+def test_after_a_kill_in_a_tool_call_the_next_prompt_gets_the_next_script_entry(
+    killed_in_tool: Killed, tmp_path: Path
+) -> None:
     with Server(killed_in_tool.place.copy(tmp_path)) as second:
         second.load(killed_in_tool.session_id)
         answered = second.prompt(killed_in_tool.session_id, RETRY_PROMPT)
@@ -694,7 +814,16 @@ def test_after_a_kill_in_a_tool_call_the_next_prompt_gets_the_next_script_entry(
 
 TAIL_TURNS = [
     ("One?", [Step(text="First answer.")]),
-    ("Two?", [Step(text="Reading notes.txt.", calls=[ToolUse("call_notes", "read_file", args(path="notes.txt"))]), Step(text="Second answer.")]),
+    (
+        "Two?",
+        [
+            Step(
+                text="Reading notes.txt.",
+                calls=[ToolUse("call_notes", "read_file", args(path="notes.txt"))],
+            ),
+            Step(text="Second answer."),
+        ],
+    ),
     ("Three?", [Step(text="Third answer.")]),
     ("Four?", [Step(text="Fourth answer.")]),
 ]
@@ -743,11 +872,18 @@ def four_turns(tmp_path_factory: pytest.TempPathFactory) -> RecordedTurns:
     ],
 )
 def test_a_tail_replay_starts_at_the_turn_holding_the_oldest_message_asked_for(
-    four_turns: RecordedTurns, tmp_path: Path, max_messages: int, first_turn: int, replayed_from_seq: int, has_more: bool
+    four_turns: RecordedTurns,
+    tmp_path: Path,
+    max_messages: int,
+    first_turn: int,
+    replayed_from_seq: int,
+    has_more: bool,
 ) -> None:
     with Server(four_turns.place.copy(tmp_path)) as server:
         loaded = server.load(four_turns.session_id, max_messages)
 
-    assert loaded.result == {"_meta": {"acp-server": {"replayedFromSeq": replayed_from_seq, "hasMore": has_more}}}
+    assert loaded.result == {
+        "_meta": {"acp-server": {"replayedFromSeq": replayed_from_seq, "hasMore": has_more}}
+    }
     assert replayed_from_seq == TURN_STARTS[first_turn]
     assert loaded.updates == list(itertools.chain.from_iterable(four_turns.replays[first_turn:]))

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import FRAGMENT_SIZES, Scenario, Step, fragments, write_fixture
 
@@ -83,9 +82,17 @@ class Watched:
         return self.followed[-1]["seq"] if self.followed else self.cursor
 
     def done(self) -> bool:
-        followed_to_the_end = bool(self.followed) and self.followed[-1]["type"] == "turn/end" and self.followed[-1]["data"]["turn"] == 1
-        return self.stop_reason is not None and followed_to_the_end and not self.has_older and not self.paging and (
-            not self.mid_stream_asked or self.mid_stream_page is not None
+        followed_to_the_end = (
+            bool(self.followed)
+            and self.followed[-1]["type"] == "turn/end"
+            and self.followed[-1]["data"]["turn"] == 1
+        )
+        return (
+            self.stop_reason is not None
+            and followed_to_the_end
+            and not self.has_older
+            and not self.paging
+            and (not self.mid_stream_asked or self.mid_stream_page is not None)
         )
 
 
@@ -117,9 +124,14 @@ class RssSampler(threading.Thread):
         self.join()
 
 
-def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp_path: Path) -> None:
+def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(
+    tmp_path: Path,
+) -> None:
     text = long_text(CHUNKS)
-    fixture = write_fixture(tmp_path / "fixture", Scenario([("warm up", [Step(text=WARM_UP)]), (LONG_PROMPT, [Step(text=text)])]))
+    fixture = write_fixture(
+        tmp_path / "fixture",
+        Scenario([("warm up", [Step(text=WARM_UP)]), (LONG_PROMPT, [Step(text=text)])]),
+    )
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     sessions_dir = tmp_path / "sessions"
@@ -130,19 +142,29 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
         server.initialize()
         watched: dict[str, Watched] = {}
         for n in range(SESSIONS):
-            session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})["sessionId"]
-            warm, _ = server.exchange("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "warm up"}]})
+            session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})[
+                "sessionId"
+            ]
+            warm, _ = server.exchange(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "warm up"}]},
+            )
             assert warm["result"] == {"stopReason": "end_turn"}
             watched[session_id] = Watched(session_id, paged=n % PAGED_EVERY == 0)
 
         pending: dict[Any, tuple[str, Watched]] = {}
         by_subscription: dict[str, Watched] = {}
         for w in watched.values():  # every prompt first, then every follow: all stream at once
-            w.prompt_id = server.send_request("session/prompt", {"sessionId": w.session_id, "prompt": [{"type": "text", "text": LONG_PROMPT}]})
+            w.prompt_id = server.send_request(
+                "session/prompt",
+                {"sessionId": w.session_id, "prompt": [{"type": "text", "text": LONG_PROMPT}]},
+            )
             pending[w.prompt_id] = ("prompt", w)
         for w in watched.values():
             address = {"kind": "session", "sessionId": w.session_id}
-            request_id = server.send_request("session.follow", {"address": address, "maxMessages": 1 if w.paged else 50})
+            request_id = server.send_request(
+                "session.follow", {"address": address, "maxMessages": 1 if w.paged else 50}
+            )
             pending[request_id] = ("follow", w)
 
         frames = 0
@@ -160,10 +182,18 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
                 event = frame["params"]["event"]
                 assert event["seq"] == w.last_seq + 1, (w.session_id, event["seq"], w.last_seq)
                 w.followed.append(event)
-                if w.paged and not w.mid_stream_asked and event["type"] == "assistant/chunk" and event["data"]["turn"] == 1:
+                if (
+                    w.paged
+                    and not w.mid_stream_asked
+                    and event["type"] == "assistant/chunk"
+                    and event["data"]["turn"] == 1
+                ):
                     w.mid_stream_asked = True  # page the stream while it runs
                     address = {"kind": "session", "sessionId": w.session_id}
-                    request_id = server.send_request("session.page", {"address": address, "throughSeq": event["seq"], "maxMessages": 1})
+                    request_id = server.send_request(
+                        "session.page",
+                        {"address": address, "throughSeq": event["seq"], "maxMessages": 1},
+                    )
                     pending[request_id] = ("mid-stream page", w)
             elif method is not None:
                 raise AssertionError(f"unexpected frame: {frame}")
@@ -180,7 +210,9 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
                     w.snapshot = [event_json(e) for e in expand_history_records(result["records"])]
                     w.has_older = result["hasMore"]
                 elif kind == "mid-stream page":
-                    w.mid_stream_page = [event_json(e) for e in expand_history_records(result["records"])]
+                    w.mid_stream_page = [
+                        event_json(e) for e in expand_history_records(result["records"])
+                    ]
                 else:
                     page = [event_json(e) for e in expand_history_records(result["records"])]
                     w.older = page + w.older
@@ -191,7 +223,15 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
                 if w.subscription is not None and w.has_older and not w.paging:
                     first = (w.older or w.snapshot)[0]["seq"]
                     address = {"kind": "session", "sessionId": w.session_id}
-                    request_id = server.send_request("session.page", {"address": address, "throughSeq": w.cursor, "beforeSeq": first, "maxMessages": 1})
+                    request_id = server.send_request(
+                        "session.page",
+                        {
+                            "address": address,
+                            "throughSeq": w.cursor,
+                            "beforeSeq": first,
+                            "maxMessages": 1,
+                        },
+                    )
                     pending[request_id] = ("older page", w)
                     w.paging = True
         elapsed = time.monotonic() - started
@@ -203,7 +243,9 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
         assert_jsonrpc_frame(line)
     assert "Traceback" not in server.stderr, server.stderr
     for w in watched.values():
-        log = [event_json(e) for e in read_log(sessions_dir / w.session_id / "session.jsonl").events]
+        log = [
+            event_json(e) for e in read_log(sessions_dir / w.session_id / "session.jsonl").events
+        ]
         assert w.stop_reason == "end_turn"
         assert w.older + w.snapshot + w.followed == log, w.session_id
         assert "".join(w.live_text) == text and len(w.live_text) == CHUNKS
@@ -211,7 +253,9 @@ def test_concurrent_streams_followed_and_paged_lose_nothing_and_stay_bounded(tmp
             first = w.mid_stream_page[0]["seq"]
             assert w.mid_stream_page == log[first : first + len(w.mid_stream_page)]
             assert w.mid_stream_page[-1]["type"] == "assistant/chunk"
-    assert any(w.mid_stream_page for w in watched.values()), "no session was paged while it streamed"
+    assert any(w.mid_stream_page for w in watched.values()), (
+        "no session was paged while it streamed"
+    )
     peak_mb = sampler.peak_kb / 1024
     figures = {
         "sessions": SESSIONS,

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import pytest
 import zstandard
+from spec_reader import zstd_frames  # tests/spec_reader.py
 
 from acp_server.core.events import (
     AssistantChunk,
@@ -74,8 +75,6 @@ from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.ids import InvalidSessionId
 from acp_server.storage.log import Compression, CorruptLog, LogLocked, UnsupportedVersion
 from acp_server.storage.store import SessionExists, SessionNotFound, SessionStore
-
-from spec_reader import zstd_frames  # tests/spec_reader.py
 
 T0 = 1_750_000_000_000
 NOW = T0 + 3_600_000

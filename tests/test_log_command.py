@@ -26,7 +26,10 @@ from acp_server.storage.store import SessionStore
 EVENTS = [
     TurnStart(0, 10, TurnStartData(0)),
     StepStart(1, 10, StepData(0, 0)),
-    *[AssistantChunk(2 + i, 11 + i, AssistantChunkData(0, 0, TextDelta(0, t))) for i, t in enumerate(["He", "llo", ",", " world"])],
+    *[
+        AssistantChunk(2 + i, 11 + i, AssistantChunkData(0, 0, TextDelta(0, t)))
+        for i, t in enumerate(["He", "llo", ",", " world"])
+    ],
 ]
 
 
@@ -40,7 +43,10 @@ def write_session(root: Path, compression: str = "none") -> Path:
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "acp_server", "log", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "acp_server", "log", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -50,7 +56,13 @@ def test_cat_prints_the_header_then_every_event_expanded(tmp_path: Path, compres
     result = run("cat", str(session))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert json.loads(lines[0]) == {"type": "session", "version": 1, "id": "s1", "createdAt": 5, "cwd": "/work"}
+    assert json.loads(lines[0]) == {
+        "type": "session",
+        "version": 1,
+        "id": "s1",
+        "createdAt": 5,
+        "cwd": "/work",
+    }
     assert lines[1:] == [encode_event(e).decode() for e in EVENTS]
 
 
@@ -67,7 +79,9 @@ def test_stats_counts_events_by_type_rows_and_bytes(tmp_path: Path) -> None:
     assert "chunk rows   1 holding 4 chunks\n" in result.stdout
     assert "  assistant/chunk                 4\n" in result.stdout
     assert "  turn/start                      1\n" in result.stdout
-    assert all(len(line) <= 80 for line in result.stdout.splitlines() if not line.startswith("log "))
+    assert all(
+        len(line) <= 80 for line in result.stdout.splitlines() if not line.startswith("log ")
+    )
 
 
 def test_verify_passes_a_good_log(tmp_path: Path) -> None:
@@ -127,7 +141,10 @@ def test_verify_checks_tool_result_source_ranges() -> None:
 def test_a_path_that_is_not_a_log_is_one_line_and_status_2(tmp_path: Path, action: str) -> None:
     result = run(action, str(tmp_path / "missing"))
     assert result.returncode == 2
-    assert result.stderr == f"acp-server log {action}: error: {tmp_path / 'missing'}: no such file or directory\n"
+    assert (
+        result.stderr
+        == f"acp-server log {action}: error: {tmp_path / 'missing'}: no such file or directory\n"
+    )
     assert result.stdout == ""
 
 
@@ -137,4 +154,7 @@ def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> No
     log.write_bytes(log.read_bytes().replace(b'"seq":1', b'"seq":9'))
     result = run("stats", str(session))
     assert result.returncode == 1
-    assert result.stderr == f"acp-server log stats: error: {log}: line 3: seq gap: expected seq 1, found 9\n"
+    assert (
+        result.stderr
+        == f"acp-server log stats: error: {log}: line 3: seq gap: expected seq 1, found 9\n"
+    )

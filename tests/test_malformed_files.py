@@ -27,18 +27,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks, turn_records, write_fixture
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from acp_server.core.events import convert_event
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.replay_script import ReplayError, parse_fixture, parse_override
 from acp_server.log_command import verify_bytes
 from acp_server.providers.replay import ReplayProvider
-from acp_server.storage.log import CorruptLog, LogError, UnsupportedVersion, parse_log, read_log, zstd_frame_end
+from acp_server.storage.log import (
+    CorruptLog,
+    LogError,
+    UnsupportedVersion,
+    parse_log,
+    read_log,
+    zstd_frame_end,
+)
 from acp_server.storage.store import SessionStore
 
 SESSION_ID = "damaged"
@@ -54,8 +60,21 @@ TURNS = [
     (
         "Fix the greeting.",
         [
-            Step(reasoning="Look at the file first.", text="Reading hello.py.", calls=[ToolUse("call_read", "read_file", args(path="hello.py"))]),
-            Step(text="It says Helo; fixing it.", calls=[ToolUse("call_write", "write_file", args(path="hello.py", content='print("Hello")\n'))]),
+            Step(
+                reasoning="Look at the file first.",
+                text="Reading hello.py.",
+                calls=[ToolUse("call_read", "read_file", args(path="hello.py"))],
+            ),
+            Step(
+                text="It says Helo; fixing it.",
+                calls=[
+                    ToolUse(
+                        "call_write",
+                        "write_file",
+                        args(path="hello.py", content='print("Hello")\n'),
+                    )
+                ],
+            ),
             Step(text="Done: the greeting is fixed.", usage=(120, 30)),
         ],
     ),
@@ -70,13 +89,19 @@ def real_events() -> list[Any]:
         for record in turn_records(turn, prompt, steps):
             if "sourceRange" in record:
                 record["sourceRange"] = [offset + s for s in record["sourceRange"]]
-            events.append(convert_event({**record, "seq": len(events), "time": 1_700_000_000_000 + 7 * len(events)}))
+            events.append(
+                convert_event(
+                    {**record, "seq": len(events), "time": 1_700_000_000_000 + 7 * len(events)}
+                )
+            )
     return events
 
 
 def write_log(root: Path, compression: str) -> Path:
     """The log as the loop writes it: batches of 1 to 9 events, each packed on its own."""
-    header = SessionHeader(version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=1_700_000_000_000, cwd="/work")
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=1_700_000_000_000, cwd="/work"
+    )
     writer = SessionStore(root, compression=compression).create(header)  # type: ignore[arg-type]
     events = real_events()
     sizes = [1, 5, 9, 2, 7, 3, 4]
@@ -102,9 +127,18 @@ def zstd_log(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return write_log(tmp_path_factory.mktemp("zstd"), "zstd").read_bytes()
 
 
-def test_the_base_logs_are_sound_and_hold_every_kind_of_line(plain_log: bytes, zstd_log: bytes) -> None:
+def test_the_base_logs_are_sound_and_hold_every_kind_of_line(
+    plain_log: bytes, zstd_log: bytes
+) -> None:
     kinds = {json.loads(line)["type"] for line in plain_log.splitlines()[1:]}
-    assert {"text-chunks", "reasoning-chunks", "tool-call-chunks", "assistant/chunk", "tool/call", "tool/result"} <= kinds
+    assert {
+        "text-chunks",
+        "reasoning-chunks",
+        "tool-call-chunks",
+        "assistant/chunk",
+        "tool/call",
+        "tool/result",
+    } <= kinds
     for data, compression in ((plain_log, "none"), (zstd_log, "zstd")):
         report = verify_bytes("base", data, compression)
         assert (report.problems, report.notes) == ([], [])
@@ -113,14 +147,46 @@ def test_the_base_logs_are_sound_and_hold_every_kind_of_line(plain_log: bytes, z
 # ---------------------------------------------------------------------------------------------
 # Damage.
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False) | st.text(max_size=12)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=10)
-EVENT_TYPES = ["turn/start", "turn/end", "step/start", "step/end", "user/message", "assistant/chunk", "assistant/message", "tool/call", "tool/result", "plan/update", "session/title", "subagent/start", "session", "x/unknown"]
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+EVENT_TYPES = [
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "user/message",
+    "assistant/chunk",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "plan/update",
+    "session/title",
+    "subagent/start",
+    "session",
+    "x/unknown",
+]
 ROW_TYPES = ["text-chunks", "reasoning-chunks", "tool-call-chunks"]
 small_ints = st.integers(-3, 80) | st.sampled_from([2**53 - 1, 2**53, -(2**53)])
 record_like = st.one_of(
     st.fixed_dictionaries(
-        {"type": st.sampled_from(EVENT_TYPES), "seq": small_ints, "time": small_ints, "data": json_values},
+        {
+            "type": st.sampled_from(EVENT_TYPES),
+            "seq": small_ints,
+            "time": small_ints,
+            "data": json_values,
+        },
         optional={"ignorable": json_values, "sourceRange": st.lists(small_ints, max_size=3)},
     ),
     st.fixed_dictionaries(
@@ -129,8 +195,18 @@ record_like = st.one_of(
             "seq0": small_ints,
             "time0": small_ints,
             "data": st.fixed_dictionaries(
-                {"turn": small_ints, "step": small_ints, "index": small_ints, "dt": st.lists(small_ints, max_size=4)},
-                optional={"texts": st.lists(st.text(max_size=3) | json_scalars, max_size=4), "args": st.lists(st.text(max_size=3), max_size=4), "id": json_scalars, "name": json_scalars},
+                {
+                    "turn": small_ints,
+                    "step": small_ints,
+                    "index": small_ints,
+                    "dt": st.lists(small_ints, max_size=4),
+                },
+                optional={
+                    "texts": st.lists(st.text(max_size=3) | json_scalars, max_size=4),
+                    "args": st.lists(st.text(max_size=3), max_size=4),
+                    "id": json_scalars,
+                    "name": json_scalars,
+                },
             ),
         }
     ),
@@ -143,7 +219,11 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
     """`data` (JSON lines) with one to three kinds of damage."""
     lines = data.split(b"\n")[:-1]
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "truncate", "delete", "duplicate", "swap", "replace", "insert", "number"]))
+        kind = draw(
+            st.sampled_from(
+                ["flip", "truncate", "delete", "duplicate", "swap", "replace", "insert", "number"]
+            )
+        )
         at = draw(st.integers(0, max(0, len(lines) - 1)))
         if kind == "flip" and lines:
             line = bytearray(lines[at])
@@ -220,20 +300,29 @@ def check_damaged_log(data: bytes, compression: str) -> None:
         except LogError as exc:
             check_clear_failure(exc, data, compression)
             if isinstance(exc, CorruptLog):
-                assert exc.line in {p.line for p in report.problems}, (exc.line, [(p.line, p.message) for p in report.problems])
+                assert exc.line in {p.line for p in report.problems}, (
+                    exc.line,
+                    [(p.line, p.message) for p in report.problems],
+                )
             read_failed = True
         else:
             assert [e.seq for e in contents.events] == list(range(len(contents.events)))
             read_failed = False
-        assert not (read_failed and report.problems == []), "verify found no problem in a log the reader refuses"
+        assert not (read_failed and report.problems == []), (
+            "verify found no problem in a log the reader refuses"
+        )
         assert path.read_bytes() == data, "reading changed the file"
 
         try:
-            continued = SessionStore(tmp, compression=compression).continue_session(SESSION_ID, 1_800_000_000_000)  # type: ignore[arg-type]
+            continued = SessionStore(tmp, compression=compression).continue_session(
+                SESSION_ID, 1_800_000_000_000
+            )  # type: ignore[arg-type]
         except LogError as exc:
             check_clear_failure(exc, data, compression)
             # Continuation reads as the reader does; it also wants the header to name the session.
-            assert read_failed or (isinstance(exc, CorruptLog) and exc.line == 1 and "header id" in exc.reason), str(exc)
+            assert read_failed or (
+                isinstance(exc, CorruptLog) and exc.line == 1 and "header id" in exc.reason
+            ), str(exc)
             assert path.read_bytes() == data, "a refused continuation changed the file"
         else:
             assert not read_failed, "a log the reader refuses was continued"
@@ -297,10 +386,14 @@ def test_a_bit_flip_in_any_frame_but_the_last_never_reads_as_a_shorter_log(zstd_
     one()
 
 
-def test_a_damaged_frame_before_the_last_is_an_error_not_a_torn_tail(zstd_log: bytes, tmp_path: Path) -> None:
+def test_a_damaged_frame_before_the_last_is_an_error_not_a_torn_tail(
+    zstd_log: bytes, tmp_path: Path
+) -> None:
     start, _ = zstd_frames(zstd_log)[1]
     data = bytearray(zstd_log)
-    data[start + 4] ^= 0b10  # the frame header descriptor: the frame now claims to run past the file
+    data[start + 4] ^= (
+        0b10  # the frame header descriptor: the frame now claims to run past the file
+    )
     directory = tmp_path / SESSION_ID
     directory.mkdir()
     path = directory / "session.jsonl.zst"
@@ -316,7 +409,9 @@ def test_a_damaged_frame_before_the_last_is_an_error_not_a_torn_tail(zstd_log: b
     assert [(p.line, p.message) for p in report.problems] == [(2, reason)] and report.notes == []
 
 
-def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_line(zstd_log: bytes, tmp_path: Path) -> None:
+def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_line(
+    zstd_log: bytes, tmp_path: Path
+) -> None:
     start, _ = zstd_frames(zstd_log)[1]
     data = bytearray(zstd_log)
     data[start + 4] ^= 0b10
@@ -325,7 +420,10 @@ def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_lin
     (directory / "session.jsonl.zst").write_bytes(bytes(data))
     detail = f"frame at byte {start} is incomplete, but complete frames follow it"
     with AcpProcess(tmp_path / "sessions") as server:
-        error = server.error("session.page", {"address": {"kind": "session", "sessionId": SESSION_ID}, "throughSeq": 0})
+        error = server.error(
+            "session.page",
+            {"address": {"kind": "session", "sessionId": SESSION_ID}, "throughSeq": 0},
+        )
         assert server.finish() == 0
     assert error == {
         "code": -32010,
@@ -336,7 +434,9 @@ def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_lin
 
 
 def read_log_bytes(data: bytes, compression: str) -> Any:
-    return parse_log("session.jsonl.zst" if compression == "zstd" else "session.jsonl", data, compression)  # type: ignore[arg-type]
+    return parse_log(
+        "session.jsonl.zst" if compression == "zstd" else "session.jsonl", data, compression
+    )  # type: ignore[arg-type]
 
 
 def test_arbitrary_bytes_as_a_log_load_or_fail_naming_the_line() -> None:
@@ -354,7 +454,10 @@ def test_arbitrary_bytes_as_a_log_load_or_fail_naming_the_line() -> None:
         (b"not json", "header is not valid JSON"),
         (b"[1]", 'the first line is not a session header ({"type": "session", ...})'),
         (b'{"type":"session"}', "the header has no version"),
-        (b'{"type":"session","version":1,"id":5,"createdAt":0,"cwd":"/w"}', "invalid header: Expected `str`, got `int` - at `$.id`"),
+        (
+            b'{"type":"session","version":1,"id":5,"createdAt":0,"cwd":"/w"}',
+            "invalid header: Expected `str`, got `int` - at `$.id`",
+        ),
     ],
 )
 def test_a_damaged_header_is_line_1(tmp_path: Path, header: bytes, problem: str) -> None:
@@ -374,19 +477,27 @@ def damage_examples(plain: bytes) -> dict[str, bytes]:
     lines = plain.split(b"\n")[:-1]
     row = next(i for i, line in enumerate(lines) if b'"text-chunks"' in line)
     return {
-        "a flipped byte in a row": b"\n".join(lines[:row] + [lines[row].replace(b'"texts"', b'"tExts"')] + lines[row + 1 :]) + b"\n",
+        "a flipped byte in a row": b"\n".join(
+            lines[:row] + [lines[row].replace(b'"texts"', b'"tExts"')] + lines[row + 1 :]
+        )
+        + b"\n",
         "a line cut in the middle": b"\n".join(lines[:5] + [lines[5][:20]] + lines[6:]) + b"\n",
         "two lines swapped": b"\n".join(lines[:3] + [lines[4], lines[3]] + lines[5:]) + b"\n",
         "a duplicated line": b"\n".join(lines[:4] + [lines[3]] + lines[4:]) + b"\n",
         "a deleted line": b"\n".join(lines[:6] + lines[7:]) + b"\n",
         "random JSON": b"\n".join(lines[:2] + [b'{"surprise": [1, 2, 3]}'] + lines[2:]) + b"\n",
-        "an unknown event type": b"\n".join(lines + [b'{"type":"x/new","seq":9999,"time":0,"data":{}}']) + b"\n",
+        "an unknown event type": b"\n".join(
+            lines + [b'{"type":"x/new","seq":9999,"time":0,"data":{}}']
+        )
+        + b"\n",
         "a torn final line": plain + b'{"type":"turn/start","seq":',
     }
 
 
 @pytest.fixture(scope="module")
-def loaded(plain_log: bytes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[dict[str, Any], bytes, bytes]]]:
+def loaded(
+    plain_log: bytes, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[dict[str, Any], bytes, bytes]]]:
     """Each damaged log loaded by one real server: (the response, the file before, after)."""
     root = tmp_path_factory.mktemp("served") / "sessions"
     examples = damage_examples(plain_log)
@@ -394,13 +505,17 @@ def loaded(plain_log: bytes, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     for name, data in examples.items():
         directory = root / ids[name]
         directory.mkdir(parents=True)
-        (directory / "session.jsonl").write_bytes(data.replace(b'"id":"damaged"', f'"id":"{ids[name]}"'.encode(), 1))
+        (directory / "session.jsonl").write_bytes(
+            data.replace(b'"id":"damaged"', f'"id":"{ids[name]}"'.encode(), 1)
+        )
     answers: dict[str, tuple[dict[str, Any], bytes, bytes]] = {}
     with AcpProcess(root) as server:
         server.initialize()
         for name in examples:
             before = (root / ids[name] / "session.jsonl").read_bytes()
-            response, _ = server.exchange("session/load", {"sessionId": ids[name], "cwd": "/work", "mcpServers": []})
+            response, _ = server.exchange(
+                "session/load", {"sessionId": ids[name], "cwd": "/work", "mcpServers": []}
+            )
             answers[name] = (response, before, (root / ids[name] / "session.jsonl").read_bytes())
         assert server.finish() == 0
     for line in server.stdout_lines:
@@ -412,7 +527,11 @@ def loaded(plain_log: bytes, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.mark.parametrize(
     ("name", "line", "detail"),
     [
-        ("a flipped byte in a row", 14, "text-chunks row (seq0=17): Object contains unknown field `tExts` - at `$.data`"),
+        (
+            "a flipped byte in a row",
+            14,
+            "text-chunks row (seq0=17): Object contains unknown field `tExts` - at `$.data`",
+        ),
         ("a line cut in the middle", 6, "invalid JSON: Input data was truncated"),
         ("two lines swapped", 4, "seq gap: expected seq 2, found 3"),
         ("a duplicated line", 5, "seq gap: expected seq 3, found 2"),
@@ -433,7 +552,9 @@ def test_a_damaged_log_is_32010_naming_the_line_and_left_unchanged(
     assert after == before
 
 
-def test_a_torn_final_line_loads_and_is_cut_away(loaded: dict[str, tuple[dict[str, Any], bytes, bytes]], plain_log: bytes) -> None:
+def test_a_torn_final_line_loads_and_is_cut_away(
+    loaded: dict[str, tuple[dict[str, Any], bytes, bytes]], plain_log: bytes
+) -> None:
     response, before, after = loaded["a torn final line"]
     assert response["result"] == {}
     assert after.startswith(before[: before.rindex(b"\n") + 1]) and b'"seq":\n' not in after
@@ -443,15 +564,41 @@ def test_a_torn_final_line_loads_and_is_cut_away(loaded: dict[str, tuple[dict[st
 # ---------------------------------------------------------------------------------------------
 # Replay files: override sidecars and fixtures.
 
-SCENARIO = Scenario([("hello", [Step(text="Hi there.", calls=[ToolUse("call_1", "todo_write", args(todos=[]))]), Step(text="Done.")])])
+SCENARIO = Scenario(
+    [
+        (
+            "hello",
+            [
+                Step(text="Hi there.", calls=[ToolUse("call_1", "todo_write", args(todos=[]))]),
+                Step(text="Done."),
+            ],
+        )
+    ]
+)
 CHUNKS = step_chunks(Step(text="Patched."))
 VALID_OVERRIDES: list[Any] = [
     [{"kind": "chunks", "chunks": CHUNKS}],
-    {"patches": [{"at": 1, "entry": {"kind": "throw", "chunks": CHUNKS[:2], "message": "boom", "code": 500}}]},
+    {
+        "patches": [
+            {
+                "at": 1,
+                "entry": {"kind": "throw", "chunks": CHUNKS[:2], "message": "boom", "code": 500},
+            }
+        ]
+    },
     {"patches": [{"at": 2, "entry": {"kind": "hang", "chunks": CHUNKS[:1], "readyFile": "ready"}}]},
 ]
 ENTRY_KINDS = ["chunks", "throw", "hang", "other"]
-CHUNK_TYPES = ["block-start", "text-delta", "reasoning-delta", "tool-call-delta", "block-end", "usage", "finish", "nope"]
+CHUNK_TYPES = [
+    "block-start",
+    "text-delta",
+    "reasoning-delta",
+    "tool-call-delta",
+    "block-end",
+    "usage",
+    "finish",
+    "nope",
+]
 chunk_like = st.fixed_dictionaries(
     {"type": st.sampled_from(CHUNK_TYPES)},
     optional={
@@ -466,11 +613,23 @@ chunk_like = st.fixed_dictionaries(
 )
 entry_like = st.fixed_dictionaries(
     {"kind": st.sampled_from(ENTRY_KINDS)},
-    optional={"chunks": st.lists(chunk_like, max_size=4) | json_values, "message": json_scalars, "code": json_scalars, "readyFile": json_scalars},
+    optional={
+        "chunks": st.lists(chunk_like, max_size=4) | json_values,
+        "message": json_scalars,
+        "code": json_scalars,
+        "readyFile": json_scalars,
+    },
 )
 override_like = st.one_of(
     st.lists(entry_like, max_size=3),
-    st.fixed_dictionaries({"patches": st.lists(st.fixed_dictionaries({"at": small_ints | json_scalars, "entry": entry_like}), max_size=3)}),
+    st.fixed_dictionaries(
+        {
+            "patches": st.lists(
+                st.fixed_dictionaries({"at": small_ints | json_scalars, "entry": entry_like}),
+                max_size=3,
+            )
+        }
+    ),
     json_values,
 )
 
@@ -520,7 +679,9 @@ def test_fuzzed_override_sidecars_load_or_fail_with_a_replay_error(fixture_dir: 
         try:
             parse_override("replay.override.json", raw)
         except ReplayError as exc:
-            assert str(exc).startswith("replay.override.json: ") and len(str(exc)) > len("replay.override.json: ")
+            assert str(exc).startswith("replay.override.json: ") and len(str(exc)) > len(
+                "replay.override.json: "
+            )
             assert "\n" not in str(exc)
         with tempfile.TemporaryDirectory() as tmp:
             sidecar = Path(tmp) / "replay.override.json"
@@ -528,12 +689,16 @@ def test_fuzzed_override_sidecars_load_or_fail_with_a_replay_error(fixture_dir: 
             try:
                 ReplayProvider.from_path(fixture_dir, sidecar)
             except ReplayError as exc:
-                assert str(exc).startswith((str(sidecar) + ": ", str(fixture_dir / "session.jsonl") + ": ")), str(exc)
+                assert str(exc).startswith(
+                    (str(sidecar) + ": ", str(fixture_dir / "session.jsonl") + ": ")
+                ), str(exc)
 
     one()
 
 
-def test_fuzzed_fixtures_load_or_fail_with_a_replay_error_naming_the_line(fixture_dir: Path) -> None:
+def test_fuzzed_fixtures_load_or_fail_with_a_replay_error_naming_the_line(
+    fixture_dir: Path,
+) -> None:
     base = (fixture_dir / "session.jsonl").read_bytes()
 
     @FUZZ
@@ -543,7 +708,9 @@ def test_fuzzed_fixtures_load_or_fail_with_a_replay_error_naming_the_line(fixtur
             parse_fixture("session.jsonl", raw.splitlines())
         except ReplayError as exc:
             assert str(exc).startswith("session.jsonl: "), str(exc)
-            assert re.match(r"session\.jsonl: (line \d+: |the fixture is empty)", str(exc)), str(exc)
+            assert re.match(r"session\.jsonl: (line \d+: |the fixture is empty)", str(exc)), str(
+                exc
+            )
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "session.jsonl").write_bytes(raw)
             try:
@@ -572,14 +739,27 @@ BAD_OVERRIDES = {
 
 
 @pytest.mark.parametrize("name", [*BAD_OVERRIDES, "missing.json", "a-directory"])
-def test_a_bad_override_on_the_command_line_exits_2_with_one_line(fixture_dir: Path, tmp_path: Path, name: str) -> None:
+def test_a_bad_override_on_the_command_line_exits_2_with_one_line(
+    fixture_dir: Path, tmp_path: Path, name: str
+) -> None:
     sidecar = tmp_path / name
     if name in BAD_OVERRIDES:
         sidecar.write_bytes(BAD_OVERRIDES[name])
     elif name == "a-directory":
         sidecar.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(tmp_path / "sessions"), "--replay", str(fixture_dir), "--replay-override", str(sidecar)],
+        [
+            sys.executable,
+            "-m",
+            "acp_server",
+            "serve",
+            "--sessions-dir",
+            str(tmp_path / "sessions"),
+            "--replay",
+            str(fixture_dir),
+            "--replay-override",
+            str(sidecar),
+        ],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         timeout=30,

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 from hypothesis import given
+from strategies import session_events
 
 from acp_server.core.events import (
     AssistantChunk,
@@ -52,7 +53,6 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn, derive_messages
-from strategies import session_events
 
 READ_ARGS = '{"path":"a.txt"}'
 

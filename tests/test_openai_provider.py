@@ -42,7 +42,9 @@ def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
     return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]
 
 
-async def run(p: OpenAIProvider, request: ModelRequest = HELLO) -> tuple[list[dict[str, Any]], ProviderError | None]:
+async def run(
+    p: OpenAIProvider, request: ModelRequest = HELLO
+) -> tuple[list[dict[str, Any]], ProviderError | None]:
     """The chunks streamed (as JSON values) and the error that ended the stream, if any."""
     chunks: list[dict[str, Any]] = []
     try:
@@ -70,7 +72,12 @@ def rd(i: int, t: str) -> dict[str, Any]:
 
 
 def cd(i: int, id: str, args: str, name: str | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {"type": "tool-call-delta", "index": i, "id": id, "argumentsDelta": args}
+    value: dict[str, Any] = {
+        "type": "tool-call-delta",
+        "index": i,
+        "id": id,
+        "argumentsDelta": args,
+    }
     if name is not None:
         value["name"] = name
     return value
@@ -92,12 +99,31 @@ def fin(reason: str) -> dict[str, Any]:
 
 
 async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_streaming() -> None:
-    stream = Sse([chunk({"role": "assistant", "content": ""}), text("Hel"), text("lo"), text(" there!"), chunk(finish="stop"), usage(12, 3, cached=4)])
+    stream = Sse(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            text("Hel"),
+            text("lo"),
+            text(" there!"),
+            chunk(finish="stop"),
+            usage(12, 3, cached=4),
+        ]
+    )
     with FakeOpenAI([stream]) as server:
-        request = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=TOOL_DEFINITIONS[:1])
+        request = ModelRequest(
+            session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=TOOL_DEFINITIONS[:1]
+        )
         chunks, error = await run(provider(server), request)
     assert error is None
-    assert chunks == [start(0, "text"), td(0, "Hel"), td(0, "lo"), td(0, " there!"), end(0), use(12, 3, 4), fin("stop")]
+    assert chunks == [
+        start(0, "text"),
+        td(0, "Hel"),
+        td(0, "lo"),
+        td(0, " there!"),
+        end(0),
+        use(12, 3, 4),
+        fin("stop"),
+    ]
     [sent] = server.requests
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["Authorization"] == f"Bearer {KEY}"
@@ -108,13 +134,31 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_strea
         "messages": [{"role": "user", "content": "hello"}],
         "stream": True,
         "stream_options": {"include_usage": True},
-        "tools": [{"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+        ],
     }
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
 async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
-    stream = Sse([reasoning("The user ", key), reasoning("greets.", key), text("Hi"), text("!"), chunk(finish="stop"), usage(5, 7)])
+    stream = Sse(
+        [
+            reasoning("The user ", key),
+            reasoning("greets.", key),
+            text("Hi"),
+            text("!"),
+            chunk(finish="stop"),
+            usage(5, 7),
+        ]
+    )
     with FakeOpenAI([stream]) as server:
         chunks, error = await run(provider(server))
     assert error is None
@@ -151,7 +195,9 @@ async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
     ]  # fmt: skip
 
 
-async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_finish_without_done() -> None:
+async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_finish_without_done() -> (
+    None
+):
     final = chunk(finish="length")
     final["usage"] = {"prompt_tokens": 3, "completion_tokens": 9}
     with FakeOpenAI([Sse([text("abc"), final], done=False, close_delimited=True)]) as server:
@@ -172,7 +218,16 @@ async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_st
 
 
 async def test_a_429_is_retried_after_the_backoff_then_succeeds() -> None:
-    limited = Status(429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
+    limited = Status(
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        },
+    )
     with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
         chunks, error = await run(provider(server, retry_base_delay=0.15))
     assert error is None
@@ -197,12 +252,17 @@ async def test_a_5xx_that_persists_fails_with_its_status_after_the_retries() -> 
         chunks, error = await run(provider(server, max_retries=2))
     assert chunks == [] and error is not None
     assert error.code == 503
-    assert error.message == f"openai: HTTP 503 Service Unavailable from {server.base_url}/chat/completions: overloaded (after 3 attempts)"
+    assert (
+        error.message
+        == f"openai: HTTP 503 Service Unavailable from {server.base_url}/chat/completions: overloaded (after 3 attempts)"
+    )
     assert len(server.requests) == 3
 
 
 async def test_a_4xx_is_not_retried_and_an_echoed_key_is_redacted() -> None:
-    refused = Status(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}})
+    refused = Status(
+        401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
+    )
     with FakeOpenAI([refused]) as server:
         chunks, error = await run(provider(server))
     assert chunks == [] and error is not None and error.code == 401
@@ -221,7 +281,9 @@ async def test_connection_refused_is_retried_then_fails_clearly() -> None:
     assert chunks == [] and error is not None
     assert error.code == "connection-error"
     assert "SECRET" not in error.message
-    assert error.message.startswith(f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: ")
+    assert error.message.startswith(
+        f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: "
+    )
     assert error.message.endswith("(after 2 attempts)")
 
 
@@ -237,20 +299,43 @@ async def test_a_read_timeout_before_anything_arrives() -> None:
 
 
 async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
-    stream = Sse([text("Par"), text("tial"), {"error": {"message": "upstream overloaded", "type": "server_error", "code": 500}}])
+    stream = Sse(
+        [
+            text("Par"),
+            text("tial"),
+            {"error": {"message": "upstream overloaded", "type": "server_error", "code": 500}},
+        ]
+    )
     with FakeOpenAI([stream]) as server:
         chunks, error = await run(provider(server))
     assert chunks == [start(0, "text"), td(0, "Par"), td(0, "tial")]
     assert error is not None and error.code == 500
-    assert error.message == "openai: the server reported an error mid-stream: upstream overloaded (after 3 chunks)"
+    assert (
+        error.message
+        == "openai: the server reported an error mid-stream: upstream overloaded (after 3 chunks)"
+    )
     assert len(server.requests) == 1
 
 
 async def test_a_stream_cut_mid_way_fails_after_the_chunks_it_gave() -> None:
-    stream = Sse([reasoning("Think"), reasoning("ing"), call(0, id="call_X", name="todo_write", arguments='{"to')], cut=True)
+    stream = Sse(
+        [
+            reasoning("Think"),
+            reasoning("ing"),
+            call(0, id="call_X", name="todo_write", arguments='{"to'),
+        ],
+        cut=True,
+    )
     with FakeOpenAI([stream]) as server:
         chunks, error = await run(provider(server))
-    assert chunks == [start(0, "reasoning"), rd(0, "Think"), rd(0, "ing"), end(0), start(1, "tool-call"), cd(1, "call_X", '{"to', "todo_write")]
+    assert chunks == [
+        start(0, "reasoning"),
+        rd(0, "Think"),
+        rd(0, "ing"),
+        end(0),
+        start(1, "tool-call"),
+        cd(1, "call_X", '{"to', "todo_write"),
+    ]
     assert error is not None and error.code == "stream-cut"
     assert error.message.startswith("openai: the stream was cut: ")
     assert error.message.endswith("(after 6 chunks)")
@@ -262,7 +347,10 @@ async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
         chunks, error = await run(provider(server))
     assert chunks == [start(0, "text"), td(0, "a"), td(0, "b")]
     assert error is not None and error.code == "stream-cut"
-    assert error.message == "openai: the stream ended before its finish reason (after 2 events) (after 3 chunks)"
+    assert (
+        error.message
+        == "openai: the stream ended before its finish reason (after 2 events) (after 3 chunks)"
+    )
 
 
 async def test_a_malformed_event_fails_naming_it() -> None:
@@ -285,18 +373,34 @@ async def test_a_malformed_first_event_is_not_retried() -> None:
 
 
 async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None:
-    completion = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]}
-    with FakeOpenAI([Status(200, completion), Status(200, {"error": {"message": "model not loaded", "code": 503}})]) as server:
+    completion = {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+    }
+    with FakeOpenAI(
+        [
+            Status(200, completion),
+            Status(200, {"error": {"message": "model not loaded", "code": 503}}),
+        ]
+    ) as server:
         first = await run(provider(server))
         second = await run(provider(server))
     assert first[0] == [] and first[1] is not None and first[1].code == "not-a-stream"
-    assert first[1].message.startswith("openai: the server answered with JSON, not an event stream (does it support stream: true?): ")
-    assert second[1] is not None and (second[1].code, second[1].message) == (503, "openai: the server answered with an error: model not loaded")
+    assert first[1].message.startswith(
+        "openai: the server answered with JSON, not an event stream (does it support stream: true?): "
+    )
+    assert second[1] is not None and (second[1].code, second[1].message) == (
+        503,
+        "openai: the server answered with an error: model not loaded",
+    )
 
 
 async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
     # Five events 0.5 s apart: the whole stream would take 2.5 s.
-    with FakeOpenAI([Sse([text("a"), text("b"), text("c"), chunk(finish="stop")], delay=0.5)]) as server:
+    with FakeOpenAI(
+        [Sse([text("a"), text("b"), text("c"), chunk(finish="stop")], delay=0.5)]
+    ) as server:
         got = []
         # Reading the rest of the stream would take 2 s: the deadline fails a provider that
         # swallows the cancellation and drains the stream first.
@@ -315,7 +419,16 @@ async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
 
 def test_sse_decoder_fed_whole_or_line_by_line_with_comments_and_multiline_data() -> None:
     decoder = SseDecoder()
-    lines = [": keep-alive", "event: message", "data: {\"a\":", "data:1}", "id: 7", "", "", "data: [DONE]"]
+    lines = [
+        ": keep-alive",
+        "event: message",
+        'data: {"a":',
+        "data:1}",
+        "id: 7",
+        "",
+        "",
+        "data: [DONE]",
+    ]
     out = [d for line in lines if (d := decoder.line(line)) is not None]
     assert out == ['{"a":\n1}']
     assert decoder.end() == "[DONE]"
@@ -333,8 +446,23 @@ def test_mapper_fills_in_a_missing_call_id_and_keeps_late_fragments_on_their_blo
     mapper = DeltaMapper(lambda index: f"made-{index}")
     payload = msgspec.json.encode
     out = []
-    out += mapper.event(payload(chunk({"tool_calls": [{"index": 0, "function": {"name": "a", "arguments": "{"}}, {"index": 1, "function": {"name": "b", "arguments": "{"}}]})).decode())
-    out += mapper.event(payload(chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}, finish="stop")).decode())
+    out += mapper.event(
+        payload(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "function": {"name": "a", "arguments": "{"}},
+                        {"index": 1, "function": {"name": "b", "arguments": "{"}},
+                    ]
+                }
+            )
+        ).decode()
+    )
+    out += mapper.event(
+        payload(
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}, finish="stop")
+        ).decode()
+    )
     out += mapper.event("[DONE]")
     assert [msgspec.to_builtins(c) for c in out] == [
         start(0, "tool-call"), cd(0, "made-0", "{", "a"), end(0),
@@ -348,7 +476,13 @@ def test_mapper_fills_in_a_missing_call_id_and_keeps_late_fragments_on_their_blo
 def test_request_body_maps_the_history() -> None:
     history = [
         UserTurn([TextContent("look at"), TextContent("this")]),
-        AssistantTurn([AssistantReasoning("hmm"), AssistantText("Sure."), AssistantToolCall("c1", "read_file", '{"path":"a"}')]),
+        AssistantTurn(
+            [
+                AssistantReasoning("hmm"),
+                AssistantText("Sure."),
+                AssistantToolCall("c1", "read_file", '{"path":"a"}'),
+            ]
+        ),
         ToolTurn("c1", [TextContent("line 1"), DiffContent("a", "new")]),
         AssistantTurn([AssistantReasoning("only thinking")]),
         AssistantTurn([AssistantToolCall("c2", "todo_write", "{}")]),
@@ -358,10 +492,36 @@ def test_request_body_maps_the_history() -> None:
     assert "tools" not in body
     assert body["messages"] == [
         {"role": "user", "content": "look at\n\nthis"},
-        {"role": "assistant", "content": "Sure.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}]},
+        {
+            "role": "assistant",
+            "content": "Sure.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path":"a"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "line 1\n(diff of a)"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "todo_write", "arguments": "{}"}}]},
-        {"role": "user", "content": [{"type": "text", "text": "and"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "todo_write", "arguments": "{}"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+            ],
+        },
     ]
 
 

@@ -25,7 +25,9 @@ from acp_server.core.replay_script import parse_fixture
 from acp_server.storage.log import read_log
 
 KEY = "sk-live-KEY-4f9d2c7a1b3e5f60SECRET"
-CUT_MESSAGE = "peer closed connection without sending complete message body (incomplete chunked read)"
+CUT_MESSAGE = (
+    "peer closed connection without sending complete message body (incomplete chunked read)"
+)
 
 READ_ARGS = ['{"pa', 'th": "no', 'tes.txt"', "}"]
 TODO_ARGS = ['{"todos": [{"con', 'tent": "Read the ', 'notes", "stat', 'us": "completed"}', "]}"]
@@ -39,7 +41,9 @@ TURN_0_STEP_0 = Sse([
     chunk(finish="tool_calls"),
     usage(120, 40, cached=64),
 ])  # fmt: skip
-TURN_0_STEP_1 = Sse([text("The notes "), text("say alpha "), text("and beta."), chunk(finish="stop"), usage(180, 9)])
+TURN_0_STEP_1 = Sse(
+    [text("The notes "), text("say alpha "), text("and beta."), chunk(finish="stop"), usage(180, 9)]
+)
 TURN_1_CUT = Sse([text("Think"), text("ing ab"), text("out it")], cut=True)
 TURN_2_MALFORMED = Sse([reasoning("Hmm"), "{not json"])
 TURN_3 = Sse([text("Still "), text("here."), chunk(finish="stop")])
@@ -48,7 +52,9 @@ PROMPTS = ["Read notes.txt and keep a plan.", "Tell me more.", "And now?", "Are 
 
 
 def live_script() -> list[Any]:
-    rate_limited = Status(429, {"error": {"message": "Rate limit reached"}}, headers={"retry-after-ms": "50"})
+    rate_limited = Status(
+        429, {"error": {"message": "Rate limit reached"}}, headers={"retry-after-ms": "50"}
+    )
     return [rate_limited, TURN_0_STEP_0, TURN_0_STEP_1, TURN_1_CUT, TURN_2_MALFORMED, TURN_3]
 
 
@@ -65,13 +71,19 @@ def drive(server: AcpProcess, cwd: Path) -> tuple[str, list[dict[str, Any]]]:
     session = server.result("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
     responses = []
     for prompt in PROMPTS:
-        response, _ = server.exchange("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]})
+        response, _ = server.exchange(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}
+        )
         responses.append(response)
     return session, responses
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.upper() not in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "OPENAI_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.upper() not in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "OPENAI_API_KEY")
+    }
     return {**env, "NO_PROXY": "127.0.0.1", **extra}
 
 
@@ -80,7 +92,11 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
     contents = read_log(path)
 
     def scrub(value: Any) -> Any:
-        raw = json.dumps(msgspec.to_builtins(value)).replace(session, "<session>").replace(str(cwd), "<workspace>")
+        raw = (
+            json.dumps(msgspec.to_builtins(value))
+            .replace(session, "<session>")
+            .replace(str(cwd), "<workspace>")
+        )
         return json.loads(raw)
 
     header = scrub(contents.header)
@@ -94,7 +110,10 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
 
 
 def transcript(server: AcpProcess, session: str, cwd: Path) -> list[str]:
-    return [line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>") for line in server.stdout_lines]
+    return [
+        line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>")
+        for line in server.stdout_lines
+    ]
 
 
 def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_path: Path) -> None:
@@ -117,26 +136,49 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
     assert all(KEY not in json.dumps(r.body) for r in requests)
     step_1 = requests[2].body["messages"]
     assert [m["role"] for m in step_1] == ["user", "assistant", "tool", "tool"]
-    assert step_1[1]["tool_calls"][0]["function"] == {"name": "read_file", "arguments": "".join(READ_ARGS)}
+    assert step_1[1]["tool_calls"][0]["function"] == {
+        "name": "read_file",
+        "arguments": "".join(READ_ARGS),
+    }
     assert step_1[2]["tool_call_id"] == "call_read" and "alpha" in step_1[2]["content"]
 
     # The prompts' outcomes: a tool round then an answer, a cut stream, a malformed event, then fine.
-    assert [r.get("result", {}).get("stopReason") for r in live_responses] == ["end_turn", None, None, "end_turn"]
+    assert [r.get("result", {}).get("stopReason") for r in live_responses] == [
+        "end_turn",
+        None,
+        None,
+        "end_turn",
+    ]
     cut, malformed = live_responses[1]["error"], live_responses[2]["error"]
-    assert cut["data"] == {"message": f"openai: the stream was cut: {CUT_MESSAGE} (after 4 chunks)", "code": "stream-cut"}
+    assert cut["data"] == {
+        "message": f"openai: the stream was cut: {CUT_MESSAGE} (after 4 chunks)",
+        "code": "stream-cut",
+    }
     assert malformed["data"]["code"] == "malformed-event"
-    assert malformed["data"]["message"].startswith("openai: malformed server-sent event 2 (JSON is malformed")
+    assert malformed["data"]["message"].startswith(
+        "openai: malformed server-sent event 2 (JSON is malformed"
+    )
 
     # The log holds every delta exactly as the server sent it.
     live_log = live_sessions / live_session / "session.jsonl"
     _, live_events = logical(live_log, live_session, live_cwd)
-    first_step = [e["data"]["chunk"] for e in live_events if e["type"] == "assistant/chunk" and e["data"]["turn"] == 0 and e["data"]["step"] == 0]
+    first_step = [
+        e["data"]["chunk"]
+        for e in live_events
+        if e["type"] == "assistant/chunk" and e["data"]["turn"] == 0 and e["data"]["step"] == 0
+    ]
     read_deltas = [c["argumentsDelta"] for c in first_step if c.get("id") == "call_read"]
     todo_deltas = [c["argumentsDelta"] for c in first_step if c.get("id") == "call_todo"]
     assert read_deltas == ["", *READ_ARGS] and todo_deltas == ["", *TODO_ARGS]
-    assert [c["text"] for c in first_step if c["type"] == "reasoning-delta"] == ["The user wants ", "the notes read."]
+    assert [c["text"] for c in first_step if c["type"] == "reasoning-delta"] == [
+        "The user wants ",
+        "the notes read.",
+    ]
     assert first_step[-2:] == [
-        {"type": "usage", "usage": {"inputTokens": 120, "outputTokens": 40, "cachedInputTokens": 64}},
+        {
+            "type": "usage",
+            "usage": {"inputTokens": 120, "outputTokens": 40, "cachedInputTokens": 64},
+        },
         {"type": "finish", "reason": "tool-calls"},
     ]
 
@@ -154,7 +196,11 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
         (3, "throw", "malformed-event"),
     ]
     fixture = parse_fixture("session.jsonl", (scenario / "session.jsonl").read_bytes().splitlines())
-    assert (fixture.header.id, fixture.header.cwd, fixture.header.created_at) == ("<session-1>", "<workspace>", 0)
+    assert (fixture.header.id, fixture.header.cwd, fixture.header.created_at) == (
+        "<session-1>",
+        "<workspace>",
+        0,
+    )
 
     # Replay it in a fresh server, from another workspace, under the same client script.
     replay_cwd = workspace(tmp_path / "replay-workspace")
@@ -163,10 +209,12 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
         replay_session, replay_responses = drive(replay, replay_cwd)
         assert replay.finish() == 0
 
-    assert logical(replay_sessions / replay_session / "session.jsonl", replay_session, replay_cwd) == logical(
-        live_log, live_session, live_cwd
+    assert logical(
+        replay_sessions / replay_session / "session.jsonl", replay_session, replay_cwd
+    ) == logical(live_log, live_session, live_cwd)
+    assert transcript(replay, replay_session, replay_cwd) == transcript(
+        live, live_session, live_cwd
     )
-    assert transcript(replay, replay_session, replay_cwd) == transcript(live, live_session, live_cwd)
     assert replay_responses == live_responses
 
     # No secret anywhere.
@@ -184,10 +232,24 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
 
 def test_a_missing_key_is_a_warning_and_the_server_still_asks(tmp_path: Path) -> None:
     model = FakeOpenAI([Status(401, {"error": {"message": "You didn't provide an API key."}})])
-    with model, AcpProcess(tmp_path / "s", "--provider", "openai", "--model", "m", "--base-url", model.base_url, env=clean_env()) as live:
+    with (
+        model,
+        AcpProcess(
+            tmp_path / "s",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            model.base_url,
+            env=clean_env(),
+        ) as live,
+    ):
         live.initialize()
         session = live.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
-        response, _ = live.exchange("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]})
+        response, _ = live.exchange(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}
+        )
         assert live.finish() == 0
     assert "Authorization" not in model.requests[0].headers
     assert response["error"]["data"] == {
@@ -202,12 +264,23 @@ def test_a_missing_key_is_a_warning_and_the_server_still_asks(tmp_path: Path) ->
     [
         (["--provider", "openai"], "--provider openai needs --model"),
         (["--model", "m"], "--model applies to --provider openai only"),
-        (["--provider", "openai", "--model", "m", "--replay", "."], "--replay applies to --provider llm-replay only"),
-        (["--provider", "openai", "--model", "m", "--base-url", "file:///x"], "--base-url: not an http(s) URL: 'file:///x'"),
-        (["--provider", "openai", "--model", "m", "--read-timeout", "0"], "argument --read-timeout: must be a positive number of seconds, got '0'"),
+        (
+            ["--provider", "openai", "--model", "m", "--replay", "."],
+            "--replay applies to --provider llm-replay only",
+        ),
+        (
+            ["--provider", "openai", "--model", "m", "--base-url", "file:///x"],
+            "--base-url: not an http(s) URL: 'file:///x'",
+        ),
+        (
+            ["--provider", "openai", "--model", "m", "--read-timeout", "0"],
+            "argument --read-timeout: must be a positive number of seconds, got '0'",
+        ),
     ],
 )
-def test_bad_provider_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_provider_flags_exit_2_with_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(tmp_path), *args],
         check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
@@ -221,8 +294,16 @@ def test_export_refuses_bad_paths_with_status_2(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
     for session, scenario, message in [
-        (tmp_path / "missing", tmp_path / "out", f"{tmp_path / 'missing'}: no such file or directory"),
-        (tmp_path / "empty", tmp_path / "out", f"{tmp_path / 'empty'}: no session.jsonl or session.jsonl.zst in this directory"),
+        (
+            tmp_path / "missing",
+            tmp_path / "out",
+            f"{tmp_path / 'missing'}: no such file or directory",
+        ),
+        (
+            tmp_path / "empty",
+            tmp_path / "out",
+            f"{tmp_path / 'empty'}: no session.jsonl or session.jsonl.zst in this directory",
+        ),
         (tmp_path / "empty", tmp_path / "file", f"{tmp_path / 'file'}: not a directory"),
     ]:
         done = subprocess.run(
@@ -232,5 +313,3 @@ def test_export_refuses_bad_paths_with_status_2(tmp_path: Path) -> None:
         assert done.returncode == 2
         assert done.stderr.splitlines() == [f"acp-server fixture export: error: {message}"]
     assert not (tmp_path / "out").exists()
-
-

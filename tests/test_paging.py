@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import msgspec
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import batch_cuts, session_events, split
 
 from acp_server.core.chunk_rows import TextChunks, TextChunksData, pack_chunk_runs
 from acp_server.core.paging import PageCut, clip_records, clip_row, page_cut, record_start
-
-from strategies import batch_cuts, session_events, split
 
 encode = msgspec.json.encode
 
@@ -73,4 +73,6 @@ def test_clipped_stored_records_pack_to_the_canonical_packing_of_the_range(event
     lo = data.draw(st.integers(events[0].seq, events[-1].seq))
     hi = data.draw(st.integers(lo, events[-1].seq + 1))
     in_range = [e for e in events if lo <= e.seq < hi]
-    assert encode(pack_chunk_runs(clip_records(stored, starts, lo, hi))) == encode(pack_chunk_runs(in_range))
+    assert encode(pack_chunk_runs(clip_records(stored, starts, lo, hi))) == encode(
+        pack_chunk_runs(in_range)
+    )

@@ -11,12 +11,12 @@ from typing import Any
 import acp.schema
 import msgspec
 import pytest
-
 from hypothesis import given
 from strategies import session_events
 
-from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.acp_updates import SessionNotification, SessionUpdate
+from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantBlock,
     AssistantChunk,
@@ -64,7 +64,6 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
-from acp_server.core.event_log import EventLog
 from acp_server.core.projection import TailCut, project_load, tail_start
 
 
@@ -83,7 +82,10 @@ class Log:
         self.turn += 1
         self.step = -1
         self._add(TurnStart, TurnStartData(self.turn))
-        self._add(UserMessageEvent, UserMessageData(self.turn, UserMessage(f"u{self.turn}", list(content))))
+        self._add(
+            UserMessageEvent,
+            UserMessageData(self.turn, UserMessage(f"u{self.turn}", list(content))),
+        )
         return self
 
     def chunks(self, *chunks: StreamChunk) -> Log:
@@ -147,7 +149,9 @@ class Log:
 
     def answer(self, text: str) -> Log:
         """A whole step that answers with `text` and stops."""
-        return self.chunks(TextDelta(0, text), Finish("stop")).message(AssistantText(text)).step_end()
+        return (
+            self.chunks(TextDelta(0, text), Finish("stop")).message(AssistantText(text)).step_end()
+        )
 
 
 def shown(updates: list[SessionUpdate]) -> list[dict[str, Any]]:
@@ -273,7 +277,10 @@ def test_chunks_of_a_completed_step_are_not_replayed_one_by_one() -> None:
         .turn_end()
     )
 
-    assert shown(project_load(log.events)) == [user_chunk("hi", "u0"), agent_chunk("Hello!", "a0-0")]
+    assert shown(project_load(log.events)) == [
+        user_chunk("hi", "u0"),
+        agent_chunk("Hello!", "a0-0"),
+    ]
 
 
 def test_blocks_of_a_message_are_shown_in_their_order() -> None:
@@ -336,7 +343,10 @@ def test_failed_stream_shows_the_text_and_reasoning_its_chunks_delivered() -> No
 def test_crashed_stream_at_the_end_of_the_log_shows_what_it_delivered() -> None:
     log = Log().user(TextContent("q")).chunks(TextDelta(0, "cut "), TextDelta(0, "off"))
 
-    assert shown(project_load(log.events)) == [user_chunk("q", "u0"), agent_chunk("cut off", "assistant-0-0")]
+    assert shown(project_load(log.events)) == [
+        user_chunk("q", "u0"),
+        agent_chunk("cut off", "assistant-0-0"),
+    ]
 
 
 def test_failed_stream_that_delivered_no_text_shows_nothing() -> None:
@@ -354,7 +364,9 @@ def test_interrupted_message_shows_what_was_received() -> None:
     log = (
         Log()
         .user(TextContent("q"))
-        .chunks(ReasoningDelta(0, "Hmm"), TextDelta(1, "Part"), ToolCallDelta(2, "c1", "{", "read_file"))
+        .chunks(
+            ReasoningDelta(0, "Hmm"), TextDelta(1, "Part"), ToolCallDelta(2, "c1", "{", "read_file")
+        )
         .message(AssistantReasoning("Hmm"), AssistantText("Part"), interrupted=True)
         .step_end()
         .turn_end()
@@ -455,7 +467,9 @@ def three_turns() -> tuple[list[SessionEvent], list[int]]:
         starts.append(len(log.events))
         log.user(TextContent(f"q{turn}"))
         if turn != 1:
-            log.chunks(Finish("tool-calls")).message(AssistantToolCall(f"c{turn}", "read_file", "{}"))
+            log.chunks(Finish("tool-calls")).message(
+                AssistantToolCall(f"c{turn}", "read_file", "{}")
+            )
             log.tool(f"c{turn}", "read_file", "{}", TextContent("x")).step_end()
         log.answer(f"a{turn}").turn_end()
     return log.events, starts
@@ -505,7 +519,7 @@ def test_tail_replay_shows_only_the_newest_turns() -> None:
     events, starts = three_turns()
     cut = tail_start(EventLog(events), 2)
 
-    assert [u["sessionUpdate"] for u in shown(project_load(events[cut.start:]))] == [
+    assert [u["sessionUpdate"] for u in shown(project_load(events[cut.start :]))] == [
         "user_message_chunk",
         "tool_call",
         "tool_call_update",
@@ -515,6 +529,8 @@ def test_tail_replay_shows_only_the_newest_turns() -> None:
 
 
 @given(session_events())
-def test_projecting_packed_records_equals_projecting_their_events(events: list[SessionEvent]) -> None:
+def test_projecting_packed_records_equals_projecting_their_events(
+    events: list[SessionEvent],
+) -> None:
     packed = pack_chunk_runs(events)
     assert msgspec.json.encode(project_load(packed)) == msgspec.json.encode(project_load(events))

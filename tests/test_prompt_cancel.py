@@ -35,7 +35,10 @@ def assert_next_prompt_works(server: PromptServer, session: str, turn: int) -> N
     assert answered.stop_reason == "end_turn"
     assert answered.updates == message_chunks(["Bac", "k", "."], f"assistant-{turn}-0")
     events = server.log(session)
-    assert events[-1] == {"type": "turn/end", "data": {"turn": turn, "reason": {"kind": "completed"}}}
+    assert events[-1] == {
+        "type": "turn/end",
+        "data": {"turn": turn, "reason": {"kind": "completed"}},
+    }
 
 
 def wait_for_file(path: Path, timeout: float = 10.0) -> None:
@@ -66,7 +69,10 @@ def test_cancel_during_a_stream_keeps_the_text_received(tmp_path: Path) -> None:
                 "data": {
                     "turn": 0,
                     "step": 0,
-                    "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "".join(received)}]},
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "".join(received)}],
+                    },
                     "interrupted": True,
                 },
                 "sourceRange": [3, 3 + shown],
@@ -89,7 +95,14 @@ HANG_PREFIX = [
 def hanging_scenario() -> Scenario:
     return Scenario(
         [("wait", [Step(text="never streamed")]), ("again", [AGAIN])],
-        override={"patches": [{"at": 0, "entry": {"kind": "hang", "chunks": HANG_PREFIX, "readyFile": "ready.txt"}}]},
+        override={
+            "patches": [
+                {
+                    "at": 0,
+                    "entry": {"kind": "hang", "chunks": HANG_PREFIX, "readyFile": "ready.txt"},
+                }
+            ]
+        },
     )
 
 
@@ -103,9 +116,21 @@ def test_cancel_while_the_model_hangs_ends_the_turn_cancelled(tmp_path: Path) ->
 
         assert answered.stop_reason == "cancelled"
         assert answered.updates == [
-            {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "Let me "}, "messageId": "assistant-0-0"},
-            {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "think"}, "messageId": "assistant-0-0"},
-            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Working"}, "messageId": "assistant-0-0"},
+            {
+                "sessionUpdate": "agent_thought_chunk",
+                "content": {"type": "text", "text": "Let me "},
+                "messageId": "assistant-0-0",
+            },
+            {
+                "sessionUpdate": "agent_thought_chunk",
+                "content": {"type": "text", "text": "think"},
+                "messageId": "assistant-0-0",
+            },
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "Working"},
+                "messageId": "assistant-0-0",
+            },
         ]
         assert server.log(session) == [
             *turn_opening(0, "wait"),
@@ -118,7 +143,10 @@ def test_cancel_while_the_model_hangs_ends_the_turn_cancelled(tmp_path: Path) ->
                     "step": 0,
                     "message": {
                         "id": "assistant-0-0",
-                        "content": [{"type": "reasoning", "text": "Let me think"}, {"type": "text", "text": "Working"}],
+                        "content": [
+                            {"type": "reasoning", "text": "Let me think"},
+                            {"type": "text", "text": "Working"},
+                        ],
                     },
                     "interrupted": True,
                 },
@@ -130,17 +158,29 @@ def test_cancel_while_the_model_hangs_ends_the_turn_cancelled(tmp_path: Path) ->
         assert_next_prompt_works(server, session, 1)
 
 
-def test_cancel_leaves_an_incomplete_tool_call_out_of_the_interrupted_message(tmp_path: Path) -> None:
+def test_cancel_leaves_an_incomplete_tool_call_out_of_the_interrupted_message(
+    tmp_path: Path,
+) -> None:
     prefix = [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": "Reading."},
         {"type": "block-end", "index": 0},
         {"type": "block-start", "index": 1, "blockType": "tool-call"},
-        {"type": "tool-call-delta", "index": 1, "id": "call_half", "argumentsDelta": '{"pa', "name": "read_file"},
+        {
+            "type": "tool-call-delta",
+            "index": 1,
+            "id": "call_half",
+            "argumentsDelta": '{"pa',
+            "name": "read_file",
+        },
     ]
     scenario = Scenario(
         [("wait", [Step(text="never streamed")]), ("again", [AGAIN])],
-        override={"patches": [{"at": 0, "entry": {"kind": "hang", "chunks": prefix, "readyFile": "ready.txt"}}]},
+        override={
+            "patches": [
+                {"at": 0, "entry": {"kind": "hang", "chunks": prefix, "readyFile": "ready.txt"}}
+            ]
+        },
     )
     with PromptServer(tmp_path, scenario) as server:
         session = server.new_session()
@@ -157,7 +197,15 @@ def test_cancel_leaves_an_incomplete_tool_call_out_of_the_interrupted_message(tm
             *chunk_events(0, 0, prefix),
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "Reading."}]}, "interrupted": True},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "Reading."}],
+                    },
+                    "interrupted": True,
+                },
                 "sourceRange": [3, 7],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -185,7 +233,12 @@ def test_cancel_before_anything_arrived_logs_an_empty_interrupted_message(tmp_pa
             {"type": "step/start", "data": {"turn": 0, "step": 0}},
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": []}, "interrupted": True},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "message": {"id": "assistant-0-0", "content": []},
+                    "interrupted": True,
+                },
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
             {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "cancelled"}}},
@@ -209,7 +262,9 @@ def test_a_second_prompt_while_one_runs_is_refused(tmp_path: Path) -> None:
         }
         server.cancel(session)
         assert server.read_until_response(prompt).stop_reason == "cancelled"
-        assert [e for e in server.log(session) if e["type"] == "user/message"] == [turn_opening(0, "wait")[1]]
+        assert [e for e in server.log(session) if e["type"] == "user/message"] == [
+            turn_opening(0, "wait")[1]
+        ]
 
 
 # -- cancel while a permission request is pending ------------------------------------------------
@@ -222,7 +277,9 @@ def permission_scenario() -> Scenario:
     return Scenario([("write", [WRITE_STEP]), ("again", [AGAIN])])
 
 
-def start_until_permission(server: PromptServer, session: str) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+def start_until_permission(
+    server: PromptServer, session: str
+) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """Send the prompt and read up to the permission request (left unanswered)."""
     prompt = server.send_request("session/prompt", server.prompt_params(session, "write"))
     frames = []
@@ -244,14 +301,39 @@ def cancelled_write_log() -> list[dict[str, Any]]:
             "data": {
                 "turn": 0,
                 "step": 0,
-                "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": "call_write", "name": "write_file", "arguments": WRITE.arguments}]},
+                "message": {
+                    "id": "assistant-0-0",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "id": "call_write",
+                            "name": "write_file",
+                            "arguments": WRITE.arguments,
+                        }
+                    ],
+                },
             },
             "sourceRange": [3, 2 + n],
         },
-        {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_write", "name": "write_file", "arguments": WRITE.arguments}},
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": "call_write",
+                "name": "write_file",
+                "arguments": WRITE.arguments,
+            },
+        },
         {
             "type": "tool/result",
-            "data": {"turn": 0, "step": 0, "callId": "call_write", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": "call_write",
+                "content": [{"type": "text", "text": "cancelled"}],
+                "isError": True,
+            },
             "sourceRange": [4 + n, 4 + n],
         },
         {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -268,7 +350,12 @@ WRITE_ANNOUNCED = {
     "rawInput": {"path": "notes.txt", "content": "x"},
     "locations": [{"path": "notes.txt"}],
 }
-WRITE_CANCELLED = {"sessionUpdate": "tool_call_update", "toolCallId": "call_write", "status": "failed", "content": text_result("cancelled")}
+WRITE_CANCELLED = {
+    "sessionUpdate": "tool_call_update",
+    "toolCallId": "call_write",
+    "status": "failed",
+    "content": text_result("cancelled"),
+}
 
 
 def test_cancel_during_a_permission_request_the_client_leaves_unanswered(tmp_path: Path) -> None:
@@ -277,16 +364,27 @@ def test_cancel_during_a_permission_request_the_client_leaves_unanswered(tmp_pat
         prompt, asked, before = start_until_permission(server, session)
         assert server.normalize(asked["params"]) == {
             "sessionId": "<session>",
-            "toolCall": {"toolCallId": "call_write", "title": "Write notes.txt", "kind": "edit", "status": "pending", "rawInput": {"path": "notes.txt", "content": "x"}},
+            "toolCall": {
+                "toolCallId": "call_write",
+                "title": "Write notes.txt",
+                "kind": "edit",
+                "status": "pending",
+                "rawInput": {"path": "notes.txt", "content": "x"},
+            },
             "options": PERMISSION_OPTIONS,
         }
         server.cancel(session)
         answered = server.read_until_response(prompt, answer=False)
 
         assert answered.stop_reason == "cancelled"
-        assert [server.normalize(f["params"]["update"]) for f in before] + answered.updates == [WRITE_ANNOUNCED, WRITE_CANCELLED]
+        assert [server.normalize(f["params"]["update"]) for f in before] + answered.updates == [
+            WRITE_ANNOUNCED,
+            WRITE_CANCELLED,
+        ]
         # The server gives up on its request and says so.
-        assert answered.requests == [{"method": "$/cancel_request", "params": {"requestId": asked["id"]}}]
+        assert answered.requests == [
+            {"method": "$/cancel_request", "params": {"requestId": asked["id"]}}
+        ]
         assert not (server.workspace / "notes.txt").exists()
         assert server.log(session) == cancelled_write_log()
         # A late answer is dropped without harm.
@@ -294,19 +392,28 @@ def test_cancel_during_a_permission_request_the_client_leaves_unanswered(tmp_pat
         assert_next_prompt_works(server, session, 1)
 
 
-def test_cancel_during_a_permission_request_the_client_then_answers_cancelled(tmp_path: Path) -> None:
+def test_cancel_during_a_permission_request_the_client_then_answers_cancelled(
+    tmp_path: Path,
+) -> None:
     with PromptServer(tmp_path, permission_scenario()) as server:
         session = server.new_session()
         prompt, asked, before = start_until_permission(server, session)
         # As ACP asks of a client: cancel the turn, then answer the pending request `cancelled`
         # (one write, so both lines arrive together).
         cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
-        reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}}
+        reply = {
+            "jsonrpc": "2.0",
+            "id": asked["id"],
+            "result": {"outcome": {"outcome": "cancelled"}},
+        }
         server.process.send_raw(b"".join(json_line(m) for m in (cancel, reply)))
         answered = server.read_until_response(prompt, answer=False)
 
         assert answered.stop_reason == "cancelled"
-        assert [server.normalize(f["params"]["update"]) for f in before] + answered.updates == [WRITE_ANNOUNCED, WRITE_CANCELLED]
+        assert [server.normalize(f["params"]["update"]) for f in before] + answered.updates == [
+            WRITE_ANNOUNCED,
+            WRITE_CANCELLED,
+        ]
         assert answered.requests == []
         assert not (server.workspace / "notes.txt").exists()
         assert server.log(session) == cancelled_write_log()
@@ -335,14 +442,34 @@ def test_cancel_while_a_command_runs_kills_it_and_ends_the_turn_cancelled(tmp_pa
 
         assert answered.stop_reason == "cancelled"
         assert answered.updates == [
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_run", "status": "failed", "content": text_result("cancelled")}
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_run",
+                "status": "failed",
+                "content": text_result("cancelled"),
+            }
         ]
         call_seq = 4 + len(step_chunks(Step(calls=[call])))
         assert server.log(session)[call_seq:] == [
-            {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_run", "name": "run_command", "arguments": call.arguments}},
+            {
+                "type": "tool/call",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_run",
+                    "name": "run_command",
+                    "arguments": call.arguments,
+                },
+            },
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_run", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_run",
+                    "content": [{"type": "text", "text": "cancelled"}],
+                    "isError": True,
+                },
                 "sourceRange": [call_seq, call_seq],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},

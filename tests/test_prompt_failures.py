@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
 from prompt_harness import PromptServer, chunk_events, message_chunks, turn_opening
 
@@ -28,9 +27,14 @@ def exhausted(entry: int, calls: int) -> str:
     )
 
 
-def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks(tmp_path: Path) -> None:
+def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks(
+    tmp_path: Path,
+) -> None:
     throw = {"kind": "throw", "chunks": PARTIAL, "message": "rate limited", "code": 429}
-    scenario = Scenario([("check", [Step(text="Let me check that.")])], override={"patches": [{"at": 0, "entry": throw}]})
+    scenario = Scenario(
+        [("check", [Step(text="Let me check that.")])],
+        override={"patches": [{"at": 0, "entry": throw}]},
+    )
     with PromptServer(tmp_path, scenario) as server:
         session = server.new_session()
         answered = server.prompt(session, "check")
@@ -46,7 +50,13 @@ def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks
             {"type": "step/start", "data": {"turn": 0, "step": 0}},
             *chunk_events(0, 0, PARTIAL),
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
-            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "error", "error": {"message": "rate limited", "code": 429}}}},
+            {
+                "type": "turn/end",
+                "data": {
+                    "turn": 0,
+                    "reason": {"kind": "error", "error": {"message": "rate limited", "code": 429}},
+                },
+            },
         ]
 
         # The session stays usable: the next prompt asks the model again (and the one-entry
@@ -63,14 +73,24 @@ def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks
             *turn_opening(1, "again"),
             {"type": "step/start", "data": {"turn": 1, "step": 0}},
             {"type": "step/end", "data": {"turn": 1, "step": 0}},
-            {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "error", "error": {"message": message}}}},
+            {
+                "type": "turn/end",
+                "data": {"turn": 1, "reason": {"kind": "error", "error": {"message": message}}},
+            },
         ]
 
 
-def test_a_throw_before_any_chunk_keeps_the_completed_steps_and_a_string_code(tmp_path: Path) -> None:
-    plan = ToolUse("call_plan", "todo_write", args(todos=[{"content": "look", "status": "in_progress"}]))
+def test_a_throw_before_any_chunk_keeps_the_completed_steps_and_a_string_code(
+    tmp_path: Path,
+) -> None:
+    plan = ToolUse(
+        "call_plan", "todo_write", args(todos=[{"content": "look", "status": "in_progress"}])
+    )
     throw = {"kind": "throw", "chunks": [], "message": "overloaded", "code": "overloaded_error"}
-    scenario = Scenario([("go", [Step(calls=[plan]), Step(text="unused")])], override={"patches": [{"at": 1, "entry": throw}]})
+    scenario = Scenario(
+        [("go", [Step(calls=[plan]), Step(text="unused")])],
+        override={"patches": [{"at": 1, "entry": throw}]},
+    )
     with PromptServer(tmp_path, scenario) as server:
         session = server.new_session()
         answered = server.prompt(session, "go")
@@ -96,27 +116,67 @@ def test_a_throw_before_any_chunk_keeps_the_completed_steps_and_a_string_code(tm
                 "data": {
                     "turn": 0,
                     "step": 0,
-                    "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": "call_plan", "name": "todo_write", "arguments": plan.arguments}]},
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [
+                            {
+                                "type": "tool-call",
+                                "id": "call_plan",
+                                "name": "todo_write",
+                                "arguments": plan.arguments,
+                            }
+                        ],
+                    },
                 },
                 "sourceRange": [3, 2 + n],
             },
-            {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_plan", "name": "todo_write", "arguments": plan.arguments}},
+            {
+                "type": "tool/call",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_plan",
+                    "name": "todo_write",
+                    "arguments": plan.arguments,
+                },
+            },
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_plan", "content": [{"type": "text", "text": "Plan updated (1 item):\n[~] look"}]},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_plan",
+                    "content": [{"type": "text", "text": "Plan updated (1 item):\n[~] look"}],
+                },
                 "sourceRange": [4 + n, 4 + n],
             },
-            {"type": "plan/update", "data": {"entries": [{"content": "look", "priority": "medium", "status": "in_progress"}]}},
+            {
+                "type": "plan/update",
+                "data": {
+                    "entries": [{"content": "look", "priority": "medium", "status": "in_progress"}]
+                },
+            },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
             {"type": "step/start", "data": {"turn": 0, "step": 1}},
             {"type": "step/end", "data": {"turn": 0, "step": 1}},
-            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "error", "error": {"message": "overloaded", "code": "overloaded_error"}}}},
+            {
+                "type": "turn/end",
+                "data": {
+                    "turn": 0,
+                    "reason": {
+                        "kind": "error",
+                        "error": {"message": "overloaded", "code": "overloaded_error"},
+                    },
+                },
+            },
         ]
 
 
 def test_an_exhausted_script_fails_the_model_call_that_asks_for_more(tmp_path: Path) -> None:
     # The recording stops after the tool step: the model call that would follow it is missing.
-    call = ToolUse("call_plan", "todo_write", args(todos=[{"content": "look", "status": "pending"}]))
+    call = ToolUse(
+        "call_plan", "todo_write", args(todos=[{"content": "look", "status": "pending"}])
+    )
     tool_step = Step(calls=[call])
     with PromptServer(tmp_path, Scenario([("go", [tool_step])])) as server:
         session = server.new_session()
@@ -138,26 +198,60 @@ def test_an_exhausted_script_fails_the_model_call_that_asks_for_more(tmp_path: P
                 "data": {
                     "turn": 0,
                     "step": 0,
-                    "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": "call_plan", "name": "todo_write", "arguments": call.arguments}]},
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [
+                            {
+                                "type": "tool-call",
+                                "id": "call_plan",
+                                "name": "todo_write",
+                                "arguments": call.arguments,
+                            }
+                        ],
+                    },
                 },
                 "sourceRange": [3, 2 + n],
             },
-            {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_plan", "name": "todo_write", "arguments": call.arguments}},
+            {
+                "type": "tool/call",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_plan",
+                    "name": "todo_write",
+                    "arguments": call.arguments,
+                },
+            },
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_plan", "content": [{"type": "text", "text": "Plan updated (1 item):\n[ ] look"}]},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_plan",
+                    "content": [{"type": "text", "text": "Plan updated (1 item):\n[ ] look"}],
+                },
                 "sourceRange": [4 + n, 4 + n],
             },
-            {"type": "plan/update", "data": {"entries": [{"content": "look", "priority": "medium", "status": "pending"}]}},
+            {
+                "type": "plan/update",
+                "data": {
+                    "entries": [{"content": "look", "priority": "medium", "status": "pending"}]
+                },
+            },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
             {"type": "step/start", "data": {"turn": 0, "step": 1}},
             {"type": "step/end", "data": {"turn": 0, "step": 1}},
-            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "error", "error": {"message": message}}}},
+            {
+                "type": "turn/end",
+                "data": {"turn": 0, "reason": {"kind": "error", "error": {"message": message}}},
+            },
         ]
 
 
 @pytest.mark.anyio
-async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_session_stays_usable(tmp_path: Path) -> None:
+async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_session_stays_usable(
+    tmp_path: Path,
+) -> None:
     """Not a ProviderError but a bug in the provider: the turn is still closed in the log."""
     from acp_server.agent.loop import ModelRequestFailed, Turn, TurnEnv
     from acp_server.agent.ports import ClientCapabilities
@@ -188,7 +282,9 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
             pass
 
     store = SessionStore(tmp_path / "sessions")
-    recorder = SessionRecorder(store.create(SessionHeader(version=1, id="s", created_at=0, cwd=str(tmp_path))), EventLog())
+    recorder = SessionRecorder(
+        store.create(SessionHeader(version=1, id="s", created_at=0, cwd=str(tmp_path))), EventLog()
+    )
     env = TurnEnv(recorder, Broken(), Client(), ToolContext("s", tmp_path, [], Client()))
     with pytest.raises(ModelRequestFailed, match="the model provider failed unexpectedly"):
         await Turn(env, [TextContent("hi")]).run()

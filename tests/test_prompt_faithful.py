@@ -23,7 +23,12 @@ def fixture_events(path: Path, cwd: str) -> list[dict[str, Any]]:
     """A fixture's logical events as {type, data, sourceRange?}, its `cwd` written `<cwd>`."""
     fixture = parse_fixture(str(path), path.read_bytes().splitlines())
     values = [msgspec.json.decode(msgspec.json.encode(e)) for e in fixture.events]
-    return [replace_strings({k: v for k, v in value.items() if k not in ("seq", "time")}, [(cwd, "<cwd>")]) for value in values]
+    return [
+        replace_strings(
+            {k: v for k, v in value.items() if k not in ("seq", "time")}, [(cwd, "<cwd>")]
+        )
+        for value in values
+    ]
 
 
 def replay_demo(server: PromptServer) -> str:
@@ -35,7 +40,9 @@ def replay_demo(server: PromptServer) -> str:
     return session
 
 
-def test_replaying_the_demo_recording_re_persists_its_events_chunk_for_chunk(tmp_path: Path) -> None:
+def test_replaying_the_demo_recording_re_persists_its_events_chunk_for_chunk(
+    tmp_path: Path,
+) -> None:
     with PromptServer(tmp_path, bundled_demo_fixture()) as server:
         session = replay_demo(server)
 

@@ -19,10 +19,18 @@ def test_a_text_only_answer_streams_message_chunks_and_ends_the_turn(tmp_path: P
         answered = server.prompt(session, "hi")
 
         assert answered.stop_reason == "end_turn"
-        assert answered.updates == message_chunks(["Hel", "l", "o! H", "ow", " can ", "I h", "e", "lp?"], "assistant-0-0")
+        assert answered.updates == message_chunks(
+            ["Hel", "l", "o! H", "ow", " can ", "I h", "e", "lp?"], "assistant-0-0"
+        )
         assert server.log(session) == [
             {"type": "turn/start", "data": {"turn": 0}},
-            {"type": "user/message", "data": {"turn": 0, "message": {"id": "user-0", "content": [{"type": "text", "text": "hi"}]}}},
+            {
+                "type": "user/message",
+                "data": {
+                    "turn": 0,
+                    "message": {"id": "user-0", "content": [{"type": "text", "text": "hi"}]},
+                },
+            },
             {"type": "step/start", "data": {"turn": 0, "step": 0}},
             *chunk_events(0, 0, step_chunks(step)),
             {
@@ -30,7 +38,10 @@ def test_a_text_only_answer_streams_message_chunks_and_ends_the_turn(tmp_path: P
                 "data": {
                     "turn": 0,
                     "step": 0,
-                    "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "Hello! How can I help?"}]},
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "Hello! How can I help?"}],
+                    },
                     "usage": {"inputTokens": 12, "outputTokens": 7},
                 },
                 "sourceRange": [3, 14],
@@ -48,20 +59,62 @@ def test_reasoning_streams_as_thoughts_before_the_text(tmp_path: Path) -> None:
 
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
-            *message_chunks(["Gre", "e", "t ba", "ck", "."], "assistant-0-0", "agent_thought_chunk"),
+            *message_chunks(
+                ["Gre", "e", "t ba", "ck", "."], "assistant-0-0", "agent_thought_chunk"
+            ),
             *message_chunks(["Hi ", "t", "here", "."], "assistant-0-0"),
         ]
         assert server.log(session) == [
             {"type": "turn/start", "data": {"turn": 0}},
-            {"type": "user/message", "data": {"turn": 0, "message": {"id": "user-0", "content": [{"type": "text", "text": "hello"}]}}},
+            {
+                "type": "user/message",
+                "data": {
+                    "turn": 0,
+                    "message": {"id": "user-0", "content": [{"type": "text", "text": "hello"}]},
+                },
+            },
             {"type": "step/start", "data": {"turn": 0, "step": 0}},
-            {"type": "assistant/chunk", "data": {"turn": 0, "step": 0, "chunk": {"type": "block-start", "index": 0, "blockType": "reasoning"}}},
-            *chunk_events(0, 0, [{"type": "reasoning-delta", "index": 0, "text": t} for t in ["Gre", "e", "t ba", "ck", "."]]),
-            {"type": "assistant/chunk", "data": {"turn": 0, "step": 0, "chunk": {"type": "block-end", "index": 0}}},
-            {"type": "assistant/chunk", "data": {"turn": 0, "step": 0, "chunk": {"type": "block-start", "index": 1, "blockType": "text"}}},
-            *chunk_events(0, 0, [{"type": "text-delta", "index": 1, "text": t} for t in ["Hi ", "t", "here", "."]]),
-            {"type": "assistant/chunk", "data": {"turn": 0, "step": 0, "chunk": {"type": "block-end", "index": 1}}},
-            {"type": "assistant/chunk", "data": {"turn": 0, "step": 0, "chunk": {"type": "finish", "reason": "stop"}}},
+            {
+                "type": "assistant/chunk",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "chunk": {"type": "block-start", "index": 0, "blockType": "reasoning"},
+                },
+            },
+            *chunk_events(
+                0,
+                0,
+                [
+                    {"type": "reasoning-delta", "index": 0, "text": t}
+                    for t in ["Gre", "e", "t ba", "ck", "."]
+                ],
+            ),
+            {
+                "type": "assistant/chunk",
+                "data": {"turn": 0, "step": 0, "chunk": {"type": "block-end", "index": 0}},
+            },
+            {
+                "type": "assistant/chunk",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "chunk": {"type": "block-start", "index": 1, "blockType": "text"},
+                },
+            },
+            *chunk_events(
+                0,
+                0,
+                [{"type": "text-delta", "index": 1, "text": t} for t in ["Hi ", "t", "here", "."]],
+            ),
+            {
+                "type": "assistant/chunk",
+                "data": {"turn": 0, "step": 0, "chunk": {"type": "block-end", "index": 1}},
+            },
+            {
+                "type": "assistant/chunk",
+                "data": {"turn": 0, "step": 0, "chunk": {"type": "finish", "reason": "stop"}},
+            },
             {
                 "type": "assistant/message",
                 "data": {
@@ -69,7 +122,10 @@ def test_reasoning_streams_as_thoughts_before_the_text(tmp_path: Path) -> None:
                     "step": 0,
                     "message": {
                         "id": "assistant-0-0",
-                        "content": [{"type": "reasoning", "text": "Greet back."}, {"type": "text", "text": "Hi there."}],
+                        "content": [
+                            {"type": "reasoning", "text": "Greet back."},
+                            {"type": "text", "text": "Hi there."},
+                        ],
                     },
                 },
                 "sourceRange": [3, 16],
@@ -81,7 +137,9 @@ def test_reasoning_streams_as_thoughts_before_the_text(tmp_path: Path) -> None:
 
 def _single_step_tail(server: PromptServer, session: str) -> list[dict]:
     """The log from the assistant message on (the turn's opening is the same in every test)."""
-    return [e for e in server.log(session) if e["type"] in ("assistant/message", "step/end", "turn/end")]
+    return [
+        e for e in server.log(session) if e["type"] in ("assistant/message", "step/end", "turn/end")
+    ]
 
 
 def test_finish_length_answers_max_tokens(tmp_path: Path) -> None:
@@ -95,7 +153,14 @@ def test_finish_length_answers_max_tokens(tmp_path: Path) -> None:
         assert _single_step_tail(server, session) == [
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "The answer is"}]}},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "The answer is"}],
+                    },
+                },
                 "sourceRange": [3, 10],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -114,7 +179,14 @@ def test_finish_content_filter_answers_refusal(tmp_path: Path) -> None:
         assert _single_step_tail(server, session) == [
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "I can't"}]}},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "I can't"}],
+                    },
+                },
                 "sourceRange": [3, 8],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -123,7 +195,15 @@ def test_finish_content_filter_answers_refusal(tmp_path: Path) -> None:
 
 
 def _plan_step(n: int) -> Step:
-    return Step(calls=[ToolUse(f"call_{n}", "todo_write", args(todos=[{"content": f"step {n}", "status": "pending"}]))])
+    return Step(
+        calls=[
+            ToolUse(
+                f"call_{n}",
+                "todo_write",
+                args(todos=[{"content": f"step {n}", "status": "pending"}]),
+            )
+        ]
+    )
 
 
 def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
@@ -149,9 +229,14 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_0",
                 "status": "completed",
-                "content": [{"type": "content", "content": {"type": "text", "text": plan_result.format(0)}}],
+                "content": [
+                    {"type": "content", "content": {"type": "text", "text": plan_result.format(0)}}
+                ],
             },
-            {"sessionUpdate": "plan", "entries": [{"content": "step 0", "priority": "medium", "status": "pending"}]},
+            {
+                "sessionUpdate": "plan",
+                "entries": [{"content": "step 0", "priority": "medium", "status": "pending"}],
+            },
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": "call_1",
@@ -165,9 +250,14 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_1",
                 "status": "completed",
-                "content": [{"type": "content", "content": {"type": "text", "text": plan_result.format(1)}}],
+                "content": [
+                    {"type": "content", "content": {"type": "text", "text": plan_result.format(1)}}
+                ],
             },
-            {"sessionUpdate": "plan", "entries": [{"content": "step 1", "priority": "medium", "status": "pending"}]},
+            {
+                "sessionUpdate": "plan",
+                "entries": [{"content": "step 1", "priority": "medium", "status": "pending"}],
+            },
         ]
         assert server.log(session) == [
             *turn_opening(0, "plan"),
@@ -190,17 +280,46 @@ def plan_step_events(step: int, first_seq: int, plan: Step) -> list[dict]:
             "data": {
                 "turn": 0,
                 "step": step,
-                "message": {"id": f"assistant-0-{step}", "content": [{"type": "tool-call", "id": call.id, "name": "todo_write", "arguments": call.arguments}]},
+                "message": {
+                    "id": f"assistant-0-{step}",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "id": call.id,
+                            "name": "todo_write",
+                            "arguments": call.arguments,
+                        }
+                    ],
+                },
             },
             "sourceRange": [first_seq + 1, first_seq + n],
         },
-        {"type": "tool/call", "data": {"turn": 0, "step": step, "callId": call.id, "name": "todo_write", "arguments": call.arguments}},
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 0,
+                "step": step,
+                "callId": call.id,
+                "name": "todo_write",
+                "arguments": call.arguments,
+            },
+        },
         {
             "type": "tool/result",
-            "data": {"turn": 0, "step": step, "callId": call.id, "content": [{"type": "text", "text": f"Plan updated (1 item):\n[ ] step {step}"}]},
+            "data": {
+                "turn": 0,
+                "step": step,
+                "callId": call.id,
+                "content": [{"type": "text", "text": f"Plan updated (1 item):\n[ ] step {step}"}],
+            },
             "sourceRange": [call_seq, call_seq],
         },
-        {"type": "plan/update", "data": {"entries": [{"content": f"step {step}", "priority": "medium", "status": "pending"}]}},
+        {
+            "type": "plan/update",
+            "data": {
+                "entries": [{"content": f"step {step}", "priority": "medium", "status": "pending"}]
+            },
+        },
         {"type": "step/end", "data": {"turn": 0, "step": step}},
     ]
 

@@ -56,18 +56,48 @@ def parent_log_head(call_seq: int) -> list[dict[str, Any]]:
             "data": {
                 "turn": 0,
                 "step": 0,
-                "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": "call_task", "name": "task", "arguments": TASK.arguments}]},
+                "message": {
+                    "id": "assistant-0-0",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "id": "call_task",
+                            "name": "task",
+                            "arguments": TASK.arguments,
+                        }
+                    ],
+                },
             },
             "sourceRange": [3, 2 + n],
         },
-        {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_task", "name": "task", "arguments": TASK.arguments}},
-        {"type": "subagent/start", "data": {"turn": 0, "step": 0, "callId": "call_task", "childSessionId": "<child>", "mode": "one-shot"}},
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": "call_task",
+                "name": "task",
+                "arguments": TASK.arguments,
+            },
+        },
+        {
+            "type": "subagent/start",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": "call_task",
+                "childSessionId": "<child>",
+                "mode": "one-shot",
+            },
+        },
     ]
 
 
 def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Path) -> None:
     final = Step(text="Two files.")
-    scenario = Scenario([("delegate", [TASK_STEP, final])], children=[[("Count the files", [CHILD_ANSWER])]])
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, final])], children=[[("Count the files", [CHILD_ANSWER])]]
+    )
     with PromptServer(tmp_path, scenario) as server:
         session = server.new_session()
         answered = server.prompt(session, "delegate")
@@ -77,8 +107,18 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
         raw_output = {"childSessionId": "<child>", "stopReason": "end_turn"}
         assert answered.updates == [
             TASK_ANNOUNCED,
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "in_progress"},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "completed", "content": text_result("There are 2 files."), "rawOutput": raw_output},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "in_progress",
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "completed",
+                "content": text_result("There are 2 files."),
+                "rawOutput": raw_output,
+            },
             *message_chunks(["Two", " ", "file", "s."], "assistant-0-1"),
         ]
         call_seq = 4 + len(step_chunks(TASK_STEP))
@@ -87,7 +127,13 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
             *parent_log_head(call_seq),
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_task", "content": [{"type": "text", "text": "There are 2 files."}], "rawOutput": raw_output},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_task",
+                    "content": [{"type": "text", "text": "There are 2 files."}],
+                    "rawOutput": raw_output,
+                },
                 "sourceRange": [call_seq, call_seq],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -95,7 +141,14 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
             *chunk_events(0, 1, step_chunks(final)),
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 1, "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Two files."}]}},
+                "data": {
+                    "turn": 0,
+                    "step": 1,
+                    "message": {
+                        "id": "assistant-0-1",
+                        "content": [{"type": "text", "text": "Two files."}],
+                    },
+                },
                 "sourceRange": [second, second + len(step_chunks(final)) - 1],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 1}},
@@ -103,14 +156,25 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
         ]
 
         header = read_log(server.log_path(child)).header
-        assert (header.origin, header.parent_session, header.cwd) == ("subagent", session, str(server.workspace))
+        assert (header.origin, header.parent_session, header.cwd) == (
+            "subagent",
+            session,
+            str(server.workspace),
+        )
         assert server.log(child) == [
             *turn_opening(0, "Count the files"),
             {"type": "step/start", "data": {"turn": 0, "step": 0}},
             *chunk_events(0, 0, step_chunks(CHILD_ANSWER)),
             {
                 "type": "assistant/message",
-                "data": {"turn": 0, "step": 0, "message": {"id": "assistant-0-0", "content": [{"type": "text", "text": "There are 2 files."}]}},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "message": {
+                        "id": "assistant-0-0",
+                        "content": [{"type": "text", "text": "There are 2 files."}],
+                    },
+                },
                 "sourceRange": [3, 2 + len(step_chunks(CHILD_ANSWER))],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -135,9 +199,14 @@ def child_permission() -> dict[str, Any]:
     }
 
 
-def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(tmp_path: Path) -> None:
+def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(
+    tmp_path: Path,
+) -> None:
     child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
-    scenario = Scenario([("delegate", [TASK_STEP, Step(text="Done.")])], children=[[("Count the files", child_steps)]])
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Done.")])],
+        children=[[("Count the files", child_steps)]],
+    )
     with PromptServer(tmp_path, scenario, client=FakeClient(permissions=["allow_once"])) as server:
         session = server.new_session()
         answered = server.prompt(session, "delegate")
@@ -148,7 +217,11 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(tmp
         assert (server.workspace / "count.txt").read_text() == "2"
         assert answered.updates == [
             TASK_ANNOUNCED,
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "in_progress"},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "in_progress",
+            },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_task",
@@ -168,11 +241,19 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(tmp
                     "callId": "call_child_write",
                     "content": [
                         {"type": "text", "text": "Created <cwd>/count.txt (1 bytes)."},
-                        {"type": "diff", "path": "<cwd>/count.txt", "newText": "2", "oldText": None},
+                        {
+                            "type": "diff",
+                            "path": "<cwd>/count.txt",
+                            "newText": "2",
+                            "oldText": None,
+                        },
                     ],
                     "rawOutput": {"path": "<cwd>/count.txt", "created": True, "bytes": 1},
                 },
-                "sourceRange": [4 + len(step_chunks(Step(calls=[CHILD_WRITE]))), 4 + len(step_chunks(Step(calls=[CHILD_WRITE])))],
+                "sourceRange": [
+                    4 + len(step_chunks(Step(calls=[CHILD_WRITE]))),
+                    4 + len(step_chunks(Step(calls=[CHILD_WRITE]))),
+                ],
             }
         ]
 
@@ -196,14 +277,27 @@ def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_pat
 
         assert answered.stop_reason == "cancelled"
         assert answered.updates == [
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_task", "status": "failed", "content": text_result("cancelled")}
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "failed",
+                "content": text_result("cancelled"),
+            }
         ]
-        assert answered.requests == [{"method": "$/cancel_request", "params": {"requestId": frame["id"]}}]
+        assert answered.requests == [
+            {"method": "$/cancel_request", "params": {"requestId": frame["id"]}}
+        ]
         call_seq = 4 + len(step_chunks(TASK_STEP))
         assert server.log(session)[call_seq + 2 :] == [
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_task", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_task",
+                    "content": [{"type": "text", "text": "cancelled"}],
+                    "isError": True,
+                },
                 "sourceRange": [call_seq, call_seq],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},
@@ -211,10 +305,25 @@ def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_pat
         ]
         child_call_seq = 4 + len(step_chunks(Step(calls=[CHILD_WRITE])))
         assert server.log(child)[child_call_seq:] == [
-            {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": "call_child_write", "name": "write_file", "arguments": CHILD_WRITE.arguments}},
+            {
+                "type": "tool/call",
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_child_write",
+                    "name": "write_file",
+                    "arguments": CHILD_WRITE.arguments,
+                },
+            },
             {
                 "type": "tool/result",
-                "data": {"turn": 0, "step": 0, "callId": "call_child_write", "content": [{"type": "text", "text": "cancelled"}], "isError": True},
+                "data": {
+                    "turn": 0,
+                    "step": 0,
+                    "callId": "call_child_write",
+                    "content": [{"type": "text", "text": "cancelled"}],
+                    "isError": True,
+                },
                 "sourceRange": [child_call_seq, child_call_seq],
             },
             {"type": "step/end", "data": {"turn": 0, "step": 0}},

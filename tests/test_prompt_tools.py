@@ -49,18 +49,45 @@ def one_tool_log(call: ToolUse, result: dict[str, Any]) -> list[dict[str, Any]]:
             "data": {
                 "turn": 0,
                 "step": 0,
-                "message": {"id": "assistant-0-0", "content": [{"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}]},
+                "message": {
+                    "id": "assistant-0-0",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                        }
+                    ],
+                },
             },
             "sourceRange": [3, 2 + n0],
         },
-        {"type": "tool/call", "data": {"turn": 0, "step": 0, "callId": call.id, "name": call.name, "arguments": call.arguments}},
-        {"type": "tool/result", "data": {"turn": 0, "step": 0, "callId": call.id, **result}, "sourceRange": [call_seq, call_seq]},
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+            },
+        },
+        {
+            "type": "tool/result",
+            "data": {"turn": 0, "step": 0, "callId": call.id, **result},
+            "sourceRange": [call_seq, call_seq],
+        },
         {"type": "step/end", "data": {"turn": 0, "step": 0}},
         {"type": "step/start", "data": {"turn": 0, "step": 1}},
         *chunk_events(0, 1, step_chunks(DONE)),
         {
             "type": "assistant/message",
-            "data": {"turn": 0, "step": 1, "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Done."}]}},
+            "data": {
+                "turn": 0,
+                "step": 1,
+                "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Done."}]},
+            },
             "sourceRange": [second, second + n1 - 1],
         },
         {"type": "step/end", "data": {"turn": 0, "step": 1}},
@@ -73,7 +100,13 @@ def permission_request(call_id: str, title: str, kind: str, raw_input: Any) -> d
         "method": "session/request_permission",
         "params": {
             "sessionId": "<session>",
-            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending", "rawInput": raw_input},
+            "toolCall": {
+                "toolCallId": call_id,
+                "title": title,
+                "kind": kind,
+                "status": "pending",
+                "rawInput": raw_input,
+            },
             "options": PERMISSION_OPTIONS,
         },
     }
@@ -105,12 +138,26 @@ def test_read_file_goes_through_fs_read_text_file_when_the_client_offers_it(tmp_
         answered = server.prompt(session, "go")
 
         assert answered.stop_reason == "end_turn"
-        assert answered.requests == [{"method": "fs/read_text_file", "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"}}]
-        result = {"content": [{"type": "text", "text": "unsaved buffer\n"}], "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False}}
+        assert answered.requests == [
+            {
+                "method": "fs/read_text_file",
+                "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"},
+            }
+        ]
+        result = {
+            "content": [{"type": "text", "text": "unsaved buffer\n"}],
+            "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False},
+        }
         assert answered.updates == [
             READ_ANNOUNCED,
             in_progress("call_read"),
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_read", "status": "completed", "content": text_result("unsaved buffer\n"), "rawOutput": result["rawOutput"]},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_read",
+                "status": "completed",
+                "content": text_result("unsaved buffer\n"),
+                "rawOutput": result["rawOutput"],
+            },
             *DONE_UPDATES,
         ]
         assert server.log(session) == one_tool_log(READ, result)
@@ -124,11 +171,20 @@ def test_read_file_reads_the_workspace_itself_without_the_capability(tmp_path: P
 
         assert answered.stop_reason == "end_turn"
         assert answered.requests == []
-        result = {"content": [{"type": "text", "text": "on disk\n"}], "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False}}
+        result = {
+            "content": [{"type": "text", "text": "on disk\n"}],
+            "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False},
+        }
         assert answered.updates == [
             READ_ANNOUNCED,
             in_progress("call_read"),
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_read", "status": "completed", "content": text_result("on disk\n"), "rawOutput": result["rawOutput"]},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_read",
+                "status": "completed",
+                "content": text_result("on disk\n"),
+                "rawOutput": result["rawOutput"],
+            },
             *DONE_UPDATES,
         ]
         assert server.log(session) == one_tool_log(READ, result)
@@ -146,12 +202,16 @@ WRITE_ANNOUNCED = {
     "rawInput": {"path": "notes.txt", "content": "new text\n"},
     "locations": [{"path": "notes.txt"}],
 }
-WRITE_PERMISSION = permission_request("call_write", "Write notes.txt", "edit", {"path": "notes.txt", "content": "new text\n"})
+WRITE_PERMISSION = permission_request(
+    "call_write", "Write notes.txt", "edit", {"path": "notes.txt", "content": "new text\n"}
+)
 
 
 def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path) -> None:
     client = FakeClient(permissions=["allow_once"])
-    with PromptServer(tmp_path, one_tool_turn(WRITE), capabilities=ALL_CAPABILITIES, client=client) as server:
+    with PromptServer(
+        tmp_path, one_tool_turn(WRITE), capabilities=ALL_CAPABILITIES, client=client
+    ) as server:
         notes = str(server.workspace / "notes.txt")
         client.files[notes] = "old\n"
         session = server.new_session()
@@ -160,8 +220,18 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
         assert answered.stop_reason == "end_turn"
         assert answered.requests == [
             WRITE_PERMISSION,
-            {"method": "fs/read_text_file", "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"}},
-            {"method": "fs/write_text_file", "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt", "content": "new text\n"}},
+            {
+                "method": "fs/read_text_file",
+                "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"},
+            },
+            {
+                "method": "fs/write_text_file",
+                "params": {
+                    "sessionId": "<session>",
+                    "path": "<cwd>/notes.txt",
+                    "content": "new text\n",
+                },
+            },
         ]
         assert client.files == {notes: "new text\n"}
         assert not (server.workspace / "notes.txt").exists()
@@ -176,7 +246,12 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                 "status": "completed",
                 "content": [
                     {"type": "content", "content": {"type": "text", "text": summary}},
-                    {"type": "diff", "path": "<cwd>/notes.txt", "newText": "new text\n", "oldText": "old\n"},
+                    {
+                        "type": "diff",
+                        "path": "<cwd>/notes.txt",
+                        "newText": "new text\n",
+                        "oldText": "old\n",
+                    },
                 ],
                 "rawOutput": raw_output,
             },
@@ -187,14 +262,21 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
             {
                 "content": [
                     {"type": "text", "text": summary},
-                    {"type": "diff", "path": "<cwd>/notes.txt", "newText": "new text\n", "oldText": "old\n"},
+                    {
+                        "type": "diff",
+                        "path": "<cwd>/notes.txt",
+                        "newText": "new text\n",
+                        "oldText": "old\n",
+                    },
                 ],
                 "rawOutput": raw_output,
             },
         )
 
 
-def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability(tmp_path: Path) -> None:
+def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability(
+    tmp_path: Path,
+) -> None:
     call = ToolUse("call_write", "write_file", args(path="out/new.txt", content="hello\n"))
     client = FakeClient(permissions=["allow_once"])
     with PromptServer(tmp_path, one_tool_turn(call), client=client) as server:
@@ -202,7 +284,14 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
         answered = server.prompt(session, "go")
 
         assert answered.stop_reason == "end_turn"
-        assert answered.requests == [permission_request("call_write", "Write out/new.txt", "edit", {"path": "out/new.txt", "content": "hello\n"})]
+        assert answered.requests == [
+            permission_request(
+                "call_write",
+                "Write out/new.txt",
+                "edit",
+                {"path": "out/new.txt", "content": "hello\n"},
+            )
+        ]
         assert (server.workspace / "out" / "new.txt").read_text() == "hello\n"
         summary = "Created <cwd>/out/new.txt (6 bytes)."
         diff = {"type": "diff", "path": "<cwd>/out/new.txt", "newText": "hello\n", "oldText": None}
@@ -222,12 +311,17 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_write",
                 "status": "completed",
-                "content": [{"type": "content", "content": {"type": "text", "text": summary}}, diff],
+                "content": [
+                    {"type": "content", "content": {"type": "text", "text": summary}},
+                    diff,
+                ],
                 "rawOutput": raw_output,
             },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": summary}, diff], "rawOutput": raw_output})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": summary}, diff], "rawOutput": raw_output}
+        )
 
 
 # -- run_command -------------------------------------------------------------------------------
@@ -236,17 +330,27 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
 def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> None:
     call = ToolUse("call_run", "run_command", args(command="make", args=["test"]))
     client = FakeClient(permissions=["allow_once"], terminal_output="all green\n")
-    with PromptServer(tmp_path, one_tool_turn(call), capabilities=ALL_CAPABILITIES, client=client) as server:
+    with PromptServer(
+        tmp_path, one_tool_turn(call), capabilities=ALL_CAPABILITIES, client=client
+    ) as server:
         session = server.new_session()
         answered = server.prompt(session, "go")
 
         assert answered.stop_reason == "end_turn"
         terminal = {"sessionId": "<session>", "terminalId": "term-1"}
         assert answered.requests == [
-            permission_request("call_run", "Run make test", "execute", {"command": "make", "args": ["test"]}),
+            permission_request(
+                "call_run", "Run make test", "execute", {"command": "make", "args": ["test"]}
+            ),
             {
                 "method": "terminal/create",
-                "params": {"sessionId": "<session>", "command": "make", "args": ["test"], "cwd": "<cwd>", "outputByteLimit": 65536},
+                "params": {
+                    "sessionId": "<session>",
+                    "command": "make",
+                    "args": ["test"],
+                    "cwd": "<cwd>",
+                    "outputByteLimit": 65536,
+                },
             },
             {"method": "terminal/wait_for_exit", "params": terminal},
             {"method": "terminal/output", "params": terminal},
@@ -263,10 +367,22 @@ def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> N
                 "rawInput": {"command": "make", "args": ["test"]},
             },
             in_progress("call_run"),
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_run", "status": "completed", "content": text_result("all green\n[exit code 0]"), "rawOutput": raw_output},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_run",
+                "status": "completed",
+                "content": text_result("all green\n[exit code 0]"),
+                "rawOutput": raw_output,
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": "all green\n[exit code 0]"}], "rawOutput": raw_output})
+        assert server.log(session) == one_tool_log(
+            call,
+            {
+                "content": [{"type": "text", "text": "all green\n[exit code 0]"}],
+                "rawOutput": raw_output,
+            },
+        )
 
 
 def test_run_command_runs_the_program_itself_in_cwd_without_the_capability(tmp_path: Path) -> None:
@@ -282,19 +398,44 @@ def test_run_command_runs_the_program_itself_in_cwd_without_the_capability(tmp_p
 
         assert answered.stop_reason == "end_turn"
         raw_input = {"command": "<python>", "args": ["where.py"]}
-        assert replace_python(answered.requests) == [permission_request("call_run", "Run <python> where.py", "execute", raw_input)]
+        assert replace_python(answered.requests) == [
+            permission_request("call_run", "Run <python> where.py", "execute", raw_input)
+        ]
         raw_output = {"exitCode": 0, "signal": None, "truncated": False, "timedOut": False}
         assert replace_python(answered.updates) == [
-            {"sessionUpdate": "tool_call", "toolCallId": "call_run", "title": "Run <python> where.py", "kind": "execute", "status": "pending", "rawInput": raw_input},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call_run",
+                "title": "Run <python> where.py",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": raw_input,
+            },
             in_progress("call_run"),
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_run", "status": "completed", "content": text_result("<cwd>\n[exit code 0]"), "rawOutput": raw_output},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_run",
+                "status": "completed",
+                "content": text_result("<cwd>\n[exit code 0]"),
+                "rawOutput": raw_output,
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": "<cwd>\n[exit code 0]"}], "rawOutput": raw_output})
+        assert server.log(session) == one_tool_log(
+            call,
+            {
+                "content": [{"type": "text", "text": "<cwd>\n[exit code 0]"}],
+                "rawOutput": raw_output,
+            },
+        )
 
 
 def test_a_command_that_fails_is_a_failed_result_with_its_output(tmp_path: Path) -> None:
-    call = ToolUse("call_run", "run_command", args(command=sys.executable, args=["-c", "import sys; sys.exit('no such target')"]))
+    call = ToolUse(
+        "call_run",
+        "run_command",
+        args(command=sys.executable, args=["-c", "import sys; sys.exit('no such target')"]),
+    )
     client = FakeClient(permissions=["allow_once"])
     with PromptServer(tmp_path, one_tool_turn(call), client=client) as server:
         session = server.new_session()
@@ -309,7 +450,11 @@ def test_a_command_that_fails_is_a_failed_result_with_its_output(tmp_path: Path)
             "content": text_result("no such target\n[exit code 1]"),
             "rawOutput": raw_output,
         }
-        result = {"content": [{"type": "text", "text": "no such target\n[exit code 1]"}], "isError": True, "rawOutput": raw_output}
+        result = {
+            "content": [{"type": "text", "text": "no such target\n[exit code 1]"}],
+            "isError": True,
+            "rawOutput": raw_output,
+        }
         assert server.log(session) == one_tool_log(call, result)
 
 
@@ -330,10 +475,16 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
         answered = server.prompt(session, "go")
 
         assert answered.stop_reason == "end_turn"
-        assert answered.requests == [permission_request("call_a", "Write a.txt", "edit", {"path": "a.txt", "content": "A"})]
+        assert answered.requests == [
+            permission_request("call_a", "Write a.txt", "edit", {"path": "a.txt", "content": "A"})
+        ]
         assert (server.workspace / "a.txt").read_text() == "A"
         assert (server.workspace / "b.txt").read_text() == "B"
-        statuses = [(u["toolCallId"], u["status"]) for u in answered.updates if u["sessionUpdate"].startswith("tool_call")]
+        statuses = [
+            (u["toolCallId"], u["status"])
+            for u in answered.updates
+            if u["sessionUpdate"].startswith("tool_call")
+        ]
         assert statuses == [
             ("call_a", "pending"),
             ("call_a", "in_progress"),
@@ -348,14 +499,20 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
                 "turn": 0,
                 "step": 0,
                 "callId": "call_a",
-                "content": [{"type": "text", "text": "Created <cwd>/a.txt (1 bytes)."}, {"type": "diff", "path": "<cwd>/a.txt", "newText": "A", "oldText": None}],
+                "content": [
+                    {"type": "text", "text": "Created <cwd>/a.txt (1 bytes)."},
+                    {"type": "diff", "path": "<cwd>/a.txt", "newText": "A", "oldText": None},
+                ],
                 "rawOutput": {"path": "<cwd>/a.txt", "created": True, "bytes": 1},
             },
             {
                 "turn": 0,
                 "step": 1,
                 "callId": "call_b",
-                "content": [{"type": "text", "text": "Created <cwd>/b.txt (1 bytes)."}, {"type": "diff", "path": "<cwd>/b.txt", "newText": "B", "oldText": None}],
+                "content": [
+                    {"type": "text", "text": "Created <cwd>/b.txt (1 bytes)."},
+                    {"type": "diff", "path": "<cwd>/b.txt", "newText": "B", "oldText": None},
+                ],
                 "rawOutput": {"path": "<cwd>/b.txt", "created": True, "bytes": 1},
             },
         ]
@@ -372,10 +529,21 @@ def test_reject_once_gives_the_model_an_error_result_and_the_turn_goes_on(tmp_pa
         assert not (server.workspace / "notes.txt").exists()
         assert answered.updates == [
             WRITE_ANNOUNCED,
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_write", "status": "failed", "content": text_result("the user rejected this tool call")},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_write",
+                "status": "failed",
+                "content": text_result("the user rejected this tool call"),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(WRITE, {"content": [{"type": "text", "text": "the user rejected this tool call"}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            WRITE,
+            {
+                "content": [{"type": "text", "text": "the user rejected this tool call"}],
+                "isError": True,
+            },
+        )
 
 
 def test_a_permission_request_the_client_cancels_is_an_error_result(tmp_path: Path) -> None:
@@ -388,10 +556,21 @@ def test_a_permission_request_the_client_cancels_is_an_error_result(tmp_path: Pa
         assert answered.requests == [WRITE_PERMISSION]
         assert answered.updates == [
             WRITE_ANNOUNCED,
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_write", "status": "failed", "content": text_result("permission request cancelled")},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_write",
+                "status": "failed",
+                "content": text_result("permission request cancelled"),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(WRITE, {"content": [{"type": "text", "text": "permission request cancelled"}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            WRITE,
+            {
+                "content": [{"type": "text", "text": "permission request cancelled"}],
+                "isError": True,
+            },
+        )
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -417,10 +596,17 @@ def test_reading_a_path_outside_cwd_is_refused(tmp_path: Path) -> None:
                 "rawInput": {"path": "../secret.txt"},
                 "locations": [{"path": "../secret.txt"}],
             },
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_escape", "status": "failed", "content": text_result(refusal)},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_escape",
+                "status": "failed",
+                "content": text_result(refusal),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(ESCAPE, {"content": [{"type": "text", "text": refusal}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            ESCAPE, {"content": [{"type": "text", "text": refusal}], "isError": True}
+        )
 
 
 def test_a_symlink_leading_outside_cwd_is_refused(tmp_path: Path) -> None:
@@ -435,10 +621,17 @@ def test_a_symlink_leading_outside_cwd_is_refused(tmp_path: Path) -> None:
         refusal = "refused: link/secret.txt (resolved to <tmp>/outside/secret.txt) is outside the session's directories (allowed: <cwd>)"
         assert answered.stop_reason == "end_turn"
         assert answered.updates[1:] == [
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_link", "status": "failed", "content": text_result(refusal)},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_link",
+                "status": "failed",
+                "content": text_result(refusal),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": refusal}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": refusal}], "isError": True}
+        )
 
 
 def test_writing_outside_cwd_through_the_client_is_refused_before_asking(tmp_path: Path) -> None:
@@ -460,10 +653,17 @@ def test_writing_outside_cwd_through_the_client_is_refused_before_asking(tmp_pat
                 "rawInput": {"path": "/etc/passwd", "content": "x"},
                 "locations": [{"path": "/etc/passwd"}],
             },
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_escape", "status": "failed", "content": text_result(refusal)},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_escape",
+                "status": "failed",
+                "content": text_result(refusal),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": refusal}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": refusal}], "isError": True}
+        )
 
 
 def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
@@ -475,11 +675,25 @@ def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
         message = "unknown tool 'delete_everything'; the tools are: read_file, write_file, run_command, todo_write, task"
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
-            {"sessionUpdate": "tool_call", "toolCallId": "call_x", "title": "delete_everything", "kind": "other", "status": "pending", "rawInput": {"path": "/"}},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_x", "status": "failed", "content": text_result(message)},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call_x",
+                "title": "delete_everything",
+                "kind": "other",
+                "status": "pending",
+                "rawInput": {"path": "/"},
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_x",
+                "status": "failed",
+                "content": text_result(message),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": message}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": message}], "isError": True}
+        )
 
 
 def test_arguments_that_are_not_json_are_an_error_result(tmp_path: Path) -> None:
@@ -491,14 +705,30 @@ def test_arguments_that_are_not_json_are_an_error_result(tmp_path: Path) -> None
         message = "invalid arguments for read_file: not valid JSON (Input data was truncated)"
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
-            {"sessionUpdate": "tool_call", "toolCallId": "call_bad", "title": "read_file", "kind": "read", "status": "pending", "rawInput": '{"path": "notes.txt"'},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_bad", "status": "failed", "content": text_result(message)},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call_bad",
+                "title": "read_file",
+                "kind": "read",
+                "status": "pending",
+                "rawInput": '{"path": "notes.txt"',
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_bad",
+                "status": "failed",
+                "content": text_result(message),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": message}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": message}], "isError": True}
+        )
 
 
-def test_arguments_that_do_not_fit_the_tool_are_an_error_result_naming_the_field(tmp_path: Path) -> None:
+def test_arguments_that_do_not_fit_the_tool_are_an_error_result_naming_the_field(
+    tmp_path: Path,
+) -> None:
     call = ToolUse("call_bad", "read_file", args(path=3))
     with PromptServer(tmp_path, one_tool_turn(call)) as server:
         session = server.new_session()
@@ -507,8 +737,22 @@ def test_arguments_that_do_not_fit_the_tool_are_an_error_result_naming_the_field
         message = "invalid arguments for read_file: Expected `str`, got `int` - at `$.path`"
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
-            {"sessionUpdate": "tool_call", "toolCallId": "call_bad", "title": "read_file", "kind": "read", "status": "pending", "rawInput": {"path": 3}},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_bad", "status": "failed", "content": text_result(message)},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call_bad",
+                "title": "read_file",
+                "kind": "read",
+                "status": "pending",
+                "rawInput": {"path": 3},
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_bad",
+                "status": "failed",
+                "content": text_result(message),
+            },
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(call, {"content": [{"type": "text", "text": message}], "isError": True})
+        assert server.log(session) == one_tool_log(
+            call, {"content": [{"type": "text", "text": message}], "isError": True}
+        )

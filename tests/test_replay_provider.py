@@ -35,7 +35,11 @@ def call(turn: int, step: int, text: str, reason: str = "stop") -> list[dict[str
         {"type": "step/start", "data": {"turn": turn, "step": step}},
         {
             "type": "assistant/chunk",
-            "data": {"turn": turn, "step": step, "chunk": {"type": "text-delta", "index": 0, "text": text}},
+            "data": {
+                "turn": turn,
+                "step": step,
+                "chunk": {"type": "text-delta", "index": 0, "text": text},
+            },
         },
         {
             "type": "assistant/chunk",
@@ -50,7 +54,11 @@ def failed_call(turn: int, step: int, text: str) -> list[dict[str, Any]]:
         {"type": "step/start", "data": {"turn": turn, "step": step}},
         {
             "type": "assistant/chunk",
-            "data": {"turn": turn, "step": step, "chunk": {"type": "text-delta", "index": 0, "text": text}},
+            "data": {
+                "turn": turn,
+                "step": step,
+                "chunk": {"type": "text-delta", "index": 0, "text": text},
+            },
         },
         {"type": "step/end", "data": {"turn": turn, "step": step}},
     ]
@@ -71,7 +79,9 @@ def request(session_id: str, text: str = "hello") -> ModelRequest:
     return ModelRequest(session_id=session_id, messages=[UserTurn([TextContent(text)])], tools=[])
 
 
-async def collect(provider: ReplayProvider, session_id: str, text: str = "hello") -> list[StreamChunk]:
+async def collect(
+    provider: ReplayProvider, session_id: str, text: str = "hello"
+) -> list[StreamChunk]:
     return [c async for c in provider.stream(request(session_id, text))]
 
 
@@ -116,7 +126,9 @@ def test_from_path_without_a_fixture_is_an_error(tmp_path: Path) -> None:
 def test_fixture_with_a_failed_stream_and_no_override_is_refused_at_load(tmp_path: Path) -> None:
     write_fixture(tmp_path / "session.jsonl", call(0, 0, "one"), failed_call(1, 0, "par"))
 
-    with pytest.raises(ReplayError, match=r"session\.jsonl: script entry 1 \(turn 1, step 0\) has no finish chunk"):
+    with pytest.raises(
+        ReplayError, match=r"session\.jsonl: script entry 1 \(turn 1, step 0\) has no finish chunk"
+    ):
         ReplayProvider.from_path(tmp_path)
 
 
@@ -124,7 +136,11 @@ def test_override_sidecar_beside_the_fixture_is_applied(tmp_path: Path) -> None:
     write_fixture(tmp_path / "session.jsonl", call(0, 0, "one"), failed_call(1, 0, "par"))
     (tmp_path / "replay.override.json").write_text(
         json.dumps(
-            {"patches": [{"at": 1, "entry": {"kind": "throw", "chunks": [], "message": "overloaded"}}]}
+            {
+                "patches": [
+                    {"at": 1, "entry": {"kind": "throw", "chunks": [], "message": "overloaded"}}
+                ]
+            }
         )
     )
 
@@ -224,14 +240,18 @@ async def test_pacing_still_streams_every_chunk(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_placeholders_are_filled_from_the_request_text(tmp_path: Path) -> None:
-    provider = ReplayProvider.from_path(script_of(tmp_path, "Hello {{fromRequest:name is (\\w+)}}!"))
+    provider = ReplayProvider.from_path(
+        script_of(tmp_path, "Hello {{fromRequest:name is (\\w+)}}!")
+    )
     bind(provider, "a")
 
     assert await collect(provider, "a", "my name is Ada") == said("Hello Ada!")
 
 
 @pytest.mark.anyio
-async def test_placeholder_without_a_match_fails_the_stream_after_the_earlier_chunks(tmp_path: Path) -> None:
+async def test_placeholder_without_a_match_fails_the_stream_after_the_earlier_chunks(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "replay.override.json").write_text(
         json.dumps(
             [
@@ -255,7 +275,9 @@ async def test_placeholder_without_a_match_fails_the_stream_after_the_earlier_ch
             got.append(c)
 
     assert got == [TextDelta(0, "ok")]
-    assert exc.value.message == "llm-replay: {{fromRequest:id-(\\d+)}} found no match in the request"
+    assert (
+        exc.value.message == "llm-replay: {{fromRequest:id-(\\d+)}} found no match in the request"
+    )
 
 
 def test_request_text_joins_user_tool_and_assistant_text_one_message_a_line() -> None:
@@ -312,10 +334,14 @@ async def test_throw_without_a_code_raises_with_code_none(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
-async def test_hang_writes_its_ready_file_relative_to_cwd_and_stops_when_cancelled(tmp_path: Path) -> None:
+async def test_hang_writes_its_ready_file_relative_to_cwd_and_stops_when_cancelled(
+    tmp_path: Path,
+) -> None:
     cwd = tmp_path / "workspace"
     cwd.mkdir()
-    provider = with_override(tmp_path, [{"kind": "hang", "chunks": PREFIX, "readyFile": "hung.txt"}])
+    provider = with_override(
+        tmp_path, [{"kind": "hang", "chunks": PREFIX, "readyFile": "hung.txt"}]
+    )
     bind(provider, "a", cwd=cwd)
     got: list[StreamChunk] = []
 
@@ -354,7 +380,8 @@ async def test_hang_with_an_absolute_ready_file_ignores_cwd(tmp_path: Path) -> N
 @pytest.mark.anyio
 async def test_hang_without_a_ready_file_waits_until_cancelled(tmp_path: Path) -> None:
     provider = with_override(
-        tmp_path, [{"kind": "hang"}, {"kind": "chunks", "chunks": [{"type": "finish", "reason": "stop"}]}]
+        tmp_path,
+        [{"kind": "hang"}, {"kind": "chunks", "chunks": [{"type": "finish", "reason": "stop"}]}],
     )
     bind(provider, "a")
     got: list[StreamChunk] = []
@@ -375,12 +402,16 @@ async def test_hang_without_a_ready_file_waits_until_cancelled(tmp_path: Path) -
 def with_children(tmp_path: Path) -> ReplayProvider:
     script_of(tmp_path, "parent")
     write_fixture(tmp_path / "session.1.jsonl", call(0, 0, "first child"))
-    write_fixture(tmp_path / "session.2.jsonl", call(0, 0, "second child"), call(0, 1, "second child again"))
+    write_fixture(
+        tmp_path / "session.2.jsonl", call(0, 0, "second child"), call(0, 1, "second child again")
+    )
     return ReplayProvider.from_path(tmp_path)
 
 
 @pytest.mark.anyio
-async def test_children_get_child_fixtures_in_first_call_order_not_bind_order(tmp_path: Path) -> None:
+async def test_children_get_child_fixtures_in_first_call_order_not_bind_order(
+    tmp_path: Path,
+) -> None:
     provider = with_children(tmp_path)
     bind(provider, "parent")
     bind(provider, "early-bound", parent="parent")

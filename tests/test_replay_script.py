@@ -118,7 +118,11 @@ def test_projected_row_starts_at_the_next_seq_and_time_zero_keeping_its_dt() -> 
 def test_projected_and_complete_fixtures_parse_to_the_same_events() -> None:
     row = {"type": "text-chunks", "seq0": 2, "time0": 0, "data": TEXT_ROW["data"]}
     complete_lines = lines(
-        complete(0, TURN_START), complete(1, STEP_START), row, complete(5, FINISH), complete(6, STEP_END)
+        complete(0, TURN_START),
+        complete(1, STEP_START),
+        row,
+        complete(5, FINISH),
+        complete(6, STEP_END),
     )
 
     projected = parse_fixture("p.jsonl", lines(TURN_START, STEP_START, TEXT_ROW, FINISH, STEP_END))
@@ -233,7 +237,11 @@ TOOL_STEP: list[StreamChunk] = [
     UsageChunk(Usage(120, 30)),
     Finish("tool-calls"),
 ]
-ANSWER_STEP: list[StreamChunk] = [TextDelta(0, "It says hi."), UsageChunk(Usage(160, 5)), Finish("stop")]
+ANSWER_STEP: list[StreamChunk] = [
+    TextDelta(0, "It says hi."),
+    UsageChunk(Usage(160, 5)),
+    Finish("stop"),
+]
 
 
 def realistic_turn() -> list[SessionEvent]:
@@ -251,7 +259,9 @@ def realistic_turn() -> list[SessionEvent]:
         events.append(AssistantChunk(len(events), 0, AssistantChunkData(0, 1, c)))
     events.append(
         AssistantMessageEvent(
-            len(events), 0, AssistantMessageData(0, 1, AssistantMessage("a", [AssistantText("It says hi.")]))
+            len(events),
+            0,
+            AssistantMessageData(0, 1, AssistantMessage("a", [AssistantText("It says hi.")])),
         )
     )
     events.append(StepEnd(len(events), 0, StepData(0, 1)))
@@ -264,7 +274,10 @@ def test_each_step_of_a_realistic_turn_is_one_model_call() -> None:
 
 def test_two_finishes_in_one_step_are_two_model_calls() -> None:
     events = events_of(
-        (0, 0, TextDelta(0, "a")), (0, 0, Finish("stop")), (0, 0, TextDelta(0, "b")), (0, 0, Finish("length"))
+        (0, 0, TextDelta(0, "a")),
+        (0, 0, Finish("stop")),
+        (0, 0, TextDelta(0, "b")),
+        (0, 0, Finish("length")),
     )
 
     assert derive_script(events) == [
@@ -274,9 +287,14 @@ def test_two_finishes_in_one_step_are_two_model_calls() -> None:
 
 
 def test_chunks_after_the_last_finish_of_a_step_are_underivable() -> None:
-    events = events_of((0, 0, TextDelta(0, "a")), (0, 0, Finish("stop")), (0, 0, TextDelta(0, "partial")))
+    events = events_of(
+        (0, 0, TextDelta(0, "a")), (0, 0, Finish("stop")), (0, 0, TextDelta(0, "partial"))
+    )
 
-    assert derive_script(events) == [ChunksEntry([TextDelta(0, "a"), Finish("stop")]), Underivable(0, 0)]
+    assert derive_script(events) == [
+        ChunksEntry([TextDelta(0, "a"), Finish("stop")]),
+        Underivable(0, 0),
+    ]
 
 
 def test_a_step_without_finish_is_underivable_in_its_place() -> None:
@@ -309,7 +327,10 @@ def test_count_model_calls_counts_step_starts() -> None:
 
 TEXT_CALL = {
     "kind": "chunks",
-    "chunks": [{"type": "text-delta", "index": 0, "text": "hi"}, {"type": "finish", "reason": "stop"}],
+    "chunks": [
+        {"type": "text-delta", "index": 0, "text": "hi"},
+        {"type": "finish", "reason": "stop"},
+    ],
 }
 
 
@@ -349,7 +370,9 @@ def test_bare_array_override_decodes_every_entry_kind() -> None:
 
 
 def test_patch_override_decodes_to_a_patch_set() -> None:
-    raw = override({"patches": [{"at": 1, "entry": {"kind": "hang"}}, {"at": 0, "entry": TEXT_CALL}]})
+    raw = override(
+        {"patches": [{"at": 1, "entry": {"kind": "hang"}}, {"at": 0, "entry": TEXT_CALL}]}
+    )
 
     assert parse_override("o.json", raw) == PatchSet(
         [Patch(1, HangEntry()), Patch(0, ChunksEntry([TextDelta(0, "hi"), Finish("stop")]))]
@@ -359,7 +382,13 @@ def test_patch_override_decodes_to_a_patch_set() -> None:
 def test_every_chunk_type_is_accepted_in_an_override() -> None:
     chunks = [
         {"type": "block-start", "index": 0, "blockType": "tool-call"},
-        {"type": "tool-call-delta", "index": 0, "id": "c1", "argumentsDelta": "{}", "name": "todo_write"},
+        {
+            "type": "tool-call-delta",
+            "index": 0,
+            "id": "c1",
+            "argumentsDelta": "{}",
+            "name": "todo_write",
+        },
         {"type": "block-end", "index": 0},
         {"type": "reasoning-delta", "index": 1, "text": "hm"},
         {"type": "usage", "usage": {"inputTokens": 1, "outputTokens": 2, "cachedInputTokens": 0}},
@@ -390,12 +419,20 @@ def test_override_that_is_neither_array_nor_object_is_refused() -> None:
 
 
 def test_override_entry_of_unknown_kind_is_refused() -> None:
-    assert refusal(override([{"kind": "explode"}])) == "o.json: Invalid value 'explode' - at `$[0].kind`"
+    assert (
+        refusal(override([{"kind": "explode"}]))
+        == "o.json: Invalid value 'explode' - at `$[0].kind`"
+    )
 
 
 def test_override_chunk_of_unknown_type_is_refused() -> None:
     raw = override(
-        [{"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "a"}, {"type": "sparkle"}]}]
+        [
+            {
+                "kind": "chunks",
+                "chunks": [{"type": "text-delta", "index": 0, "text": "a"}, {"type": "sparkle"}],
+            }
+        ]
     )
 
     assert refusal(raw) == "o.json: Invalid value 'sparkle' - at `$[0].chunks[1].type`"
@@ -481,7 +518,11 @@ def test_bare_array_replaces_the_script_even_an_underivable_one() -> None:
 
 
 def test_patch_replaces_the_entry_at_its_index() -> None:
-    assert apply_override("f.jsonl", [A, Underivable(0, 1), B], PatchSet([Patch(1, THROW)])) == [A, THROW, B]
+    assert apply_override("f.jsonl", [A, Underivable(0, 1), B], PatchSet([Patch(1, THROW)])) == [
+        A,
+        THROW,
+        B,
+    ]
 
 
 def test_patch_at_the_script_length_appends() -> None:
@@ -535,7 +576,10 @@ def test_parsed_override_applies_end_to_end() -> None:
         ),
     )
 
-    assert apply_override("f.jsonl", derived, patch) == [A, ThrowEntry([TextDelta(0, "par")], "overloaded")]
+    assert apply_override("f.jsonl", derived, patch) == [
+        A,
+        ThrowEntry([TextDelta(0, "par")], "overloaded"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -549,9 +593,9 @@ def test_chunk_without_placeholder_is_returned_unchanged() -> None:
 
 
 def test_placeholder_without_a_group_is_replaced_by_the_whole_match() -> None:
-    assert fill_placeholders(TextDelta(3, "see {{fromRequest:id-\\d+}}."), "about id-12") == TextDelta(
-        3, "see id-12."
-    )
+    assert fill_placeholders(
+        TextDelta(3, "see {{fromRequest:id-\\d+}}."), "about id-12"
+    ) == TextDelta(3, "see id-12.")
 
 
 def test_placeholder_with_a_group_is_replaced_by_its_first_group() -> None:
@@ -561,9 +605,9 @@ def test_placeholder_with_a_group_is_replaced_by_its_first_group() -> None:
 
 
 def test_placeholder_takes_the_last_match_in_the_request() -> None:
-    assert fill_placeholders(TextDelta(0, "{{fromRequest:id-(\\d+)}}"), "id-1\nid-2 then id-3") == TextDelta(
-        0, "3"
-    )
+    assert fill_placeholders(
+        TextDelta(0, "{{fromRequest:id-(\\d+)}}"), "id-1\nid-2 then id-3"
+    ) == TextDelta(0, "3")
 
 
 def test_several_placeholders_in_one_string_are_all_filled() -> None:
@@ -615,4 +659,7 @@ def test_a_step_without_chunks_is_an_underivable_entry_in_its_place() -> None:
             for i, chunk in enumerate([TextDelta(0, "hi"), Finish("stop")])
         ],
     ]
-    assert derive_script(events) == [Underivable(0, 0), ChunksEntry([TextDelta(0, "hi"), Finish("stop")])]
+    assert derive_script(events) == [
+        Underivable(0, 0),
+        ChunksEntry([TextDelta(0, "hi"), Finish("stop")]),
+    ]

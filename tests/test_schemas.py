@@ -46,7 +46,10 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def errors(name: str, value: Any) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in VALIDATORS[name].iter_errors(value)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in VALIDATORS[name].iter_errors(value)
+    ]
 
 
 def assert_fits(name: str, value: Any, what: str = "") -> None:
@@ -89,7 +92,9 @@ def test_every_artifact_is_there() -> None:
     }
     assert expected <= set(VALIDATORS)
     readme = (SCHEMAS / "README.md").read_text()
-    assert all(f"`{name}`" in readme for name in VALIDATORS), "schemas/README.md must list every file"
+    assert all(f"`{name}`" in readme for name in VALIDATORS), (
+        "schemas/README.md must list every file"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(VALIDATORS))
@@ -119,7 +124,12 @@ def test_the_command_writes_then_checks(tmp_path: Path) -> None:
 
 def test_the_command_runs_as_a_module_from_the_repository_root() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "acp_server.schemas", "--check"], check=False, cwd=SCHEMAS.parent, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "acp_server.schemas", "--check"],
+        check=False,
+        cwd=SCHEMAS.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -149,7 +159,9 @@ def log_lines(path: Path) -> list[bytes]:
     return data.split(b"\n")[:-1]
 
 
-def assert_log_fits(lines: list[bytes], body_schema: str = "storage-record.schema.json") -> list[dict[str, Any]]:
+def assert_log_fits(
+    lines: list[bytes], body_schema: str = "storage-record.schema.json"
+) -> list[dict[str, Any]]:
     """Line 1 is a header (and nothing else is); every later line is a body record."""
     values = [json.loads(line) for line in lines]
     header, *body = values
@@ -164,17 +176,28 @@ def assert_log_fits(lines: list[bytes], body_schema: str = "storage-record.schem
     return body
 
 
-@pytest.mark.parametrize("flags", [(), ("--no-pack",), ("--compression", "zstd")], ids=["packed", "unpacked", "zstd"])
+@pytest.mark.parametrize(
+    "flags", [(), ("--no-pack",), ("--compression", "zstd")], ids=["packed", "unpacked", "zstd"]
+)
 def test_logs_the_server_writes_fit(tmp_path: Path, flags: tuple[str, ...]) -> None:
     fixture, workspace = build_scenario(tmp_path)
     sessions = tmp_path / "sessions"
     with AcpProcess(sessions, "--replay", str(fixture), *flags) as server:
         server.result("initialize", {"protocolVersion": 1, "clientCapabilities": FS})
-        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})["sessionId"]
-        done, _ = server.exchange("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]}, answer=allow)
+        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})[
+            "sessionId"
+        ]
+        done, _ = server.exchange(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]},
+            answer=allow,
+        )
         assert done["result"] == {"stopReason": "end_turn"}
         # A cancelled turn too: an interrupted assistant/message and turn/end cancelled.
-        prompt_id = server.send_request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "Again."}]})
+        prompt_id = server.send_request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "Again."}]},
+        )
         while HANG_TEXT not in json.dumps(server.read_frame()):
             pass
         server.notify("session/cancel", {"sessionId": session_id})
@@ -184,7 +207,16 @@ def test_logs_the_server_writes_fit(tmp_path: Path, flags: tuple[str, ...]) -> N
     body = assert_log_fits(log_lines(path))
     types = [record["type"] for record in body]
     assert ("text-chunks" in types) == (flags != ("--no-pack",))
-    assert {"turn/start", "user/message", "assistant/chunk", "assistant/message", "tool/call", "tool/result", "plan/update", "turn/end"} <= set(types)
+    assert {
+        "turn/start",
+        "user/message",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "plan/update",
+        "turn/end",
+    } <= set(types)
     assert any(r["type"] == "assistant/message" and r["data"].get("interrupted") for r in body)
 
 
@@ -196,7 +228,9 @@ def test_the_bundled_fixture_fits() -> None:
     assert errors("storage-record.schema.json", body[0]), "a projected record is not a complete one"
 
 
-SNAPSHOTS = sorted(p for p in (SCHEMAS.parent / "snapshots").glob("*") if (p / "input.json").is_file())
+SNAPSHOTS = sorted(
+    p for p in (SCHEMAS.parent / "snapshots").glob("*") if (p / "input.json").is_file()
+)
 
 
 @pytest.mark.skipif(not SNAPSHOTS, reason="no snapshot scenarios committed yet")
@@ -207,15 +241,28 @@ def test_committed_snapshot_scenarios_fit(scenario: Path) -> None:
     for fixture in sorted(scenario.glob("session*.jsonl")):
         assert_log_fits(fixture.read_bytes().splitlines(), "fixture-record.schema.json")
     if "snapshot-input.schema.json" in VALIDATORS:
-        assert_fits("snapshot-input.schema.json", json.loads((scenario / "input.json").read_text()), "input.json")
+        assert_fits(
+            "snapshot-input.schema.json",
+            json.loads((scenario / "input.json").read_text()),
+            "input.json",
+        )
     if (scenario / "replay.override.json").is_file():
-        assert_fits("replay-override.schema.json", json.loads((scenario / "replay.override.json").read_text()))
-    for number, line in enumerate((scenario / "stdout.expected.jsonl").read_bytes().splitlines(), start=1):
+        assert_fits(
+            "replay-override.schema.json",
+            json.loads((scenario / "replay.override.json").read_text()),
+        )
+    for number, line in enumerate(
+        (scenario / "stdout.expected.jsonl").read_bytes().splitlines(), start=1
+    ):
         frame = json.loads(line)
         where = f"{scenario.name}/stdout.expected.jsonl:{number}"
         result = frame.get("result")
         if isinstance(result, dict) and "records" in result:  # the results name no method: by shape
-            name = "session-follow.result.schema.json" if "subscriptionId" in result else "session-page.result.schema.json"
+            name = (
+                "session-follow.result.schema.json"
+                if "subscriptionId" in result
+                else "session-page.result.schema.json"
+            )
             assert_fits(name, result, where)
         elif frame.get("method") == "session.event":
             assert_fits("session-event.notification.schema.json", frame, where)
@@ -227,14 +274,24 @@ def test_history_responses_fit(tmp_path: Path) -> None:
     fixture, workspace = build_scenario(tmp_path)
     with AcpProcess(tmp_path / "sessions", "--replay", str(fixture)) as server:
         server.result("initialize", {"protocolVersion": 1, "clientCapabilities": FS})
-        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})["sessionId"]
-        server.exchange("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]}, answer=allow)
+        session_id = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})[
+            "sessionId"
+        ]
+        server.exchange(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]},
+            answer=allow,
+        )
         address = {"kind": "session", "sessionId": session_id}
 
         # Every page of the session, newest first, one message a page.
         followed = server.result("session.follow", {"address": address, "maxMessages": 1})
         assert_fits("session-follow.result.schema.json", followed, "the session.follow result")
-        params: dict[str, Any] = {"address": address, "throughSeq": followed["cursor"], "maxMessages": 1}
+        params: dict[str, Any] = {
+            "address": address,
+            "throughSeq": followed["cursor"],
+            "maxMessages": 1,
+        }
         pages = 0
         seen_rows = False
         while True:
@@ -246,11 +303,16 @@ def test_history_responses_fit(tmp_path: Path) -> None:
             if not page["hasMore"]:
                 break
             first = page["records"][0]
-            params["beforeSeq"] = first["event"]["seq"] if "event" in first else first["chunks"]["seq0"]
+            params["beforeSeq"] = (
+                first["event"]["seq"] if "event" in first else first["chunks"]["seq0"]
+            )
         assert pages > 3 and seen_rows
 
         # The followed session's next turn arrives as session.event notifications.
-        prompt_id = server.send_request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "Again."}]})
+        prompt_id = server.send_request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "Again."}]},
+        )
         notifications = []
         while not any(HANG_TEXT in json.dumps(n) for n in notifications):
             frame = server.read_frame()
@@ -263,15 +325,23 @@ def test_history_responses_fit(tmp_path: Path) -> None:
             answered = answered or frame.get("id") == prompt_id
             if frame.get("method") == "session.event":
                 notifications.append(frame)
-        assert server.result("session.unfollow", {"subscriptionId": followed["subscriptionId"]}) == {}
+        assert (
+            server.result("session.unfollow", {"subscriptionId": followed["subscriptionId"]}) == {}
+        )
         assert server.finish() == 0, server.stderr
     for frame in notifications:
         assert_fits("session-event.notification.schema.json", frame, "a session.event notification")
     seqs = [n["params"]["event"]["seq"] for n in notifications]
     assert seqs == list(range(followed["cursor"] + 1, followed["cursor"] + 1 + len(seqs)))
     assert notifications[-1]["params"]["event"]["type"] == "turn/end"
-    assert_fits("session-unfollow.params.schema.json", {"subscriptionId": followed["subscriptionId"]})
-    ended = {"jsonrpc": "2.0", "method": "session.followEnded", "params": as_json(FollowEndedParams("s1", "overflow", 41))}
+    assert_fits(
+        "session-unfollow.params.schema.json", {"subscriptionId": followed["subscriptionId"]}
+    )
+    ended = {
+        "jsonrpc": "2.0",
+        "method": "session.followEnded",
+        "params": as_json(FollowEndedParams("s1", "overflow", 41)),
+    }
     assert_fits("session-follow-ended.notification.schema.json", ended)
 
 
@@ -279,9 +349,16 @@ def test_the_override_sidecar_fits(tmp_path: Path) -> None:
     fixture, _ = build_scenario(tmp_path)
     sidecar = json.loads((fixture / "replay.override.json").read_text())
     assert_fits("replay-override.schema.json", sidecar)
-    replace = [{"kind": "throw", "chunks": [], "message": "boom", "code": 500}, {"kind": "chunks", "chunks": [{"type": "finish", "reason": "stop"}]}]
+    replace = [
+        {"kind": "throw", "chunks": [], "message": "boom", "code": 500},
+        {"kind": "chunks", "chunks": [{"type": "finish", "reason": "stop"}]},
+    ]
     assert_fits("replay-override.schema.json", replace)
-    for bad in ({"patches": [{"at": -1, "entry": sidecar["patches"][0]["entry"]}]}, [{"kind": "sleep"}], {"patches": [], "extra": 1}):
+    for bad in (
+        {"patches": [{"at": -1, "entry": sidecar["patches"][0]["entry"]}]},
+        [{"kind": "sleep"}],
+        {"patches": [], "extra": 1},
+    ):
         assert errors("replay-override.schema.json", bad), bad
         with pytest.raises(ReplayError):
             parse_override("replay.override.json", json.dumps(bad).encode())
@@ -290,12 +367,25 @@ def test_the_override_sidecar_fits(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # Malformed records.
 
-ROW = {"type": "text-chunks", "seq0": 4, "time0": 1000, "data": {"turn": 0, "step": 0, "index": 1, "dt": [3, 0], "texts": ["He", "llo", "!"]}}
+ROW = {
+    "type": "text-chunks",
+    "seq0": 4,
+    "time0": 1000,
+    "data": {"turn": 0, "step": 0, "index": 1, "dt": [3, 0], "texts": ["He", "llo", "!"]},
+}
 TOOL_ROW = {
     "type": "tool-call-chunks",
     "seq0": 9,
     "time0": 1000,
-    "data": {"turn": 0, "step": 0, "index": 2, "dt": [0, 0], "id": "call_1", "name": "read_file", "args": ['{"pa', 'th": ', '"a"}']},
+    "data": {
+        "turn": 0,
+        "step": 0,
+        "index": 2,
+        "dt": [0, 0],
+        "id": "call_1",
+        "name": "read_file",
+        "args": ['{"pa', 'th": ', '"a"}'],
+    },
 }
 
 
@@ -324,7 +414,9 @@ MALFORMED_ROWS = {
     "seq0 past the safe range": mutate(ROW, "seq0", 2**53),
     "time0 missing": mutate(ROW, "time0", ...),
     "data missing a key": mutate(ROW, "data.index", ...),
-    "tool row with texts": mutate(mutate(TOOL_ROW, "data.texts", TOOL_ROW["data"]["args"]), "data.args", ...),
+    "tool row with texts": mutate(
+        mutate(TOOL_ROW, "data.texts", TOOL_ROW["data"]["args"]), "data.args", ...
+    ),
     "tool row id not a string": mutate(TOOL_ROW, "data.id", 7),
     "tool row name null": mutate(TOOL_ROW, "data.name", None),
     "tool row args empty": mutate(mutate(TOOL_ROW, "data.args", []), "data.dt", []),
@@ -333,7 +425,12 @@ MALFORMED_ROWS = {
 
 @pytest.mark.parametrize("row", [ROW, TOOL_ROW], ids=["text", "tool-call"])
 def test_a_well_formed_row_fits(row: dict[str, Any]) -> None:
-    for name in ("chunk-row.schema.json", "storage-record.schema.json", "session-log-record.schema.json", "fixture-record.schema.json"):
+    for name in (
+        "chunk-row.schema.json",
+        "storage-record.schema.json",
+        "session-log-record.schema.json",
+        "fixture-record.schema.json",
+    ):
         assert_fits(name, row)
     assert_fits("session-page.result.schema.json", {"records": [{"chunks": row}], "hasMore": False})
     assert len(decode_storage_record(row)) == 3
@@ -341,9 +438,15 @@ def test_a_well_formed_row_fits(row: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("row", list(MALFORMED_ROWS.values()), ids=list(MALFORMED_ROWS))
 def test_a_malformed_row_is_rejected_by_the_schemas_and_the_codec(row: dict[str, Any]) -> None:
-    for name in ("chunk-row.schema.json", "storage-record.schema.json", "session-log-record.schema.json"):
+    for name in (
+        "chunk-row.schema.json",
+        "storage-record.schema.json",
+        "session-log-record.schema.json",
+    ):
         assert errors(name, row), f"{name} accepts {row}"
-    assert errors("session-page.result.schema.json", {"records": [{"chunks": row}], "hasMore": False})
+    assert errors(
+        "session-page.result.schema.json", {"records": [{"chunks": row}], "hasMore": False}
+    )
     with pytest.raises(ChunkRowError):
         decode_storage_record(row)
 
@@ -352,17 +455,31 @@ EVENT = {"type": "turn/start", "seq": 0, "time": 5, "data": {"turn": 0}}
 MALFORMED_EVENTS = {
     "unknown type, not ignorable": {"type": "vendor/thing", "seq": 0, "time": 5, "data": {}},
     "known type with the wrong data": mutate(EVENT, "data", {"turn": "zero"}),
-    "known type, ignorable, with the wrong data": mutate(mutate(EVENT, "ignorable", True), "data", {}),
+    "known type, ignorable, with the wrong data": mutate(
+        mutate(EVENT, "ignorable", True), "data", {}
+    ),
     "extra envelope key": mutate(EVENT, "extra", 1),
     "time not an integer": mutate(EVENT, "time", 5.5),
     "ignorable false": mutate(EVENT, "ignorable", False),
     "sourceRange of three": mutate(EVENT, "sourceRange", [0, 1, 2]),
-    "a row tag as an unknown type": {"type": "text-chunks", "seq": 0, "time": 5, "data": {}, "ignorable": True},
+    "a row tag as an unknown type": {
+        "type": "text-chunks",
+        "seq": 0,
+        "time": 5,
+        "data": {},
+        "ignorable": True,
+    },
 }
 
 
 def test_an_unknown_ignorable_event_fits() -> None:
-    event = {"type": "vendor/thing", "seq": 3, "time": 5, "data": {"any": ["thing"]}, "ignorable": True}
+    event = {
+        "type": "vendor/thing",
+        "seq": 3,
+        "time": 5,
+        "data": {"any": ["thing"]},
+        "ignorable": True,
+    }
     assert_fits("session-event.schema.json", event)
     assert_fits("storage-record.schema.json", event)
     assert_fits("session-page.result.schema.json", {"records": [{"event": event}], "hasMore": True})
@@ -372,7 +489,9 @@ def test_an_unknown_ignorable_event_fits() -> None:
 def test_a_malformed_event_is_rejected(event: dict[str, Any]) -> None:
     assert errors("session-event.schema.json", event), event
     assert errors("storage-record.schema.json", event), event
-    assert errors("session-page.result.schema.json", {"records": [{"event": event}], "hasMore": False})
+    assert errors(
+        "session-page.result.schema.json", {"records": [{"event": event}], "hasMore": False}
+    )
     with pytest.raises((EventError, ChunkRowError)):
         decode_storage_record(event)
 
@@ -406,4 +525,8 @@ def test_any_event_sequence_fits_packed_or_not(events: list[Any]) -> None:
     for value in as_json(pack_chunk_runs(events)):
         assert_fits("storage-record.schema.json", value)
     records = as_json(to_history_records(pack_chunk_runs(events)))
-    assert_fits("session-page.result.schema.json", {"records": records, "hasMore": False}, "a page of these events")
+    assert_fits(
+        "session-page.result.schema.json",
+        {"records": records, "hasMore": False},
+        "a page of these events",
+    )

@@ -12,7 +12,9 @@ from acp_server.cli import _with_default_command, build_parser
 
 
 def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "acp_server", *args], input=stdin, capture_output=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args], input=stdin, capture_output=True, timeout=30
+    )
 
 
 def test_serve_help_names_every_flag() -> None:
@@ -37,14 +39,35 @@ def test_serve_help_names_every_flag() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--compression", "lz4"], "acp-server serve: error: argument --compression: invalid choice: 'lz4' (choose from 'none', 'zstd')"),
-        (["--max-steps", "0"], "acp-server serve: error: argument --max-steps: must be a positive integer, got '0'"),
-        (["--pace-ms", "-1"], "acp-server serve: error: argument --pace-ms: must not be negative, got '-1'"),
-        (["--log-level", "loud"], "acp-server serve: error: argument --log-level: invalid choice: 'loud' (choose from debug, info, warning, error, critical)"),
-        (["--replay", "/no/such/fixture"], "acp-server serve: error: --replay: no such file or directory: /no/such/fixture"),
-        (["--replay-override", "/no/such/file"], "acp-server serve: error: --replay-override: no such file: /no/such/file"),
+        (
+            ["--compression", "lz4"],
+            "acp-server serve: error: argument --compression: invalid choice: 'lz4' (choose from 'none', 'zstd')",
+        ),
+        (
+            ["--max-steps", "0"],
+            "acp-server serve: error: argument --max-steps: must be a positive integer, got '0'",
+        ),
+        (
+            ["--pace-ms", "-1"],
+            "acp-server serve: error: argument --pace-ms: must not be negative, got '-1'",
+        ),
+        (
+            ["--log-level", "loud"],
+            "acp-server serve: error: argument --log-level: invalid choice: 'loud' (choose from debug, info, warning, error, critical)",
+        ),
+        (
+            ["--replay", "/no/such/fixture"],
+            "acp-server serve: error: --replay: no such file or directory: /no/such/fixture",
+        ),
+        (
+            ["--replay-override", "/no/such/file"],
+            "acp-server serve: error: --replay-override: no such file: /no/such/file",
+        ),
         (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
-        (["bogus"], "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'demo', 'log', 'fixture')"),
+        (
+            ["bogus"],
+            "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'demo', 'log', 'fixture')",
+        ),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
@@ -59,7 +82,10 @@ def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     file.write_text("x")
     result = run("--sessions-dir", str(file))
     assert (result.returncode, result.stdout) == (2, b"")
-    assert result.stderr.decode() == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+    assert (
+        result.stderr.decode()
+        == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+    )
 
 
 def test_stdin_at_eof_exits_0_with_no_output(tmp_path: Path) -> None:
@@ -73,7 +99,14 @@ def test_serve_is_the_default_command() -> None:
     assert _with_default_command(["demo"]) == ["demo"]
     assert _with_default_command(["--help"]) == ["--help"]
     args = build_parser().parse_args(_with_default_command(["--no-pack", "--compression", "zstd"]))
-    assert (args.command, args.no_pack, args.compression, args.max_steps, args.pace_ms, args.log_level) == (
+    assert (
+        args.command,
+        args.no_pack,
+        args.compression,
+        args.max_steps,
+        args.pace_ms,
+        args.log_level,
+    ) == (
         "serve",
         True,
         "zstd",
@@ -84,7 +117,9 @@ def test_serve_is_the_default_command() -> None:
     assert args.max_line_bytes == 64 * 1024 * 1024
 
 
-def test_replay_flags_are_stored_in_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_flags_are_stored_in_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import acp_server.cli as cli
     import acp_server.server.app as app
 
@@ -96,9 +131,29 @@ def test_replay_flags_are_stored_in_the_config(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(app, "run_server", lambda config: seen.append(config) or 0)
     monkeypatch.delenv("ACP_SERVER_SESSIONS_DIR", raising=False)
     monkeypatch.setenv("ACP_REPLAY_FILE", str(fixture))
-    assert cli.main(["--sessions-dir", str(tmp_path), "--replay-override", str(override), "--pace-ms", "7", "--max-steps", "9"]) == 0
+    assert (
+        cli.main(
+            [
+                "--sessions-dir",
+                str(tmp_path),
+                "--replay-override",
+                str(override),
+                "--pace-ms",
+                "7",
+                "--max-steps",
+                "9",
+            ]
+        )
+        == 0
+    )
     (config,) = seen
-    assert (config.sessions_dir, config.replay, config.replay_override, config.pace_ms, config.max_steps) == (
+    assert (
+        config.sessions_dir,
+        config.replay,
+        config.replay_override,
+        config.pace_ms,
+        config.max_steps,
+    ) == (
         tmp_path,
         fixture,
         override,

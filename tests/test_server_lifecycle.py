@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_process import AcpProcess
 
 import acp_server
 from acp_server.core.events import (
@@ -28,8 +29,6 @@ from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.log import LogLocked
 from acp_server.storage.store import SessionStore
 
-from acp_process import AcpProcess
-
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 EXPECTED_INITIALIZE = {
@@ -37,7 +36,13 @@ EXPECTED_INITIALIZE = {
     "agentCapabilities": {
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}},
+        "sessionCapabilities": {
+            "list": {},
+            "resume": {},
+            "close": {},
+            "delete": {},
+            "additionalDirectories": {},
+        },
         "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
     },
     "authMethods": [],
@@ -63,10 +68,19 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcpProcess]:
         yield process
 
 
-def make_session(root: Path, session_id: str, created_at: int, cwd: str = "/work", events: list[Any] | None = None, **header: Any) -> None:
+def make_session(
+    root: Path,
+    session_id: str,
+    created_at: int,
+    cwd: str = "/work",
+    events: list[Any] | None = None,
+    **header: Any,
+) -> None:
     """A session written to disk by another process, as the server would find it."""
     writer = SessionStore(root).create(
-        SessionHeader(version=SESSION_FORMAT_VERSION, id=session_id, created_at=created_at, cwd=cwd, **header)
+        SessionHeader(
+            version=SESSION_FORMAT_VERSION, id=session_id, created_at=created_at, cwd=cwd, **header
+        )
     )
     if events:
         writer.append(events)
@@ -79,7 +93,10 @@ def make_session(root: Path, session_id: str, created_at: int, cwd: str = "/work
 
 @pytest.mark.parametrize("asked", [1, 0, 2, 65535])
 def test_initialize_answers_version_1_to_any_version(shared: AcpProcess, asked: int) -> None:
-    frame = shared.request("initialize", {"protocolVersion": asked, "clientCapabilities": {"fs": {"readTextFile": True}}})
+    frame = shared.request(
+        "initialize",
+        {"protocolVersion": asked, "clientCapabilities": {"fs": {"readTextFile": True}}},
+    )
     assert frame == {"jsonrpc": "2.0", "id": frame["id"], "result": EXPECTED_INITIALIZE}
 
 
@@ -99,12 +116,18 @@ def test_initialize_with_a_wrong_typed_version_names_the_field(shared: AcpProces
 
 def test_initialize_tolerates_malformed_client_capabilities(shared: AcpProcess) -> None:
     # The schema marks clientCapabilities "default on error": the handshake still succeeds.
-    result = shared.result("initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": "yes"}, "clientInfo": 3})
+    result = shared.result(
+        "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": "yes"}, "clientInfo": 3}
+    )
     assert result == EXPECTED_INITIALIZE
 
 
 def test_initialize_accepts_unknown_fields_and_meta(shared: AcpProcess) -> None:
-    params = {"protocolVersion": 1, "futureField": {"x": 1}, "_meta": {"protocolVersion": "not a number"}}
+    params = {
+        "protocolVersion": 1,
+        "futureField": {"x": 1},
+        "_meta": {"protocolVersion": "not a number"},
+    }
     assert shared.result("initialize", params) == EXPECTED_INITIALIZE
 
 
@@ -120,9 +143,17 @@ def test_authenticate(shared: AcpProcess) -> None:
 
 
 def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: Path) -> None:
-    mcp = [{"name": "fs", "command": "/bin/mcp-fs", "args": ["--ro"], "env": [{"name": "A", "value": "1"}]}]
+    mcp = [
+        {
+            "name": "fs",
+            "command": "/bin/mcp-fs",
+            "args": ["--ro"],
+            "env": [{"name": "A", "value": "1"}],
+        }
+    ]
     result = server.result(
-        "session/new", {"cwd": "/home/u/project", "mcpServers": mcp, "additionalDirectories": ["/data"]}
+        "session/new",
+        {"cwd": "/home/u/project", "mcpServers": mcp, "additionalDirectories": ["/data"]},
     )
     assert set(result) == {"sessionId"}
     session_id = result["sessionId"]
@@ -143,7 +174,9 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
 
 
 def test_new_sessions_get_distinct_ids(server: AcpProcess) -> None:
-    ids = {server.result("session/new", {"cwd": "/w", "mcpServers": []})["sessionId"] for _ in range(5)}
+    ids = {
+        server.result("session/new", {"cwd": "/w", "mcpServers": []})["sessionId"] for _ in range(5)
+    }
     assert len(ids) == 5
 
 
@@ -159,7 +192,11 @@ def test_new_session_with_zstd_compression(root: Path) -> None:
 @pytest.mark.parametrize(
     ("params", "path", "problem"),
     [
-        ({"cwd": "relative/dir", "mcpServers": []}, "$.cwd", "must be an absolute path, got 'relative/dir'"),
+        (
+            {"cwd": "relative/dir", "mcpServers": []},
+            "$.cwd",
+            "must be an absolute path, got 'relative/dir'",
+        ),
         ({"cwd": "", "mcpServers": []}, "$.cwd", "must be an absolute path, got ''"),
         ({"cwd": "/a\u0000b", "mcpServers": []}, "$.cwd", "a path cannot contain NUL characters"),
         (
@@ -169,9 +206,15 @@ def test_new_session_with_zstd_compression(root: Path) -> None:
         ),
     ],
 )
-def test_new_session_refuses_a_non_absolute_path(server: AcpProcess, root: Path, params: Any, path: str, problem: str) -> None:
+def test_new_session_refuses_a_non_absolute_path(
+    server: AcpProcess, root: Path, params: Any, path: str, problem: str
+) -> None:
     error = server.error("session/new", params)
-    assert error == {"code": -32602, "message": f"Invalid params: {problem} - at `{path}`", "data": {"path": path}}
+    assert error == {
+        "code": -32602,
+        "message": f"Invalid params: {problem} - at `{path}`",
+        "data": {"path": path},
+    }
     assert not root.exists() or list(root.iterdir()) == []
 
 
@@ -180,7 +223,10 @@ def test_new_session_refuses_a_non_absolute_path(server: AcpProcess, root: Path,
     [
         ({"cwd": 7, "mcpServers": []}, "Invalid params: Expected `str`, got `int` - at `$.cwd`"),
         ({"mcpServers": []}, "Invalid params: Object missing required field `cwd`"),
-        ({"cwd": "/w", "mcpServers": "none"}, "Invalid params: Expected `array`, got `str` - at `$.mcpServers`"),
+        (
+            {"cwd": "/w", "mcpServers": "none"},
+            "Invalid params: Expected `array`, got `str` - at `$.mcpServers`",
+        ),
         (["/w"], "Invalid params: Expected `object`, got `array`"),
     ],
 )
@@ -223,7 +269,9 @@ def test_list_newest_first_with_title_and_update_time(server: AcpProcess, root: 
     )
     make_session(root, "same-time-a", 1_700_000_050_000, cwd="/a")
     make_session(root, "same-time-b", 1_700_000_050_000, cwd="/a")
-    make_session(root, "child", 1_700_000_200_000, cwd="/a", origin="subagent", parent_session="old")
+    make_session(
+        root, "child", 1_700_000_200_000, cwd="/a", origin="subagent", parent_session="old"
+    )
     result = server.result("session/list", {})
     assert result == {
         "sessions": [
@@ -244,12 +292,25 @@ def test_list_newest_first_with_title_and_update_time(server: AcpProcess, root: 
     assert server.result("session/list", {"cwd": "/nowhere"}) == {"sessions": []}
 
 
-def test_list_update_time_comes_from_the_last_event_even_in_a_row(server: AcpProcess, root: Path) -> None:
+def test_list_update_time_comes_from_the_last_event_even_in_a_row(
+    server: AcpProcess, root: Path
+) -> None:
     chunks = [
-        AssistantChunk(2 + n, 1_700_000_000_100 + 10 * n, AssistantChunkData(0, 0, TextDelta(0, f"t{n}")))
+        AssistantChunk(
+            2 + n, 1_700_000_000_100 + 10 * n, AssistantChunkData(0, 0, TextDelta(0, f"t{n}"))
+        )
         for n in range(5)
     ]
-    make_session(root, "rows", 1_700_000_000_000, events=[TurnStart(0, 1_700_000_000_001, TurnStartData(0)), StepStart(1, 1_700_000_000_002, StepData(0, 0)), *chunks])
+    make_session(
+        root,
+        "rows",
+        1_700_000_000_000,
+        events=[
+            TurnStart(0, 1_700_000_000_001, TurnStartData(0)),
+            StepStart(1, 1_700_000_000_002, StepData(0, 0)),
+            *chunks,
+        ],
+    )
     last = (root / "rows" / "session.jsonl").read_bytes().splitlines()[-1]
     assert json.loads(last)["type"] == "text-chunks"  # stored as one packed row
     assert server.result("session/list", {}) == {
@@ -278,12 +339,18 @@ def test_list_pages_with_a_cursor(server: AcpProcess, root: Path) -> None:
     first = server.result("session/list", {})
     make_session(root, "newest", 1_800_000_000_000)
     second = server.result("session/list", {"cursor": first["nextCursor"]})
-    assert [s["sessionId"] for s in second["sessions"]] == [f"s{n:03d}" for n in reversed(range(20, 70))]
+    assert [s["sessionId"] for s in second["sessions"]] == [
+        f"s{n:03d}" for n in reversed(range(20, 70))
+    ]
     # The cwd filter pages too.
     odd = server.result("session/list", {"cwd": "/p"})
-    assert [s["sessionId"] for s in odd["sessions"]] == [f"s{n:03d}" for n in reversed(range(21, 120, 2))]
+    assert [s["sessionId"] for s in odd["sessions"]] == [
+        f"s{n:03d}" for n in reversed(range(21, 120, 2))
+    ]
     rest = server.result("session/list", {"cwd": "/p", "cursor": odd["nextCursor"]})
-    assert [s["sessionId"] for s in rest["sessions"]] == [f"s{n:03d}" for n in reversed(range(1, 21, 2))]
+    assert [s["sessionId"] for s in rest["sessions"]] == [
+        f"s{n:03d}" for n in reversed(range(1, 21, 2))
+    ]
     assert "nextCursor" not in rest
 
 
@@ -323,7 +390,10 @@ def test_list_skips_nothing_it_can_show(server: AcpProcess, root: Path) -> None:
 
 def test_resume_close_and_delete_a_session_from_disk(server: AcpProcess, root: Path) -> None:
     make_session(root, "disk", 1_700_000_000_000, cwd="/proj")
-    assert server.result("session/resume", {"sessionId": "disk", "cwd": "/proj", "mcpServers": []}) == {}
+    assert (
+        server.result("session/resume", {"sessionId": "disk", "cwd": "/proj", "mcpServers": []})
+        == {}
+    )
     # The server holds the writer: another writer is refused while the session is open.
     with pytest.raises(LogLocked):
         SessionStore(root).continue_session("disk", 0)
@@ -339,10 +409,24 @@ def test_resume_close_and_delete_a_session_from_disk(server: AcpProcess, root: P
 
 
 def test_resume_recovers_an_interrupted_turn(server: AcpProcess, root: Path) -> None:
-    make_session(root, "crashed", 1_700_000_000_000, events=[TurnStart(0, 1_700_000_000_001, TurnStartData(0)), StepStart(1, 1_700_000_000_002, StepData(0, 0))])
+    make_session(
+        root,
+        "crashed",
+        1_700_000_000_000,
+        events=[
+            TurnStart(0, 1_700_000_000_001, TurnStartData(0)),
+            StepStart(1, 1_700_000_000_002, StepData(0, 0)),
+        ],
+    )
     assert server.result("session/resume", {"sessionId": "crashed", "cwd": "/work"}) == {}
     lines = (root / "crashed" / "session.jsonl").read_bytes().splitlines()
-    assert [json.loads(line)["type"] for line in lines] == ["session", "turn/start", "step/start", "step/end", "turn/end"]
+    assert [json.loads(line)["type"] for line in lines] == [
+        "session",
+        "turn/start",
+        "step/start",
+        "step/end",
+        "turn/end",
+    ]
     assert json.loads(lines[-1])["data"] == {"turn": 0, "reason": {"kind": "interrupted"}}
 
 
@@ -355,13 +439,21 @@ def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -
     # Deleted: every method now says it is unknown.
     for method in ("session/resume", "session/close", "session/delete"):
         error = server.error(method, {"sessionId": session_id, "cwd": "/w"})
-        assert error == {"code": -32002, "message": f"Unknown session: {session_id}", "data": {"sessionId": session_id}}
+        assert error == {
+            "code": -32002,
+            "message": f"Unknown session: {session_id}",
+            "data": {"sessionId": session_id},
+        }
 
 
 @pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])
 def test_unknown_session_id_gives_32002(shared: AcpProcess, method: str) -> None:
     error = shared.error(method, {"sessionId": "no-such-session", "cwd": "/w"})
-    assert error == {"code": -32002, "message": "Unknown session: no-such-session", "data": {"sessionId": "no-such-session"}}
+    assert error == {
+        "code": -32002,
+        "message": "Unknown session: no-such-session",
+        "data": {"sessionId": "no-such-session"},
+    }
 
 
 @pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])
@@ -371,7 +463,9 @@ def test_malformed_session_id_gives_32602(shared: AcpProcess, method: str, sessi
     assert error["code"] == -32602
     assert error["data"] == {"path": "$.sessionId"}
     assert error["message"].startswith("Invalid params: invalid session id ")
-    assert error["message"].endswith("must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ - at `$.sessionId`")
+    assert error["message"].endswith(
+        "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ - at `$.sessionId`"
+    )
 
 
 def test_session_id_of_the_wrong_type(shared: AcpProcess) -> None:
@@ -415,7 +509,11 @@ def test_unreadable_logs_give_a_distinct_error(server: AcpProcess, root: Path) -
     assert error == {
         "code": -32010,
         "message": "Session log unreadable: format version 999 is not supported (this build reads version 1)",
-        "data": {"reason": "unsupported-version", "found": 999, "supported": SESSION_FORMAT_VERSION},
+        "data": {
+            "reason": "unsupported-version",
+            "found": 999,
+            "supported": SESSION_FORMAT_VERSION,
+        },
     }
 
 
@@ -466,17 +564,31 @@ def test_cancel_request_answers_32800(server: AcpProcess, root: Path) -> None:
         b'{"jsonrpc":"2.0","id":"to-cancel","method":"session/list","params":{}}\n'
         b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"to-cancel"}}\n'
     )
-    assert server.read_frame() == {"jsonrpc": "2.0", "id": "to-cancel", "error": {"code": -32800, "message": "Request cancelled"}}
+    assert server.read_frame() == {
+        "jsonrpc": "2.0",
+        "id": "to-cancel",
+        "error": {"code": -32800, "message": "Request cancelled"},
+    }
     assert [s["sessionId"] for s in server.result("session/list", {})["sessions"]] == ["one"]
 
 
 def test_a_notification_method_called_as_a_request_is_unknown(shared: AcpProcess) -> None:
-    assert shared.error("session/cancel", {"sessionId": "abc"}) == {"code": -32601, "message": "Method not found", "data": "session/cancel"}
+    assert shared.error("session/cancel", {"sessionId": "abc"}) == {
+        "code": -32601,
+        "message": "Method not found",
+        "data": "session/cancel",
+    }
 
 
-@pytest.mark.parametrize("method", ["no/such/method", "_vendor/extension", "_", "session.unknown", ""])
+@pytest.mark.parametrize(
+    "method", ["no/such/method", "_vendor/extension", "_", "session.unknown", ""]
+)
 def test_unknown_methods_give_32601(shared: AcpProcess, method: str) -> None:
-    assert shared.error(method, {}) == {"code": -32601, "message": "Method not found", "data": method}
+    assert shared.error(method, {}) == {
+        "code": -32601,
+        "message": "Method not found",
+        "data": method,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,14 +596,19 @@ def test_unknown_methods_give_32601(shared: AcpProcess, method: str) -> None:
 
 
 def test_malformed_json_then_a_valid_request(shared: AcpProcess) -> None:
-    shared.send(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1')
+    shared.send(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1'
+    )
     assert shared.read_frame() == {
         "jsonrpc": "2.0",
         "id": None,
         "error": {"code": -32700, "message": "Parse error: Input data was truncated"},
     }
     shared.send(b"@ not json at all")
-    assert shared.read_frame()["error"] == {"code": -32700, "message": "Parse error: JSON is malformed: invalid character (byte 0)"}
+    assert shared.read_frame()["error"] == {
+        "code": -32700,
+        "message": "Parse error: JSON is malformed: invalid character (byte 0)",
+    }
     assert shared.initialize() == EXPECTED_INITIALIZE
 
 
@@ -512,29 +629,67 @@ def test_invalid_utf8_is_a_parse_error(shared: AcpProcess) -> None:
         (b'"initialize"', None, "Invalid request: a request must be a JSON object"),
         (b"null", None, "Invalid request: a request must be a JSON object"),
         (b"[]", None, "Invalid request: an empty array is not a request"),
-        (b'[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]', None, "Invalid request: batch requests are not supported"),
+        (
+            b'[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]',
+            None,
+            "Invalid request: batch requests are not supported",
+        ),
         (b"{}", None, 'Invalid request: "jsonrpc" must be "2.0"'),
-        (b'{"jsonrpc":"1.0","id":7,"method":"initialize"}', 7, 'Invalid request: "jsonrpc" must be "2.0"'),
+        (
+            b'{"jsonrpc":"1.0","id":7,"method":"initialize"}',
+            7,
+            'Invalid request: "jsonrpc" must be "2.0"',
+        ),
         (b'{"id":"x","method":"initialize"}', "x", 'Invalid request: "jsonrpc" must be "2.0"'),
         (b'{"jsonrpc":"2.0","id":8,"method":5}', 8, 'Invalid request: "method" must be a string'),
         (b'{"jsonrpc":"2.0","id":9}', 9, 'Invalid request: "method" must be a string'),
-        (b'{"jsonrpc":"2.0","id":1.5,"method":"initialize"}', None, 'Invalid request: "id" must be a string, an integer or null'),
-        (b'{"jsonrpc":"2.0","id":true,"method":"initialize"}', None, 'Invalid request: "id" must be a string, an integer or null'),
-        (b'{"jsonrpc":"2.0","id":{},"method":"initialize"}', None, 'Invalid request: "id" must be a string, an integer or null'),
-        (b'{"jsonrpc":"2.0","id":10,"method":"initialize","params":"x"}', 10, 'Invalid request: "params" must be an object or an array'),
-        (b'{"jsonrpc":"2.0","id":11,"method":"initialize","params":3}', 11, 'Invalid request: "params" must be an object or an array'),
+        (
+            b'{"jsonrpc":"2.0","id":1.5,"method":"initialize"}',
+            None,
+            'Invalid request: "id" must be a string, an integer or null',
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":true,"method":"initialize"}',
+            None,
+            'Invalid request: "id" must be a string, an integer or null',
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":{},"method":"initialize"}',
+            None,
+            'Invalid request: "id" must be a string, an integer or null',
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":10,"method":"initialize","params":"x"}',
+            10,
+            'Invalid request: "params" must be an object or an array',
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":11,"method":"initialize","params":3}',
+            11,
+            'Invalid request: "params" must be an object or an array',
+        ),
     ],
 )
-def test_invalid_requests_give_32600(shared: AcpProcess, line: bytes, answer_id: Any, message: str) -> None:
+def test_invalid_requests_give_32600(
+    shared: AcpProcess, line: bytes, answer_id: Any, message: str
+) -> None:
     shared.send(line)
-    assert shared.read_frame() == {"jsonrpc": "2.0", "id": answer_id, "error": {"code": -32600, "message": message}}
+    assert shared.read_frame() == {
+        "jsonrpc": "2.0",
+        "id": answer_id,
+        "error": {"code": -32600, "message": message},
+    }
     assert shared.initialize() == EXPECTED_INITIALIZE
 
 
 def test_string_and_null_ids_are_echoed(server: AcpProcess) -> None:
     for request_id in ("req-1", None, 0, -5, 2**53):
         server.send({"jsonrpc": "2.0", "id": request_id, "method": "session/list", "params": {}})
-        assert server.read_frame() == {"jsonrpc": "2.0", "id": request_id, "result": {"sessions": []}}
+        assert server.read_frame() == {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"sessions": []},
+        }
 
 
 def test_blank_lines_and_crlf_are_tolerated(server: AcpProcess) -> None:
@@ -555,7 +710,12 @@ def test_a_response_from_the_client_to_nothing_is_dropped(server: AcpProcess) ->
 
 def test_oversized_line_is_answered_and_skipped(root: Path) -> None:
     with AcpProcess(root, "--max-line-bytes", "1024") as server:
-        request = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/" + "x" * 5000}}
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": "/" + "x" * 5000},
+        }
         server.send(request)
         expected = {
             "jsonrpc": "2.0",
@@ -568,10 +728,14 @@ def test_oversized_line_is_answered_and_skipped(root: Path) -> None:
         }
         assert server.read_frame() == expected
         # Sent in pieces, with the next request in the same write as its end.
-        big = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"pad": "y" * 3000}}).encode()
+        big = json.dumps(
+            {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"pad": "y" * 3000}}
+        ).encode()
         server.send_raw(big[:700])
         server.send_raw(big[700:2000])
-        server.send_raw(big[2000:] + b'\n{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}\n')
+        server.send_raw(
+            big[2000:] + b'\n{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}\n'
+        )
         assert server.read_frame() == expected
         assert server.read_frame() == {"jsonrpc": "2.0", "id": 3, "result": {"sessions": []}}
         # A line of exactly the limit is accepted.
@@ -602,7 +766,10 @@ def test_default_limit_is_64_mib(server: AcpProcess) -> None:
 def test_eof_answers_what_was_asked_then_exits_0(root: Path) -> None:
     server = AcpProcess(root)
     with server:
-        ids = [server.send_request("session/new", {"cwd": f"/w{n}", "mcpServers": []}) for n in range(5)]
+        ids = [
+            server.send_request("session/new", {"cwd": f"/w{n}", "mcpServers": []})
+            for n in range(5)
+        ]
         list_id = server.send_request("session/list", {})
         server.close_stdin()
         assert server.wait() == 0
@@ -661,7 +828,9 @@ def test_no_pack_flag_is_accepted(root: Path) -> None:
 def test_bare_command_serves(root: Path) -> None:
     import sys
 
-    with AcpProcess(None, "--sessions-dir", str(root), command=[sys.executable, "-m", "acp_server"]) as server:
+    with AcpProcess(
+        None, "--sessions-dir", str(root), command=[sys.executable, "-m", "acp_server"]
+    ) as server:
         assert server.initialize() == EXPECTED_INITIALIZE
         assert server.finish() == 0
 

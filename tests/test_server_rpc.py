@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -26,7 +27,14 @@ from acp_server.server.errors import (
     to_rpc_error,
 )
 from acp_server.server.rpc import Connection
-from acp_server.server.sessions import SessionRegistry, decode_cursor, encode_cursor, iso_time, select_page, ListEntry
+from acp_server.server.sessions import (
+    ListEntry,
+    SessionRegistry,
+    decode_cursor,
+    encode_cursor,
+    iso_time,
+    select_page,
+)
 from acp_server.storage.log import CorruptLog, LogLocked, UnsupportedVersion
 from acp_server.storage.store import SessionNotFound, SessionStore
 
@@ -36,7 +44,12 @@ pytestmark = pytest.mark.anyio
 class Peer:
     """The client end of an in-process connection: writes lines in, reads frames out."""
 
-    def __init__(self, connection: Connection, inbound: ObjectSendStream[bytes], outbound: ObjectReceiveStream[bytes]) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        inbound: ObjectSendStream[bytes],
+        outbound: ObjectReceiveStream[bytes],
+    ) -> None:
         self.connection = connection
         self._inbound = inbound
         self._outbound = outbound
@@ -73,7 +86,9 @@ class StreamSource:
 
 
 @asynccontextmanager
-async def connected(setup: Callable[[Connection], None], *, grace: float = 5.0) -> AsyncIterator[Peer]:
+async def connected(
+    setup: Callable[[Connection], None], *, grace: float = 5.0
+) -> AsyncIterator[Peer]:
     out_send, out_receive = anyio.create_memory_object_stream[bytes](100)
     in_send, in_receive = anyio.create_memory_object_stream[bytes](100)
     connection = Connection(out_send, shutdown_grace=grace)
@@ -150,7 +165,9 @@ async def test_cancel_request_answers_32800() -> None:
     async with connected(lambda c: c.route("hang", hang)) as peer:
         await peer.send(request("r1", "hang", {}))
         await started.wait()
-        await peer.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "r1"}})
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "r1"}}
+        )
         assert await peer.frame() == {
             "jsonrpc": "2.0",
             "id": "r1",
@@ -176,7 +193,10 @@ async def test_a_duplicate_in_flight_id_is_refused() -> None:
         assert await peer.frame() == {
             "jsonrpc": "2.0",
             "id": 7,
-            "error": {"code": -32600, "message": "Invalid request: a request with this id is still in flight"},
+            "error": {
+                "code": -32600,
+                "message": "Invalid request: a request with this id is still in flight",
+            },
         }
         release.set()
         assert await peer.frame() == {"jsonrpc": "2.0", "id": 7, "result": "done"}
@@ -201,7 +221,11 @@ async def test_handler_errors_go_through_the_table(caplog: pytest.LogCaptureFixt
         async with connected(setup) as peer:
             await peer.send(request(1, "boom"))
             frame = await peer.frame()
-            assert frame == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "Internal error while handling boom"}}
+            assert frame == {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "error": {"code": -32603, "message": "Internal error while handling boom"},
+            }
             await peer.send(request(2, "typed", {"a": "x"}))
             assert await peer.frame() == {
                 "jsonrpc": "2.0",
@@ -216,13 +240,19 @@ async def test_handler_errors_go_through_the_table(caplog: pytest.LogCaptureFixt
             assert await peer.frame() == {
                 "jsonrpc": "2.0",
                 "id": 3,
-                "error": {"code": -32002, "message": "Unknown session: abc", "data": {"sessionId": "abc"}},
+                "error": {
+                    "code": -32002,
+                    "message": "Unknown session: abc",
+                    "data": {"sessionId": "abc"},
+                },
             }
     # The internal error's text and traceback went to the log, not the wire.
     assert "secret path" in caplog.text and "Traceback" in caplog.text
 
 
-async def test_notifications_run_in_order_and_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+async def test_notifications_run_in_order_and_errors_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     seen: list[Any] = []
 
     def note(params: Any) -> None:
@@ -247,7 +277,7 @@ async def test_notifications_before_a_response_are_written_before_it() -> None:
         for n in range(20):
             await connection.notify("session/update", {"n": n})
             if n % 5 == 0:
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
         return "end"
 
     holder: list[Connection] = []
@@ -259,7 +289,9 @@ async def test_notifications_before_a_response_are_written_before_it() -> None:
     async with connected(setup) as peer:
         await peer.send(request(1, "chatty"))
         frames = [await peer.frame() for _ in range(21)]
-    assert frames[:20] == [{"jsonrpc": "2.0", "method": "session/update", "params": {"n": n}} for n in range(20)]
+    assert frames[:20] == [
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"n": n}} for n in range(20)
+    ]
     assert frames[20] == {"jsonrpc": "2.0", "id": 1, "result": "end"}
 
 
@@ -305,15 +337,27 @@ async def test_outbound_request_gets_its_response_by_id() -> None:
         results: dict[str, Any] = {}
 
         async def ask(name: str, path: str) -> None:
-            results[name] = await connection.request("fs/read_text_file", {"path": path}, ReadResult)
+            results[name] = await connection.request(
+                "fs/read_text_file", {"path": path}, ReadResult
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(ask, "a", "/a")
             first = await peer.frame()
             tg.start_soon(ask, "b", "/b")
             second = await peer.frame()
-            assert first == {"jsonrpc": "2.0", "id": 0, "method": "fs/read_text_file", "params": {"path": "/a"}}
-            assert second == {"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file", "params": {"path": "/b"}}
+            assert first == {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "fs/read_text_file",
+                "params": {"path": "/a"},
+            }
+            assert second == {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "fs/read_text_file",
+                "params": {"path": "/b"},
+            }
             assert connection.pending_requests == 2
             # Answered out of order; each goes to its own caller.
             await peer.send({"jsonrpc": "2.0", "id": 1, "result": {"content": "B"}})
@@ -336,12 +380,25 @@ async def test_outbound_error_raises_client_error() -> None:
 
             tg.start_soon(ask)
             sent = await peer.frame()
-            await peer.send({"jsonrpc": "2.0", "id": sent["id"], "error": {"code": -32000, "message": "no", "data": {"why": 1}}})
+            await peer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": sent["id"],
+                    "error": {"code": -32000, "message": "no", "data": {"why": 1}},
+                }
+            )
         (error,) = errors
-        assert (error.method, error.code, error.message, error.data) == ("terminal/create", -32000, "no", {"why": 1})
+        assert (error.method, error.code, error.message, error.data) == (
+            "terminal/create",
+            -32000,
+            "no",
+            {"why": 1},
+        )
 
 
-async def test_unknown_and_duplicate_responses_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
+async def test_unknown_and_duplicate_responses_are_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     holder: list[Connection] = []
     with caplog.at_level(logging.WARNING, logger="acp_server.server.rpc"):
         async with connected(holder.append) as peer:
@@ -372,11 +429,22 @@ async def test_a_cancelled_waiter_leaves_nothing_behind(caplog: pytest.LogCaptur
             await connection.request("session/request_permission", {"sessionId": "s"})
         assert scope.cancelled_caught
         assert connection.pending_requests == 0
-        assert await peer.frame() == {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": {"sessionId": "s"}}
+        assert await peer.frame() == {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "session/request_permission",
+            "params": {"sessionId": "s"},
+        }
         # The client is told, and its late answer is dropped.
-        assert await peer.frame() == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 0}}
+        assert await peer.frame() == {
+            "jsonrpc": "2.0",
+            "method": "$/cancel_request",
+            "params": {"requestId": 0},
+        }
         with caplog.at_level(logging.WARNING, logger="acp_server.server.rpc"):
-            await peer.send({"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}})
+            await peer.send(
+                {"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}}
+            )
             await peer.silent()
         assert "dropped a response to request id 0" in caplog.text
 
@@ -428,10 +496,16 @@ async def test_session_cancel_releases_a_waiter_the_client_never_answers(tmp_pat
             asked = await peer.frame()
             assert asked["method"] == "session/request_permission"
             assert connection.pending_requests == 1 and session.open_scopes == 1
-            await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
+            await peer.send(
+                {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+            )
         assert outcome == ["cancelled"]
         assert connection.pending_requests == 0 and session.open_scopes == 0
-        assert await peer.frame() == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": asked["id"]}}
+        assert await peer.frame() == {
+            "jsonrpc": "2.0",
+            "method": "$/cancel_request",
+            "params": {"requestId": asked["id"]},
+        }
         session.begin_turn()
         assert not session.cancel_requested
     await registry.close_all()  # what `acp-server serve` does at end of input
@@ -444,8 +518,16 @@ async def test_session_cancel_releases_a_waiter_the_client_never_answers(tmp_pat
 
 
 def test_error_table() -> None:
-    assert to_rpc_error(InvalidSessionId("bad id")).to_wire() == InvalidParams("Invalid params: bad id - at `$.sessionId`", {"path": "$.sessionId"}).to_wire()
-    assert to_rpc_error(SessionNotFound("unknown session 'abc'")).to_wire() == UnknownSession("abc").to_wire()
+    assert (
+        to_rpc_error(InvalidSessionId("bad id")).to_wire()
+        == InvalidParams(
+            "Invalid params: bad id - at `$.sessionId`", {"path": "$.sessionId"}
+        ).to_wire()
+    )
+    assert (
+        to_rpc_error(SessionNotFound("unknown session 'abc'")).to_wire()
+        == UnknownSession("abc").to_wire()
+    )
     corrupt = to_rpc_error(CorruptLog("/r/x/session.jsonl", 7, "bad row"))
     assert isinstance(corrupt, SessionUnreadable)
     assert (corrupt.code, corrupt.message, corrupt.data) == (
@@ -458,7 +540,11 @@ def test_error_table() -> None:
     locked = to_rpc_error(LogLocked("held"))
     assert (locked.code, locked.data) == (-32011, {"reason": "locked"})
     internal = to_rpc_error(KeyError("internal detail"), "m")
-    assert (internal.code, internal.message, internal.data) == (-32603, "Internal error while handling m", msgspec.UNSET)
+    assert (internal.code, internal.message, internal.data) == (
+        -32603,
+        "Internal error while handling m",
+        msgspec.UNSET,
+    )
 
 
 def test_cursor_round_trip_and_garbage() -> None:
@@ -498,9 +584,20 @@ async def test_the_agent_port_reaches_the_client_with_its_capabilities(tmp_path:
     async with connected(setup) as peer:
         port = holder[0].port
         assert port.capabilities == PortCapabilities()
-        await peer.send(request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"writeTextFile": True}, "terminal": True}}))
+        await peer.send(
+            request(
+                1,
+                "initialize",
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"writeTextFile": True}, "terminal": True},
+                },
+            )
+        )
         assert (await peer.frame())["id"] == 1
-        assert port.capabilities == PortCapabilities(read_text_file=False, write_text_file=True, terminal=True)
+        assert port.capabilities == PortCapabilities(
+            read_text_file=False, write_text_file=True, terminal=True
+        )
         async with anyio.create_task_group() as tg:
             results: list[Any] = []
 
@@ -511,17 +608,29 @@ async def test_the_agent_port_reaches_the_client_with_its_capabilities(tmp_path:
                     await port.request("fs/read_text_file", {"path": "/y"})
 
             tg.start_soon(use)
-            assert await peer.frame() == {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {}}}
+            assert await peer.frame() == {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": "s", "update": {}},
+            }
             first = await peer.frame()
             await peer.send({"jsonrpc": "2.0", "id": first["id"], "result": {"content": "text"}})
             second = await peer.frame()
-            await peer.send({"jsonrpc": "2.0", "id": second["id"], "error": {"code": -32002, "message": "no file"}})
+            await peer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": second["id"],
+                    "error": {"code": -32002, "message": "no file"},
+                }
+            )
         assert results == [{"content": "text"}]
 
 
 async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Path) -> None:
     registry = SessionRegistry(SessionStore(tmp_path))
-    session = await registry.create("/w", additional_directories=msgspec.UNSET, mcp_servers=msgspec.UNSET)
+    session = await registry.create(
+        "/w", additional_directories=msgspec.UNSET, mcp_servers=msgspec.UNSET
+    )
     steps: list[str] = []
 
     async def turn() -> None:

@@ -100,8 +100,12 @@ def validate_frames(raw: bytes, methods_by_id: dict[Any, str]) -> list[dict[str,
             AgentResponseMessage.model_validate(frame)
             assert set(frame) == {"id", "result"}
             model = RESULT_MODELS[methods_by_id[frame["id"]]]
-            dumped = model.model_validate(frame["result"]).model_dump(mode="json", by_alias=True, exclude_unset=True)
-            assert dumped == frame["result"], f"{methods_by_id[frame['id']]}: {frame['result']} != {dumped}"
+            dumped = model.model_validate(frame["result"]).model_dump(
+                mode="json", by_alias=True, exclude_unset=True
+            )
+            assert dumped == frame["result"], (
+                f"{methods_by_id[frame['id']]}: {frame['result']} != {dumped}"
+            )
         frames.append(frame)
     return frames
 
@@ -112,35 +116,67 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
     methods_by_id: dict[Any, str] = {}
 
     def observe(event: StreamEvent) -> None:
-        if event.direction is StreamDirection.OUTGOING and "id" in event.message and "method" in event.message:
+        if (
+            event.direction is StreamDirection.OUTGOING
+            and "id" in event.message
+            and "method" in event.message
+        ):
             methods_by_id[event.message["id"]] = event.message["method"]
 
     client = RecordingClient()
-    command = [sys.executable, "-c", TEE, str(transcript), sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(root)]
+    command = [
+        sys.executable,
+        "-c",
+        TEE,
+        str(transcript),
+        sys.executable,
+        "-m",
+        "acp_server",
+        "serve",
+        "--sessions-dir",
+        str(root),
+    ]
     with open(tmp_path / "stderr.log", "wb") as stderr:
-        async with spawn_agent_process(
-            client,  # type: ignore[arg-type]
-            command[0],
-            *command[1:],
-            env=dict(os.environ),
-            transport_kwargs={"stderr": stderr.fileno()},  # a file, never a pipe nobody reads
-            observers=[observe],
-        ) as (conn, process):
+        async with (
+            spawn_agent_process(
+                client,  # type: ignore[arg-type]
+                command[0],
+                *command[1:],
+                env=dict(os.environ),
+                transport_kwargs={"stderr": stderr.fileno()},  # a file, never a pipe nobody reads
+                observers=[observe],
+            ) as (conn, process)
+        ):
             init = await conn.initialize(
                 protocol_version=1,
-                client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True),
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=True,
+                ),
                 client_info=Implementation(name="sdk-test", version="1.0"),
             )
             assert init.protocol_version == 1
-            assert init.agent_info is not None and (init.agent_info.name, init.agent_info.version) == ("acp-server", acp_server.__version__)
+            assert init.agent_info is not None and (
+                init.agent_info.name,
+                init.agent_info.version,
+            ) == ("acp-server", acp_server.__version__)
             capabilities = init.agent_capabilities
             assert capabilities is not None and capabilities.load_session is True
             assert capabilities.prompt_capabilities is not None
-            assert (capabilities.prompt_capabilities.image, capabilities.prompt_capabilities.audio, capabilities.prompt_capabilities.embedded_context) == (False, False, True)
+            assert (
+                capabilities.prompt_capabilities.image,
+                capabilities.prompt_capabilities.audio,
+                capabilities.prompt_capabilities.embedded_context,
+            ) == (False, False, True)
             session_caps = capabilities.session_capabilities
             assert session_caps is not None
-            assert all(getattr(session_caps, name) is not None for name in ("list", "resume", "close", "delete"))
-            assert capabilities.field_meta == {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}}
+            assert all(
+                getattr(session_caps, name) is not None
+                for name in ("list", "resume", "close", "delete")
+            )
+            assert capabilities.field_meta == {
+                "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
+            }
             assert init.auth_methods == []
 
             assert isinstance(await conn.authenticate(method_id="none"), AuthenticateResponse)

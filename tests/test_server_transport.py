@@ -14,10 +14,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from acp_process import AcpProcess, assert_jsonrpc_frame
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_process import AcpProcess, assert_jsonrpc_frame
 from acp_server.server.transport import FdReader, FrameWriter, LineFramer, Oversized
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +82,9 @@ def test_framer_memory_is_bounded() -> None:
     limit=st.integers(min_value=1, max_value=30),
     cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
 )
-def test_framing_does_not_depend_on_how_input_is_cut(lines: list[bytes], final_newline: bool, limit: int, cuts: list[int]) -> None:
+def test_framing_does_not_depend_on_how_input_is_cut(
+    lines: list[bytes], final_newline: bool, limit: int, cuts: list[int]
+) -> None:
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
     pieces = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -279,8 +281,11 @@ GARBAGE: list[bytes] = [
     b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":{"x":[]}}}',
     b'{"jsonrpc":"2.0","method":"session/cancel","params":"x"}',
     b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"\xff"}}',
-    b'{"jsonrpc":"2.0","id":10,"method":"session/list","params":{"_meta":' + b"[" * 3000 + b"]" * 3000 + b"}}",
-    "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"session/new\",\"params\":{\"cwd\":\"/\u00e9\u4e2d\U0001f600\",\"mcpServers\":[]}}".encode(),
+    b'{"jsonrpc":"2.0","id":10,"method":"session/list","params":{"_meta":'
+    + b"[" * 3000
+    + b"]" * 3000
+    + b"}}",
+    '{"jsonrpc":"2.0","id":11,"method":"session/new","params":{"cwd":"/\u00e9\u4e2d\U0001f600","mcpServers":[]}}'.encode(),
 ]
 
 
@@ -288,11 +293,15 @@ def test_stdout_carries_only_frames_whatever_the_input(tmp_path: Path) -> None:
     rng = random.Random(20240601)
     lines = list(GARBAGE)
     for _ in range(150):
-        lines.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b""))
+        lines.append(
+            bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b"")
+        )
     valid = b'{"jsonrpc":"2.0","id":"probe","method":"session/list","params":{}}'
     fragments = [valid[:n] for n in range(1, len(valid))]
     lines += fragments
-    with AcpProcess(tmp_path / "sessions", "--max-line-bytes", "100000", "--log-level", "debug") as server:
+    with AcpProcess(
+        tmp_path / "sessions", "--max-line-bytes", "100000", "--log-level", "debug"
+    ) as server:
         for line in lines:
             server.send(line)
         server.send(b"x" * 150_000)  # oversized
@@ -305,7 +314,9 @@ def test_stdout_carries_only_frames_whatever_the_input(tmp_path: Path) -> None:
     # Every frame is an answer (the server sends nothing unasked on this connection).
     assert all("method" not in f for f in frames)
     probe = next(f for f in frames if f.get("id") == "probe")
-    assert probe["result"]["sessions"] == [] or [s["cwd"] for s in probe["result"]["sessions"]] == ["/\u00e9\u4e2d\U0001f600"]
+    assert probe["result"]["sessions"] == [] or [s["cwd"] for s in probe["result"]["sessions"]] == [
+        "/\u00e9\u4e2d\U0001f600"
+    ]
     codes = [f["error"]["code"] for f in frames if "error" in f]
     assert set(codes) <= {-32700, -32600, -32601, -32602}
     assert -32700 in codes and -32600 in codes and -32602 in codes

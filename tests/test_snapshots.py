@@ -99,7 +99,9 @@ def record(scenario: Path, tmp_path: Path) -> None:
     """ACP_SNAPSHOT=record: run against the live model `ACP_SNAPSHOT_SERVER_ARGS` names, write
     the scenario's fixtures and transcript from that run, then prove they replay identically."""
     if not os.environ.get(SERVER_ARGS_ENV):
-        pytest.skip(f"ACP_SNAPSHOT=record needs ${SERVER_ARGS_ENV}, e.g. '--provider openai --model NAME'")
+        pytest.skip(
+            f"ACP_SNAPSHOT=record needs ${SERVER_ARGS_ENV}, e.g. '--provider openai --model NAME'"
+        )
     try:
         model_args = record_server_args()
         result = run_scenario(scenario, work_dir=tmp_path / "record", model_args=model_args)
@@ -109,7 +111,9 @@ def record(scenario: Path, tmp_path: Path) -> None:
     except (ExportError, ScenarioError) as exc:
         pytest.fail(str(exc), pytrace=False)
     mismatches = compare(scenario, replayed)
-    assert not mismatches, f"{scenario.name}: the recording does not replay as it ran\n\n" + describe(mismatches)
+    assert not mismatches, (
+        f"{scenario.name}: the recording does not replay as it ran\n\n" + describe(mismatches)
+    )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
@@ -122,7 +126,9 @@ def test_scenario_files(scenario: Path) -> None:
 
 def test_snapshot_input_schema_is_fresh() -> None:
     committed = ROOT / "schemas" / "snapshot-input.schema.json"
-    assert committed.is_file(), "missing: python -m acp_server.testing.scenario --schema > schemas/snapshot-input.schema.json"
+    assert committed.is_file(), (
+        "missing: python -m acp_server.testing.scenario --schema > schemas/snapshot-input.schema.json"
+    )
     assert committed.read_bytes() == schema(), (
         "schemas/snapshot-input.schema.json is stale: "
         "python -m acp_server.testing.scenario --schema > schemas/snapshot-input.schema.json"
@@ -141,7 +147,9 @@ def _features() -> dict[str, list[str]]:
 
     for scenario in SCENARIOS:
         steps = load_input(scenario / "input.json").steps
-        fixture = parse_fixture("session.jsonl", (scenario / "session.jsonl").read_bytes().splitlines())
+        fixture = parse_fixture(
+            "session.jsonl", (scenario / "session.jsonl").read_bytes().splitlines()
+        )
         events = [msgspec.to_builtins(e) for e in fixture.events]
         chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
         for name in {e["data"]["name"] for e in events if e["type"] == "tool/call"}:
@@ -153,7 +161,10 @@ def _features() -> dict[str, list[str]]:
             add("long reasoning", scenario)
         if any(e["type"] == "tool/result" and e["data"].get("isError") for e in events):
             add("tool error", scenario)
-        if any(type(e) is SubagentStart for e in fixture.events) and (scenario / "session.1.jsonl").is_file():
+        if (
+            any(type(e) is SubagentStart for e in fixture.events)
+            and (scenario / "session.1.jsonl").is_file()
+        ):
             add("subagent with its child fixture", scenario)
         if {"type": "finish", "reason": "length"} in chunks:
             add("finish length", scenario)
@@ -171,16 +182,25 @@ def _features() -> dict[str, list[str]]:
                 if any(isinstance(s, PromptStep) for s in later):
                     add("session.follow during a prompt", scenario)
         restarts = [i for i, s in enumerate(steps) if isinstance(s, RestartStep)]
-        if restarts and any(isinstance(s, LoadStep) for s in steps[restarts[0] :]) and any(
-            isinstance(s, PromptStep) for s in steps[: restarts[0]]
-        ) and any(isinstance(s, PromptStep) for s in steps[restarts[0] :]):
+        if (
+            restarts
+            and any(isinstance(s, LoadStep) for s in steps[restarts[0] :])
+            and any(isinstance(s, PromptStep) for s in steps[: restarts[0]])
+            and any(isinstance(s, PromptStep) for s in steps[restarts[0] :])
+        ):
             add("multi-turn across two processes with session/load", scenario)
         override_path = scenario / "replay.override.json"
         if override_path.is_file():
             override = parse_override("override", override_path.read_bytes())
-            entries = [p.entry for p in override.patches] if isinstance(override, PatchSet) else override
-            if any(isinstance(e, HangEntry) and isinstance(e.ready_file, str) for e in entries) and any(
-                isinstance(s, PromptStep) and isinstance(s.cancel, CancelWhen) and isinstance(s.cancel.when_file, str)
+            entries = (
+                [p.entry for p in override.patches] if isinstance(override, PatchSet) else override
+            )
+            if any(
+                isinstance(e, HangEntry) and isinstance(e.ready_file, str) for e in entries
+            ) and any(
+                isinstance(s, PromptStep)
+                and isinstance(s.cancel, CancelWhen)
+                and isinstance(s.cancel.when_file, str)
                 for s in steps
             ):
                 add("cancel mid-stream (hang with readyFile)", scenario)
@@ -251,12 +271,19 @@ loop.Turn._show = show
 
 
 def broken_server(name: str) -> list[str]:
-    return [sys.executable, "-c", BREAKS[name] + "\nimport sys\nfrom acp_server.cli import main\nsys.exit(main())\n"]
+    return [
+        sys.executable,
+        "-c",
+        BREAKS[name] + "\nimport sys\nfrom acp_server.cli import main\nsys.exit(main())\n",
+    ]
 
 
 def test_a_chunk_replayed_twice_is_caught(tmp_path: Path) -> None:
     scenario = SNAPSHOTS / "plain-text"
-    mismatches = compare(scenario, run_scenario(scenario, work_dir=tmp_path, command=broken_server("duplicate-chunk")))
+    mismatches = compare(
+        scenario,
+        run_scenario(scenario, work_dir=tmp_path, command=broken_server("duplicate-chunk")),
+    )
     report = describe(mismatches)
     assert {m.name for m in mismatches} == {"stdout.expected.jsonl", "session.jsonl"}, report
     # The first text fragment of each model call shows twice: the transcript diff adds just
@@ -265,16 +292,23 @@ def test_a_chunk_replayed_twice_is_caught(tmp_path: Path) -> None:
     added = [i for i, line in enumerate(lines) if line.startswith("+{")]
     assert added and not any(line.startswith("-{") for line in lines), report
     for i in added:
-        assert '"agent_message_chunk"' in lines[i] and " " + lines[i][1:] in (lines[i - 1], lines[i + 1]), report
+        assert '"agent_message_chunk"' in lines[i] and " " + lines[i][1:] in (
+            lines[i - 1],
+            lines[i + 1],
+        ), report
     # The log diff shows the extra chunk event, and the message assembled with it.
     log = next(m.diff for m in mismatches if m.name == "session.jsonl").splitlines()
     assert any(line.startswith("+") and '"text-delta"' in line for line in log), report
-    assert any(line.startswith("+") and '"text":"Use inUse integer cents.' in line for line in log), report
+    assert any(
+        line.startswith("+") and '"text":"Use inUse integer cents.' in line for line in log
+    ), report
 
 
 def test_a_dropped_tool_call_update_is_caught(tmp_path: Path) -> None:
     scenario = SNAPSHOTS / "read-file-client-fs"
-    mismatches = compare(scenario, run_scenario(scenario, work_dir=tmp_path, command=broken_server("drop-tool-call")))
+    mismatches = compare(
+        scenario, run_scenario(scenario, work_dir=tmp_path, command=broken_server("drop-tool-call"))
+    )
     report = describe(mismatches)
     assert [m.name for m in mismatches] == ["stdout.expected.jsonl"], report  # the log is intact
     removed = [line for line in mismatches[0].diff.splitlines() if line.startswith("-{")]
@@ -333,7 +367,9 @@ def test_an_orphaned_file_and_a_stale_fixture_are_reported(tmp_path: Path) -> No
 def test_a_missing_child_fixture_and_an_unused_override_are_reported(tmp_path: Path) -> None:
     copy = scratch_copy("subagent-task", tmp_path)
     (copy / "session.1.jsonl").unlink()
-    (copy / "replay.override.json").write_text('{"patches": [{"at": 99, "entry": {"kind": "chunks", "chunks": []}}]}')
+    (copy / "replay.override.json").write_text(
+        '{"patches": [{"at": 99, "entry": {"kind": "chunks", "chunks": []}}]}'
+    )
     problems = "\n".join(check_scenario(copy))
     assert "session.1.jsonl: missing" in problems
     assert "past the end of the script" in problems
@@ -347,7 +383,12 @@ def test_normalizer_numbers_ids_by_first_appearance() -> None:
             "sessionId": b,
             "text": f"child {a} in /tmp/x/workspace/app.py",
             "subscriptionId": s,
-            "event": {"type": "turn/start", "seq": 3, "time": 1_700_000_000_123, "data": {"turn": 0}},
+            "event": {
+                "type": "turn/start",
+                "seq": 3,
+                "time": 1_700_000_000_123,
+                "data": {"turn": 0},
+            },
             "chunks": {"type": "text-chunks", "seq0": 4, "time0": 17, "data": {"dt": [3, -1]}},
             "updatedAt": "2025-01-02T03:04:05.678Z",
             "other": "d" * 32,
@@ -401,13 +442,17 @@ RESULTS: dict[str, type[BaseModel]] = {
 
 def exact(model: type[BaseModel], value: object, where: str) -> None:
     dumped = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, f"{where}: does not fit {model.__name__} exactly:\n{value}\n!=\n{dumped}"
+    assert dumped == value, (
+        f"{where}: does not fit {model.__name__} exactly:\n{value}\n!=\n{dumped}"
+    )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
 def test_transcript_frames_fit_the_acp_models(scenario: Path) -> None:
     methods: dict[tuple[str, object], str] = {}  # (who asked, request id) -> method, per process
-    for number, line in enumerate((scenario / "stdout.expected.jsonl").read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(
+        (scenario / "stdout.expected.jsonl").read_text(encoding="utf-8").splitlines(), 1
+    ):
         value = json.loads(line)
         if "process" in value:
             methods = {}
@@ -437,7 +482,15 @@ def test_transcript_frames_fit_the_acp_models(scenario: Path) -> None:
 
 def test_steps_out_of_order_are_named() -> None:
     steps = msgspec.convert(
-        {"description": "x", "steps": [{"op": "prompt", "prompt": "hi"}, {"op": "initialize"}, {"op": "new"}, {"op": "new"}]},
+        {
+            "description": "x",
+            "steps": [
+                {"op": "prompt", "prompt": "hi"},
+                {"op": "initialize"},
+                {"op": "new"},
+                {"op": "new"},
+            ],
+        },
         ScenarioInput,
     ).steps
     assert check_steps(steps) == [
@@ -451,7 +504,10 @@ def test_a_draft_becomes_a_script_with_its_override(tmp_path: Path) -> None:
     draft = msgspec.convert(
         {
             "calls": [
-                {"reasoning": "Look first.", "tools": [{"name": "read_file", "arguments": {"path": "a.py"}}]},
+                {
+                    "reasoning": "Look first.",
+                    "tools": [{"name": "read_file", "arguments": {"path": "a.py"}}],
+                },
                 {"text": "Done.", "usage": [10, 2]},
                 {"text": "Partial", "throw": {"message": "overloaded", "code": 529}},
                 {"text": "Ticket {{fromRequest:(T-\\d+)}}.", "patch": True},
@@ -465,7 +521,12 @@ def test_a_draft_becomes_a_script_with_its_override(tmp_path: Path) -> None:
     fixture = parse_fixture("session.jsonl", (tmp_path / "session.jsonl").read_bytes().splitlines())
     override = parse_override("override", (tmp_path / "replay.override.json").read_bytes())
     script = apply_override("session.jsonl", derive_script(fixture.events), override)
-    assert [type(entry).__name__ for entry in script] == ["ChunksEntry", "ChunksEntry", "ThrowEntry", "ChunksEntry"]
+    assert [type(entry).__name__ for entry in script] == [
+        "ChunksEntry",
+        "ChunksEntry",
+        "ThrowEntry",
+        "ChunksEntry",
+    ]
     # Turns and steps as the server will number them: a tool call continues the turn.
     steps = [(e.data.turn, e.data.step) for e in fixture.events if type(e).__name__ == "StepStart"]
     assert steps == [(0, 0), (0, 1), (1, 0), (2, 0)]
@@ -474,7 +535,9 @@ def test_a_draft_becomes_a_script_with_its_override(tmp_path: Path) -> None:
     assert isinstance(script[0], ChunksEntry) and script[0].chunks[-1].reason == "tool-calls"
 
 
-def test_record_mode_writes_fixtures_that_replay_as_the_live_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_mode_writes_fixtures_that_replay_as_the_live_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ACP_SNAPSHOT=record against a loopback OpenAI-compatible server: the scenario's fixture
     and transcript come from the live run, and replaying them gives the same transcript."""
     from openai_server import FakeOpenAI, Sse, chunk, text, usage
@@ -486,12 +549,20 @@ def test_record_mode_writes_fixtures_that_replay_as_the_live_run(tmp_path: Path,
         ["Integer", " cents", ": floats", " cannot", " hold", " 0.10", " exactly."],
         ["Round", " half", " to", " even", " at", " the", " cent."],
     ]
-    script = [Sse([*(text(t) for t in words), chunk(finish="stop"), usage(12, 7)]) for words in answers]
+    script = [
+        Sse([*(text(t) for t in words), chunk(finish="stop"), usage(12, 7)]) for words in answers
+    ]
     with FakeOpenAI(script) as server:
-        monkeypatch.setenv(SERVER_ARGS_ENV, f"--provider openai --model test --base-url {server.base_url}")
+        monkeypatch.setenv(
+            SERVER_ARGS_ENV, f"--provider openai --model test --base-url {server.base_url}"
+        )
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
         record(scenario, tmp_path)
-    assert sorted(p.name for p in scenario.iterdir()) == ["input.json", "session.jsonl", "stdout.expected.jsonl"]
+    assert sorted(p.name for p in scenario.iterdir()) == [
+        "input.json",
+        "session.jsonl",
+        "stdout.expected.jsonl",
+    ]
     assert check_scenario(scenario) == []
     replayed = run_scenario(scenario, work_dir=tmp_path / "again")
     assert compare(scenario, replayed) == []

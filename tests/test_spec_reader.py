@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import spec_reader  # tests/spec_reader.py: knows nothing of acp_server
 import zstandard
 from msgspec import UNSET
 
@@ -79,8 +80,6 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
-
-import spec_reader  # tests/spec_reader.py: knows nothing of acp_server
 
 T0 = 1_760_000_000_000
 WORDS = [

@@ -20,7 +20,6 @@ import anyio
 import msgspec
 import pytest
 from msgspec import UNSET
-
 from polling import poll
 
 from acp_server.agent.confinement import (

@@ -12,11 +12,10 @@ runs, after each step and at the turn's end; chunks in between are flushed by th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
-
-import logging
 
 import anyio
 import msgspec
@@ -79,7 +78,6 @@ from ..providers.base import ModelRequest, Provider, ProviderError
 from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
-
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +159,9 @@ class Turn:
         rec.append(TurnStart, TurnStartData(state.turn))
         rec.append(
             UserMessageEvent,
-            UserMessageData(state.turn, UserMessage(user_message_id(state.turn), list(self.prompt))),
+            UserMessageData(
+                state.turn, UserMessage(user_message_id(state.turn), list(self.prompt))
+            ),
         )
         stop: StopReason | None = None
         try:
@@ -207,7 +207,9 @@ class Turn:
         env, rec, state = self.env, self.env.recorder, self._state
         turn, step = state.turn, state.step
         request = ModelRequest(
-            session_id=rec.session_id, messages=derive_messages(rec.log.plain_events()), tools=TOOL_DEFINITIONS
+            session_id=rec.session_id,
+            messages=derive_messages(rec.log.plain_events()),
+            tools=TOOL_DEFINITIONS,
         )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
@@ -236,7 +238,9 @@ class Turn:
         except Exception:  # a provider bug must still end the turn in the log, not leave it open
             log.exception("the model provider failed in session %s", rec.session_id)
             state.streaming = False
-            self._fail(ProviderError("the model provider failed unexpectedly (see the server's log)"))
+            self._fail(
+                ProviderError("the model provider failed unexpectedly (see the server's log)")
+            )
         state.streaming = False
         rec.append(
             AssistantMessageEvent,
@@ -278,7 +282,10 @@ class Turn:
         env, rec, state = self.env, self.env.recorder, self._state
         calls = state.assembler.tool_calls()
         for block in calls:
-            event = rec.append(ToolCall, ToolCallData(state.turn, state.step, block.id, block.name, block.arguments))
+            event = rec.append(
+                ToolCall,
+                ToolCallData(state.turn, state.step, block.id, block.name, block.arguments),
+            )
             state.open_calls[block.id] = event
         announcements = [tool_call_started(b.id, b.name, b.arguments) for b in calls]
         for announcement in announcements:
@@ -301,7 +308,9 @@ class Turn:
                     kind=announcement.kind,
                     on_started=on_started,
                 )
-            await self._show(self._record_result(block.id, outcome.content, outcome.is_error, outcome.raw_output))
+            await self._show(
+                self._record_result(block.id, outcome.content, outcome.is_error, outcome.raw_output)
+            )
             if outcome.plan is not None:
                 rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
                 await self._show(PlanShown(outcome.plan))
@@ -319,7 +328,9 @@ class Turn:
         state = self._state
         self.env.recorder.append(
             SubagentStart,
-            SubagentStartData(state.turn, state.step, call_id, child.recorder.session_id, "one-shot"),
+            SubagentStartData(
+                state.turn, state.step, call_id, child.recorder.session_id, "one-shot"
+            ),
         )
         await on_started()
         try:
@@ -398,7 +409,7 @@ async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopRea
         flushing.start_soon(child.recorder.run_flusher)
         try:
             stop = await Turn(child, prompt).run()
-        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+        except Exception as exc:
             failure = exc
         finally:
             flushing.cancel_scope.cancel()
@@ -415,5 +426,3 @@ def _final_text(events: list) -> str:
             if text:
                 return text
     return ""
-
-

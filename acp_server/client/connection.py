@@ -77,14 +77,20 @@ def session_address(session_id: str) -> dict[str, str]:
 
 
 def subagent_address(parent_session_id: str, child_session_id: str) -> dict[str, str]:
-    return {"kind": "subagent", "parentSessionId": parent_session_id, "childSessionId": child_session_id}
+    return {
+        "kind": "subagent",
+        "parentSessionId": parent_session_id,
+        "childSessionId": child_session_id,
+    }
 
 
 async def answer_server_request(method: str, params: Any) -> Any:
     """The default answers: allow a permission once; refuse every other method (-32601)."""
     if method == "session/request_permission":
         options = params.get("options", []) if isinstance(params, dict) else []
-        chosen = next((o["optionId"] for o in options if o.get("kind") == "allow_once"), "allow_once")
+        chosen = next(
+            (o["optionId"] for o in options if o.get("kind") == "allow_once"), "allow_once"
+        )
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
@@ -207,7 +213,9 @@ class AcpClient:
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def request(self, method: str, params: Any = None, *, on_result: Callable[[Any], None] | None = None) -> Any:
+    async def request(
+        self, method: str, params: Any = None, *, on_result: Callable[[Any], None] | None = None
+    ) -> Any:
         """Send a request and return its result; an error answer raises `RpcError`.
 
         `on_result` is called with the result by the reader, before any later frame is handled
@@ -231,10 +239,14 @@ class AcpClient:
             raise
         frame = waiter.frame
         if frame is None:
-            raise ConnectionClosed(f"{method}: the server's output ended before its answer; stderr:\n{self.stderr}")
+            raise ConnectionClosed(
+                f"{method}: the server's output ended before its answer; stderr:\n{self.stderr}"
+            )
         if "error" in frame:
             error = frame["error"]
-            raise RpcError(error.get("code", INTERNAL_ERROR), error.get("message", ""), error.get("data"))
+            raise RpcError(
+                error.get("code", INTERNAL_ERROR), error.get("message", ""), error.get("data")
+            )
         return frame.get("result")
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -244,7 +256,9 @@ class AcpClient:
         await self._send(message)
 
     async def _cancel_request(self, request_id: int) -> None:
-        with contextlib.suppress(ConnectionClosed, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        with contextlib.suppress(
+            ConnectionClosed, anyio.BrokenResourceError, anyio.ClosedResourceError
+        ):
             await self.notify("$/cancel_request", {"requestId": request_id})
 
     async def _send(self, message: Any) -> None:
@@ -333,7 +347,9 @@ class AcpClient:
                 self._follows.pop(subscription_id, None)  # its last frame
             if send is not None:
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    send.send_nowait((method, params))  # unbounded: the reader never waits on a follower
+                    send.send_nowait(
+                        (method, params)
+                    )  # unbounded: the reader never waits on a follower
             return
         if method == "session/update" and isinstance(params, dict):
             session_id: Any = params.get("sessionId")
@@ -348,12 +364,15 @@ class AcpClient:
 
     async def initialize(self, client_capabilities: Mapping[str, Any] | None = None) -> Any:
         return await self.request(
-            "initialize", {"protocolVersion": 1, "clientCapabilities": dict(client_capabilities or {})}
+            "initialize",
+            {"protocolVersion": 1, "clientCapabilities": dict(client_capabilities or {})},
         )
 
     async def new_session(self, cwd: Path | str, mcp_servers: Sequence[Any] = ()) -> str:
         """`session/new`; the new session's id."""
-        result = await self.request("session/new", {"cwd": str(cwd), "mcpServers": list(mcp_servers)})
+        result = await self.request(
+            "session/new", {"cwd": str(cwd), "mcpServers": list(mcp_servers)}
+        )
         return result["sessionId"]
 
     async def prompt(
@@ -363,10 +382,14 @@ class AcpClient:
         every `session/update` of the turn, in order, before this returns."""
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
         with self._updates(session_id, on_update or _ignore):
-            result = await self.request("session/prompt", {"sessionId": session_id, "prompt": blocks})
+            result = await self.request(
+                "session/prompt", {"sessionId": session_id, "prompt": blocks}
+            )
         return result["stopReason"]
 
-    async def load_session(self, session_id: str, cwd: Path | str, max_messages: int | None = None) -> Loaded:
+    async def load_session(
+        self, session_id: str, cwd: Path | str, max_messages: int | None = None
+    ) -> Loaded:
         """`session/load`: the replayed updates and the response's result. `max_messages`
         asks for only the newest messages (SPEC 4.2)."""
         params: dict[str, Any] = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
@@ -400,7 +423,11 @@ class AcpClient:
     ) -> Page:
         """`session.page`, its records expanded to exact events (malformed ones raise
         `HistoryProtocolError`)."""
-        params: dict[str, Any] = {"address": dict(address), "throughSeq": through_seq, "maxMessages": max_messages}
+        params: dict[str, Any] = {
+            "address": dict(address),
+            "throughSeq": through_seq,
+            "maxMessages": max_messages,
+        }
         if before_seq is not None:
             params["beforeSeq"] = before_seq
         result = await self.request("session.page", params)
@@ -411,7 +438,10 @@ class AcpClient:
         return await Follow.start(self, address, max_messages)
 
     async def history(
-        self, address: Address, max_messages: int = DEFAULT_MAX_MESSAGES, through_seq: int | None = None
+        self,
+        address: Address,
+        max_messages: int = DEFAULT_MAX_MESSAGES,
+        through_seq: int | None = None,
     ) -> Journal:
         """The whole history through `through_seq` (default: the newest event), paged from the
         newest page to the oldest into one `Journal`."""
@@ -427,7 +457,9 @@ class AcpClient:
 
     # -- for Follow ----------------------------------------------------------------------------
 
-    def _route_follow(self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]) -> None:
+    def _route_follow(
+        self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]
+    ) -> None:
         """Send this subscription's frames to `send` (called by the reader, see `request`)."""
         if self._closed:
             send.close()
@@ -455,4 +487,3 @@ async def _call(handler: Callable[..., Any], *args: Any) -> None:
 
 def _ignore(update: Any) -> None:
     pass
-

@@ -57,12 +57,16 @@ class Follow:
         self._closed = False
 
     @classmethod
-    async def start(cls, client: AcpClient, address: Mapping[str, str], max_messages: int) -> Follow:
+    async def start(
+        cls, client: AcpClient, address: Mapping[str, str], max_messages: int
+    ) -> Follow:
         follow = cls(client, address, max_messages)
         try:
             result = await follow._subscribe()
             follow.header = result["header"]
-            follow.journal = Journal.from_snapshot(result["records"], result["cursor"], result["hasMore"])
+            follow.journal = Journal.from_snapshot(
+                result["records"], result["cursor"], result["hasMore"]
+            )
         except BaseException:
             with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
                 await follow.aclose()
@@ -135,7 +139,9 @@ class Follow:
         records = list(newer_records)
         missing: Gap | None = gap
         while missing is not None:
-            page = await self.client.page(self.address, missing.through_seq, max_messages=self.max_messages)
+            page = await self.client.page(
+                self.address, missing.through_seq, max_messages=self.max_messages
+            )
             if not page.records:
                 raise HistoryProtocolError(f"an empty page through seq {missing.through_seq}")
             records = page.records + records
@@ -175,18 +181,27 @@ class Follow:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.aclose()
 
 
-async def prepend_older_page(client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int) -> None:
+async def prepend_older_page(
+    client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int
+) -> None:
     """Page the events just before the journal's head (`beforeSeq = first_seq`) and prepend them."""
-    page = await client.page(address, journal.last_seq, before_seq=journal.first_seq, max_messages=max_messages)
+    page = await client.page(
+        address, journal.last_seq, before_seq=journal.first_seq, max_messages=max_messages
+    )
     journal.prepend(page.records, page.has_more)
 
 
-async def walk_older(client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int) -> None:
+async def walk_older(
+    client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int
+) -> None:
     """Prepend older pages, newest to oldest, until the journal starts at seq 0."""
     while journal.has_older:
         await prepend_older_page(client, address, journal, max_messages)

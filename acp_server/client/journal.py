@@ -75,7 +75,9 @@ class Journal:
         so that the first live event, `cursor + 1`, continues it."""
         journal = cls.from_page(records, has_more)
         if journal.last_seq != cursor:
-            raise HistoryProtocolError(f"the snapshot ends at seq {journal.last_seq}, not at its cursor {cursor}")
+            raise HistoryProtocolError(
+                f"the snapshot ends at seq {journal.last_seq}, not at its cursor {cursor}"
+            )
         return journal
 
     # -- what it holds -------------------------------------------------------------------------
@@ -106,7 +108,9 @@ class Journal:
     def event_at(self, seq: int) -> SessionEvent:
         """The held event with this seq."""
         if not self._holds(seq):
-            raise IndexError(f"seq {seq} is not held (the journal holds {self.first_seq}..{self.last_seq})")
+            raise IndexError(
+                f"seq {seq} is not held (the journal holds {self.first_seq}..{self.last_seq})"
+            )
         return self._events[seq - self._first_seq]
 
     # -- growing at the tail -------------------------------------------------------------------
@@ -119,7 +123,9 @@ class Journal:
         """
         event = _decode_live(event)
         if event.seq < self._first_seq:
-            raise HistoryProtocolError(f"live event seq {event.seq} is older than the journal's first seq {self._first_seq}")
+            raise HistoryProtocolError(
+                f"live event seq {event.seq} is older than the journal's first seq {self._first_seq}"
+            )
         if self._holds(event.seq):
             self._check_same([event])
             return None
@@ -188,9 +194,13 @@ class Journal:
         """
         events = _expand(page_records)
         if not self._has_older:
-            raise HistoryProtocolError(f"an older page, but nothing is older than seq {self._first_seq}")
+            raise HistoryProtocolError(
+                f"an older page, but nothing is older than seq {self._first_seq}"
+            )
         if not events:
-            raise HistoryProtocolError(f"an empty older page, but events before seq {self._first_seq} exist")
+            raise HistoryProtocolError(
+                f"an empty older page, but events before seq {self._first_seq} exist"
+            )
         if events[-1].seq != self._first_seq - 1:
             problem = "overlaps" if events[-1].seq >= self._first_seq else "leaves a gap before"
             raise HistoryProtocolError(
@@ -215,7 +225,11 @@ class Journal:
 
 def _expand(records: list[Any]) -> list[SessionEvent]:
     """Records to exact events, every row and event checked, seqs contiguous."""
-    events = [event for index, record in enumerate(records) for event in expand_history_record(record, index)]
+    events = [
+        event
+        for index, record in enumerate(records)
+        for event in expand_history_record(record, index)
+    ]
     _check_contiguous(events)
     return events
 
@@ -224,7 +238,9 @@ def _check_contiguous(events: Sequence[SessionEvent]) -> None:
     """Records stand for consecutive events: each seq is the previous one plus 1."""
     for previous, event in pairwise(events):
         if event.seq != previous.seq + 1:
-            raise HistoryProtocolError(f"seq {event.seq} follows seq {previous.seq}: records must be contiguous")
+            raise HistoryProtocolError(
+                f"seq {event.seq} follows seq {previous.seq}: records must be contiguous"
+            )
 
 
 def _check_has_older(first_seq: int, has_older: bool) -> None:

@@ -54,7 +54,7 @@ class ToolContent(Struct, tag="content", tag_field="type", omit_defaults=True):
 class ToolDiff(Struct, tag="diff", tag_field="type", rename="camel", omit_defaults=True):
     path: str
     new_text: str
-    old_text: str | None | UnsetType = UNSET
+    old_text: str | UnsetType | None = UNSET
 
 
 class ToolTerminal(Struct, tag="terminal", tag_field="type", rename="camel"):
@@ -90,7 +90,7 @@ class PlanShown(Update, tag="plan"):
 
 
 class SessionInfoUpdate(Update, tag="session_info_update"):
-    title: str | None | UnsetType = UNSET
+    title: str | UnsetType | None = UNSET
 
 
 SessionUpdate = Union[
@@ -160,7 +160,11 @@ def tool_call_started(call_id: str, name: str, arguments: str) -> ToolCallStarte
     """The `tool_call` update announcing a call (status `pending`)."""
     args = parse_arguments(arguments)
     locations: list[ToolCallLocation] | UnsetType = UNSET
-    if name in ("read_file", "write_file") and isinstance(args, dict) and isinstance(args.get("path"), str):
+    if (
+        name in ("read_file", "write_file")
+        and isinstance(args, dict)
+        and isinstance(args.get("path"), str)
+    ):
         locations = [ToolCallLocation(args["path"])]
     return ToolCallStarted(
         call_id, tool_title(name, args), TOOL_KINDS.get(name, "other"), "pending", args, locations

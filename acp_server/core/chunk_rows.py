@@ -23,6 +23,7 @@ from .events import (
     MAX_SAFE_INTEGER,
     AssistantChunk,
     AssistantChunkData,
+    EventError,
     KnownEvent,
     Model,
     ReasoningDelta,
@@ -34,7 +35,6 @@ from .events import (
     ToolCallDelta,
     UnknownEvent,
     convert_event,
-    EventError,
 )
 
 MIN_RUN: Final = 3
@@ -85,7 +85,9 @@ StorageRecord = Union[KnownEvent, ChunkRow, UnknownEvent]
 
 _TypedRecord = Union[KnownEvent, ChunkRow]
 
-ROW_TYPES: Final[frozenset[str]] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+ROW_TYPES: Final[frozenset[str]] = frozenset(
+    {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
+)
 
 
 class ChunkRowError(ValueError):
@@ -106,15 +108,35 @@ ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
 class _Run:
     """Consecutive members of one block gathered for a row: plain delta events and rows."""
 
-    __slots__ = ("kind", "turn", "step", "index", "id", "name", "last_seq", "last_time", "parts", "count")
+    __slots__ = (
+        "count",
+        "id",
+        "index",
+        "kind",
+        "last_seq",
+        "last_time",
+        "name",
+        "parts",
+        "step",
+        "turn",
+    )
 
     def __init__(self, kind: type, turn: int, step: int, index: int, id: Any, name: Any) -> None:
-        self.kind, self.turn, self.step, self.index, self.id, self.name = kind, turn, step, index, id, name
+        self.kind, self.turn, self.step, self.index, self.id, self.name = (
+            kind,
+            turn,
+            step,
+            index,
+            id,
+            name,
+        )
         self.last_seq = self.last_time = 0
         self.parts: list[Any] = []
         self.count = 0
 
-    def accepts(self, kind: type, turn: int, step: int, index: int, id: Any, name: Any, seq: int, time: int) -> bool:
+    def accepts(
+        self, kind: type, turn: int, step: int, index: int, id: Any, name: Any, seq: int, time: int
+    ) -> bool:
         """SPEC 2.1's continuity rule, between this run's last member and a next one."""
         return (
             kind is self.kind
@@ -146,7 +168,9 @@ class _Run:
             if type(part) is AssistantChunk:
                 time = part.time
                 chunk = part.data.chunk
-                fragments.append(chunk.arguments_delta if self.kind is ToolCallChunks else chunk.text)
+                fragments.append(
+                    chunk.arguments_delta if self.kind is ToolCallChunks else chunk.text
+                )
                 if previous_time is not None:
                     dt.append(time - previous_time)
                 previous_time = time
@@ -158,10 +182,18 @@ class _Run:
                 fragments.extend(d.args if self.kind is ToolCallChunks else d.texts)
                 previous_time = part.time0 + sum(d.dt)
         first = parts[0]
-        seq0, time0 = (first.seq, first.time) if type(first) is AssistantChunk else (first.seq0, first.time0)
+        seq0, time0 = (
+            (first.seq, first.time) if type(first) is AssistantChunk else (first.seq0, first.time0)
+        )
         if self.kind is ToolCallChunks:
             data: Any = ToolCallChunksData(
-                turn=self.turn, step=self.step, index=self.index, dt=dt, id=self.id, name=self.name, args=fragments
+                turn=self.turn,
+                step=self.step,
+                index=self.index,
+                dt=dt,
+                id=self.id,
+                name=self.name,
+                args=fragments,
             )
         else:
             data = TextChunksData(self.turn, self.step, self.index, dt, fragments)
@@ -203,7 +235,9 @@ def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
                 is_tool = row_kind is ToolCallChunks
                 id_, name = (chunk.id, chunk.name) if is_tool else (None, None)
                 seq, time = record.seq, record.time  # type: ignore[union-attr]
-                if run is None or not run.accepts(row_kind, d.turn, d.step, chunk.index, id_, name, seq, time):
+                if run is None or not run.accepts(
+                    row_kind, d.turn, d.step, chunk.index, id_, name, seq, time
+                ):
                     if run is not None:
                         run.close(out)
                     run = _Run(row_kind, d.turn, d.step, chunk.index, id_, name)
@@ -216,7 +250,9 @@ def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
             is_tool = kind is ToolCallChunks
             id_, name = (d.id, d.name) if is_tool else (None, None)
             seq0, time0 = record.seq0, record.time0  # type: ignore[union-attr]
-            if run is None or not run.accepts(kind, d.turn, d.step, d.index, id_, name, seq0, time0):
+            if run is None or not run.accepts(
+                kind, d.turn, d.step, d.index, id_, name, seq0, time0
+            ):
                 if run is not None:
                     run.close(out)
                 run = _Run(kind, d.turn, d.step, d.index, id_, name)
@@ -280,7 +316,11 @@ def expand_row(row: ChunkRow) -> list[AssistantChunk]:
     if type(row) is ToolCallChunks:
         fragments = d.args  # type: ignore[union-attr]
         chunks: Iterable[Any] = map(
-            ToolCallDelta, repeat(d.index), repeat(d.id), fragments, repeat(d.name)  # type: ignore[union-attr]
+            ToolCallDelta,
+            repeat(d.index),
+            repeat(d.id),
+            fragments,
+            repeat(d.name),  # type: ignore[union-attr]
         )
     else:
         fragments = d.texts  # type: ignore[union-attr]
@@ -365,6 +405,6 @@ __all__ = [
     "decode_record_json",
     "decode_storage_record",
     "expand_row",
-    "validate_row",
     "pack_chunk_runs",
+    "validate_row",
 ]

@@ -23,6 +23,7 @@ from .events import (
 )
 from .paging import PageCut, clip_records, page_cut, record_count, record_start
 
+
 class EventLog:
     def __init__(self, records: Iterable[StorageRecord] = ()) -> None:
         self.records: list[StorageRecord] = []

@@ -56,7 +56,7 @@ class TextContent(Tagged, tag="text"):
 class ImageContent(Tagged, tag="image"):
     data: str
     mime_type: str
-    uri: str | None | UnsetType = UNSET
+    uri: str | UnsetType | None = UNSET
     annotations: Any | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
@@ -71,10 +71,10 @@ class AudioContent(Tagged, tag="audio"):
 class ResourceLink(Tagged, tag="resource_link"):
     uri: str
     name: str
-    title: str | None | UnsetType = UNSET
-    description: str | None | UnsetType = UNSET
-    mime_type: str | None | UnsetType = UNSET
-    size: int | None | UnsetType = UNSET
+    title: str | UnsetType | None = UNSET
+    description: str | UnsetType | None = UNSET
+    mime_type: str | UnsetType | None = UNSET
+    size: int | UnsetType | None = UNSET
     annotations: Any | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
@@ -85,7 +85,7 @@ class ResourceContents(Model):
     uri: str
     text: str | UnsetType = UNSET
     blob: str | UnsetType = UNSET
-    mime_type: str | None | UnsetType = UNSET
+    mime_type: str | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -103,7 +103,7 @@ class DiffContent(Tagged, tag="diff"):
 
     path: str
     new_text: str
-    old_text: str | None | UnsetType = UNSET
+    old_text: str | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -398,7 +398,8 @@ KnownEvent = Union[
 ]
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(
-    t.__struct_config__.tag for t in KnownEvent.__args__  # type: ignore[union-attr]
+    t.__struct_config__.tag
+    for t in KnownEvent.__args__  # type: ignore[union-attr]
 )
 
 
@@ -473,9 +474,7 @@ def _decode_unknown(raw: Any, exc: Exception, probe: Any, decode_unknown: Any) -
         # No type at all: msgspec's own message says so ("missing required field `type`").
         raise EventError(str(exc)) from None
     if envelope.ignorable is not True:
-        raise EventError(
-            f"unknown event type {envelope.type!r} (not marked ignorable)"
-        ) from None
+        raise EventError(f"unknown event type {envelope.type!r} (not marked ignorable)") from None
     try:
         return decode_unknown(raw)
     except msgspec.ValidationError as inner:

@@ -89,7 +89,13 @@ def clip_row(row: ChunkRow, lo: int, hi: int) -> ChunkRow:
     dt = d.dt[first : last - 1]
     if type(row) is ToolCallChunks:
         data: Any = ToolCallChunksData(
-            turn=d.turn, step=d.step, index=d.index, dt=dt, id=d.id, name=d.name, args=d.args[first:last]  # type: ignore[union-attr]
+            turn=d.turn,
+            step=d.step,
+            index=d.index,
+            dt=dt,
+            id=d.id,
+            name=d.name,
+            args=d.args[first:last],  # type: ignore[union-attr]
         )
     else:
         data = TextChunksData(d.turn, d.step, d.index, dt, d.texts[first:last])  # type: ignore[union-attr]

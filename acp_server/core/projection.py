@@ -23,8 +23,8 @@ from .acp_updates import (
     tool_call_started,
 )
 from .assembly import MessageAssembler
-from .event_log import EventLog
 from .chunk_rows import ROW_CLASSES, StorageRecord
+from .event_log import EventLog
 from .events import (
     AssistantBlock,
     AssistantChunk,
@@ -43,6 +43,7 @@ from .events import (
     UserMessageEvent,
 )
 
+
 def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
     """The updates that replay `records` (events, or chunk rows left packed), in log order.
 
@@ -51,9 +52,7 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
     message stands for them), a failed step's are assembled into its partial text.
     """
     results = {
-        (e.data.turn, e.data.step, e.data.call_id): e
-        for e in records
-        if type(e) is ToolResult
+        (e.data.turn, e.data.step, e.data.call_id): e for e in records if type(e) is ToolResult
     }
     updates: list[SessionUpdate] = []
     # The chunk records of the current step, kept until we know whether a message will stand
@@ -69,7 +68,11 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
                     assembler.feed(record.data.chunk)
                 else:
                     assembler.feed_row(record)  # type: ignore[arg-type]
-            updates.extend(_show_blocks(assembler.content(interrupted=True), assistant_message_id(d.turn, d.step)))
+            updates.extend(
+                _show_blocks(
+                    assembler.content(interrupted=True), assistant_message_id(d.turn, d.step)
+                )
+            )
             pending.clear()
 
     for event in records:

@@ -133,7 +133,9 @@ def parse_fixture(name: str, lines: Sequence[bytes]) -> Fixture:
             raise ReplayError(f"{where}: projected and complete records are mixed in one file")
         if this_projected:
             if time_key in value:
-                raise ReplayError(f"{where}: a projected record has {time_key!r} but no {seq_key!r}")
+                raise ReplayError(
+                    f"{where}: a projected record has {time_key!r} but no {seq_key!r}"
+                )
             value = {"type": value.get("type"), seq_key: len(events), time_key: 0, **value}
         try:
             batch = decode_storage_record(value)

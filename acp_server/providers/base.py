@@ -34,7 +34,12 @@ class Provider(Protocol):
     name: str
 
     def bind_session(
-        self, session_id: str, *, parent_session_id: str | None, model_calls: int, cwd: str | None = None
+        self,
+        session_id: str,
+        *,
+        parent_session_id: str | None,
+        model_calls: int,
+        cwd: str | None = None,
     ) -> None:
         """Called when a session goes live: new (`model_calls` 0) or continued after a load
         (`model_calls` = the model calls its log already holds). Children name their parent."""
@@ -50,5 +55,9 @@ def request_text(messages: list[ModelMessage]) -> str:
         if isinstance(message, (UserTurn, ToolTurn)):
             parts.extend(b.text for b in message.content if isinstance(b, TextContent))
         elif isinstance(message, AssistantTurn):
-            parts.extend(b.text for b in message.content if isinstance(b, (AssistantText, AssistantReasoning)))
+            parts.extend(
+                b.text
+                for b in message.content
+                if isinstance(b, (AssistantText, AssistantReasoning))
+            )
     return "\n".join(parts)

@@ -99,7 +99,14 @@ class _Progress:
 class _Failure(Exception):
     """One attempt failed; `retryable` says whether another attempt may fix it."""
 
-    def __init__(self, message: str, code: int | str | None, *, retryable: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: int | str | None,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -173,7 +180,12 @@ class OpenAIProvider:
         return cls(model, base_url, _Secret(key) if key else None, **options)  # type: ignore[arg-type]
 
     def bind_session(
-        self, session_id: str, *, parent_session_id: str | None, model_calls: int, cwd: str | None = None
+        self,
+        session_id: str,
+        *,
+        parent_session_id: str | None,
+        model_calls: int,
+        cwd: str | None = None,
     ) -> None:
         """Stateless: the whole conversation goes with every request."""
 
@@ -188,7 +200,9 @@ class OpenAIProvider:
             headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
         if self._ssl is None:  # made once: building one costs tens of milliseconds
             self._ssl = httpx.create_ssl_context(trust_env=self.trust_env)
-        log.debug("openai: POST %s (model %s, %d messages)", shown, self.model, len(request.messages))
+        log.debug(
+            "openai: POST %s (model %s, %d messages)", shown, self.model, len(request.messages)
+        )
         attempt = 0
         while True:
             progress = _Progress()
@@ -200,10 +214,16 @@ class OpenAIProvider:
             except _Failure as failure:
                 delay = self._retry_delay(attempt, failure) if progress.yielded == 0 else None
                 if delay is None:
-                    raise ProviderError(self._final_message(failure, attempt, progress.yielded), failure.code) from None
+                    raise ProviderError(
+                        self._final_message(failure, attempt, progress.yielded), failure.code
+                    ) from None
                 attempt += 1
                 log.warning(
-                    "openai: %s; retry %d of %d in %.2f s", self._redact(failure.message), attempt, self.max_retries, delay
+                    "openai: %s; retry %d of %d in %.2f s",
+                    self._redact(failure.message),
+                    attempt,
+                    self.max_retries,
+                    delay,
                 )
                 await anyio.sleep(delay)
 
@@ -216,7 +236,9 @@ class OpenAIProvider:
         mapper = DeltaMapper(_new_call_id)
         try:
             async with (
-                httpx.AsyncClient(timeout=timeout, trust_env=self.trust_env, verify=ssl_context) as client,
+                httpx.AsyncClient(
+                    timeout=timeout, trust_env=self.trust_env, verify=ssl_context
+                ) as client,
                 client.stream("POST", url, content=body, headers=headers) as response,
             ):
                 progress.responded = True
@@ -243,13 +265,18 @@ class OpenAIProvider:
                 if mapper.done:
                     return
                 if mapper.events == 0:
-                    raise _Failure("the response body ended with no events", "stream-cut", retryable=True)
+                    raise _Failure(
+                        "the response body ended with no events", "stream-cut", retryable=True
+                    )
                 for chunk in mapper.end():
                     progress.yielded += 1
                     yield chunk
         except httpx.TransportError as exc:  # timeouts included
             if mapper.finished:  # everything but `[DONE]` (and perhaps usage) arrived
-                log.warning("openai: the stream broke after its finish reason (%s): taken as complete", _describe(exc))
+                log.warning(
+                    "openai: the stream broke after its finish reason (%s): taken as complete",
+                    _describe(exc),
+                )
                 for chunk in mapper.end():
                     progress.yielded += 1
                     yield chunk
@@ -257,8 +284,12 @@ class OpenAIProvider:
             if isinstance(exc, httpx.TimeoutException):
                 raise _Failure(_timeout_message(exc, self), "timeout", retryable=True) from None
             if not progress.responded:
-                raise _Failure(f"cannot reach {shown}: {_describe(exc)}", "connection-error", retryable=True) from None
-            raise _Failure(f"the stream was cut: {_describe(exc)}", "stream-cut", retryable=True) from None
+                raise _Failure(
+                    f"cannot reach {shown}: {_describe(exc)}", "connection-error", retryable=True
+                ) from None
+            raise _Failure(
+                f"the stream was cut: {_describe(exc)}", "stream-cut", retryable=True
+            ) from None
         except ProviderError as exc:  # from the decoder or the mapper: a malformed or error event
             retryable = isinstance(exc.code, int) and _retryable_status(exc.code)
             raise _Failure(exc.message, exc.code, retryable=retryable) from None
@@ -275,7 +306,12 @@ class OpenAIProvider:
         message = f"openai: {failure.message}"
         if attempt:
             message += f" (after {attempt + 1} attempts)"
-        elif failure.retryable and failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER and not yielded:
+        elif (
+            failure.retryable
+            and failure.retry_after is not None
+            and failure.retry_after > MAX_RETRY_AFTER
+            and not yielded
+        ):
             message += f" (the server asked to wait {failure.retry_after:g} s: not retried)"
         if yielded:
             message += f" (after {yielded} chunks)"
@@ -337,7 +373,12 @@ async def _status_failure(response: httpx.Response, shown: str) -> _Failure:
     message = f"HTTP {status} {response.reason_phrase or 'error'} from {shown}"
     if detail:
         message += f": {detail[:500]}"
-    return _Failure(message, status, retryable=_retryable_status(status), retry_after=_retry_after(response.headers))
+    return _Failure(
+        message,
+        status,
+        retryable=_retryable_status(status),
+        retry_after=_retry_after(response.headers),
+    )
 
 
 async def _not_a_stream(response: httpx.Response) -> _Failure:
@@ -346,7 +387,11 @@ async def _not_a_stream(response: httpx.Response) -> _Failure:
     found = _body_error(text)
     if found is not None:
         message, code = found
-        return _Failure(f"the server answered with an error: {message[:500]}", code if code is not None else "stream-error", retryable=False)
+        return _Failure(
+            f"the server answered with an error: {message[:500]}",
+            code if code is not None else "stream-error",
+            retryable=False,
+        )
     return _Failure(
         f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(text)}",
         "not-a-stream",

@@ -82,7 +82,9 @@ _FINISH_REASONS: Final[dict[str, FinishReason]] = {
 # Requests.
 
 
-def request_body(model: str, messages: list[ModelMessage], tools: list[ToolDefinition]) -> dict[str, Any]:
+def request_body(
+    model: str, messages: list[ModelMessage], tools: list[ToolDefinition]
+) -> dict[str, Any]:
     """The JSON body of a streaming chat completions request.
 
     Reasoning is not sent back: most servers ignore it and DeepSeek refuses a request whose
@@ -97,7 +99,14 @@ def request_body(model: str, messages: list[ModelMessage], tools: list[ToolDefin
     }
     if tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
             for t in tools
         ]
     return body
@@ -107,7 +116,11 @@ def _message(message: ModelMessage) -> dict[str, Any] | None:
     if isinstance(message, UserTurn):
         return {"role": "user", "content": _user_content(message.content)}
     if isinstance(message, ToolTurn):
-        return {"role": "tool", "tool_call_id": message.call_id, "content": _tool_text(message.content)}
+        return {
+            "role": "tool",
+            "tool_call_id": message.call_id,
+            "content": _tool_text(message.content),
+        }
     text = "".join(b.text for b in message.content if isinstance(b, AssistantText))
     calls = [
         {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
@@ -127,16 +140,32 @@ def _user_content(blocks: list[Any]) -> str | list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, ImageContent):
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}})
+            parts.append(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"},
+                }
+            )
         elif isinstance(block, AudioContent):
-            audio_format = block.mime_type.rpartition("/")[2].removeprefix("x-").replace("mpeg", "mp3")
-            parts.append({"type": "input_audio", "input_audio": {"data": block.data, "format": audio_format}})
+            audio_format = (
+                block.mime_type.rpartition("/")[2].removeprefix("x-").replace("mpeg", "mp3")
+            )
+            parts.append(
+                {"type": "input_audio", "input_audio": {"data": block.data, "format": audio_format}}
+            )
         elif isinstance(block, EmbeddedResource) and isinstance(block.resource.blob, str):
             mime = block.resource.mime_type if isinstance(block.resource.mime_type, str) else ""
             if mime.startswith("image/"):
-                parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block.resource.blob}"}})
+                parts.append(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{mime};base64,{block.resource.blob}"},
+                    }
+                )
             else:
-                parts.append({"type": "text", "text": f"(binary resource {block.resource.uri}, not shown)"})
+                parts.append(
+                    {"type": "text", "text": f"(binary resource {block.resource.uri}, not shown)"}
+                )
         else:
             parts.append({"type": "text", "text": _block_text(block)})
     if all(p["type"] == "text" for p in parts):
@@ -191,7 +220,8 @@ class SseDecoder:
             self._chars += len(value) + 1
             if self._chars > self._max_chars:
                 raise ProviderError(
-                    f"a server-sent event is longer than {self._max_chars} characters", "malformed-event"
+                    f"a server-sent event is longer than {self._max_chars} characters",
+                    "malformed-event",
                 )
             self._data.append(value)
         return None
@@ -299,18 +329,26 @@ class DeltaMapper:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise ProviderError(
-                f"malformed server-sent event {self.events} ({exc}): {excerpt(data)}", "malformed-event"
+                f"malformed server-sent event {self.events} ({exc}): {excerpt(data)}",
+                "malformed-event",
             ) from None
         if chunk.error is not None:
             message, code = error_payload_message(chunk.error)
-            raise ProviderError(f"the server reported an error mid-stream: {message}", code if code is not None else "stream-error")
+            raise ProviderError(
+                f"the server reported an error mid-stream: {message}",
+                code if code is not None else "stream-error",
+            )
         out: list[StreamChunk] = []
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue  # only one completion is asked for
             delta = choice.delta
             if delta is not None:
-                reasoning = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
+                reasoning = (
+                    delta.reasoning_content
+                    if delta.reasoning_content is not None
+                    else delta.reasoning
+                )
                 if reasoning:
                     out.extend(self._text("reasoning", reasoning))
                 if delta.content:
@@ -322,9 +360,19 @@ class DeltaMapper:
                 self._finish = self._finish_reason(choice.finish_reason)
         if chunk.usage is not None:
             u = chunk.usage
-            cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details is not None else None
+            cached = (
+                u.prompt_tokens_details.cached_tokens
+                if u.prompt_tokens_details is not None
+                else None
+            )
             out.append(
-                UsageChunk(Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached if cached is not None else UNSET))
+                UsageChunk(
+                    Usage(
+                        u.prompt_tokens or 0,
+                        u.completion_tokens or 0,
+                        cached if cached is not None else UNSET,
+                    )
+                )
             )
         return out
 
@@ -346,7 +394,9 @@ class DeltaMapper:
 
     def _finish_reason(self, reason: str) -> FinishReason:
         if reason == "error":
-            raise ProviderError("the server ended the stream with finish_reason 'error'", "stream-error")
+            raise ProviderError(
+                "the server ended the stream with finish_reason 'error'", "stream-error"
+            )
         mapped = _FINISH_REASONS.get(reason, "stop")
         if mapped == "stop" and self._calls:
             return "tool-calls"
@@ -368,7 +418,9 @@ class DeltaMapper:
     def _text(self, kind: BlockType, text: str) -> list[StreamChunk]:
         out = self._start(kind) if self._open_kind != kind else []
         assert self._open is not None
-        out.append(TextDelta(self._open, text) if kind == "text" else ReasoningDelta(self._open, text))
+        out.append(
+            TextDelta(self._open, text) if kind == "text" else ReasoningDelta(self._open, text)
+        )
         return out
 
     def _tool_call(self, position: int, call: _ToolCall) -> list[StreamChunk]:
@@ -393,4 +445,12 @@ class DeltaMapper:
         return out
 
 
-__all__ = ["DONE", "DeltaMapper", "ErrorPayload", "SseDecoder", "error_payload_message", "excerpt", "request_body"]
+__all__ = [
+    "DONE",
+    "DeltaMapper",
+    "ErrorPayload",
+    "SseDecoder",
+    "error_payload_message",
+    "excerpt",
+    "request_body",
+]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
-from importlib import resources
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Final
 
@@ -88,7 +88,9 @@ class ReplayProvider:
         self._unbound_children = list(self.children)
 
     @classmethod
-    def from_path(cls, path: Path | str, override: Path | str | None = None, pace_ms: int = 0) -> "ReplayProvider":
+    def from_path(
+        cls, path: Path | str, override: Path | str | None = None, pace_ms: int = 0
+    ) -> ReplayProvider:
         """Load a fixture: a `session.jsonl` file or a scenario directory holding one.
 
         `replay.override.json` and `session.N.jsonl` children beside it are picked up; an
@@ -102,7 +104,9 @@ class ReplayProvider:
         sidecar = Path(override) if override else directory / OVERRIDE_NAME
         if override and not sidecar.is_file():
             raise ReplayError(f"{sidecar}: no such override file")
-        primary = _Script(str(fixture), load_script(fixture, sidecar if sidecar.is_file() else None))
+        primary = _Script(
+            str(fixture), load_script(fixture, sidecar if sidecar.is_file() else None)
+        )
         numbered = sorted(
             (int(m.group(1)), p)
             for p in directory.iterdir()
@@ -116,10 +120,17 @@ class ReplayProvider:
         return cls(primary, children, pace_ms)
 
     def bind_session(
-        self, session_id: str, *, parent_session_id: str | None, model_calls: int, cwd: str | None = None
+        self,
+        session_id: str,
+        *,
+        parent_session_id: str | None,
+        model_calls: int,
+        cwd: str | None = None,
     ) -> None:
         if parent_session_id is None:
-            self._cursors[session_id] = _Cursor(self.primary, model_calls, Path(cwd) if cwd else None)
+            self._cursors[session_id] = _Cursor(
+                self.primary, model_calls, Path(cwd) if cwd else None
+            )
             self.primary.furthest = max(self.primary.furthest, model_calls)
         else:
             # Children are bound to child scripts at their first model call, in that order.
@@ -162,7 +173,9 @@ class ReplayProvider:
             for chunk in entry.chunks:
                 yield chunk
         if isinstance(entry, ThrowEntry):
-            raise ProviderError(entry.message, entry.code if isinstance(entry.code, (int, str)) else None)
+            raise ProviderError(
+                entry.message, entry.code if isinstance(entry.code, (int, str)) else None
+            )
         if isinstance(entry, HangEntry):
             if isinstance(entry.ready_file, str):
                 ready = Path(entry.ready_file)

@@ -21,8 +21,10 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..providers.base import Provider
 from .config import DEFAULT_MAX_STEPS, ServeConfig
 from .errors import InvalidParams
+from .history import History
 from .protocol import (
     PROTOCOL_VERSION,
+    AcpServerLoadMeta,
     AgentCapabilities,
     AgentInfo,
     AuthenticateRequest,
@@ -39,27 +41,27 @@ from .protocol import (
     LoadMeta,
     LoadSessionRequest,
     LoadSessionResponse,
-    AcpServerLoadMeta,
     NewSessionRequest,
+    NewSessionResponse,
+    PromptCapabilities,
     PromptRequest,
     PromptResponse,
     ReplayedMeta,
     ReplayOptions,
-    NewSessionResponse,
-    PromptCapabilities,
     ResumeSessionRequest,
     SessionCapabilities,
 )
 from .rpc import Connection
 from .sessions import SessionRegistry
-from .history import History
 from .turns import Conversations, busy_error
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-HISTORY_META: Final = {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}}
+HISTORY_META: Final = {
+    "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
+}
 """Where the history API of SPEC 3 is advertised: `agentCapabilities._meta`."""
 
 INITIALIZE_RESPONSE: Final = InitializeResponse(
@@ -68,7 +70,11 @@ INITIALIZE_RESPONSE: Final = InitializeResponse(
         load_session=True,
         prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
         session_capabilities=SessionCapabilities(
-            list=Empty(), resume=Empty(), close=Empty(), delete=Empty(), additional_directories=Empty()
+            list=Empty(),
+            resume=Empty(),
+            close=Empty(),
+            delete=Empty(),
+            additional_directories=Empty(),
         ),
         meta=HISTORY_META,
     ),
@@ -179,10 +185,16 @@ class AcpAgent:
     def initialize(self, params: Any) -> InitializeResponse:
         request = convert(params, InitializeRequest)
         self.client_protocol_version = request.protocol_version
-        self.client_capabilities = _lenient(request.client_capabilities, ClientCapabilities, ClientCapabilities())
+        self.client_capabilities = _lenient(
+            request.client_capabilities, ClientCapabilities, ClientCapabilities()
+        )
         self.client_info = _lenient(request.client_info, Implementation, None)
         if request.protocol_version != PROTOCOL_VERSION:
-            log.info("client asked for protocol version %d; answering %d", request.protocol_version, PROTOCOL_VERSION)
+            log.info(
+                "client asked for protocol version %d; answering %d",
+                request.protocol_version,
+                PROTOCOL_VERSION,
+            )
         return INITIALIZE_RESPONSE
 
     def authenticate(self, params: Any) -> Empty:
@@ -286,9 +298,15 @@ def _replay_limit(meta: Any) -> int | None:
     except msgspec.ValidationError as exc:
         # msgspec names the path inside `_meta` ("$.acp-server.replay.maxMessages").
         problem, _, inner = str(exc).rpartition(" - at `$")
-        path = '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server") if problem else '$._meta'
+        path = (
+            '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server")
+            if problem
+            else "$._meta"
+        )
         raise InvalidParams.at(path, problem or str(exc)) from None
-    if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(options.acp_server.replay, ReplayOptions):
+    if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(
+        options.acp_server.replay, ReplayOptions
+    ):
         limit = options.acp_server.replay.max_messages
         return limit if isinstance(limit, int) else None
     return None

@@ -116,14 +116,18 @@ def run_server(config: ServeConfig) -> int:
     try:
         fds = claim_stdio()
     except OSError as exc:  # e.g. started with stdin or stdout closed
-        sys.stderr.write(f"acp-server serve: error: cannot use stdin/stdout for the protocol: {exc}\n")
+        sys.stderr.write(
+            f"acp-server serve: error: cannot use stdin/stdout for the protocol: {exc}\n"
+        )
         return 2
     # Everything loaded so far lives as long as the process: keep it out of the cycle
     # collector's way, so that each collection only walks what requests allocate.
     gc.collect()
     gc.freeze()
     try:
-        return anyio.run(serve, config, fds, provider, backend_options={"use_uvloop": _have_uvloop()})
+        return anyio.run(
+            serve, config, fds, provider, backend_options={"use_uvloop": _have_uvloop()}
+        )
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130
     finally:

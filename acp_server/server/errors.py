@@ -186,7 +186,9 @@ def _from_model_failure(exc: ModelRequestFailed) -> RpcError:
 
 
 def _from_locked(exc: LogLocked) -> RpcError:
-    return SessionInUse("Session in use: another process has it open for writing", {"reason": "locked"})
+    return SessionInUse(
+        "Session in use: another process has it open for writing", {"reason": "locked"}
+    )
 
 
 ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError]], ...]] = (

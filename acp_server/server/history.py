@@ -32,8 +32,8 @@ from ..core.chunk_rows import StorageRecord
 from ..core.events import SessionEvent, SubagentStart
 from ..core.header import SessionHeader
 from ..core.history import (
-    FollowEndReason,
     FollowEndedParams,
+    FollowEndReason,
     FollowParams,
     FollowResult,
     PageParams,
@@ -64,7 +64,12 @@ def _follow_buffer() -> int:
         return DEFAULT_FOLLOW_BUFFER
     if raw.strip().isdigit():
         return int(raw)
-    log.warning("%s=%r is not a non-negative integer: using %d", FOLLOW_BUFFER_ENV, raw, DEFAULT_FOLLOW_BUFFER)
+    log.warning(
+        "%s=%r is not a non-negative integer: using %d",
+        FOLLOW_BUFFER_ENV,
+        raw,
+        DEFAULT_FOLLOW_BUFFER,
+    )
     return DEFAULT_FOLLOW_BUFFER
 
 
@@ -124,14 +129,18 @@ class History:
         resolved = await self._resolve(request.address)
         last = resolved.source.last_seq
         if request.through_seq > last:
-            raise InvalidParams.at("$.throughSeq", f"{request.through_seq} is past the session's last seq {last}")
+            raise InvalidParams.at(
+                "$.throughSeq", f"{request.through_seq} is past the session's last seq {last}"
+            )
         end = request.through_seq + 1
         if isinstance(request.before_seq, int):
             end = min(end, request.before_seq)
         cut, records = await self._page(resolved.source, end, request.max_messages)
         return PageResult(to_history_records(records), cut.has_more)
 
-    async def _page(self, source: _Source, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+    async def _page(
+        self, source: _Source, end: int, max_messages: int
+    ) -> tuple[PageCut, list[StorageRecord]]:
         if isinstance(source, LogIndex):
             return await anyio.to_thread.run_sync(source.page, end, max_messages)
         return source.page(end, max_messages)
@@ -143,7 +152,9 @@ class History:
         resolved = await self._resolve(request.address)
         # Subscribe before reading the snapshot: nothing appended in between can be missed.
         send, receive = anyio.create_memory_object_stream[SessionEvent](FOLLOW_BUFFER)
-        subscription = _Subscription(uuid.uuid4().hex, resolved.session_id, send, receive, next_seq=0)
+        subscription = _Subscription(
+            uuid.uuid4().hex, resolved.session_id, send, receive, next_seq=0
+        )
         self._subscriptions[subscription.id] = subscription
         self._by_session.setdefault(resolved.session_id, {})[subscription.id] = subscription
         try:
@@ -155,14 +166,18 @@ class History:
         except BaseException:
             self._forget(subscription)
             raise
-        result = FollowResult(subscription.id, resolved.header, cursor, to_history_records(records), cut.has_more)
+        result = FollowResult(
+            subscription.id, resolved.header, cursor, to_history_records(records), cut.has_more
+        )
         return Then(result, lambda: self._start_delivery(subscription))
 
     async def unfollow(self, params: Any) -> Empty:
         request = msgspec.convert({} if params is None else params, UnfollowParams)
         subscription = self._subscriptions.get(request.subscription_id)
         if subscription is None:
-            raise InvalidParams.at("$.subscriptionId", f"no subscription {request.subscription_id!r}")
+            raise InvalidParams.at(
+                "$.subscriptionId", f"no subscription {request.subscription_id!r}"
+            )
         self._end(subscription, "unfollowed")
         return Empty()
 
@@ -217,7 +232,9 @@ class History:
             async for event in subscription.receive:
                 if subscription.end_reason in ("unfollowed", "closed"):
                     break  # nobody wants the rest
-                await self.connection.notify("session.event", SessionEventParams(subscription.id, event))
+                await self.connection.notify(
+                    "session.event", SessionEventParams(subscription.id, event)
+                )
                 subscription.last_sent = event.seq
         if subscription.end_reason == "overflow" and not self.connection.closed:
             await self.connection.notify(
@@ -264,10 +281,13 @@ class History:
         child_id = _checked_id(address.child_session_id, "$.address.childSessionId")
         child = await self._open(child_id)
         if child.header.origin != "subagent":
-            raise _address_error("origin", f'session {child_id}\'s header does not say origin "subagent"')
+            raise _address_error(
+                "origin", f'session {child_id}\'s header does not say origin "subagent"'
+            )
         if child.header.parent_session != parent_id:
             raise _address_error(
-                "parentSession", f"session {child_id}'s header names another parent session, not {parent_id}"
+                "parentSession",
+                f"session {child_id}'s header names another parent session, not {parent_id}",
             )
         parent = await self._open(parent_id)
         if not self._started(parent, child_id):
@@ -283,7 +303,8 @@ class History:
         live = self.sessions.live.get(parent.session_id)
         assert live is not None
         return any(
-            type(e) is SubagentStart and e.data.child_session_id == child_id for e in live.log.plain_events()
+            type(e) is SubagentStart and e.data.child_session_id == child_id
+            for e in live.log.plain_events()
         )
 
     async def _open(self, session_id: str) -> _Resolved:
@@ -315,4 +336,6 @@ def _checked_id(session_id: str, where: str) -> str:
 
 
 def _address_error(check: str, problem: str) -> InvalidParams:
-    return InvalidParams(f"Invalid params: address: {problem}", {"path": "$.address", "check": check})
+    return InvalidParams(
+        f"Invalid params: address: {problem}", {"path": "$.address", "check": check}
+    )

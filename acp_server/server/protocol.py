@@ -40,7 +40,7 @@ class Empty(Model):
 class Implementation(Inbound):
     name: str
     version: str
-    title: str | None | UnsetType = UNSET
+    title: str | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -146,8 +146,8 @@ CancelNotification = SessionIdRequest
 
 
 class ListSessionsRequest(Inbound):
-    cwd: str | None | UnsetType = UNSET
-    cursor: str | None | UnsetType = UNSET
+    cwd: str | UnsetType | None = UNSET
+    cursor: str | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 

@@ -215,7 +215,7 @@ class Params:
     value, whatever keys the client sent.
     """
 
-    __slots__ = ("value", "present")
+    __slots__ = ("present", "value")
 
     def __init__(self, value: Any, present: bool) -> None:
         self.value = value
@@ -226,7 +226,7 @@ class Call:
     """A request handler bound to its params, returned by the method jsonrpcserver calls and
     run by the connection in the request's own task."""
 
-    __slots__ = ("method", "handler", "params")
+    __slots__ = ("handler", "method", "params")
 
     def __init__(self, method: str, handler: Handler, params: Any) -> None:
         self.method = method
@@ -243,7 +243,11 @@ def deserialize(message: bytes | Envelope) -> dict[str, Any]:
     envelope = message if isinstance(message, Envelope) else _envelope_decoder.decode(message)
     raw = envelope.params
     params = Params(_any_decoder.decode(raw), True) if raw else Params(None, False)
-    request: dict[str, Any] = {"jsonrpc": envelope.jsonrpc, "method": envelope.method, "params": [params]}
+    request: dict[str, Any] = {
+        "jsonrpc": envelope.jsonrpc,
+        "method": envelope.method,
+        "params": [params],
+    }
     if envelope.id is not UNSET:
         request["id"] = envelope.id
     return request
@@ -285,7 +289,9 @@ def check_envelope(envelope: Envelope) -> None:
 
 
 # jsonrpcserver checks each call against the method's signature; a precomputed one is cheap.
-_ONE_ARGUMENT: Final = inspect.Signature([inspect.Parameter("params", inspect.Parameter.POSITIONAL_ONLY)])
+_ONE_ARGUMENT: Final = inspect.Signature(
+    [inspect.Parameter("params", inspect.Parameter.POSITIONAL_ONLY)]
+)
 
 
 def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
@@ -301,7 +307,9 @@ def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
                 return Success(handler(params.value))
             except Exception as exc:
                 error = to_rpc_error(exc, name)
-                return Error(error.code, error.message, NODATA if error.data is UNSET else error.data)
+                return Error(
+                    error.code, error.message, NODATA if error.data is UNSET else error.data
+                )
 
     method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]
     return method
@@ -321,7 +329,9 @@ def _notification_method(name: str, handler: NotificationHandler) -> Callable[[P
 
 
 def _error_of(response: ErrorResponse) -> ErrorObject:
-    return ErrorObject(response.code, response.message, UNSET if response.data is NODATA else response.data)
+    return ErrorObject(
+        response.code, response.message, UNSET if response.data is NODATA else response.data
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +341,7 @@ def _error_of(response: ErrorResponse) -> ErrorObject:
 class _Waiter:
     """An outbound request waiting for its response."""
 
-    __slots__ = ("method", "event", "result", "error")
+    __slots__ = ("error", "event", "method", "result")
 
     def __init__(self, method: str) -> None:
         self.method = method
@@ -451,7 +461,9 @@ class Connection:
         # Best effort and without waiting: the caller is being cancelled, so it cannot block on
         # a full output buffer, and a lost courtesy notification costs nothing.
         try:
-            self._sink.send_nowait(encode_frame(_Notification("2.0", "$/cancel_request", {"requestId": request_id})))
+            self._sink.send_nowait(
+                encode_frame(_Notification("2.0", "$/cancel_request", {"requestId": request_id}))
+            )
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("could not send $/cancel_request for %s", request_id)
 
@@ -506,7 +518,9 @@ class Connection:
                 log.exception("close callback failed")
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
-            waiter.error = ConnectionClosed(f"{waiter.method}: the client closed the connection before answering")
+            waiter.error = ConnectionClosed(
+                f"{waiter.method}: the client closed the connection before answering"
+            )
             waiter.event.set()
         if pending:
             log.info("end of input: %d outbound request(s) left unanswered", len(pending))
@@ -528,7 +542,9 @@ class Connection:
     def _receive(self, line: bytes | Oversized) -> bytes | None:
         """Everything about a line that needs no waiting; an immediate answer, if any."""
         if isinstance(line, Oversized):
-            problem = f"Invalid request: line longer than the {line.limit}-byte limit; it was skipped"
+            problem = (
+                f"Invalid request: line longer than the {line.limit}-byte limit; it was skipped"
+            )
             return error_frame(None, InvalidRequest(problem, {"maxLineBytes": line.limit}))
         if not line.strip():
             return None  # blank lines between messages carry nothing
@@ -554,7 +570,10 @@ class Connection:
         request_id = envelope.id
         notification = request_id is UNSET
         if not notification and request_id is not None and request_id in self._inflight:
-            return error_frame(request_id, InvalidRequest("Invalid request: a request with this id is still in flight"))
+            return error_frame(
+                request_id,
+                InvalidRequest("Invalid request: a request with this id is still in flight"),
+            )
         response = self._dispatch(envelope, self._notifications if notification else self._requests)
         if isinstance(response, Left):  # unknown method, bad params, an inline handler's error
             error: ErrorResponse = response._error
@@ -599,7 +618,9 @@ class Connection:
             return error_frame(None, _TOO_DEEP)
         if isinstance(value, list):
             # JSON-RPC batches are valid JSON-RPC, but ACP never uses them: one clear refusal.
-            problem = "batch requests are not supported" if value else "an empty array is not a request"
+            problem = (
+                "batch requests are not supported" if value else "an empty array is not a request"
+            )
             return error_frame(None, InvalidRequest(f"Invalid request: {problem}"))
         return error_frame(None, InvalidRequest("Invalid request: a request must be a JSON object"))
 
@@ -626,7 +647,11 @@ class Connection:
             log.debug("output closed before the answer to %r", request_id)
         except msgspec.EncodeError:  # a handler returned something unencodable: a bug
             log.exception("cannot encode the result of %s", call.method)
-            await self._sink.send(error_frame(request_id, InternalError(f"Internal error while handling {call.method}")))
+            await self._sink.send(
+                error_frame(
+                    request_id, InternalError(f"Internal error while handling {call.method}")
+                )
+            )
         finally:
             if self._inflight.get(request_id) is scope:
                 del self._inflight[request_id]
@@ -651,7 +676,10 @@ class Connection:
         request_id = envelope.id
         waiter = self._pending.pop(request_id, None) if type(request_id) is int else None
         if waiter is None:
-            log.warning("dropped a response to request id %r: no request of ours is waiting for it", request_id)
+            log.warning(
+                "dropped a response to request id %r: no request of ours is waiting for it",
+                request_id,
+            )
             return
         if envelope.error:
             try:

@@ -39,7 +39,15 @@ from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_
 from ..core.event_log import EventLog
 from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..storage.log import CorruptLog, LogError, LogLocked, LogWriter, log_compression, parse_header, zstd_lines
+from ..storage.log import (
+    CorruptLog,
+    LogError,
+    LogLocked,
+    LogWriter,
+    log_compression,
+    parse_header,
+    zstd_lines,
+)
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
 from .errors import InvalidParams, UnknownSession
 from .protocol import ListSessionsResponse, SessionInfo
@@ -94,7 +102,9 @@ class LiveSession:
         """The prompt turn running now, if any: at most one at a time."""
         self.allowed_always: set[str] = set()
         """Tools the user allowed for the rest of the session (`allow_always`)."""
-        self.parent_id: str | None = header.parent_session if isinstance(header.parent_session, str) else None
+        self.parent_id: str | None = (
+            header.parent_session if isinstance(header.parent_session, str) else None
+        )
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
         self.cancel_requested = False
@@ -206,7 +216,8 @@ def select_page(
     chosen = [
         e
         for e in entries
-        if (wanted is None or os.path.normpath(e.cwd) == wanted) and (after is None or _order_key(e) < after)
+        if (wanted is None or os.path.normpath(e.cwd) == wanted)
+        and (after is None or _order_key(e) < after)
     ]
     chosen.sort(key=_order_key, reverse=True)
     return chosen[:page_size], len(chosen) > page_size
@@ -313,7 +324,11 @@ class SessionRegistry:
         return session
 
     async def create(
-        self, cwd: str, *, additional_directories: list[str] | UnsetType, mcp_servers: list[dict[str, Any]] | UnsetType
+        self,
+        cwd: str,
+        *,
+        additional_directories: list[str] | UnsetType,
+        mcp_servers: list[dict[str, Any]] | UnsetType,
     ) -> LiveSession:
         """`session/new`: a new log, its header written and fsynced before this returns."""
         header = SessionHeader(
@@ -437,7 +452,9 @@ class SessionRegistry:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise LogLocked(f"{path}: the session is open for writing in another process") from None
+                raise LogLocked(
+                    f"{path}: the session is open for writing in another process"
+                ) from None
             self.store.delete(session_id)
         finally:
             os.close(fd)
@@ -448,7 +465,11 @@ class SessionRegistry:
             with anyio.move_on_after(SHUTDOWN_WAIT) as waited:
                 await session.wait_idle()  # a cancelled turn still logs how it ended
             if waited.cancelled_caught:
-                log.warning("session %s: work still running after %ss; closing its log anyway", session.id, SHUTDOWN_WAIT)
+                log.warning(
+                    "session %s: work still running after %ss; closing its log anyway",
+                    session.id,
+                    SHUTDOWN_WAIT,
+                )
             await anyio.to_thread.run_sync(session.writer.close)
         log.info("session %s closed", session.id)
 
@@ -499,14 +520,20 @@ class SessionRegistry:
                 log.warning("session/list: skipped session %s: %s", session_id, exc)
                 continue
             if header.id != session_id:
-                log.warning("session/list: skipped session %s: its header names %r", session_id, header.id)
+                log.warning(
+                    "session/list: skipped session %s: its header names %r", session_id, header.id
+                )
                 continue
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
-            entries.append(ListEntry(session_id, header.created_at, header.cwd, header.additional_directories))
+            entries.append(
+                ListEntry(session_id, header.created_at, header.cwd, header.additional_directories)
+            )
         page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
         infos = [self._info(entry) for entry in page]
-        return ListSessionsResponse(sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET)
+        return ListSessionsResponse(
+            sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET
+        )
 
     def _info(self, entry: ListEntry) -> SessionInfo:
         info = SessionInfo(
@@ -573,4 +600,6 @@ def _same_path(a: str, b: str) -> bool:
 
 
 def _cwd_mismatch(session_cwd: str) -> InvalidParams:
-    return InvalidParams.at("$.cwd", f"does not match the session's working directory {session_cwd!r}")
+    return InvalidParams.at(
+        "$.cwd", f"does not match the session's working directory {session_cwd!r}"
+    )

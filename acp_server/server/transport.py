@@ -189,7 +189,9 @@ class FdReader:
             except BlockingIOError:  # someone set O_NONBLOCK on it; wait again
                 continue
             return self._view[:count].tobytes()
-        data: bytes = await anyio.to_thread.run_sync(os.read, self.fd, READ_SIZE, abandon_on_cancel=True)
+        data: bytes = await anyio.to_thread.run_sync(
+            os.read, self.fd, READ_SIZE, abandon_on_cancel=True
+        )
         return data
 
 
@@ -250,7 +252,10 @@ class FrameWriter:
             return
         items = self._items
         if (self._burst and self._burst_bytes >= BURST_BYTES) or (
-            items and (len(items) >= self.buffer_size or self._items_bytes >= QUEUE_BYTES)  # `not _has_room()`
+            items
+            and (
+                len(items) >= self.buffer_size or self._items_bytes >= QUEUE_BYTES
+            )  # `not _has_room()`
         ):
             # A long burst, or a queue at its bounds: let the event loop run first (the burst's
             # end hands its batch on), and wait while the queue is full.
@@ -278,7 +283,9 @@ class FrameWriter:
             and not self._queued
             and self._writable_now()
         ):
-            self._write_inline(b"".join(self._batch))  # one full atomic write; the frame starts the next
+            self._write_inline(
+                b"".join(self._batch)
+            )  # one full atomic write; the frame starts the next
             self._batch.clear()
             self._batch_bytes = 0
         self._batch.append(frame)

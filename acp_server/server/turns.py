@@ -22,6 +22,7 @@ from ..providers.base import Provider
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 
+
 class Conversations:
     def __init__(
         self, sessions: SessionRegistry, provider: Provider, client: ClientPort, *, max_steps: int
@@ -56,7 +57,7 @@ class Conversations:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
                         stop = await turn.run()
-                    except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped
+                    except Exception as exc:
                         # Raised outside the task group, or it would arrive wrapped in an
                         # ExceptionGroup and a failed model request would read as a crash.
                         failure = exc
@@ -131,4 +132,3 @@ def busy_error(session_id: str) -> SessionInUse:
         f"Session in use: a prompt turn is running in session {session_id}",
         {"reason": "prompt-running"},
     )
-

@@ -30,9 +30,9 @@ from ..core.chunk_rows import (
     pack_chunk_runs,
     validate_row,
 )
-from ..core.paging import record_count, record_start
 from ..core.events import EventError, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..core.paging import record_count, record_start
 
 Compression = Literal["none", "zstd"]
 
@@ -107,7 +107,9 @@ def parse_header(path: Path | str, raw: bytes) -> SessionHeader:
     except msgspec.DecodeError as exc:
         raise CorruptLog(path, 1, f"header is not valid JSON: {exc}") from None
     if not isinstance(value, dict) or value.get("type") != "session":
-        raise CorruptLog(path, 1, 'the first line is not a session header ({"type": "session", ...})')
+        raise CorruptLog(
+            path, 1, 'the first line is not a session header ({"type": "session", ...})'
+        )
     if "version" not in value:
         raise CorruptLog(path, 1, "the header has no version")
     version = value["version"]
@@ -191,7 +193,11 @@ def zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
             if complete_frame_after(view, offset):
                 # Appends only ever add frames at the end, so a torn write is the last frame:
                 # an incomplete frame with a complete one after it is damage, not a torn write.
-                raise CorruptLog(path, len(lines) + 1, f"frame at byte {offset} is incomplete, but complete frames follow it")
+                raise CorruptLog(
+                    path,
+                    len(lines) + 1,
+                    f"frame at byte {offset} is incomplete, but complete frames follow it",
+                )
             break  # a torn final frame
         try:
             text = decompressor.decompressobj().decompress(view[offset:end])
@@ -276,7 +282,7 @@ class LogWriter:
     @classmethod
     def open(
         cls, path: Path, header: SessionHeader, *, next_seq: int, pack: bool = True, create: bool
-    ) -> "LogWriter":
+    ) -> LogWriter:
         """Open and lock the log at `path`; with `create`, write its header (it must not exist).
 
         Raises `LogLocked` when another writer holds it, `FileExistsError` when `create` finds

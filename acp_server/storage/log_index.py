@@ -168,10 +168,16 @@ class LogIndex:
             try:
                 end = zstd_frame_end(view, offset)
             except ValueError as exc:
-                raise CorruptLog(path, _zstd_lines_before(path, frame_ends), f"at byte {offset}: {exc}") from None
+                raise CorruptLog(
+                    path, _zstd_lines_before(path, frame_ends), f"at byte {offset}: {exc}"
+                ) from None
             if end is None:
                 if complete_frame_after(view, offset):  # damage, not a torn final write
-                    raise CorruptLog(path, _zstd_lines_before(path, frame_ends), f"frame at byte {offset} is incomplete, but complete frames follow it")
+                    raise CorruptLog(
+                        path,
+                        _zstd_lines_before(path, frame_ends),
+                        f"frame at byte {offset} is incomplete, but complete frames follow it",
+                    )
                 break  # a torn final frame
             frame_offsets.append(offset)
             frame_ends.append(end)
@@ -310,10 +316,16 @@ class LogIndex:
         texts: list[bytes] = []
         offsets, lengths, frames = array("q"), array("q"), array("q")
         for frame in range(first, last):
-            text = self._frame_text(view[self.frame_offsets[frame] - base : self.frame_ends[frame] - base], frame)
+            text = self._frame_text(
+                view[self.frame_offsets[frame] - base : self.frame_ends[frame] - base], frame
+            )
             if text and not text.endswith(b"\n"):
                 number = _zstd_lines_before(self.path, self.frame_ends[:frame])
-                raise CorruptLog(self.path, number, f"frame at byte {self.frame_offsets[frame]} ends inside a line")
+                raise CorruptLog(
+                    self.path,
+                    number,
+                    f"frame at byte {self.frame_offsets[frame]} ends inside a line",
+                )
             position = text.find(b"\n") + 1 if frame == 0 else 0  # frame 0 begins with the header
             body = text[position:]
             if not body:
@@ -324,7 +336,9 @@ class LogIndex:
                 lengths.append(len(line))
                 frames.append(frame)
                 position += len(line) + 1
-        region = self._read(b"".join(texts), lambda k: _zstd_line_number(self, frames[k], offsets[k]))
+        region = self._read(
+            b"".join(texts), lambda k: _zstd_line_number(self, frames[k], offsets[k])
+        )
         self._add(region, offsets, lengths, frames, prepend=prepend, keep=keep)
 
     def _append_frames(self, tail: bytes) -> None:
@@ -341,7 +355,11 @@ class LogIndex:
             if end is None:
                 if complete_frame_after(view, offset):  # damage, not a torn final write
                     lines = _zstd_lines_before(self.path, self.frame_ends)
-                    raise CorruptLog(self.path, lines, f"frame at byte {base + offset} is incomplete, but complete frames follow it")
+                    raise CorruptLog(
+                        self.path,
+                        lines,
+                        f"frame at byte {base + offset} is incomplete, but complete frames follow it",
+                    )
                 break
             self.frame_offsets.append(base + offset)
             self.frame_ends.append(base + end)
@@ -394,7 +412,14 @@ class LogIndex:
         return records
 
     def _add(
-        self, region: _Region, offsets: array, lengths: array, frames: array | None, *, prepend: bool, keep: bool
+        self,
+        region: _Region,
+        offsets: array,
+        lengths: array,
+        frames: array | None,
+        *,
+        prepend: bool,
+        keep: bool,
     ) -> None:
         if not region.starts:
             return
@@ -430,7 +455,9 @@ class LogIndex:
                     if frames is None
                     else _zstd_line_number(self, frames[0], offsets[0])
                 )
-                raise CorruptLog(self.path, line, f"seq gap: expected seq {self.length}, found {first}")
+                raise CorruptLog(
+                    self.path, line, f"seq gap: expected seq {self.length}, found {first}"
+                )
             self.starts.extend(region.starts)
             self.offsets.extend(offsets)
             self.lengths.extend(lengths)
@@ -446,7 +473,9 @@ class LogIndex:
             return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
         except zstandard.ZstdError as exc:
             line = _zstd_lines_before(self.path, self.frame_ends[:frame])
-            raise CorruptLog(self.path, line, f"frame at byte {self.frame_offsets[frame]}: {exc}") from None
+            raise CorruptLog(
+                self.path, line, f"frame at byte {self.frame_offsets[frame]}: {exc}"
+            ) from None
 
     def _line_of(self, position: int) -> int:
         if self.compressed:
@@ -487,7 +516,9 @@ class LogIndex:
             if self.complete:
                 break
             stalled = step if missing > 0 and newest == found else 0
-            step = self._next_step(missing, self.first_indexed_seq - start if missing <= 0 else 0, stalled)
+            step = self._next_step(
+                missing, self.first_indexed_seq - start if missing <= 0 else 0, stalled
+            )
             found = newest
             self._step_back(step, keep=True)
         return page_cut(self.message_seqs, self.message_cuts, end, max_messages)
@@ -501,7 +532,9 @@ class LogIndex:
             records = clip_records(fresh.records, fresh.record_starts, lo, min(hi, fresh.end))
             lo = fresh.end
         if lo < hi:
-            loaded = self._load(max(bisect_right(self.starts, lo) - 1, 0), bisect_left(self.starts, hi))
+            loaded = self._load(
+                max(bisect_right(self.starts, lo) - 1, 0), bisect_left(self.starts, hi)
+            )
             records += clip_records(loaded.records, loaded.record_starts, lo, hi)
         return pack_chunk_runs(records)
 
@@ -518,7 +551,9 @@ class LogIndex:
         region = self._read(data, where)
         following = self.starts[last] if last < len(self.starts) else self.length
         if region.starts != self.starts[first:last] or region.end != following:
-            raise CorruptLog(self.path, where(0), "the log changed under its index (it is append-only)")
+            raise CorruptLog(
+                self.path, where(0), "the log changed under its index (it is append-only)"
+            )
         return region
 
     def _frame_lines(self, file: object, first: int, last: int) -> bytes:
@@ -567,12 +602,24 @@ class _Digest:
             self.joined.append(_joined(self.head, self.dts, self.fragments))
             self.head = self.dts = self.fragments = None
         return _Region(
-            self.starts, self.message_seqs, self.message_cuts, self.children, self.expected, self.joined, self.joined_starts
+            self.starts,
+            self.message_seqs,
+            self.message_cuts,
+            self.children,
+            self.expected,
+            self.joined,
+            self.joined_starts,
         )
 
     def feed(self, records: list[Any], position: int) -> None:
         """Digest the next records; `position` is the number of lines fed before them."""
-        head, dts, fragments, last_time, expected = self.head, self.dts, self.fragments, self.last_time, self.expected
+        head, dts, fragments, last_time, expected = (
+            self.head,
+            self.dts,
+            self.fragments,
+            self.last_time,
+            self.expected,
+        )
         if head is not None:
             turn, step, index, id_, name = self.block
         joined, joined_starts, add_start = self.joined, self.joined_starts, self.starts.append
@@ -609,7 +656,10 @@ class _Digest:
                     and -MAX_SAFE_INTEGER <= time0 - last_time <= MAX_SAFE_INTEGER
                 ):
                     if dts is None:
-                        dts, fragments = list(head.data.dt), list(head.data.args if is_tool else head.data.texts)
+                        dts, fragments = (
+                            list(head.data.dt),
+                            list(head.data.args if is_tool else head.data.texts),
+                        )
                     dts.append(time0 - last_time)
                     dts.extend(dt)
                     fragments.extend(members)  # type: ignore[union-attr]
@@ -633,14 +683,24 @@ class _Digest:
                 if kind is UserMessageEvent or kind is AssistantMessageEvent:
                     source = record.source_range  # type: ignore[union-attr]
                     self.message_seqs.append(start)
-                    self.message_cuts.append(min(start, source[0]) if type(source) is tuple else start)
+                    self.message_cuts.append(
+                        min(start, source[0]) if type(source) is tuple else start
+                    )
                 elif kind is SubagentStart:
                     self.children.add(record.data.child_session_id)  # type: ignore[union-attr]
             if start != expected and expected >= 0:
-                raise self._corrupt(records, record, position, f"seq gap: expected seq {expected}, found {start}")
+                raise self._corrupt(
+                    records, record, position, f"seq gap: expected seq {expected}, found {start}"
+                )
             add_start(start)
             expected = start + count
-        self.head, self.dts, self.fragments, self.last_time, self.expected = head, dts, fragments, last_time, expected
+        self.head, self.dts, self.fragments, self.last_time, self.expected = (
+            head,
+            dts,
+            fragments,
+            last_time,
+            expected,
+        )
         if head is not None:
             self.block = (turn, step, index, id_, name)
 
@@ -656,7 +716,9 @@ def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> Sto
     d = head.data
     data: Any
     if type(head) is ToolCallChunks:
-        data = ToolCallChunksData(turn=d.turn, step=d.step, index=d.index, dt=dt, id=d.id, name=d.name, args=fragments)  # type: ignore[arg-type]
+        data = ToolCallChunksData(
+            turn=d.turn, step=d.step, index=d.index, dt=dt, id=d.id, name=d.name, args=fragments
+        )  # type: ignore[arg-type]
     else:
         data = TextChunksData(d.turn, d.step, d.index, dt, fragments)  # type: ignore[arg-type]
     return type(head)(head.seq0, head.time0, data)  # type: ignore[no-any-return]
@@ -682,7 +744,12 @@ def _zstd_lines_before(path: Path, frame_ends: array) -> int:
     lines, start = 0, 0
     for end in frame_ends:
         try:
-            lines += zstandard.ZstdDecompressor().decompressobj().decompress(data[start:end]).count(b"\n")
+            lines += (
+                zstandard.ZstdDecompressor()
+                .decompressobj()
+                .decompress(data[start:end])
+                .count(b"\n")
+            )
         except zstandard.ZstdError:
             break
         start = end

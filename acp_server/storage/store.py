@@ -55,7 +55,9 @@ class ContinuedLog:
 
 
 class SessionStore:
-    def __init__(self, root: Path | str, *, pack: bool = True, compression: Compression = "none") -> None:
+    def __init__(
+        self, root: Path | str, *, pack: bool = True, compression: Compression = "none"
+    ) -> None:
         self.root = Path(root)
         self.pack = pack
         self.compression = compression
@@ -157,7 +159,9 @@ class SessionStore:
     @staticmethod
     def _check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
         if header.id != session_id:
-            raise CorruptLog(path, 1, f"header id {header.id!r} does not match the session {session_id!r}")
+            raise CorruptLog(
+                path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+            )
 
 
 _PLACEHOLDER_HEADER = SessionHeader(version=0, id="", created_at=0, cwd="")

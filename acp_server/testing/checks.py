@@ -85,16 +85,22 @@ def check_scenario(directory: Path) -> list[str]:
     for number in range(1, max([len(started), *children]) + 1):
         name = f"session.{number}.jsonl"
         if number > len(started):
-            problems.append(f"{name}: orphaned: {FIXTURE_NAME} starts only {len(started)} subagent(s)")
+            problems.append(
+                f"{name}: orphaned: {FIXTURE_NAME} starts only {len(started)} subagent(s)"
+            )
             continue
         if number not in children:
-            problems.append(f"{name}: missing: subagent {number} ({started[number - 1]}) has no fixture")
+            problems.append(
+                f"{name}: missing: subagent {number} ({started[number - 1]}) has no fixture"
+            )
             continue
         child = _fixture(children[number], started[number - 1], problems)
         if child is None:
             continue
         if child.header.origin != "subagent" or child.header.parent_session != primary.header.id:
-            problems.append(f'{name}: the header must say origin "subagent" and parentSession {primary.header.id!r}')
+            problems.append(
+                f'{name}: the header must say origin "subagent" and parentSession {primary.header.id!r}'
+            )
         problems.extend(_check_script(name, child, None, False))
     return problems
 
@@ -121,7 +127,9 @@ def _fixture(path: Path, expected_id: str, problems: list[str]) -> Fixture | Non
         )
     timed = [e.seq for e in fixture.events if e.time != 0]
     if timed:
-        problems.append(f"{path.name}: times are not normalized to 0 (seq {timed[0]} and {len(timed) - 1} more)")
+        problems.append(
+            f"{path.name}: times are not normalized to 0 (seq {timed[0]} and {len(timed) - 1} more)"
+        )
     return fixture
 
 
@@ -136,16 +144,28 @@ def _check_script(name: str, fixture: Fixture, override: object, has_override: b
     if len(script) != calls:
         problems.append(
             f"{name}: the script holds {len(script)} model calls but the log made {calls}: "
-            + ("entries are left unused" if len(script) > calls else "the log made calls the script does not hold")
+            + (
+                "entries are left unused"
+                if len(script) > calls
+                else "the log made calls the script does not hold"
+            )
         )
     if has_override and override is not None:
         if isinstance(override, PatchSet):
             for patch in override.patches:
-                same = patch.at < len(derived) and isinstance(derived[patch.at], ChunksEntry) and derived[patch.at] == patch.entry
+                same = (
+                    patch.at < len(derived)
+                    and isinstance(derived[patch.at], ChunksEntry)
+                    and derived[patch.at] == patch.entry
+                )
                 if same:
-                    problems.append(f"{OVERRIDE_NAME}: the patch at {patch.at} changes nothing (unused)")
+                    problems.append(
+                        f"{OVERRIDE_NAME}: the patch at {patch.at} changes nothing (unused)"
+                    )
         elif list(override) == derived:  # type: ignore[call-overload]
-            problems.append(f"{OVERRIDE_NAME}: replaces the script with the one derived from the fixture (unused)")
+            problems.append(
+                f"{OVERRIDE_NAME}: replaces the script with the one derived from the fixture (unused)"
+            )
     return problems
 
 

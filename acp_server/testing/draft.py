@@ -116,7 +116,9 @@ def call_chunks(call: DraftCall, rng: random.Random, call_number: int) -> list[S
     """The chunks one drafted model call streams."""
     chunks: list[StreamChunk] = []
     index = 0
-    blocks: tuple[tuple[Literal["reasoning", "text"], str, type[ReasoningDelta | TextDelta]], ...] = (
+    blocks: tuple[
+        tuple[Literal["reasoning", "text"], str, type[ReasoningDelta | TextDelta]], ...
+    ] = (
         ("reasoning", call.reasoning, ReasoningDelta),
         ("text", call.text, TextDelta),
     )
@@ -129,10 +131,18 @@ def call_chunks(call: DraftCall, rng: random.Random, call_number: int) -> list[S
         index += 1
     for number, tool in enumerate(call.tools, start=1):
         call_id = tool.id if isinstance(tool.id, str) else f"call_{call_number}_{number}"
-        arguments = tool.arguments if isinstance(tool.arguments, str) else json.dumps(tool.arguments, ensure_ascii=False)
+        arguments = (
+            tool.arguments
+            if isinstance(tool.arguments, str)
+            else json.dumps(tool.arguments, ensure_ascii=False)
+        )
         chunks.append(BlockStart(index, "tool-call"))
         for k, piece in enumerate(fragments(arguments, rng)):
-            chunks.append(ToolCallDelta(index, call_id, piece, tool.name) if k == 0 else ToolCallDelta(index, call_id, piece))
+            chunks.append(
+                ToolCallDelta(index, call_id, piece, tool.name)
+                if k == 0
+                else ToolCallDelta(index, call_id, piece)
+            )
         chunks.append(BlockEnd(index))
         index += 1
     if call.throw is not UNSET or call.hang is not UNSET:
@@ -159,7 +169,9 @@ def _entry(call: DraftCall, chunks: list[StreamChunk]) -> dict[str, Any]:
     return value
 
 
-def draft_fixture(calls: Sequence[DraftCall], header: SessionHeader, rng: random.Random) -> tuple[bytes, list[dict[str, Any]]]:
+def draft_fixture(
+    calls: Sequence[DraftCall], header: SessionHeader, rng: random.Random
+) -> tuple[bytes, list[dict[str, Any]]]:
     """The draft fixture of `calls`, and the override patches they need."""
     events: list[SessionEvent] = []
     patches = []
@@ -171,7 +183,12 @@ def draft_fixture(calls: Sequence[DraftCall], header: SessionHeader, rng: random
             events.append(AssistantChunk(len(events), 0, AssistantChunkData(turn, step, chunk)))
         if call.throw is not UNSET or call.hang is not UNSET or call.patch:
             patches.append({"at": number, "entry": _entry(call, chunks)})
-        ends_turn = call.throw is not UNSET or call.hang is not UNSET or type(chunks[-1]) is not Finish or chunks[-1].reason != "tool-calls"
+        ends_turn = (
+            call.throw is not UNSET
+            or call.hang is not UNSET
+            or type(chunks[-1]) is not Finish
+            or chunks[-1].reason != "tool-calls"
+        )
         turn, step = (turn + 1, 0) if ends_turn else (turn, step + 1)
     return render_fixture(header, events), patches
 
@@ -181,7 +198,9 @@ def write_draft(draft: DraftFile, directory: Path, seed: int = 7) -> list[Path]:
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    header = SessionHeader(version=SESSION_FORMAT_VERSION, id="<session-1>", created_at=0, cwd="<workspace>")
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id="<session-1>", created_at=0, cwd="<workspace>"
+    )
     data, patches = draft_fixture(draft.calls, header, rng)
     (directory / "session.jsonl").write_bytes(data)
     written.append(directory / "session.jsonl")
@@ -196,13 +215,17 @@ def write_draft(draft: DraftFile, directory: Path, seed: int = 7) -> list[Path]:
         )
         data, child_patches = draft_fixture(calls, child, rng)
         if child_patches:
-            raise ValueError(f"children[{number - 1}]: a subagent's calls cannot be patched (no override for children)")
+            raise ValueError(
+                f"children[{number - 1}]: a subagent's calls cannot be patched (no override for children)"
+            )
         path = directory / f"session.{number}.jsonl"
         path.write_bytes(data)
         written.append(path)
     if patches:
         path = directory / "replay.override.json"
-        path.write_text(json.dumps({"patches": patches}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps({"patches": patches}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         written.append(path)
     return written
 

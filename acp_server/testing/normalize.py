@@ -34,10 +34,17 @@ class Normalizer:
     """Replaces a run's volatile values; numbering is by first appearance, so normalize the
     transcript before the logs, in order."""
 
-    def __init__(self, paths: Iterable[tuple[str, str]], session_ids: Iterable[str], subscription_ids: Iterable[str]) -> None:
+    def __init__(
+        self,
+        paths: Iterable[tuple[str, str]],
+        session_ids: Iterable[str],
+        subscription_ids: Iterable[str],
+    ) -> None:
         # Longest first, so that a path inside another is replaced as a whole.
         self._paths = sorted(paths, key=lambda pair: len(pair[0]), reverse=True)
-        self._kinds = {i: "session" for i in session_ids} | {i: "subscription" for i in subscription_ids}
+        self._kinds = {i: "session" for i in session_ids} | {
+            i: "subscription" for i in subscription_ids
+        }
         self._names: dict[str, str] = {}
         self._counts: dict[str, int] = {}
 

@@ -87,7 +87,11 @@ class _Process:
     def __init__(self, argv: Sequence[str]) -> None:
         self.argv = list(argv)
         self.popen = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
         )
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr = bytearray()
@@ -131,16 +135,22 @@ class _Process:
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise ScenarioError(f"no frame from the server within {timeout}s; stderr:\n{self.stderr}") from None
+            raise ScenarioError(
+                f"no frame from the server within {timeout}s; stderr:\n{self.stderr}"
+            ) from None
         if line is None:
             self._lines.put(None)
             return None
         try:
             frame = json.loads(line)
         except ValueError:
-            raise ScenarioError(f"the server wrote a line that is not JSON: {line[:200]!r}") from None
+            raise ScenarioError(
+                f"the server wrote a line that is not JSON: {line[:200]!r}"
+            ) from None
         if not isinstance(frame, dict):
-            raise ScenarioError(f"the server wrote a JSON value that is not an object: {line[:200]!r}")
+            raise ScenarioError(
+                f"the server wrote a JSON value that is not an object: {line[:200]!r}"
+            )
         return frame
 
     def close_input(self) -> None:
@@ -154,7 +164,9 @@ class _Process:
         try:
             code = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise ScenarioError(f"the server did not exit within {timeout}s of its input ending") from None
+            raise ScenarioError(
+                f"the server did not exit within {timeout}s of its input ending"
+            ) from None
         for thread in self._threads:
             thread.join(timeout=timeout)
         return code
@@ -282,9 +294,13 @@ class _Run:
             self.stderr.append(process.stderr)
         self._release_held()
         if code != 0:
-            raise ScenarioError(f"server process {self.processes} exited with status {code}; stderr:\n{process.stderr}")
+            raise ScenarioError(
+                f"server process {self.processes} exited with status {code}; stderr:\n{process.stderr}"
+            )
         if process.tail:
-            raise ScenarioError(f"server process {self.processes} left an unterminated line: {process.tail[:200]!r}")
+            raise ScenarioError(
+                f"server process {self.processes} left an unterminated line: {process.tail[:200]!r}"
+            )
 
     def abort(self) -> None:
         if self.process is not None:
@@ -296,7 +312,9 @@ class _Run:
 
     def send(self, frame: dict[str, Any]) -> None:
         assert self.process is not None
-        self.records.append(("client", json.loads(encode_line(frame))))  # as sent, not as mutated later
+        self.records.append(
+            ("client", json.loads(encode_line(frame)))
+        )  # as sent, not as mutated later
         self.process.send(frame)
 
     def _keep_server(self, frame: dict[str, Any]) -> None:
@@ -309,7 +327,9 @@ class _Run:
         self.records.extend(("server", frame) for frame in self.held_events)
         self.held_events = []
 
-    def request(self, method: str, params: Any, context: _PromptContext | None = None) -> dict[str, Any]:
+    def request(
+        self, method: str, params: Any, context: _PromptContext | None = None
+    ) -> dict[str, Any]:
         """Send a request and play the client until its response; the response frame."""
         assert self.process is not None
         self.request_ids += 1
@@ -323,7 +343,9 @@ class _Run:
         while True:
             incoming = self.process.read(self.timeout)
             if incoming is None:
-                raise ScenarioError(f"the server's output ended while waiting for the answer to {method}; stderr:\n{self.process.stderr}")
+                raise ScenarioError(
+                    f"the server's output ended while waiting for the answer to {method}; stderr:\n{self.process.stderr}"
+                )
             if "method" in incoming:
                 self._keep_server(incoming)
                 if "id" in incoming:
@@ -333,7 +355,9 @@ class _Run:
                 continue
             self.records.append(("server", incoming))
             if incoming.get("id") != request_id:
-                raise ScenarioError(f"the server answered request id {incoming.get('id')!r}, which was never sent")
+                raise ScenarioError(
+                    f"the server answered request id {incoming.get('id')!r}, which was never sent"
+                )
             return incoming
 
     def _notification(self, frame: dict[str, Any], context: _PromptContext) -> None:
@@ -355,10 +379,14 @@ class _Run:
             deadline = time.monotonic() + self.timeout
             while not ready.exists():
                 if time.monotonic() > deadline:
-                    raise ScenarioError(f"{context.where}: {when.when_file} did not appear in the workspace within {self.timeout}s")
+                    raise ScenarioError(
+                        f"{context.where}: {when.when_file} did not appear in the workspace within {self.timeout}s"
+                    )
                 time.sleep(0.005)
         context.cancel_sent = True
-        self.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+        self.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}}
+        )
 
     # -- answering the server's requests -------------------------------------------------------
 
@@ -366,7 +394,9 @@ class _Run:
         method = frame["method"]
         params = frame.get("params") or {}
         if context is None:
-            raise ScenarioError(f"the server sent a request outside a prompt: {encode_line(frame)[:300]}")
+            raise ScenarioError(
+                f"the server sent a request outside a prompt: {encode_line(frame)[:300]}"
+            )
         if method.startswith("terminal/") and method != "terminal/create":
             reply = self._terminal(method, params, context)
         else:
@@ -380,7 +410,9 @@ class _Run:
             reply = self._reply(answer, method, params, context)
         self.send({"jsonrpc": "2.0", "id": frame["id"], **reply})
 
-    def _reply(self, answer: Answer, method: str, params: dict[str, Any], context: _PromptContext) -> dict[str, Any]:
+    def _reply(
+        self, answer: Answer, method: str, params: dict[str, Any], context: _PromptContext
+    ) -> dict[str, Any]:
         if isinstance(answer, ErrorAnswer):
             return {"error": {"code": answer.code, "message": answer.message}}
         if isinstance(answer, PermissionAnswer):
@@ -413,7 +445,9 @@ class _Run:
         path = self._workspace_path(params.get("path"), "fs/read_text_file")
         relative = path.relative_to(self.workspace)
         if not path.is_file():
-            return {"error": {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {relative}"}}
+            return {
+                "error": {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {relative}"}
+            }
         text = path.read_text(encoding="utf-8")
         line, limit = params.get("line"), params.get("limit")
         if line is not None or limit is not None:
@@ -422,16 +456,26 @@ class _Run:
             text = "".join(lines[start : start + limit] if limit is not None else lines[start:])
         return {"result": {"content": text}}
 
-    def _terminal(self, method: str, params: dict[str, Any], context: _PromptContext) -> dict[str, Any]:
+    def _terminal(
+        self, method: str, params: dict[str, Any], context: _PromptContext
+    ) -> dict[str, Any]:
         terminal_id = params.get("terminalId")
         answer = context.terminals.get(terminal_id)  # type: ignore[arg-type]
         if answer is None:
-            raise ScenarioError(f"{context.where}: {method} names terminal {terminal_id!r}, which is not open")
+            raise ScenarioError(
+                f"{context.where}: {method} names terminal {terminal_id!r}, which is not open"
+            )
         status = {"exitCode": answer.exit_code, "signal": answer.signal}
         if method == "terminal/wait_for_exit":
             return {"result": status}
         if method == "terminal/output":
-            return {"result": {"output": answer.output, "truncated": answer.truncated, "exitStatus": status}}
+            return {
+                "result": {
+                    "output": answer.output,
+                    "truncated": answer.truncated,
+                    "exitStatus": status,
+                }
+            }
         if method == "terminal/release":
             del context.terminals[terminal_id]  # type: ignore[arg-type]
             return {"result": {}}
@@ -458,12 +502,19 @@ class _Run:
                     },
                 )
             elif isinstance(step, NewStep):
-                result = self._result(where, self.request("session/new", {"cwd": str(self.workspace), "mcpServers": []}))
+                result = self._result(
+                    where,
+                    self.request("session/new", {"cwd": str(self.workspace), "mcpServers": []}),
+                )
                 self.session_id = result["sessionId"]
             elif isinstance(step, PromptStep):
                 self._prompt(step, where)
             elif isinstance(step, LoadStep):
-                params: dict[str, Any] = {"sessionId": self.session_id, "cwd": str(self.workspace), "mcpServers": []}
+                params: dict[str, Any] = {
+                    "sessionId": self.session_id,
+                    "cwd": str(self.workspace),
+                    "mcpServers": [],
+                }
                 if step.max_messages is not UNSET:
                     params["_meta"] = {"acp-server": {"replay": {"maxMessages": step.max_messages}}}
                 self._result(where, self.request("session/load", params))
@@ -488,24 +539,36 @@ class _Run:
 
     def _result(self, where: str, response: dict[str, Any]) -> Any:
         if "result" not in response:
-            raise ScenarioError(f"{where}: the server answered with an error: {encode_line(response)[:500]}")
+            raise ScenarioError(
+                f"{where}: the server answered with an error: {encode_line(response)[:500]}"
+            )
         return response["result"]
 
     def _prompt(self, step: PromptStep, where: str) -> None:
-        prompt = [{"type": "text", "text": step.prompt}] if isinstance(step.prompt, str) else msgspec.to_builtins(step.prompt)
+        prompt = (
+            [{"type": "text", "text": step.prompt}]
+            if isinstance(step.prompt, str)
+            else msgspec.to_builtins(step.prompt)
+        )
         context = _PromptContext(step, where, list(step.answers))
         params = {"sessionId": self.session_id, "prompt": self._substitute(prompt)}
         self.request("session/prompt", params, context)
         if context.used < len(context.answers):
             unused = ", ".join(f"answers[{i}]" for i in range(context.used, len(context.answers)))
-            raise ScenarioError(f"{where}: the server made fewer requests than scripted: {unused} never used")
+            raise ScenarioError(
+                f"{where}: the server made fewer requests than scripted: {unused} never used"
+            )
         if step.cancel is not UNSET and not context.cancel_sent:
-            raise ScenarioError(f"{where}: the prompt ended before its cancel was sent ({context.updates} updates)")
+            raise ScenarioError(
+                f"{where}: the prompt ended before its cancel was sent ({context.updates} updates)"
+            )
         assert self.process is not None
         while any(s not in context.turn_ends for s in self.subscriptions):
             frame = self.process.read(self.timeout)
             if frame is None:
-                raise ScenarioError(f"{where}: the server's output ended before the followed turn/end")
+                raise ScenarioError(
+                    f"{where}: the server's output ended before the followed turn/end"
+                )
             self._keep_server(frame)
             if "method" in frame and "id" in frame:
                 self._answer(frame, context)
@@ -518,8 +581,14 @@ class _Run:
             return {"kind": "session", "sessionId": self.session_id}
         children = self._children()
         if not 1 <= child <= len(children):
-            raise ScenarioError(f"{where}: child {child} does not exist ({len(children)} subagents started)")
-        return {"kind": "subagent", "parentSessionId": self.session_id, "childSessionId": children[child - 1]}
+            raise ScenarioError(
+                f"{where}: child {child} does not exist ({len(children)} subagents started)"
+            )
+        return {
+            "kind": "subagent",
+            "parentSessionId": self.session_id,
+            "childSessionId": children[child - 1],
+        }
 
     def _children(self) -> list[str]:
         if self.session_id is None:
@@ -553,7 +622,9 @@ class _Run:
             if not page["records"]:
                 raise ScenarioError(f"{where}: an empty page says hasMore")
             first = page["records"][0]
-            params["beforeSeq"] = first["event"]["seq"] if "event" in first else first["chunks"]["seq0"]
+            params["beforeSeq"] = (
+                first["event"]["seq"] if "event" in first else first["chunks"]["seq0"]
+            )
         raise ScenarioError(f"{where}: paging did not reach the start")
 
     def _substitute(self, value: Any) -> Any:
@@ -580,10 +651,14 @@ class _Run:
         named = [(FIXTURE_NAME, found.pop(self.session_id))]  # type: ignore[arg-type]
         for number, child in enumerate(self._children(), start=1):
             if child not in found:
-                raise ScenarioError(f"subagent {number} ({child}) has no log in the sessions directory")
+                raise ScenarioError(
+                    f"subagent {number} ({child}) has no log in the sessions directory"
+                )
             named.append((child_fixture_name(number), found.pop(child)))
         if found:
-            raise ScenarioError(f"sessions nobody started as a subagent of the scenario's session: {sorted(found)}")
+            raise ScenarioError(
+                f"sessions nobody started as a subagent of the scenario's session: {sorted(found)}"
+            )
         return named
 
     def result(self) -> RunResult:
@@ -612,7 +687,10 @@ class _Run:
         return RunResult(transcript, logs, "".join(self.stderr))
 
     def partial_transcript(self) -> str:
-        return "\n".join(encode_line(value) if kind != "process" else f"(process {value})" for kind, value in self.records[-40:])
+        return "\n".join(
+            encode_line(value) if kind != "process" else f"(process {value})"
+            for kind, value in self.records[-40:]
+        )
 
 
 def run_scenario(
@@ -642,7 +720,9 @@ def run_scenario(
             run.run()
         except ScenarioError as exc:
             run.abort()
-            raise ScenarioError(f"{directory.name}: {exc}\n\nlast frames (raw):\n{run.partial_transcript()}") from None
+            raise ScenarioError(
+                f"{directory.name}: {exc}\n\nlast frames (raw):\n{run.partial_transcript()}"
+            ) from None
         except BaseException:
             run.abort()
             raise
@@ -664,7 +744,11 @@ DIFF_LINES: Final = 80
 
 
 def _diff(expected: list[str], actual: list[str], name: str) -> str:
-    lines = list(difflib.unified_diff(expected, actual, f"{name} (committed)", f"{name} (this run)", n=2, lineterm=""))
+    lines = list(
+        difflib.unified_diff(
+            expected, actual, f"{name} (committed)", f"{name} (this run)", n=2, lineterm=""
+        )
+    )
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"... ({len(lines) - DIFF_LINES} more diff lines)"]
     return "\n".join(lines)
@@ -692,7 +776,9 @@ def compare(directory: Path | str, result: RunResult) -> list[Mismatch]:
     mismatches = []
     transcript = directory / TRANSCRIPT_NAME
     if not transcript.is_file():
-        mismatches.append(Mismatch(TRANSCRIPT_NAME, "missing: run with ACP_SNAPSHOT=refresh to write it"))
+        mismatches.append(
+            Mismatch(TRANSCRIPT_NAME, "missing: run with ACP_SNAPSHOT=refresh to write it")
+        )
     elif transcript.read_bytes() != result.transcript:
         expected = transcript.read_text(encoding="utf-8").splitlines()
         actual = result.transcript.decode().splitlines()
@@ -700,15 +786,23 @@ def compare(directory: Path | str, result: RunResult) -> list[Mismatch]:
     for name, data in result.logs.items():
         path = directory / name
         if not path.is_file():
-            mismatches.append(Mismatch(name, "missing: the run produced this log but nothing is committed"))
+            mismatches.append(
+                Mismatch(name, "missing: the run produced this log but nothing is committed")
+            )
         elif path.read_bytes() != data:
             diff = _diff(event_lines(name, path.read_bytes()), event_lines(name, data), name)
             if not diff:  # same events, other bytes: a layout difference
-                diff = _diff(path.read_text(encoding="utf-8").splitlines(), data.decode().splitlines(), name)
-            mismatches.append(Mismatch(name, "(one logical event a line, seq and time left out)\n" + diff))
+                diff = _diff(
+                    path.read_text(encoding="utf-8").splitlines(), data.decode().splitlines(), name
+                )
+            mismatches.append(
+                Mismatch(name, "(one logical event a line, seq and time left out)\n" + diff)
+            )
     for path in sorted(directory.glob("session.*.jsonl")):
         if path.name not in result.logs:
-            mismatches.append(Mismatch(path.name, "committed, but the run started no such subagent"))
+            mismatches.append(
+                Mismatch(path.name, "committed, but the run started no such subagent")
+            )
     return mismatches
 
 

@@ -241,8 +241,12 @@ def check_steps(steps: Sequence[Step]) -> list[str]:
             problems.append(f"{where}: comes before the new step that creates the session")
         if isinstance(step, PromptStep):
             for number, answer in enumerate(step.answers):
-                if isinstance(answer, PermissionAnswer) and (answer.option_id is UNSET) == (not answer.cancelled):
-                    problems.append(f"{where}: answers[{number}]: give exactly one of optionId and cancelled: true")
+                if isinstance(answer, PermissionAnswer) and (answer.option_id is UNSET) == (
+                    not answer.cancelled
+                ):
+                    problems.append(
+                        f"{where}: answers[{number}]: give exactly one of optionId and cancelled: true"
+                    )
     if not has_session:
         problems.append("no new step: a scenario needs its session")
     return problems

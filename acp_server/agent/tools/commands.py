@@ -88,18 +88,18 @@ async def run_command(
 
 
 class _CreateTerminalResult(Struct):
-    terminalId: str  # noqa: N815 - the wire's key
+    terminalId: str
 
 
 class _ExitStatus(Struct):
-    exitCode: int | None = None  # noqa: N815
+    exitCode: int | None = None
     signal: str | None = None
 
 
 class _TerminalOutputResult(Struct):
     output: str
     truncated: bool
-    exitStatus: _ExitStatus | None = None  # noqa: N815
+    exitStatus: _ExitStatus | None = None
 
 
 async def _run_in_terminal(ctx: ToolContext, args: RunCommandArgs, timeout_ms: int) -> ToolOutcome:
@@ -197,7 +197,9 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
         if not os.path.isdir(ctx.cwd):
             # The child could not enter the session's cwd (uvloop does not say which path was
             # missing): the program is not what is missing.
-            raise ToolError(f"cannot run {args.command}: the working directory {ctx.cwd} does not exist") from None
+            raise ToolError(
+                f"cannot run {args.command}: the working directory {ctx.cwd} does not exist"
+            ) from None
         raise ToolError(f"command not found: {args.command}") from None
     except PermissionError:
         raise ToolError(f"cannot run {args.command}: permission denied") from None
