@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from hypothesis import given
@@ -178,28 +179,30 @@ async def test_writer_keeps_order_across_small_and_large_frames() -> None:
 async def test_a_slow_reader_does_not_stall_the_event_loop() -> None:
     read_end, write_end = os.pipe()
     received = bytearray()
-    ticks = 0
-    done = anyio.Event()
+    other_work = anyio.Event()
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await anyio.sleep(0.01)
+    async def other_task() -> None:
+        for _ in range(100):
+            await anyio.lowlevel.checkpoint()
+        other_work.set()
 
     writer = FrameWriter(write_end)
     frame = b"y" * (1 << 20) + b"\n"  # larger than a pipe's buffer
     thread = threading.Thread(target=drain, args=(read_end, received, 0.05))
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
-        tg.start_soon(ticker)
-        await writer.send(frame)
-        await writer.send(frame)
-        await anyio.sleep(0.3)  # nobody reads yet: the writes are stuck in a worker thread
-        assert ticks >= 10
-        thread.start()
+        try:
+            # Nobody reads yet, so these writes cannot complete; they wait in a worker thread
+            # while the event loop goes on running other tasks.
+            await writer.send(frame)
+            await writer.send(frame)
+            tg.start_soon(other_task)
+            with anyio.fail_after(10):
+                await other_work.wait()
+            assert received == bytearray()
+        finally:
+            thread.start()  # a failure above must not leave the writer's thread stuck forever
         await writer.aclose()
-        done.set()
     os.close(write_end)
     thread.join(10)
     os.close(read_end)
