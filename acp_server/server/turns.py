@@ -7,11 +7,12 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import anyio
 
-from ..agent.loop import StopReason, Turn, TurnEnv
+from ..agent.loop import ModelRequestFailed, StopReason, Turn, TurnEnv
 from ..agent.ports import ClientPort
 from ..agent.tools import ToolContext
 from ..core.acp_updates import SessionNotification
@@ -19,8 +20,11 @@ from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..providers.base import Provider
+from ..storage.log import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
+
+log = logging.getLogger(__name__)
 
 
 class Conversations:
@@ -47,6 +51,11 @@ class Conversations:
         """Run one turn; a second prompt while one runs is refused, not queued."""
         if session.turn is not None:
             raise busy_error(session.id)
+        if session.writer.failure is not None:
+            # A write failed earlier (or the log is read-only): continue it anew first, or
+            # say why it still cannot be written.
+            await self.sessions.reopen(session)
+            self.bind(session)
         turn = Turn(self._env(session), prompt)
         session.turn = turn
         session.begin_turn()
@@ -66,8 +75,20 @@ class Conversations:
         finally:
             session.turn = None
         if failure is not None:
+            if not isinstance(failure, ModelRequestFailed):
+                await self._recover(session)
             raise failure
         return stop
+
+    async def _recover(self, session: LiveSession) -> None:
+        """After a turn that ended by an exception (a failed write, a bug), make the session's
+        events what its log holds, with the turn closed as recovery closes it (SPEC 2.5). If the
+        log still cannot be written, the next prompt tries again."""
+        try:
+            await self.sessions.reopen(session)
+        except (LogError, OSError) as exc:
+            log.info("session %s: not reopened after a failed turn: %s", session.id, exc)
+        self.bind(session)
 
     def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
         directories = [Path(d) for d in session.additional_directories]
