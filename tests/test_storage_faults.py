@@ -172,6 +172,8 @@ def test_a_prompt_on_a_full_disk_fails_as_disk_full_and_the_next_one_works_once_
     flags = ("--compression", compression)
     with PromptServer(tmp_path, SCENARIO, *flags) as server:
         session = server.new_session()
+        path = log_path(sessions, session, compression)
+        synced = path.read_bytes()
         ballast = fill(sessions)
 
         assert server.prompt(session, "first").error == DISK_FULL
@@ -179,24 +181,9 @@ def test_a_prompt_on_a_full_disk_fails_as_disk_full_and_the_next_one_works_once_
         ballast.unlink()
         assert server.prompt(session, "second").stop_reason == "end_turn"
 
-    path = log_path(sessions, session, compression)
+    assert path.read_bytes().startswith(synced)  # nothing fsynced was cut
     assert outline(logged(path)) == FIRST_TURN_CLOSED_BY_RECOVERY_THEN_SECOND
     assert_loads_and_verifies(tmp_path, session, path, *flags)
-
-
-def test_a_prompt_on_a_full_disk_loses_nothing_already_synced(
-    tmp_path: Path, sessions: Path
-) -> None:
-    with PromptServer(tmp_path, SCENARIO) as server:
-        session = server.new_session()
-        path = log_path(sessions, session, "none")
-        before = path.read_bytes()
-        ballast = fill(sessions)
-
-        server.prompt(session, "first")
-
-        assert path.read_bytes().startswith(before)
-        ballast.unlink()
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
@@ -318,21 +305,23 @@ def test_an_intact_session_loads_from_a_read_only_directory_and_a_prompt_says_re
     path = first.log_path(session)
     before = path.read_bytes()
 
-    with read_only_bind(first.sessions_dir):
-        with PromptServer(tmp_path, tmp_path / "fixture") as server:
-            loaded = server.request("session/load", load_params(server, session))
-            assert loaded.result == {}
-            assert loaded.text() == NOISE
+    with (
+        read_only_bind(first.sessions_dir),
+        PromptServer(tmp_path, tmp_path / "fixture") as server,
+    ):
+        loaded = server.request("session/load", load_params(server, session))
+        assert loaded.result == {}
+        assert loaded.text() == NOISE
 
-            assert server.prompt(session, "second").error == READ_ONLY_LOG
-            assert server.request(
-                "session/new", {"cwd": str(server.workspace), "mcpServers": []}
-            ).error == storage_failure(
-                "read-only",
-                "EROFS",
-                "the sessions directory is read-only",
-                "accessing the sessions directory",
-            )
+        assert server.prompt(session, "second").error == READ_ONLY_LOG
+        assert server.request(
+            "session/new", {"cwd": str(server.workspace), "mcpServers": []}
+        ).error == storage_failure(
+            "read-only",
+            "EROFS",
+            "the sessions directory is read-only",
+            "accessing the sessions directory",
+        )
     assert path.read_bytes() == before
 
 
