@@ -225,6 +225,7 @@ def _storage_failure(code: int | None, when: str) -> RpcError | None:
 
 
 def _from_write_failure(exc: LogWriteFailed) -> RpcError | None:
+    log.warning("%s", exc)
     return _storage_failure(exc.errno, "while writing the session log")
 
 
