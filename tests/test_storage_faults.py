@@ -283,6 +283,23 @@ def test_session_list_without_file_descriptors_fails_as_too_many_open_files(
         assert answered.error == NO_DESCRIPTORS
 
 
+def test_session_load_without_file_descriptors_fails_as_too_many_open_files_and_works_after(
+    tmp_path: Path,
+) -> None:
+    with PromptServer(tmp_path, SCENARIO) as first:
+        session = first.new_session()
+    with PromptServer(tmp_path, tmp_path / "fixture") as server:
+        pid = server.process.process.pid
+        params = {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        old = starve_of_descriptors(pid)
+
+        answered = server.request("session/load", params)
+
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        assert answered.error == NO_DESCRIPTORS
+        assert server.request("session/load", params).result == {}
+
+
 # ---------------------------------------------------------------------------------------------
 # A read-only sessions directory.
 
