@@ -51,17 +51,18 @@ class Conversations:
         """Run one turn; a second prompt while one runs is refused, not queued."""
         if session.turn is not None:
             raise busy_error(session.id)
-        if session.writer.failure is not None:
-            # A write failed earlier (or the log is read-only): continue it anew first, or
-            # say why it still cannot be written.
-            await self.sessions.reopen(session)
-            self.bind(session)
         turn = Turn(self._env(session), prompt)
-        session.turn = turn
+        session.turn = turn  # claimed before anything awaits: a second prompt is refused
         session.begin_turn()
         failure: Exception | None = None
         try:
-            with session.activity():
+            with session.activity():  # closing the session waits for all of it
+                if session.writer.failure is not None:
+                    # A write failed earlier (or the log is read-only): continue the log anew
+                    # first, or say why it still cannot be written.
+                    await self.sessions.reopen(session)
+                    self.bind(session)
+                    turn = session.turn = Turn(self._env(session), prompt)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
@@ -72,11 +73,11 @@ class Conversations:
                         failure = exc
                     finally:
                         flushing.cancel_scope.cancel()
+                if failure is not None and not isinstance(failure, ModelRequestFailed):
+                    await self._recover(session)  # still claimed: nothing else writes meanwhile
         finally:
             session.turn = None
         if failure is not None:
-            if not isinstance(failure, ModelRequestFailed):
-                await self._recover(session)
             raise failure
         return stop
 
