@@ -230,9 +230,11 @@ def _from_write_failure(exc: LogWriteFailed) -> RpcError | None:
 
 
 def _from_os_error(exc: OSError) -> RpcError | None:
-    # Only the message and errno reach the wire: paths stay in the server's log.
-    log.warning("storage failure: %s", exc)
-    return _storage_failure(exc.errno, "while accessing the sessions directory")
+    error = _storage_failure(exc.errno, "while accessing the sessions directory")
+    if error is not None:
+        # Only the message and errno reach the wire: paths stay in the server's log.
+        log.warning("storage failure: %s", exc)
+    return error
 
 
 ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError | None]], ...]] = (
