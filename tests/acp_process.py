@@ -42,6 +42,7 @@ class AcpProcess:
         *args: str,
         command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         if command is None:
             command = [sys.executable, "-m", "acp_server", "serve"]
@@ -55,6 +56,7 @@ class AcpProcess:
             stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},
             bufsize=0,
+            preexec_fn=preexec_fn,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin = self.process.stdin

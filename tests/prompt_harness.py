@@ -48,6 +48,8 @@ PARAMS_MODELS: dict[str, type[BaseModel]] = {
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": schema.InitializeResponse,
     "session/new": schema.NewSessionResponse,
+    "session/load": schema.LoadSessionResponse,
+    "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
 }
 
@@ -183,6 +185,7 @@ class PromptServer:
         *flags: str,
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.tmp = tmp_path.resolve()
         self.workspace = self.tmp / "workspace"
@@ -195,7 +198,9 @@ class PromptServer:
         )
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
-        self.process = AcpProcess(self.sessions_dir, "--replay", str(fixture), *flags)
+        self.process = AcpProcess(
+            self.sessions_dir, "--replay", str(fixture), *flags, preexec_fn=preexec_fn
+        )
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
         result = self.request(

@@ -75,6 +75,7 @@ from ..core.events import (
 )
 from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
+from ..storage.log import LogWriteFailed
 from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
@@ -235,6 +236,8 @@ class Turn:
         except ProviderError as exc:
             state.streaming = False
             self._fail(exc)
+        except LogWriteFailed:
+            raise  # the log, not the model, failed: nothing more can be recorded
         except Exception:  # a provider bug must still end the turn in the log, not leave it open
             log.exception("the model provider failed in session %s", rec.session_id)
             state.streaming = False

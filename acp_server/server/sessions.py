@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import fcntl
 import logging
 import mmap
@@ -43,6 +44,7 @@ from ..storage.log import (
     CorruptLog,
     LogError,
     LogLocked,
+    LogWriteFailed,
     LogWriter,
     log_compression,
     parse_header,
@@ -56,6 +58,9 @@ log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE: Final = 50
 """Sessions per `session/list` page."""
+
+PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Failures of this process rather than of one session's files."""
 
 SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
@@ -398,13 +403,51 @@ class SessionRegistry:
                 )
                 if continued.closers:
                     log.info("session %s: recovery closed an interrupted turn", session_id)
+                if continued.writer.failure is not None:
+                    log.info(
+                        "session %s opened, but its log cannot be written: %s",
+                        session_id,
+                        continued.writer.failure,
+                    )
                 self._register(session)
             elif not _same_path(session.cwd, cwd):
                 raise _cwd_mismatch(session.cwd)
+            elif session.writer.failure is not None:
+                try:
+                    await self._reopen(session)
+                except (LogError, OSError) as exc:
+                    # Still loadable: its events are what the log holds; writes say why not.
+                    log.info("session %s: its log still cannot be written: %s", session_id, exc)
             # ACP: the list given is the complete list of additional roots; none if omitted.
             session.additional_directories = list(additional_directories or [])
             session.mcp_servers = list(mcp_servers or [])
             return session
+
+    async def reopen(self, session: LiveSession) -> None:
+        """Make a live session whose log failed to write usable again (see `_reopen`)."""
+        async with self._locked(session.id):
+            await self._reopen(session)
+
+    async def _reopen(self, session: LiveSession) -> None:
+        """Re-read a live session's log and continue it, as a load would (SPEC 2.5): what a
+        failed write left is dropped, an interrupted turn closed, and the session's events
+        become what the file holds. `LogWriteFailed` if it still cannot be written (the
+        events are then those of the file, and the writer still refuses writes)."""
+        writer = session.writer
+        with anyio.CancelScope(shield=True):
+            if writer.failure is None and not writer.closed:
+                with contextlib.suppress(LogWriteFailed):
+                    await anyio.to_thread.run_sync(writer.sync)  # keep what is still queued
+            continued = await anyio.to_thread.run_sync(
+                self.store.reopen, writer, session.id, self.clock()
+            )
+        session.recorder.writer = continued.writer
+        session.recorder.log = continued.log
+        if continued.closers:
+            log.info("session %s: recovery closed an interrupted turn", session.id)
+        failure = continued.writer.failure
+        if failure is not None:
+            raise LogWriteFailed(continued.writer.path, failure)
 
     def _continue(self, session_id: str, cwd: str) -> ContinuedLog:
         try:
@@ -517,6 +560,8 @@ class SessionRegistry:
             try:
                 header = read_header(self.store.log_path(session_id))
             except (LogError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
+                    raise  # not this session's fault: every other one would fail the same way
                 log.warning("session/list: skipped session %s: %s", session_id, exc)
                 continue
             if header.id != session_id:

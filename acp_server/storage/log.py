@@ -5,18 +5,22 @@ plain JSON lines (`session.jsonl`) or as a sequence of Zstandard frames, one per
 each holding whole lines (`session.jsonl.zst`). Line numbers in errors count from 1, the
 header being line 1, as editors and `sed -n` count them.
 
-Reading never changes a file; only `LogWriter` (which holds an exclusive lock) does.
+Reading never changes a file; only `LogWriter` (which holds an exclusive lock) does. A writer
+whose write or fsync fails cuts the file back to its last complete record and refuses every
+later write until the log is reopened, so a full disk or an I/O error never leaves a record
+written after a torn one.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 import msgspec
 import zstandard
@@ -75,6 +79,24 @@ class UnsupportedVersion(LogError):
 
 class LogLocked(LogError):
     """Another writer holds the log (SPEC 2.4: one writer at a time)."""
+
+
+class LogWriteFailed(LogError):
+    """The log cannot be written: the disk is full, read-only, failing... (`cause` says which).
+
+    Raised by the write that failed and by every later one on the same writer: nothing more
+    is written to the log until it is reopened (`LogWriter.reset`, or a new writer).
+    """
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(f"{path}: cannot write the log: {cause.strerror or cause}")
+        self.path = str(path)
+        self.cause = cause
+        self.errno = cause.errno
+
+
+READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Opening a log for writing fails with these when it may still be read."""
 
 
 @dataclass
@@ -268,6 +290,11 @@ class LogWriter:
     `flush()` hands the batch to the OS (a crash of this process then loses nothing);
     `sync()` also fsyncs it (a crash of the machine then loses nothing). When to call which is
     the loop's policy (SPEC 2.4); this class only makes each call cheap and atomic per batch.
+
+    A write that fails (ENOSPC, EFBIG, EIO...) cuts the file back to where the batch began, a
+    failed fsync back to the last successful one, and sets `failure`: from then on every
+    append, flush and sync raises `LogWriteFailed` (nothing is ever written after a torn
+    record) until `reset()` after the log was re-read. A writer opened `read_only` starts failed.
     """
 
     path: Path
@@ -276,8 +303,16 @@ class LogWriter:
     next_seq: int
     pack: bool = True
     compression: Compression = "none"
+    failure: OSError | None = None
+    """Why the log cannot be written now, or None."""
+    writable: bool = True
+    """False for a log opened read-only (its directory or file cannot be written)."""
     _pending: list[SessionEvent] = field(default_factory=list)
     _compressor: zstandard.ZstdCompressor | None = None
+    _size: int = 0
+    """Where the last complete batch ends: a failed write is cut back to it."""
+    _synced_size: int = 0
+    """Where the last successful fsync left the file: a failed fsync is cut back to it."""
 
     @classmethod
     def open(
@@ -286,22 +321,44 @@ class LogWriter:
         """Open and lock the log at `path`; with `create`, write its header (it must not exist).
 
         Raises `LogLocked` when another writer holds it, `FileExistsError` when `create` finds
-        a log already there.
+        a log already there, `LogWriteFailed` when the header cannot be written.
         """
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        writer = cls._locked(path, os.open(path, flags, 0o644), header, next_seq, pack)
+        if create:
+            try:
+                writer._write_batch(encode_records([header]))
+                writer.sync()
+            except LogWriteFailed:
+                writer.close()
+                raise
+        return writer
+
+    @classmethod
+    def open_read_only(
+        cls, path: Path, header: SessionHeader, *, next_seq: int, failure: OSError
+    ) -> LogWriter:
+        """Open and lock an existing log that cannot be written (`failure` says why): it can be
+        read through `fd` and holds the writer's lock, but every write raises `LogWriteFailed`."""
+        writer = cls._locked(path, os.open(path, os.O_RDONLY | os.O_CLOEXEC), header, next_seq)
+        writer.writable = False
+        writer.failure = failure
+        return writer
+
+    @classmethod
+    def _locked(
+        cls, path: Path, fd: int, header: SessionHeader, next_seq: int, pack: bool = True
+    ) -> LogWriter:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise LogLocked(f"{path}: the session is open for writing in another process") from None
-        os.lseek(fd, 0, os.SEEK_END)
+        size = os.lseek(fd, 0, os.SEEK_END)
         writer = cls(path, fd, header, next_seq, pack, log_compression(path))
+        writer._size = writer._synced_size = size
         if writer.compression == "zstd":
             writer._compressor = zstandard.ZstdCompressor(write_checksum=True)
-        if create:
-            writer._write(encode_records([header]))
-            writer.sync()
         return writer
 
     @property
@@ -312,16 +369,30 @@ class LogWriter:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
+    def reset(self) -> None:
+        """Accept writes again after a failure: only once the log has been re-read and
+        `next_seq` set from what the file holds."""
+        self.failure = None
+        self._pending = []
+        self._size = self._synced_size = os.lseek(self.fd, 0, os.SEEK_END)
+
     def truncate(self, size: int) -> None:
         """Cut the file to `size` bytes (recovery drops a torn tail before the next append)."""
-        os.ftruncate(self.fd, size)
-        os.lseek(self.fd, 0, os.SEEK_END)
+        self._check()
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:
+            self.failure = exc
+            raise LogWriteFailed(self.path, exc) from exc
+        self._size = os.lseek(self.fd, 0, os.SEEK_END)
+        self._synced_size = min(self._synced_size, self._size)
 
     def append(self, events: Sequence[SessionEvent]) -> None:
         """Queue events for the next flush; their seqs must continue the log without a gap.
 
         An out-of-order batch is refused whole: nothing of it is queued.
         """
+        self._check()
         for offset, event in enumerate(events):
             if event.seq != self.next_seq + offset:
                 raise ValueError(
@@ -332,6 +403,8 @@ class LogWriter:
 
     def append_one(self, event: SessionEvent) -> None:
         """`append` for a single event: the hot path while a model streams."""
+        if self.failure is not None:
+            self._check()
         if event.seq != self.next_seq:
             raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
         self.next_seq += 1
@@ -339,31 +412,58 @@ class LogWriter:
 
     def flush(self) -> None:
         """Write the queued events as one batch (packed unless `pack` is off)."""
+        self._check()
         if not self._pending:
             return
         batch, self._pending = self._pending, []
         records = pack_chunk_runs(batch) if self.pack else batch
-        self._write(encode_records(records))
+        self._write_batch(encode_records(records))
 
     def sync(self) -> None:
         """Flush, then fsync: what was appended is on disk when this returns."""
         self.flush()
-        os.fsync(self.fd)
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            # What the kernel kept of the unsynced pages is unknown: keep only what was synced.
+            self._fail(exc, self._synced_size)
+        self._synced_size = self._size
 
     def close(self) -> None:
-        """Sync and release the lock. Safe to call twice."""
+        """Sync (unless writing failed) and release the lock. Safe to call twice."""
         if self.closed:
             return
         try:
-            self.sync()
+            if self.failure is None:
+                self.sync()
         finally:
             os.close(self.fd)  # closing the descriptor releases the flock
             self.fd = -1
 
-    def _write(self, payload: bytes) -> None:
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise LogWriteFailed(self.path, self.failure)
+
+    def _write_batch(self, payload: bytes) -> None:
         if self._compressor is not None:
             payload = self._compressor.compress(payload)
         view = memoryview(payload)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except OSError as exc:
+            self._fail(exc, self._size)
+        self._size += len(payload)
+
+    def _fail(self, exc: OSError, keep: int) -> NoReturn:
+        """Refuse writes from now on, cut the file back to `keep` bytes, raise."""
+        self.failure = exc
+        self._pending = []
+        try:
+            os.ftruncate(self.fd, keep)
+            os.lseek(self.fd, keep, os.SEEK_SET)
+            self._size = self._synced_size = keep
+        except OSError:
+            pass  # the torn tail stays; reopening the log drops it (SPEC 2.5)
+        raise LogWriteFailed(self.path, exc) from exc
