@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, write_fixture
 
@@ -198,4 +199,49 @@ def test_stats_and_cat_stream_a_log_with_a_huge_torn_tail(tmp_path: Path, action
         assert output.encode() == header_line("torn")
     else:
         assert "torn tail    yes: an incomplete final line is ignored\n" in output
+    assert peak < TOOL_PEAK
+
+
+# ---------------------------------------------------------------------------------------------
+# A Zstandard log whose first frame is small on disk and huge once decompressed.
+
+
+def zstd_bomb(root: Path, session_id: str) -> Path:
+    """A `session.jsonl.zst` whose one frame holds `BIG` NULs (a few KiB compressed)."""
+    path = root / session_id / "session.jsonl.zst"
+    path.parent.mkdir(parents=True)
+    compressor = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    with open(path, "wb") as file:
+        block = bytes(1024 * 1024)
+        for _ in range(BIG // len(block)):
+            file.write(compressor.compress(block))
+        file.write(compressor.flush())
+    return path
+
+
+def test_session_list_skips_a_zstd_log_whose_first_frame_decompresses_past_the_bound(
+    sessions: Path, server: AcpProcess
+) -> None:
+    zstd_bomb(sessions, "bomb")
+    good_log(sessions, "good")
+    listed = server.result("session/list", {})
+    assert [info["sessionId"] for info in listed["sessions"]] == ["good"]
+    assert peak_rss(server) < SERVER_PEAK
+
+
+def test_session_page_refuses_a_zstd_log_whose_first_frame_decompresses_past_the_bound(
+    sessions: Path, server: AcpProcess
+) -> None:
+    zstd_bomb(sessions, "bomb")
+    params = {"address": {"kind": "session", "sessionId": "bomb"}, "throughSeq": 0}
+    assert server.error("session.page", params) == corrupt_header()
+    assert peak_rss(server) < SERVER_PEAK
+
+
+def test_verify_refuses_a_zstd_log_whose_first_frame_decompresses_past_the_bound(
+    tmp_path: Path,
+) -> None:
+    path = zstd_bomb(tmp_path, "bomb")
+    status, output, peak = traced_run("verify", path)
+    assert (status, output.splitlines()[0]) == (1, f"{path}:1: {HEADER_TOO_LONG}")
     assert peak < TOOL_PEAK
