@@ -3,7 +3,9 @@
 PATH is a session directory, a `session.jsonl` or a `session.jsonl.zst`. `verify` keeps going
 after a problem so that one run reports every problem with its line number (exit status 1),
 where loading a log stops at the first. `stats` and `cat` read the log as the server would
-(a torn final line ignored) and fail on the first problem, with its line.
+(a torn final line ignored) and fail on the first problem, with its line; `cat` writes as it
+reads, so what came before that line is already out. All three read the log one line (or
+zstd frame) at a time: their memory does not grow with the file.
 """
 
 from __future__ import annotations
