@@ -676,7 +676,7 @@ class _Digest:
             else:
                 start = record.seq  # type: ignore[union-attr]
                 count = 1
-                if type(record.source_range) is tuple:  # type: ignore[union-attr]
+                if type(record.source_range) is tuple:
                     problem = source_range_problem(record, start, None)
                     if problem is not None:
                         raise self._corrupt(records, record, position, problem)
