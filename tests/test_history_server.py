@@ -653,19 +653,28 @@ def test_the_index_of_a_cold_log_grows_with_the_file(tmp_path: Path) -> None:
 
 
 def realistic(events: list[SessionEvent]) -> list[SessionEvent]:
-    """`events` on seqs from 0 (a log starts there), with each `assistant/message`'s
-    `sourceRange` naming the run of chunks just before it, as the loop writes it."""
+    """`events` on seqs from 0 (a log starts there), with each `sourceRange` as SPEC 1.1 has
+    it: an `assistant/message`'s names the run of chunks just before it, as the loop writes
+    it; a `tool/result`'s names its `tool/call`; any other names earlier seqs (or is left out)."""
     out: list[SessionEvent] = []
     for seq, event in enumerate(events):
         event = msgspec.structs.replace(event, seq=seq)
-        if isinstance(event, AssistantMessageEvent) and event.source_range is not UNSET:
+        source: Any = event.source_range
+        if isinstance(event, AssistantMessageEvent) and source is not UNSET:
             first = seq
             while first > 0 and isinstance(out[first - 1], AssistantChunk):
                 first -= 1
-            event = msgspec.structs.replace(
-                event, source_range=(first, seq - 1) if first < seq else UNSET
-            )
-        out.append(event)
+            source = (first, seq - 1) if first < seq else UNSET
+        elif isinstance(event, ToolResult) and source is not UNSET:
+            calls = [
+                e.seq
+                for e in out
+                if isinstance(e, ToolCall) and e.data.call_id == event.data.call_id
+            ]
+            source = (calls[-1], calls[-1]) if calls else UNSET
+        elif isinstance(source, tuple) and not source[0] <= source[1] < seq:
+            source = UNSET
+        out.append(msgspec.structs.replace(event, source_range=source))
     return out
 
 

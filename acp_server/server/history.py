@@ -50,7 +50,7 @@ from ..storage.store import SessionNotFound
 from .errors import InvalidParams, UnknownSession
 from .protocol import Empty
 from .rpc import Connection, Then
-from .sessions import SessionRegistry, read_header
+from .sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,8 @@ class History:
             raise UnknownSession(session_id) from None
         index = self._indexes.get(path)
         if index is None:
-            read_header(path)  # a clear error for an unreadable header before any scan
+            # The header is checked as every reader checks it (its bound, its id) before any scan.
+            self.sessions.store.header(session_id)
             index = self._indexes[path] = LogIndex.build(path)
         else:
             index.refresh()

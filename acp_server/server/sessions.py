@@ -19,7 +19,6 @@ import contextlib
 import errno
 import fcntl
 import logging
-import mmap
 import os
 import time
 import uuid
@@ -27,11 +26,10 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import anyio
 import msgspec
-import zstandard
 from msgspec import UNSET, UnsetType
 
 from ..agent.loop import Turn
@@ -41,14 +39,13 @@ from ..core.event_log import EventLog
 from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..storage.log import (
-    CorruptLog,
+    READ_BLOCK,
     LogError,
+    LogLines,
     LogLocked,
     LogWriteFailed,
     LogWriter,
     log_compression,
-    parse_header,
-    zstd_lines,
 )
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
 from .errors import InvalidParams, UnknownSession
@@ -235,39 +232,6 @@ def iso_time(ms: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading headers cheaply.
-
-
-def read_header(path: Path) -> SessionHeader:
-    """A log's header (line 1) without reading the rest of the log."""
-    with open(path, "rb") as file:
-        if path.name.endswith(".zst"):
-            line = _first_zstd_line(path, file)
-        else:
-            line = file.readline()
-            if not line.endswith(b"\n"):
-                raise CorruptLog(path, 1, "the log has no complete header line")
-    return parse_header(path, line)
-
-
-def _first_zstd_line(path: Path, file: Any) -> bytes:
-    # The header is written as a frame of its own; decompress until its newline appears.
-    decompressor = zstandard.ZstdDecompressor().decompressobj()
-    text = b""
-    try:
-        while b"\n" not in text and not decompressor.eof:
-            chunk = file.read(64 * 1024)
-            if not chunk:
-                break
-            text += decompressor.decompress(chunk)
-    except zstandard.ZstdError as exc:
-        raise CorruptLog(path, 1, f"first frame: {exc}") from None
-    if b"\n" not in text:
-        raise CorruptLog(path, 1, "the log has no complete header line")
-    return text[: text.index(b"\n") + 1]
-
-
-# ---------------------------------------------------------------------------------------------
 # The registry.
 
 
@@ -300,12 +264,11 @@ class SessionRegistry:
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
         session_id = session.id
+        session.recorder.listeners.append(lambda event: self._announce(session_id, event))
 
-        def announce(event: SessionEvent) -> None:
-            for listener in self.event_listeners:
-                listener(session_id, event)
-
-        session.recorder.listeners.append(announce)
+    def _announce(self, session_id: str, event: SessionEvent) -> None:
+        for listener in self.event_listeners:
+            listener(session_id, event)
 
     @contextlib.asynccontextmanager
     async def _locked(self, session_id: str) -> AsyncIterator[None]:
@@ -326,6 +289,8 @@ class SessionRegistry:
         session = self.live.get(session_id)
         if session is None:
             raise UnknownSession(session_id)
+        if session.header.origin == "subagent":
+            raise child_refused(session_id)
         return session
 
     async def create(
@@ -391,6 +356,8 @@ class SessionRegistry:
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
+            if session is not None and session.header.origin == "subagent":
+                raise child_refused(session_id)
             if session is None:
                 with anyio.CancelScope(shield=True):
                     continued = await anyio.to_thread.run_sync(self._continue, session_id, cwd)
@@ -410,6 +377,10 @@ class SessionRegistry:
                         continued.writer.failure,
                     )
                 self._register(session)
+                # Recovery appended these before the session was live: announced now, so that
+                # a follower of the cold session gets them without waiting for a later event.
+                for event in continued.closers:
+                    self._announce(session_id, event)
             elif not _same_path(session.cwd, cwd):
                 raise _cwd_mismatch(session.cwd)
             elif session.writer.failure is not None:
@@ -451,8 +422,10 @@ class SessionRegistry:
 
     def _continue(self, session_id: str, cwd: str) -> ContinuedLog:
         try:
-            # The header first: a wrong cwd is refused before recovery writes anything.
-            header = read_header(self.store.log_path(session_id))
+            # The header first: a child or a wrong cwd is refused before recovery writes anything.
+            header = self.store.header(session_id)
+            if header.origin == "subagent":
+                raise child_refused(session_id)
             if not _same_path(header.cwd, cwd):
                 raise _cwd_mismatch(header.cwd)
             return self.store.continue_session(session_id, self.clock())
@@ -478,6 +451,9 @@ class SessionRegistry:
         A session another process holds open for writing is refused (`LogLocked`).
         """
         async with self._locked(session_id):
+            session = self.live.get(session_id)
+            if session is not None and session.header.origin == "subagent":
+                raise child_refused(session_id)
             session = self.live.pop(session_id, None)
             if session is not None:
                 await self._shut(session)
@@ -490,6 +466,12 @@ class SessionRegistry:
             path = self.store.log_path(session_id)
         except SessionNotFound:
             raise UnknownSession(session_id) from None
+        try:
+            origin = self.store.header(session_id).origin
+        except LogError:
+            origin = UNSET  # an unreadable log can still be deleted: that is how it goes away
+        if origin == "subagent":
+            raise child_refused(session_id)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             try:
@@ -558,16 +540,11 @@ class SessionRegistry:
         entries = []
         for session_id in self.store.session_ids():
             try:
-                header = read_header(self.store.log_path(session_id))
+                header = self.store.header(session_id)
             except (LogError, OSError) as exc:
                 if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
                     raise  # not this session's fault: every other one would fail the same way
                 log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
-            if header.id != session_id:
-                log.warning(
-                    "session/list: skipped session %s: its header names %r", session_id, header.id
-                )
                 continue
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
@@ -606,25 +583,73 @@ def list_summary(path: Path) -> tuple[str | None, int | None]:
 
     Listing must stay cheap however long the logs are, so nothing is validated here and only
     two lines are decoded: the last one, and the last title (found by a byte search for the
-    line prefix the writer produces). Loading the session checks everything.
+    line prefix the writer produces). Memory stays bounded whatever the file holds: a plain log
+    is searched backwards a block at a time, a Zstandard one read a frame at a time. Loading
+    the session checks everything.
     """
-    if log_compression(path) == "zstd":
-        lines, _ = zstd_lines(path, path.read_bytes())
-    else:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _plain_summary(data)
-    body = lines[1:]
-    title_line = next((line for line in reversed(body) if line.startswith(_TITLE_LINE)), None)
-    return _title(title_line), _last_time(body[-1] if body else None)
+    with open(path, "rb") as file:
+        if log_compression(path) == "zstd":
+            return _zstd_summary(path, file)
+        return _plain_summary(file.fileno())
 
 
-def _plain_summary(data: mmap.mmap) -> tuple[str | None, int | None]:
-    end = data.rfind(b"\n")  # a torn final line is not an event yet
-    start = data.rfind(b"\n", 0, end) + 1
-    last = data[start:end] if start > 0 else None  # start 0: only the header
-    at = data.rfind(b"\n" + _TITLE_LINE, 0, end)
-    title_line = data[at + 1 : data.find(b"\n", at + 1)] if at >= 0 else None
+def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None]:
+    lines = iter(LogLines(path, file, "zstd"))
+    next(lines, None)  # the header
+    last = title_line = None
+    for line in lines:
+        last = line
+        if line.startswith(_TITLE_LINE):
+            title_line = line
     return _title(title_line), _last_time(last)
+
+
+def _plain_summary(fd: int) -> tuple[str | None, int | None]:
+    size = os.fstat(fd).st_size
+    end = _rfind(fd, b"\n", size)  # a torn final line is not an event yet
+    start = _rfind(fd, b"\n", end) + 1 if end > 0 else 0
+    last = _line_at(fd, start) if start > 0 else None  # start 0: only the header
+    at = _rfind(fd, b"\n" + _TITLE_LINE, end) if end > 0 else -1
+    return _title(_line_at(fd, at + 1) if at >= 0 else None), _last_time(last)
+
+
+def _rfind(fd: int, needle: bytes, end: int) -> int:
+    """The offset of the last `needle` that ends at or before byte `end`, or -1."""
+    overlap = len(needle) - 1
+    hi = end
+    while hi > overlap:
+        lo = max(0, hi - READ_BLOCK)
+        at = os.pread(fd, hi - lo, lo).rfind(needle)
+        if at >= 0:
+            return lo + at
+        hi = lo + overlap
+        if lo == 0:
+            break
+    return -1
+
+
+def _line_at(fd: int, start: int) -> bytes:
+    """The line starting at byte `start`, up to its newline."""
+    pieces: list[bytes] = []
+    while block := os.pread(fd, READ_BLOCK, start):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            pieces.append(block[:newline])
+            break
+        pieces.append(block)
+        start += len(block)
+    return b"".join(pieces)
+
+
+def child_refused(session_id: str) -> InvalidParams:
+    """A subagent's child addressed as a session of its own (SPEC 3: refused as the history
+    API refuses it): it is part of its parent's conversation, read through the parent."""
+    return InvalidParams(
+        f"Invalid params: session {session_id} is a subagent's child: it is read through its "
+        'parent, with the history address {"kind": "subagent", "parentSessionId", '
+        '"childSessionId"} - at `$.sessionId`',
+        {"path": "$.sessionId", "check": "origin"},
+    )
 
 
 def _title(line: bytes | None) -> str | None:

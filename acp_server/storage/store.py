@@ -11,11 +11,13 @@ and recovery's closers wait until it is reopened with write access (`reopen`).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
@@ -32,9 +34,9 @@ from .log import (
     LogError,
     LogWriteFailed,
     LogWriter,
-    log_compression,
-    parse_log,
+    read_header,
     read_log,
+    read_log_file,
 )
 
 
@@ -116,13 +118,20 @@ class SessionStore:
             raise
         return writer
 
+    def header(self, session_id: str) -> SessionHeader:
+        """A session's header, reading no more of its log than line 1 (checked like `read`)."""
+        path = self.log_path(session_id)
+        header = read_header(path)
+        check_header_id(path, header, session_id)
+        return header
+
     def read(
         self, session_id: str, progress: Callable[[int, int], None] | None = None
     ) -> LogContents:
         """Read a session's log without changing it (a torn tail is ignored)."""
         path = self.log_path(session_id)
         contents = read_log(path, progress)
-        self._check_header_id(path, contents.header, session_id)
+        check_header_id(path, contents.header, session_id)
         return contents
 
     def continue_session(self, session_id: str, now_ms: int) -> ContinuedLog:
@@ -165,9 +174,8 @@ class SessionStore:
 
     def _recover(self, writer: LogWriter, session_id: str, now_ms: int) -> ContinuedLog:
         path = writer.path
-        data = _read_fd(writer.fd)
-        contents = parse_log(path, data, log_compression(path))
-        self._check_header_id(path, contents.header, session_id)
+        contents = read_log_file(path, io.BufferedReader(_FdReader(writer.fd)))
+        check_header_id(path, contents.header, session_id)
         writer.header = contents.header
         writer.next_seq = contents.event_count
         log = EventLog(contents.records)
@@ -206,20 +214,49 @@ class SessionStore:
                 continue
         return sorted(ids)
 
-    @staticmethod
-    def _check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
-        if header.id != session_id:
-            raise CorruptLog(
-                path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
-            )
+
+def check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
+    """A log is its directory's session: a header naming another id is a corrupt log, for
+    every reader (load, resume, list, the history API)."""
+    if header.id != session_id:
+        raise CorruptLog(
+            path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+        )
 
 
 _PLACEHOLDER_HEADER = SessionHeader(version=0, id="", created_at=0, cwd="")
 
 
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    return os.pread(fd, size, 0)
+class _FdReader(io.RawIOBase):
+    """A file read with `pread` through the writer's descriptor, leaving its offset alone
+    (the writer appends at it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = os.pread(self.fd, len(buffer), self.position)
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_END:
+            offset += os.fstat(self.fd).st_size
+        elif whence == os.SEEK_CUR:
+            offset += self.position
+        self.position = offset
+        return offset
+
+    def tell(self) -> int:
+        return self.position
 
 
 def _remove_new_session(directory: Path, path: Path) -> None:
