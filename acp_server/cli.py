@@ -13,9 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .providers.secret import Secret
 
 COMMANDS = ("serve", "demo", "log", "fixture")
 PROVIDERS = ("llm-replay", "openai")
@@ -162,7 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-env",
         metavar="VAR",
         help="the environment variable holding the API key (default OPENAI_API_KEY); unset or "
-        "empty sends no key. The variable is removed from the server's environment once read",
+        "empty sends no key. When it is set, the server starts itself again without it (the key "
+        "goes over a private pipe), so neither the server's environment, /proc/PID/environ "
+        "included, nor the programs it runs hold the key",
     )
     model.add_argument(
         "--connect-timeout",
@@ -272,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(keep=args.keep)
     if args.command == "serve":
-        return _serve(parser, args)
+        return _serve(parser, args, may_reexec=argv is None)
     if args.command == "log":
         from .log_command import run_log_command
 
@@ -333,7 +338,23 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"provider": "openai", **given}
 
 
-def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
+    """The key handed over by the process that started this one again without `$env_name`, or
+    None: the provider reads `$env_name` itself. Starts this process again first when the key is
+    in the environment and the command line is this process's own (`may_reexec`)."""
+    from .providers.secret import can_reexec, reexec_without, take_handed_over
+
+    key = take_handed_over()
+    if key is not None:
+        os.environ.pop(env_name, None)
+        return key
+    if may_reexec and os.environ.get(env_name) and can_reexec():
+        reexec_without(env_name)
+    return None
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
+    from .providers.secret import SecretError
     from .server.config import REPLAY_FILE_ENV, ServeConfig, default_sessions_dir
 
     def fail(message: str) -> NoReturn:
@@ -346,6 +367,13 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         model_options = _model_options(args)
     except ValueError as exc:
         return fail(str(exc))
+    if model_options.get("provider") == "openai":
+        try:
+            model_options["api_key"] = _api_key(
+                model_options.get("api_key_env", ServeConfig.api_key_env), may_reexec=may_reexec
+            )
+        except SecretError as exc:
+            return fail(str(exc))
     replay = args.replay
     if replay is None and args.provider == "llm-replay" and os.environ.get(REPLAY_FILE_ENV):
         replay = Path(os.environ[REPLAY_FILE_ENV])

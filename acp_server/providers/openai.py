@@ -16,10 +16,12 @@ Failures:
   one, else a short string: "timeout", "connection-error", "stream-cut", "malformed-event",
   "stream-error", "not-a-stream".
 
-The API key comes only from an environment variable (`from_env`), which is then removed from
-this process's environment, so that the programs the model runs (`run_command`) never inherit
-it. It is sent as a Bearer header and is never logged: no log line prints request headers, and
-every error message is scrubbed of it.
+The API key comes only from an environment variable. `acp-server serve` takes it out of its
+environment before the provider exists, `/proc/<pid>/environ` included, and passes it in
+(`acp_server.providers.secret`); `from_env`, for other callers, removes the variable from
+`os.environ`, so that the programs the model runs (`run_command`) do not inherit it. It is
+sent as a Bearer header and is never logged: no log line prints request headers, and every
+error message is scrubbed of it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from .openai_stream import (
     excerpt,
     request_body,
 )
+from .secret import Secret
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +72,6 @@ REDACTED: Final = "[redacted]"
 
 class ProviderConfigError(ValueError):
     """The provider cannot be set up as asked (a bad base URL, a bad variable name)."""
-
-
-class _Secret:
-    """A string that never shows itself in a repr, a log line or a traceback's locals."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 @dataclass
@@ -142,7 +128,7 @@ def validate_env_name(name: str) -> str:
 class OpenAIProvider:
     model: str
     base_url: str = DEFAULT_BASE_URL
-    api_key: _Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -156,7 +142,7 @@ class OpenAIProvider:
     def __post_init__(self) -> None:
         self.base_url = validate_base_url(self.base_url)
         if isinstance(self.api_key, str):  # accept a plain string from Python callers
-            self.api_key = _Secret(self.api_key) if self.api_key else None
+            self.api_key = Secret(self.api_key) if self.api_key else None
 
     @classmethod
     def from_env(
@@ -177,7 +163,7 @@ class OpenAIProvider:
         key = environ.pop(validate_env_name(api_key_env), "")
         if not key:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
-        return cls(model, base_url, _Secret(key) if key else None, **options)  # type: ignore[arg-type]
+        return cls(model, base_url, Secret(key) if key else None, **options)  # type: ignore[arg-type]
 
     def bind_session(
         self,
