@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from acp_process import AcpProcess
-from openai_server import FakeOpenAI, Sse, call, chunk, text
+from openai_server import FakeOpenAI, Sse, Status, call, chunk, text
 
 KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
 """No 8 characters of it in a row appear anywhere by chance."""
@@ -102,5 +102,70 @@ def test_the_key_is_in_neither_the_servers_proc_environ_nor_what_its_commands_re
     assert key_pieces_in(parent) == [] and key_pieces_in(child) == []
     assert "OPENAI_API_KEY" not in proc_environ + parent + child
     assert "ACP_SERVER_API_KEY_FD" not in child
+    assert key_pieces_in(b"\n".join(server.stdout_lines).decode()) == []
+    assert key_pieces_in(server.stderr) == []
+
+
+EVERY_FIELD = {"message": KEY, "code": KEY, "type": KEY, "param": KEY}
+
+
+def test_no_part_of_the_key_leaves_through_a_providers_error_whichever_field_carries_it(
+    tmp_path: Path,
+) -> None:
+    failures = [
+        Status(401, {"error": EVERY_FIELD}),
+        Status(400, {"error": {"message": "x" * 495 + KEY, "code": KEY}}),
+        Status(500, "z" * 190 + KEY),
+        Status(200, {"error": EVERY_FIELD}),
+        Sse([{"error": EVERY_FIELD}]),
+        Sse([{"error": {"type": KEY}}]),
+        Sse([{"error": {"message": "y" * 495 + KEY, "code": "c" * 95 + KEY}}]),
+        Sse(["x" * 191 + KEY]),
+    ]
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    model = FakeOpenAI(failures)
+    with model, live_server(tmp_path / "sessions", model) as server:
+        server.initialize()
+        session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        errors = [
+            prompt(server, session["sessionId"], f"Try {i}.")["error"]["data"]
+            for i in range(len(failures))
+        ]
+        assert server.finish() == 0
+    url = f"{model.base_url}/chat/completions"
+    assert errors == [
+        {"message": f"openai: HTTP 401 Unauthorized from {url}: [redacted]", "code": 401},
+        {
+            "message": f"openai: HTTP 400 Bad Request from {url}: {'x' * 495}[reda...",
+            "code": 400,
+        },
+        {
+            "message": f"openai: HTTP 500 Internal Server Error from {url}: "
+            + repr('"' + "z" * 190 + "[redacted..."),
+            "code": 500,
+        },
+        {"message": "openai: the server answered with an error: [redacted]", "code": "[redacted]"},
+        {
+            "message": "openai: the server reported an error mid-stream: [redacted]",
+            "code": "[redacted]",
+        },
+        {
+            "message": "openai: the server reported an error mid-stream: [redacted]",
+            "code": "stream-error",
+        },
+        {
+            "message": f"openai: the server reported an error mid-stream: {'y' * 495}[reda...",
+            "code": "c" * 95 + "[reda...",
+        },
+        {
+            "message": "openai: malformed server-sent event 1 (JSON is malformed: invalid "
+            "character (byte 0)): " + repr("x" * 191 + "[redacted..."),
+            "code": "malformed-event",
+        },
+    ]
+    log = (tmp_path / "sessions" / session["sessionId"] / "session.jsonl").read_text()
+    assert log.count('"type":"turn/end"') == len(failures)
+    assert key_pieces_in(log) == []
     assert key_pieces_in(b"\n".join(server.stdout_lines).decode()) == []
     assert key_pieces_in(server.stderr) == []

@@ -21,7 +21,7 @@ environment before the provider exists, `/proc/<pid>/environ` included, and pass
 (`acp_server.providers.secret`); `from_env`, for other callers, removes the variable from
 `os.environ`, so that the programs the model runs (`run_command`) do not inherit it. It is
 sent as a Bearer header and is never logged: no log line prints request headers, and every
-error message is scrubbed of it.
+field of a failure (its message and its code) is scrubbed of it before it is cut to length.
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ import msgspec
 from ..core.events import StreamChunk
 from .base import ModelRequest, ProviderError
 from .openai_stream import (
+    CODE_CHARS,
     DeltaMapper,
     ErrorPayload,
+    Redact,
     SseDecoder,
+    clip,
     error_payload_message,
     excerpt,
     request_body,
@@ -201,7 +204,8 @@ class OpenAIProvider:
                 delay = self._retry_delay(attempt, failure) if progress.yielded == 0 else None
                 if delay is None:
                     raise ProviderError(
-                        self._final_message(failure, attempt, progress.yielded), failure.code
+                        self._final_message(failure, attempt, progress.yielded),
+                        self._redact_code(failure.code),
                     ) from None
                 attempt += 1
                 log.warning(
@@ -219,7 +223,7 @@ class OpenAIProvider:
         """One request: its chunks, or a `_Failure` saying whether another attempt may help."""
         timeout = httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
         ssl_context = self._ssl if self._ssl is not None else True
-        mapper = DeltaMapper(_new_call_id)
+        mapper = DeltaMapper(_new_call_id, self._redact)
         try:
             async with (
                 httpx.AsyncClient(
@@ -229,9 +233,9 @@ class OpenAIProvider:
             ):
                 progress.responded = True
                 if response.status_code != 200:
-                    raise await _status_failure(response, shown)
+                    raise await _status_failure(response, shown, self._redact)
                 if response.headers.get("content-type", "").startswith("application/json"):
-                    raise await _not_a_stream(response)
+                    raise await _not_a_stream(response, self._redact)
                 decoder = SseDecoder()
                 async for line in response.aiter_lines():
                     data = decoder.line(line)
@@ -304,9 +308,10 @@ class OpenAIProvider:
         return self._redact(message)
 
     def _redact(self, text: str) -> str:
-        if self.api_key is not None and self.api_key.reveal() in text:
-            text = text.replace(self.api_key.reveal(), REDACTED)
-        return text
+        return self.api_key.scrub(text, REDACTED) if self.api_key is not None else text
+
+    def _redact_code(self, code: int | str | None) -> int | str | None:
+        return clip(self._redact(code), CODE_CHARS) if isinstance(code, str) else code
 
 
 def _new_call_id(index: int) -> str:
@@ -331,9 +336,10 @@ async def _read_body(response: httpx.Response) -> str:
     return raw[:ERROR_BODY_BYTES].decode("utf-8", "replace").strip()
 
 
-def _body_error(text: str) -> tuple[str, int | str | None] | None:
+def _body_error(text: str, redact: Redact) -> tuple[str, int | str | None] | None:
     """The server's own error message and code in a JSON body: `{"error": {...}}` (OpenAI,
-    vLLM), `{"error": "..."}` (Ollama) or `{"message": "..."}`; None if there is none."""
+    vLLM), `{"error": "..."}` (Ollama) or `{"message": "..."}`; None if there is none. Both
+    are scrubbed, then cut to length."""
     try:
         value = msgspec.json.decode(text)
     except msgspec.DecodeError:
@@ -342,23 +348,24 @@ def _body_error(text: str) -> tuple[str, int | str | None] | None:
         return None
     if value.get("error"):
         try:
-            return error_payload_message(msgspec.convert(value["error"], ErrorPayload | str))  # type: ignore[arg-type]
+            error = msgspec.convert(value["error"], ErrorPayload | str)  # type: ignore[arg-type]
         except msgspec.ValidationError:
-            return str(value["error"]), None
+            error = str(value["error"])
+        return error_payload_message(error, redact)
     if isinstance(value.get("message"), str):
-        return value["message"], None
+        return error_payload_message(value["message"], redact)
     return None
 
 
-async def _status_failure(response: httpx.Response, shown: str) -> _Failure:
+async def _status_failure(response: httpx.Response, shown: str, redact: Redact) -> _Failure:
     """A non-200 answer as a failure carrying the server's own error message."""
     status = response.status_code
     text = await _read_body(response)
-    found = _body_error(text)
-    detail = found[0] if found is not None else excerpt(text) if text else ""
-    message = f"HTTP {status} {response.reason_phrase or 'error'} from {shown}"
+    found = _body_error(text, redact)
+    detail = found[0] if found is not None else excerpt(redact(text)) if text else ""
+    message = f"HTTP {status} {redact(response.reason_phrase) or 'error'} from {shown}"
     if detail:
-        message += f": {detail[:500]}"
+        message += f": {detail}"
     return _Failure(
         message,
         status,
@@ -367,19 +374,19 @@ async def _status_failure(response: httpx.Response, shown: str) -> _Failure:
     )
 
 
-async def _not_a_stream(response: httpx.Response) -> _Failure:
+async def _not_a_stream(response: httpx.Response, redact: Redact) -> _Failure:
     """A 200 with a JSON body: the server ignored `stream: true`, or answered an error as JSON."""
     text = await _read_body(response)
-    found = _body_error(text)
+    found = _body_error(text, redact)
     if found is not None:
         message, code = found
         return _Failure(
-            f"the server answered with an error: {message[:500]}",
+            f"the server answered with an error: {message}",
             code if code is not None else "stream-error",
             retryable=False,
         )
     return _Failure(
-        f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(text)}",
+        f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(redact(text))}",
         "not-a-stream",
         retryable=False,
     )
