@@ -30,6 +30,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (`Path("")` would quietly mean `.`)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
+
+
 def _positive_int(text: str) -> int:
     value = _non_negative_int(text)
     if value == 0:
@@ -83,21 +90,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--sessions-dir",
         metavar="DIR",
-        type=Path,
+        type=_path,
         help="root of the session logs (default: $ACP_SERVER_SESSIONS_DIR, else sessions/ in "
         "the platform's user data directory)",
     )
     serve.add_argument(
         "--replay",
         metavar="FIXTURE",
-        type=Path,
+        type=_path,
         help="recorded session to replay as the model: a session.jsonl or a scenario directory "
         "(default: $ACP_REPLAY_FILE, else the bundled demo recording)",
     )
     serve.add_argument(
         "--replay-override",
         metavar="FILE",
-        type=Path,
+        type=_path,
         help="a replay.override.json to use instead of the one beside the fixture",
     )
     serve.add_argument(
@@ -197,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--keep",
         metavar="DIR",
-        type=Path,
+        type=_path,
         help="keep the workspace and the session log in DIR (an empty directory)",
     )
     log = commands.add_parser(
@@ -216,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument(
-            "path", metavar="PATH", type=Path, help="a session directory or a log file"
+            "path", metavar="PATH", type=_path, help="a session directory or a log file"
         )
     fixture = commands.add_parser(
         "fixture",
@@ -240,13 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "session_dir",
         metavar="SESSION_DIR",
-        type=Path,
+        type=_path,
         help="a session directory (<sessions root>/<id>)",
     )
     export.add_argument(
         "scenario_dir",
         metavar="SCENARIO_DIR",
-        type=Path,
+        type=_path,
         help="the scenario directory to write (created if missing)",
     )
     export.add_argument(

@@ -88,6 +88,15 @@ def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     )
 
 
+def test_an_empty_sessions_dir_is_refused_not_taken_as_the_working_directory() -> None:
+    result = run("serve", "--sessions-dir", "")
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert (
+        result.stderr.decode()
+        == "acp-server serve: error: argument --sessions-dir: an empty path\n"
+    )
+
+
 def test_stdin_at_eof_exits_0_with_no_output(tmp_path: Path) -> None:
     result = run("--sessions-dir", str(tmp_path))
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
