@@ -175,6 +175,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     events: int = 0
     lines: int = 0
+    unreadable_from: int | None = None
+    """The line from which on a damaged Zstandard frame hides the rest (`lines` is then 0)."""
 
 
 def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
@@ -188,6 +190,7 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
     except CorruptLog as exc:
         # A Zstandard frame that cannot be read ends what can be checked: report what was read.
         report.problems.append(Problem(exc.line, exc.reason))
+        report.unreadable_from = exc.line
         return report
     report.lines = len(lines)
     if valid != len(data):
@@ -280,7 +283,12 @@ def run_verify(path: Path, out: TextIO) -> int:
         out.write(f"note: {note}\n")
     if report.problems:
         count = len(report.problems)
-        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''} in {report.lines:,} lines\n")
+        where = (
+            f"; the log cannot be read from line {report.unreadable_from} on"
+            if report.unreadable_from is not None
+            else f" in {report.lines:,} lines"
+        )
+        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''}{where}\n")
         return 1
     out.write(f"OK: {report.events:,} events in {report.lines:,} lines\n")
     return 0

@@ -158,3 +158,18 @@ def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> No
         result.stderr
         == f"acp-server log stats: error: {log}: line 3: seq gap: expected seq 1, found 9\n"
     )
+
+
+def test_verify_of_a_damaged_zstd_frame_says_from_which_line_the_log_cannot_be_read(
+    tmp_path: Path,
+) -> None:
+    session = write_session(tmp_path, "zstd")
+    log = session / "session.jsonl.zst"
+    data = bytearray(log.read_bytes())
+    data[-5] ^= 0xFF  # inside the frame after the header's
+    log.write_bytes(bytes(data))
+    result = run("verify", str(session))
+    assert result.returncode == 1
+    assert (
+        result.stdout.splitlines()[-1] == "FAILED: 1 problem; the log cannot be read from line 2 on"
+    )
