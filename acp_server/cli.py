@@ -361,6 +361,7 @@ def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
+    from .paths import unreachable
     from .providers.secret import SecretError
     from .server.config import REPLAY_FILE_ENV, ServeConfig, default_sessions_dir
 
@@ -368,8 +369,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         parser.exit(2, f"acp-server serve: error: {message}\n")
 
     sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
-    if sessions_dir.exists() and not sessions_dir.is_dir():
-        return fail(f"--sessions-dir: not a directory: {sessions_dir}")
+    if os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
+        reason = "not a directory" if sessions_dir.exists() else unreachable(sessions_dir)
+        return fail(f"--sessions-dir: {reason}: {sessions_dir}")
     try:
         model_options = _model_options(args)
     except ValueError as exc:
@@ -385,9 +387,11 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
     if replay is None and args.provider == "llm-replay" and os.environ.get(REPLAY_FILE_ENV):
         replay = Path(os.environ[REPLAY_FILE_ENV])
     if replay is not None and not replay.exists():
-        return fail(f"--replay: no such file or directory: {replay}")
+        return fail(f"--replay: {unreachable(replay)}: {replay}")
     if args.replay_override is not None and not args.replay_override.is_file():
-        return fail(f"--replay-override: no such file: {args.replay_override}")
+        override = args.replay_override
+        reason = "not a regular file" if override.exists() else unreachable(override)
+        return fail(f"--replay-override: {reason}: {override}")
     config = ServeConfig(
         sessions_dir=sessions_dir,
         replay=replay,

@@ -37,6 +37,7 @@ from .core.events import (
     event_type,
 )
 from .core.paging import record_count, record_start
+from .paths import unreachable
 from .storage.log import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
@@ -67,7 +68,7 @@ def resolve_log_path(path: Path) -> Path:
                 return path / name
         raise UsageError(f"{path}: no {PLAIN_LOG_NAME} or {ZSTD_LOG_NAME} in this directory")
     if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
+        raise UsageError(f"{path}: {unreachable(path)}")
     if not path.is_file():
         raise UsageError(f"{path}: not a regular file")
     return path

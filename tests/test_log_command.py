@@ -148,6 +148,16 @@ def test_a_path_that_is_not_a_log_is_one_line_and_status_2(tmp_path: Path, actio
     assert result.stdout == ""
 
 
+def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = run("verify", str(loop))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"acp-server log verify: error: {loop}: a symlink loop (too many levels of symbolic links)\n"
+    )
+
+
 def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     log = session / "session.jsonl"
