@@ -291,6 +291,8 @@ class SessionRegistry:
         self._locks: dict[str, _IdLock] = {}
         self.event_listeners: list[Callable[[str, SessionEvent], None]] = []
         """Called with (session id, event) for every event any live session appends."""
+        self.deletion_listeners: list[Callable[[str], None]] = []
+        """Called with the session id once `delete` has removed a session."""
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
@@ -441,6 +443,8 @@ class SessionRegistry:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
             log.info("session %s deleted", session_id)
+            for listener in self.deletion_listeners:
+                listener(session_id)
 
     def _delete_unlocked(self, session_id: str) -> None:
         try:
