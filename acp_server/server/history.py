@@ -50,7 +50,7 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.paging import PageCut
 from ..storage.log_index import LogIndex
 from ..storage.store import SessionNotFound
-from .errors import InvalidParams, UnknownSession
+from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
 from .rpc import Connection, Then
 from .sessions import SessionRegistry, read_header
@@ -187,7 +187,7 @@ class History:
         subscription = self._subscriptions.get(request.subscription_id)
         if subscription is None:
             raise InvalidParams.at(
-                "$.subscriptionId", f"no subscription {request.subscription_id!r}"
+                "$.subscriptionId", f"no subscription {echoed(request.subscription_id)}"
             )
         self._end(subscription, "unfollowed")
         return Empty()

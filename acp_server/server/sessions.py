@@ -49,7 +49,7 @@ from ..storage.log import (
     zstd_lines,
 )
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
-from .errors import InvalidParams, UnknownSession
+from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 log = logging.getLogger(__name__)
@@ -605,5 +605,5 @@ def _same_path(a: str, b: str) -> bool:
 
 def _cwd_mismatch(session_cwd: str) -> InvalidParams:
     return InvalidParams.at(
-        "$.cwd", f"does not match the session's working directory {session_cwd!r}"
+        "$.cwd", f"does not match the session's working directory {echoed(session_cwd)}"
     )
