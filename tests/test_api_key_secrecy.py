@@ -20,6 +20,8 @@ import pytest
 from acp_process import AcpProcess
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, text
 
+from acp_server.providers.secret import KEY_FD_ENV, take_handed_over
+
 KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
 """No 8 characters of it in a row appear anywhere by chance."""
 
@@ -68,6 +70,21 @@ def live_server(sessions: Path, model: FakeOpenAI) -> AcpProcess:
 def run_command(index: int, id: str, command: str, *args: str) -> dict[str, Any]:
     arguments = json.dumps({"command": command, "args": list(args)})
     return call(index, id=id, name="run_command", arguments=arguments)
+
+
+def test_the_handed_over_key_is_read_once_its_descriptor_closed_and_its_variable_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, KEY.encode())
+    os.close(write_end)
+    monkeypatch.setenv(KEY_FD_ENV, str(read_end))
+    key = take_handed_over()
+    assert key is not None and key.reveal() == KEY and KEY not in repr(key)
+    assert KEY_FD_ENV not in os.environ
+    with pytest.raises(OSError):
+        os.fstat(read_end)
+    assert take_handed_over() is None
 
 
 def test_the_key_is_in_neither_the_servers_proc_environ_nor_what_its_commands_read(
