@@ -146,6 +146,8 @@ class OpenAIProvider:
         self.base_url = validate_base_url(self.base_url)
         if isinstance(self.api_key, str):  # accept a plain string from Python callers
             self.api_key = Secret(self.api_key) if self.api_key else None
+        if self.api_key is not None:
+            _check_key(self.api_key)
 
     @classmethod
     def from_env(
@@ -312,6 +314,17 @@ class OpenAIProvider:
 
     def _redact_code(self, code: int | str | None) -> int | str | None:
         return clip(self._redact(code), CODE_CHARS) if isinstance(code, str) else code
+
+
+def _check_key(key: Secret) -> None:
+    """Refuse a key no Authorization header can carry (a trailing line break from a key file,
+    say): the HTTP library's error would quote it escaped, past the scrubbing of error messages."""
+    value = key.reveal()
+    if not value.isascii() or not value.isprintable() or value != value.strip():
+        raise ProviderConfigError(
+            "the API key holds a character an HTTP header cannot carry (a control character, "
+            "a line break, surrounding whitespace or a non-ASCII character)"
+        )
 
 
 def _new_call_id(index: int) -> str:
