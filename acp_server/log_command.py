@@ -41,6 +41,7 @@ from .core.events import (
 )
 from .core.paging import record_count, record_start
 from .core.source_range import SourceRanges
+from .paths import unreachable
 from .storage.log import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
@@ -70,7 +71,7 @@ def resolve_log_path(path: Path) -> Path:
                 return path / name
         raise UsageError(f"{path}: no {PLAIN_LOG_NAME} or {ZSTD_LOG_NAME} in this directory")
     if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
+        raise UsageError(f"{path}: {unreachable(path)}")
     if not path.is_file():
         raise UsageError(f"{path}: not a regular file")
     return path
@@ -221,6 +222,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     events: int = 0
     lines: int = 0
+    unreadable_from: int | None = None
+    """The line from which on a damaged Zstandard frame hides the rest (`lines` is then 0)."""
 
 
 def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
@@ -238,6 +241,7 @@ def verify_lines(source: LogLines) -> Report:
         # A line or frame that cannot be read ends what can be checked: report what was read.
         report.problems.append(Problem(exc.line, exc.reason))
         report.lines = source.count
+        report.unreadable_from = exc.line
         return report
     report.lines = source.count
     if source.torn_tail:
@@ -313,7 +317,12 @@ def run_verify(path: Path, out: TextIO) -> int:
         out.write(f"note: {note}\n")
     if report.problems:
         count = len(report.problems)
-        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''} in {report.lines:,} lines\n")
+        where = (
+            f"; the log cannot be read from line {report.unreadable_from} on"
+            if report.unreadable_from is not None
+            else f" in {report.lines:,} lines"
+        )
+        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''}{where}\n")
         return 1
     out.write(f"OK: {report.events:,} events in {report.lines:,} lines\n")
     return 0

@@ -885,3 +885,82 @@ def test_an_ignorable_unknown_event_of_any_data_shape_does_not_break_the_index(
     assert index.page(len(body), 50)[1] == body
     assert index.subagent_children == set()
     assert os.path.getsize(path) == index.indexed_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# Following a session that is deleted.
+
+
+def frames_until(server: AcpProcess, done: Any) -> list[dict[str, Any]]:
+    """Frames read until `done(frames)` holds."""
+    frames: list[dict[str, Any]] = []
+    while not done(frames):
+        frames.append(server.read_frame())
+    return frames
+
+
+def ended(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f["params"] for f in frames if f.get("method") == "session.followEnded"]
+
+
+def test_a_follower_of_a_session_that_is_deleted_is_ended_with_reason_deleted(
+    tmp_path: Path,
+) -> None:
+    write_log(tmp_path, "doomed", [conversation(1)])
+    with AcpProcess(tmp_path) as server:
+        server.initialize()
+        follow = server.result("session.follow", {"address": address("doomed")})
+        server.send_request("session/delete", {"sessionId": "doomed"}, id="delete")
+        frames = frames_until(server, lambda fs: ended(fs) and any("id" in f for f in fs))
+        assert server.finish() == 0
+    assert [f for f in frames if "id" in f] == [{"jsonrpc": "2.0", "id": "delete", "result": {}}]
+    assert ended(frames) == [
+        {"subscriptionId": follow["subscriptionId"], "reason": "deleted", "lastSeq": PLAIN_LAST}
+    ]
+
+
+def test_a_follow_sent_right_after_a_delete_is_refused_or_ended_never_left_open(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with AcpProcess(tmp_path / "sessions") as server:
+        server.initialize()
+        new = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        session_id = new["sessionId"]
+        delete = {"sessionId": session_id}
+        follow = {"address": address(session_id)}
+        server.send_raw(  # one write: the follow arrives while the delete is under way
+            msgspec.json.encode(
+                {"jsonrpc": "2.0", "id": "delete", "method": "session/delete", "params": delete}
+            )
+            + b"\n"
+            + msgspec.json.encode(
+                {"jsonrpc": "2.0", "id": "follow", "method": "session.follow", "params": follow}
+            )
+            + b"\n"
+        )
+        frames = frames_until(
+            server,
+            lambda fs: (
+                {f.get("id") for f in fs} >= {"delete", "follow"}
+                and bool(ended(fs) or any(f.get("id") == "follow" and "error" in f for f in fs))
+            ),
+        )
+        assert server.finish() == 0
+    assert [f for f in frames if f.get("id") == "delete"] == [
+        {"jsonrpc": "2.0", "id": "delete", "result": {}}
+    ]
+    [answer] = [f for f in frames if f.get("id") == "follow"]
+    if "error" in answer:
+        assert answer["error"] == {
+            "code": -32002,
+            "message": f"Unknown session: {session_id}",
+            "data": {"sessionId": session_id},
+        }
+        assert ended(frames) == []
+    else:
+        result = answer["result"]
+        assert ended(frames) == [
+            {"subscriptionId": result["subscriptionId"], "reason": "deleted", "lastSeq": -1}
+        ]

@@ -554,6 +554,17 @@ def test_error_table() -> None:
     )
 
 
+def test_an_error_message_is_cut_to_1000_characters_keeping_the_field_it_names() -> None:
+    text = "Object contains unknown field `" + "k" * 5000 + "` - at `$.params`"
+    error = to_rpc_error(msgspec.ValidationError(text))
+    message = "Invalid params: " + text
+    assert (error.message, error.data) == (
+        message[:897] + "..." + message[-100:],
+        {"path": "$.params"},
+    )
+    assert len(error.message) == 1000 and error.message.endswith("k` - at `$.params`")
+
+
 def test_cursor_round_trip_and_garbage() -> None:
     entry = ListEntry("abc", 1_700_000_000_000, "/w")
     assert decode_cursor(encode_cursor(entry)) == (1_700_000_000_000, "abc")

@@ -101,7 +101,7 @@ class SessionEventParams(Model):
     event: SessionEvent
 
 
-FollowEndReason = Literal["overflow", "closed", "unfollowed"]
+FollowEndReason = Literal["overflow", "closed", "unfollowed", "deleted"]
 
 
 class FollowEndedParams(Model):

@@ -19,6 +19,10 @@ traceback goes to the log on stderr and never to the wire.
 | -32012 | `ModelRequestError`  | the model request of a prompt turn failed; `data` is `{"message", "code"?}` |
 | -32013 | `StorageFailure`     | the machine refused a file operation: `data` is `{"reason", "errno"}`, e.g. `{"reason": "disk-full", "errno": "ENOSPC"}` (reasons in `STORAGE_REASONS`) |
 
+A value the peer sent (or a log holds) is quoted in a message through `echoed`, which cuts it
+to `ECHO_CHARS`; and no message goes out longer than `MAX_MESSAGE_CHARS` (its middle is cut,
+so that msgspec's ` - at `$.path`` stays): an error never sends a megabyte back.
+
 -32010 to -32013 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
 ACP itself uses there (-32000 authentication required, -32002 resource not found); see
 `docs/decisions/server-error-codes.md`.
@@ -43,6 +47,22 @@ from ..storage.store import SessionNotFound
 
 log = logging.getLogger(__name__)
 
+ECHO_CHARS: Final = 200
+MAX_MESSAGE_CHARS: Final = 1000
+
+
+def echoed(value: object, limit: int = ECHO_CHARS) -> str:
+    """`value` quoted in an error message: its repr, cut to `limit` characters and "..."."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    tail = MAX_MESSAGE_CHARS // 10
+    return message[: MAX_MESSAGE_CHARS - tail - 3] + "..." + message[-tail:]
+
 
 class ErrorObject(msgspec.Struct, omit_defaults=True, gc=False):
     """A JSON-RPC error object as it goes on the wire."""
@@ -59,7 +79,7 @@ class RpcError(Exception):
     MESSAGE: ClassVar[str] = "Internal error"
 
     def __init__(self, message: str | None = None, data: Any | UnsetType = UNSET) -> None:
-        self.message = message if message is not None else self.MESSAGE
+        self.message = _bounded(message) if message is not None else self.MESSAGE
         self.data = data
         super().__init__(self.message)
 
@@ -194,7 +214,7 @@ def _from_corrupt(exc: CorruptLog) -> RpcError:
 
 def _from_unsupported(exc: UnsupportedVersion) -> RpcError:
     return SessionUnreadable(
-        f"Session log unreadable: format version {exc.found!r} is not supported "
+        f"Session log unreadable: format version {echoed(exc.found)} is not supported "
         f"(this build reads version {exc.supported})",
         {"reason": "unsupported-version", "found": exc.found, "supported": exc.supported},
     )

@@ -48,7 +48,7 @@ from ..storage.log import (
     log_compression,
 )
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
-from .errors import InvalidParams, UnknownSession
+from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,8 @@ class SessionRegistry:
         self._locks: dict[str, _IdLock] = {}
         self.event_listeners: list[Callable[[str, SessionEvent], None]] = []
         """Called with (session id, event) for every event any live session appends."""
+        self.deletion_listeners: list[Callable[[str], None]] = []
+        """Called with the session id once `delete` has removed a session."""
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
@@ -460,6 +462,8 @@ class SessionRegistry:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
             log.info("session %s deleted", session_id)
+            for listener in self.deletion_listeners:
+                listener(session_id)
 
     def _delete_unlocked(self, session_id: str) -> None:
         try:
@@ -671,5 +675,5 @@ def _same_path(a: str, b: str) -> bool:
 
 def _cwd_mismatch(session_cwd: str) -> InvalidParams:
     return InvalidParams.at(
-        "$.cwd", f"does not match the session's working directory {session_cwd!r}"
+        "$.cwd", f"does not match the session's working directory {echoed(session_cwd)}"
     )
