@@ -12,6 +12,7 @@ must validate and dump back to exactly what was sent, so a stray or mistyped fie
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import jsonschema
 import msgspec
 from acp import schema
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
@@ -52,6 +54,19 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
 }
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+HISTORY_SCHEMAS = {
+    method: jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()))
+    for method, name in {
+        "session.event": "session-event.notification.schema.json",
+        "session.followEnded": "session-follow-ended.notification.schema.json",
+        "session.follow": "session-follow.result.schema.json",
+        "session.page": "session-page.result.schema.json",
+    }.items()
+}
+"""The history API's own frames (not ACP's): the committed schema a notification or a
+result fits."""
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
@@ -306,7 +321,10 @@ class PromptServer:
 
     def check_frame(self, line: bytes) -> None:
         frame = assert_jsonrpc_frame(line)
-        if "method" in frame:
+        history = HISTORY_SCHEMAS.get(frame.get("method", self.methods.get(frame.get("id"))))
+        if history is not None and "error" not in frame:
+            history.validate(frame if "method" in frame else frame["result"])
+        elif "method" in frame:
             method = frame["method"]
             assert method in PARAMS_MODELS, f"the server sent an unexpected method: {frame}"
             if "id" in frame:

@@ -294,6 +294,28 @@ def test_a_live_event_older_than_the_journal_is_refused() -> None:
         journal.apply_live(LOG[4])
 
 
+def test_dropping_after_a_seq_keeps_the_events_through_it_and_the_next_one_continues() -> None:
+    journal = journal_of(3, 9)
+    journal.drop_after(6)
+    assert (held(journal), journal.apply_live(_chunk(7, "again"))) == (LOG[3:7], None)
+    assert journal.last_seq == 7 and journal.event_at(7) == _chunk(7, "again")
+
+
+def test_dropping_after_the_seq_before_the_first_empties_the_journal() -> None:
+    journal = journal_of(3, 9)
+    journal.drop_after(2)
+    assert (held(journal), journal.first_seq, journal.last_seq) == ([], 3, 2)
+
+
+def test_dropping_after_a_seq_older_than_the_journal_is_refused() -> None:
+    journal = journal_of(3, 9)
+    with pytest.raises(
+        HistoryProtocolError, match="cannot drop the events after seq 1: the journal starts at 3"
+    ):
+        journal.drop_after(1)
+    assert held(journal) == LOG[3:10]
+
+
 def test_a_malformed_live_event_is_refused() -> None:
     journal = journal_of(0, 9)
     with pytest.raises(HistoryProtocolError, match="live event"):

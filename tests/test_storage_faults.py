@@ -364,3 +364,36 @@ def test_a_session_needing_recovery_loads_read_only_unchanged_and_is_recovered_o
 
         assert server.prompt(session, "second").stop_reason == "end_turn"
     assert outline(logged(path)) == FIRST_TURN_CLOSED_BY_RECOVERY_THEN_SECOND
+
+
+def test_a_follower_shown_events_a_full_disk_dropped_is_ended_rewound_at_the_last_stored_seq(
+    tmp_path: Path, sessions: Path
+) -> None:
+    with PromptServer(tmp_path, HANG_FIRST) as server:
+        session = server.new_session()
+        followed = server.request(
+            "session.follow", {"address": {"kind": "session", "sessionId": session}}
+        ).result
+        prompt = server.send_request("session/prompt", server.prompt_params(session, "first"))
+        wait_until(lambda: (server.workspace / "streamed").exists(), "the model streamed")
+        ballast = fill(sessions)
+        server.cancel(session)
+        frames = server.read_until_response(prompt).frames
+        while not any(f.get("method") == "session.followEnded" for f in frames):
+            frames.append(server.process.read_frame(10))
+        ballast.unlink()
+        assert server.prompt(session, "second").stop_reason == "end_turn"
+
+    shown = [f["params"]["event"] for f in frames if f.get("method") == "session.event"]
+    [ended] = [f["params"] for f in frames if f.get("method") == "session.followEnded"]
+    stored = logged(log_path(sessions, session, "none"))
+    last = ended["lastSeq"]
+    assert ended == {
+        "subscriptionId": followed["subscriptionId"],
+        "reason": "rewound",
+        "lastSeq": last,
+    }
+    assert shown[-1]["seq"] > last  # it had been shown events that never reached the log
+    assert [e for e in shown if e["seq"] <= last] == stored[followed["cursor"] + 1 : last + 1]
+    # What follows the last stored seq is recovery's closing of the failed turn.
+    assert outline(stored[last + 1 :]) == FIRST_TURN_CLOSED_BY_RECOVERY_THEN_SECOND[3:]

@@ -184,6 +184,15 @@ class Journal:
         self._events.extend(event for event in events if event.seq > self.last_seq)
         return None
 
+    def drop_after(self, seq: int) -> None:
+        """Forget the events after `seq`: the server said they were never stored (a follow
+        ended "rewound"). Events at or before `seq` stay; the journal's head is untouched."""
+        if type(seq) is not int or seq < self._first_seq - 1:
+            raise HistoryProtocolError(
+                f"cannot drop the events after seq {seq!r}: the journal starts at {self._first_seq}"
+            )
+        del self._events[seq + 1 - self._first_seq :]
+
     # -- growing at the head -------------------------------------------------------------------
 
     def prepend(self, page_records: list[Any], has_more: bool) -> None:

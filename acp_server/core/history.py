@@ -101,11 +101,16 @@ class SessionEventParams(Model):
     event: SessionEvent
 
 
-FollowEndReason = Literal["overflow", "closed", "unfollowed", "deleted"]
+FollowEndReason = Literal["overflow", "closed", "unfollowed", "deleted", "rewound"]
 
 
 class FollowEndedParams(Model):
-    """`session.followEnded`: the subscription is over; `lastSeq` is the last event it sent."""
+    """`session.followEnded`: the subscription is over; `lastSeq` is the last event it sent.
+
+    With reason "rewound" the session's log could not be written and dropped what it had not
+    stored: `lastSeq` is then the last stored event the subscription sent, and any event it
+    sent after that never reached the log (its seqs will be used again).
+    """
 
     subscription_id: str
     reason: FollowEndReason

@@ -10,7 +10,10 @@ buffer; one that falls too far behind is ended with `session.followEnded` after 
 already buffered, so the client always knows the last seq it was sent. Deleting a session ends
 its subscriptions the same way, with reason "deleted"; a `session.follow` that meets the
 deletion half way (sent right after the `session/delete`) is refused as an unknown session, or
-gets its result then that `followEnded`: it is never left open on a session that is gone.
+gets its result then that `followEnded`: it is never left open on a session that is gone. A
+live session whose log failed to write drops, once re-read, the events it had not stored: a
+subscription that had taken any of them is ended with reason "rewound" and the last stored seq
+it sent, and none of what it still buffered is sent.
 
 The buffer holds `FOLLOW_BUFFER` events: 10,000, or the value of the environment variable
 `ACP_SERVER_FOLLOW_BUFFER` (a non-negative integer), read once when this module is imported. It
@@ -105,6 +108,8 @@ class _Subscription:
     last_sent: int = -1
     """The seq of the last event the client was sent (the snapshot's cursor at first)."""
     end_reason: FollowEndReason | None = None
+    stored_until: int | None = None
+    """With reason "rewound": the seq from which the events taken were never stored."""
     delivering: bool = False
     backlog: list[SessionEvent] = field(default_factory=list)
 
@@ -124,6 +129,7 @@ class History:
         route("session.unfollow", self.unfollow)
         self.sessions.event_listeners.append(self._publish)
         self.sessions.deletion_listeners.append(self._deleted)
+        self.sessions.rewind_listeners.append(self._rewound)
         self.connection.on_close(self._close_all)
 
     # -- session.page --------------------------------------------------------------------------
@@ -212,6 +218,13 @@ class History:
         for subscription in list(self._by_session.get(session_id, {}).values()):
             self._end(subscription, "deleted")
 
+    def _rewound(self, session_id: str, kept: int) -> None:
+        for subscription in list(self._by_session.get(session_id, {}).values()):
+            if subscription.next_seq > kept:  # it took events that are gone
+                subscription.stored_until = kept
+                subscription.backlog = [e for e in subscription.backlog if e.seq < kept]
+                self._end(subscription, "rewound")
+
     async def _exists(self, session_id: str) -> bool:
         if session_id in self.sessions.live:
             return True
@@ -235,7 +248,7 @@ class History:
             self._end(subscription, "overflow")
 
     def _start_delivery(self, subscription: _Subscription) -> None:
-        if subscription.end_reason == "deleted":  # between the result and its delivery
+        if subscription.end_reason in ("deleted", "rewound"):  # between the result and now
             self.connection.start_soon(self._deliver_backlog, subscription)
             return
         if subscription.id not in self._subscriptions:
@@ -253,13 +266,13 @@ class History:
     async def _deliver(self, subscription: _Subscription) -> None:
         async with subscription.receive:
             async for event in subscription.receive:
-                if subscription.end_reason in ("unfollowed", "closed"):
-                    break  # nobody wants the rest
+                if subscription.end_reason in ("unfollowed", "closed", "rewound"):
+                    break  # nobody wants the rest, or it was never stored
                 await self.connection.notify(
                     "session.event", SessionEventParams(subscription.id, event)
                 )
                 subscription.last_sent = event.seq
-        if subscription.end_reason in ("overflow", "deleted"):
+        if subscription.end_reason in ("overflow", "deleted", "rewound"):
             await self._say_ended(subscription)
 
     async def _deliver_backlog(self, subscription: _Subscription) -> None:
@@ -276,16 +289,19 @@ class History:
 
     async def _say_ended(self, subscription: _Subscription) -> None:
         assert subscription.end_reason is not None
+        last_seq = subscription.last_sent
+        if subscription.stored_until is not None:
+            last_seq = min(last_seq, subscription.stored_until - 1)
         if not self.connection.closed:
             await self.connection.notify(
                 "session.followEnded",
-                FollowEndedParams(subscription.id, subscription.end_reason, subscription.last_sent),
+                FollowEndedParams(subscription.id, subscription.end_reason, last_seq),
             )
 
     def _end(self, subscription: _Subscription, reason: FollowEndReason) -> None:
         """Stop taking events. After an overflow or a deletion what is buffered is still
-        delivered, then `followEnded` with the last seq sent; after an unfollow or a closed
-        connection, not."""
+        delivered, then `followEnded` with the last seq sent; after a rewind only
+        `followEnded`; after an unfollow or a closed connection, nothing."""
         if subscription.end_reason is None:
             subscription.end_reason = reason
         self._forget(subscription)

@@ -262,6 +262,9 @@ class SessionRegistry:
         """Called with (session id, event) for every event any live session appends."""
         self.deletion_listeners: list[Callable[[str], None]] = []
         """Called with the session id once `delete` has removed a session."""
+        self.rewind_listeners: list[Callable[[str, int], None]] = []
+        """Called with (session id, kept) when a live session whose log failed to write is
+        re-read and drops its events from seq `kept` on: they were never stored."""
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
@@ -414,10 +417,17 @@ class SessionRegistry:
             continued = await anyio.to_thread.run_sync(
                 self.store.reopen, writer, session.id, self.clock()
             )
+        held = session.recorder.log.length
+        kept = continued.log.length - len(continued.closers)
         session.recorder.writer = continued.writer
         session.recorder.log = continued.log
+        if held > kept:
+            for listener in self.rewind_listeners:
+                listener(session.id, kept)
         if continued.closers:
             log.info("session %s: recovery closed an interrupted turn", session.id)
+        for event in continued.closers:
+            self._announce(session.id, event)
         failure = continued.writer.failure
         if failure is not None:
             raise LogWriteFailed(continued.writer.path, failure)
