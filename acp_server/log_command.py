@@ -102,13 +102,13 @@ def run_stats(path: Path, out: TextIO) -> int:
     by_type: Counter[str] = Counter()
     rows = members = 0
     for record in contents.records:
-        if type(record) in ROW_CLASSES:
+        if isinstance(record, ROW_CLASSES):
             rows += 1
             count = record_count(record)
             members += count
             by_type["assistant/chunk"] += count
         else:
-            by_type[event_type(record)] += 1  # type: ignore[arg-type]
+            by_type[event_type(record)] += 1
     on_disk = log_path.stat().st_size
     events = contents.events
     unpacked = len(encode_records([contents.header, *events]))
@@ -213,8 +213,8 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
     for number, raw in enumerate(lines[1:], start=2):
         try:
             record = decode_record_json(raw)
-            if type(record) in ROW_CLASSES:
-                validate_row(record)  # type: ignore[arg-type]
+            if isinstance(record, ROW_CLASSES):
+                validate_row(record)
         except (ChunkRowError, EventError) as exc:
             report.problems.append(Problem(number, str(exc)))
             expected = None  # its events are unknown: the next record sets the count again
@@ -226,19 +226,18 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
                 Problem(number, f"seq {what}: expected seq {expected}, found {start}")
             )
         expected = start + record_count(record)
-        kind = type(record)
-        if kind is UnknownEvent:
-            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")  # type: ignore[union-attr]
-        elif kind is TurnStart:
+        if type(record) is UnknownEvent:
+            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")
+        elif type(record) is TurnStart:
             if open_turn is not None:
                 report.problems.append(
                     Problem(number, f"turn/start while turn {open_turn} has no turn/end")
                 )
-            open_turn = record.data.turn  # type: ignore[union-attr]
-        elif kind is TurnEnd:
+            open_turn = record.data.turn
+        elif type(record) is TurnEnd:
             open_turn = None
-        elif kind is ToolCall:
-            calls[start] = record.data.call_id  # type: ignore[union-attr]
+        elif type(record) is ToolCall:
+            calls[start] = record.data.call_id
         for problem in _source_range_problems(record, start, calls):
             report.problems.append(Problem(number, problem))
     report.events = expected or 0

@@ -227,8 +227,8 @@ def parse_log(
     for number, raw in enumerate(lines[1:], start=2):
         try:
             record = decode_record_json(raw)
-            if type(record) in ROW_CLASSES:
-                validate_row(record)  # type: ignore[arg-type]
+            if isinstance(record, ROW_CLASSES):
+                validate_row(record)
         except (ChunkRowError, EventError) as exc:
             raise CorruptLog(path, number, str(exc)) from None
         first = record_start(record)
