@@ -149,7 +149,7 @@ def test_repacking_rebatched_records_gives_the_canonical_records(data: st.DataOb
 @given(session_events())
 def test_packing_is_idempotent(events: list[SessionEvent]) -> None:
     records = pack_chunk_runs(events)
-    assert pack_chunk_runs(records) == records  # type: ignore[arg-type]
+    assert pack_chunk_runs(records) == records
 
 
 @given(session_events())
@@ -284,7 +284,7 @@ def test_a_different_turn_step_or_index_ends_the_run(field: str) -> None:
     second = [text(k, 0, "b", **{field: 1}) for k in range(3, 6)]
     records = pack_chunk_runs(first + second)
     assert [(type(r), r.seq0) for r in records] == [(TextChunks, 0), (TextChunks, 3)]
-    assert getattr(records[1].data, field) == 1  # type: ignore[union-attr]
+    assert getattr(records[1].data, field) == 1
 
 
 def test_a_different_chunk_type_ends_the_run() -> None:

@@ -822,7 +822,7 @@ def _zstd_log(tmp_path: Path, frames: Sequence[bytes]) -> SessionStore:
 
 
 ZSTD = Layout("zstd", (True,), "zstd")
-LINES = [msgspec.json.encode(header())] + encoded(EVENTS[:6])
+LINES = [msgspec.json.encode(header()), *encoded(EVENTS[:6])]
 
 
 def _batch(*lines: bytes) -> bytes:

@@ -316,7 +316,7 @@ def check_damaged_log(data: bytes, compression: str) -> None:
         try:
             continued = SessionStore(tmp, compression=compression).continue_session(
                 SESSION_ID, 1_800_000_000_000
-            )  # type: ignore[arg-type]
+            )
         except LogError as exc:
             check_clear_failure(exc, data, compression)
             # Continuation reads as the reader does; it also wants the header to name the session.
@@ -436,7 +436,7 @@ def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_lin
 def read_log_bytes(data: bytes, compression: str) -> Any:
     return parse_log(
         "session.jsonl.zst" if compression == "zstd" else "session.jsonl", data, compression
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_arbitrary_bytes_as_a_log_load_or_fail_naming_the_line() -> None:
@@ -478,16 +478,16 @@ def damage_examples(plain: bytes) -> dict[str, bytes]:
     row = next(i for i, line in enumerate(lines) if b'"text-chunks"' in line)
     return {
         "a flipped byte in a row": b"\n".join(
-            lines[:row] + [lines[row].replace(b'"texts"', b'"tExts"')] + lines[row + 1 :]
+            [*lines[:row], lines[row].replace(b'"texts"', b'"tExts"'), *lines[row + 1 :]]
         )
         + b"\n",
-        "a line cut in the middle": b"\n".join(lines[:5] + [lines[5][:20]] + lines[6:]) + b"\n",
-        "two lines swapped": b"\n".join(lines[:3] + [lines[4], lines[3]] + lines[5:]) + b"\n",
-        "a duplicated line": b"\n".join(lines[:4] + [lines[3]] + lines[4:]) + b"\n",
+        "a line cut in the middle": b"\n".join([*lines[:5], lines[5][:20], *lines[6:]]) + b"\n",
+        "two lines swapped": b"\n".join([*lines[:3], lines[4], lines[3], *lines[5:]]) + b"\n",
+        "a duplicated line": b"\n".join([*lines[:4], lines[3], *lines[4:]]) + b"\n",
         "a deleted line": b"\n".join(lines[:6] + lines[7:]) + b"\n",
-        "random JSON": b"\n".join(lines[:2] + [b'{"surprise": [1, 2, 3]}'] + lines[2:]) + b"\n",
+        "random JSON": b"\n".join([*lines[:2], b'{"surprise": [1, 2, 3]}', *lines[2:]]) + b"\n",
         "an unknown event type": b"\n".join(
-            lines + [b'{"type":"x/new","seq":9999,"time":0,"data":{}}']
+            [*lines, b'{"type":"x/new","seq":9999,"time":0,"data":{}}']
         )
         + b"\n",
         "a torn final line": plain + b'{"type":"turn/start","seq":',
