@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, cast
 
 import msgspec
 
 from .core.chunk_rows import (
     ROW_CLASSES,
+    ChunkRow,
     ChunkRowError,
     decode_record_json,
     pack_chunk_runs,
@@ -28,6 +29,7 @@ from .core.chunk_rows import (
 from .core.events import (
     AssistantMessageEvent,
     EventError,
+    SessionEvent,
     ToolCall,
     ToolResult,
     TurnEnd,
@@ -102,13 +104,13 @@ def run_stats(path: Path, out: TextIO) -> int:
     by_type: Counter[str] = Counter()
     rows = members = 0
     for record in contents.records:
-        if isinstance(record, ROW_CLASSES):
+        if type(record) in ROW_CLASSES:
             rows += 1
             count = record_count(record)
             members += count
             by_type["assistant/chunk"] += count
         else:
-            by_type[event_type(record)] += 1
+            by_type[event_type(cast(SessionEvent, record))] += 1
     on_disk = log_path.stat().st_size
     events = contents.events
     unpacked = len(encode_records([contents.header, *events]))
@@ -213,8 +215,8 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
     for number, raw in enumerate(lines[1:], start=2):
         try:
             record = decode_record_json(raw)
-            if isinstance(record, ROW_CLASSES):
-                validate_row(record)
+            if type(record) in ROW_CLASSES:
+                validate_row(cast(ChunkRow, record))
         except (ChunkRowError, EventError) as exc:
             report.problems.append(Problem(number, str(exc)))
             expected = None  # its events are unknown: the next record sets the count again

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
-from .chunk_rows import ROW_CLASSES, StorageRecord, expand_row, pack_chunk_runs
+from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord, expand_row, pack_chunk_runs
 from .events import (
     AssistantChunk,
     AssistantMessageEvent,
@@ -96,18 +97,18 @@ class EventLog:
     def plain_events(self) -> Iterator[SessionEvent]:
         """Every event that is not a member of a row, in order (all but packed deltas)."""
         for record in self.records:
-            if not isinstance(record, ROW_CLASSES):
-                yield record
+            if type(record) not in ROW_CLASSES:
+                yield cast(SessionEvent, record)
 
     def events(self, lo: int = 0, hi: int | None = None) -> list[SessionEvent]:
         """The events with seqs in `[lo, hi)`, rows expanded."""
         hi = self.length if hi is None else hi
         expanded: list[SessionEvent] = []
         for record in clip_records(self.records, self.starts, lo, hi):
-            if isinstance(record, ROW_CLASSES):
-                expanded.extend(expand_row(record))
+            if type(record) in ROW_CLASSES:
+                expanded.extend(expand_row(cast(ChunkRow, record)))
             else:
-                expanded.append(record)
+                expanded.append(cast(SessionEvent, record))
         return expanded
 
     def event_at(self, seq: int) -> SessionEvent:

@@ -8,7 +8,7 @@ event, `{chunks}` for a packed row. `to_history_records` wraps storage records f
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
@@ -114,7 +114,12 @@ class FollowEndedParams(Model):
 
 def to_history_records(records: Iterable[StorageRecord]) -> list[SessionHistoryRecord]:
     """Storage records as wire records."""
-    return [ChunksRecord(r) if isinstance(r, ROW_CLASSES) else EventRecord(r) for r in records]
+    return [
+        ChunksRecord(cast(ChunkRow, r))
+        if type(r) in ROW_CLASSES
+        else EventRecord(cast(SessionEvent, r))
+        for r in records
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

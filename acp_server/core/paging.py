@@ -12,28 +12,36 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from .chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
+    ReasoningChunks,
     StorageRecord,
+    TextChunks,
     TextChunksData,
     ToolCallChunks,
     ToolCallChunksData,
 )
+from .events import KnownEvent, UnknownEvent
 
 
 def record_count(record: StorageRecord) -> int:
     """How many events a record stands for."""
-    if isinstance(record, ToolCallChunks):
+    # `type() in` / `is` rather than isinstance: far cheaper for msgspec structs, and these run
+    # for every record.
+    if type(record) is ToolCallChunks:
         return len(record.data.args)
-    if isinstance(record, ROW_CLASSES):
-        return len(record.data.texts)
+    if type(record) in ROW_CLASSES:
+        return len(cast("TextChunks | ReasoningChunks", record).data.texts)
     return 1
 
 
 def record_start(record: StorageRecord) -> int:
-    return record.seq0 if isinstance(record, ROW_CLASSES) else record.seq
+    if type(record) in ROW_CLASSES:
+        return cast(ChunkRow, record).seq0
+    return cast("KnownEvent | UnknownEvent", record).seq
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import cast
 
 from .acp_updates import (
     AgentMessageChunk,
@@ -43,9 +43,6 @@ from .events import (
     TurnStart,
     UserMessageEvent,
 )
-
-_CHUNK_RECORDS: Final = (AssistantChunk, *ROW_CLASSES)
-"""The records a step's stream leaves: chunk events and chunk rows."""
 
 
 def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
@@ -81,8 +78,8 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
 
     for event in records:
         kind = type(event)
-        if isinstance(event, _CHUNK_RECORDS):
-            pending.append(event)
+        if kind is AssistantChunk or kind in ROW_CLASSES:
+            pending.append(cast("AssistantChunk | ChunkRow", event))
         elif type(event) is AssistantMessageEvent:
             pending.clear()  # the message stands for its chunks
             d = event.data

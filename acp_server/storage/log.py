@@ -16,13 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import msgspec
 import zstandard
 
 from ..core.chunk_rows import (
     ROW_CLASSES,
+    ChunkRow,
     ChunkRowError,
     StorageRecord,
     decode_record_json,
@@ -227,8 +228,8 @@ def parse_log(
     for number, raw in enumerate(lines[1:], start=2):
         try:
             record = decode_record_json(raw)
-            if isinstance(record, ROW_CLASSES):
-                validate_row(record)
+            if type(record) in ROW_CLASSES:
+                validate_row(cast(ChunkRow, record))
         except (ChunkRowError, EventError) as exc:
             raise CorruptLog(path, number, str(exc)) from None
         first = record_start(record)
