@@ -284,9 +284,9 @@ def _assembled(run: list[AssistantChunk]) -> Any:
     """The assistant block a loop would assemble from one block's deltas."""
     first = run[0].data.chunk
     if isinstance(first, ToolCallDelta):
-        arguments = "".join(e.data.chunk.arguments_delta for e in run)  # type: ignore[union-attr]
+        arguments = "".join(e.data.chunk.arguments_delta for e in run)  # type: ignore[union-attr]  # a run holds deltas of one type
         return AssistantToolCall(first.id, first.name or "read_file", arguments)
-    text = "".join(e.data.chunk.text for e in run)  # type: ignore[union-attr]
+    text = "".join(e.data.chunk.text for e in run)  # type: ignore[union-attr]  # a run holds deltas of one type
     return AssistantText(text) if isinstance(first, TextDelta) else AssistantReasoning(text)
 
 

@@ -178,7 +178,7 @@ def serve(
         str(fixture),
     ]
     spawned = spawn_agent_process(
-        client,  # type: ignore[arg-type]
+        client,  # type: ignore[arg-type]  # implements only the Client methods the test uses
         sys.executable,
         "-c",
         TEE,

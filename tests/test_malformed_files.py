@@ -38,6 +38,7 @@ from acp_server.core.replay_script import ReplayError, parse_fixture, parse_over
 from acp_server.log_command import verify_bytes
 from acp_server.providers.replay import ReplayProvider
 from acp_server.storage.log import (
+    Compression,
     CorruptLog,
     LogError,
     UnsupportedVersion,
@@ -97,12 +98,12 @@ def real_events() -> list[Any]:
     return events
 
 
-def write_log(root: Path, compression: str) -> Path:
+def write_log(root: Path, compression: Compression) -> Path:
     """The log as the loop writes it: batches of 1 to 9 events, each packed on its own."""
     header = SessionHeader(
         version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=1_700_000_000_000, cwd="/work"
     )
-    writer = SessionStore(root, compression=compression).create(header)  # type: ignore[arg-type]
+    writer = SessionStore(root, compression=compression).create(header)
     events = real_events()
     sizes = [1, 5, 9, 2, 7, 3, 4]
     start = 0

@@ -139,7 +139,7 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
     with open(tmp_path / "stderr.log", "wb") as stderr:
         async with (
             spawn_agent_process(
-                client,  # type: ignore[arg-type]
+                client,  # type: ignore[arg-type]  # implements only the Client methods the test uses
                 command[0],
                 *command[1:],
                 env=dict(os.environ),
