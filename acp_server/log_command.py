@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, cast
 
 import msgspec
 
 from .core.chunk_rows import (
     ROW_CLASSES,
+    ChunkRow,
     ChunkRowError,
     StorageRecord,
     decode_record_json,
@@ -274,7 +275,7 @@ def _verify(path: Path | str, lines: Iterator[bytes], report: Report) -> None:
         try:
             record = decode_record_json(raw)
             if type(record) in ROW_CLASSES:
-                validate_row(record)  # type: ignore[arg-type]
+                validate_row(cast(ChunkRow, record))
         except (ChunkRowError, EventError) as exc:
             report.problems.append(Problem(number, str(exc)))
             expected = None  # its events are unknown: the next record sets the count again
@@ -286,16 +287,15 @@ def _verify(path: Path | str, lines: Iterator[bytes], report: Report) -> None:
                 Problem(number, f"seq {what}: expected seq {expected}, found {start}")
             )
         expected = start + record_count(record)
-        kind = type(record)
-        if kind is UnknownEvent:
-            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")  # type: ignore[union-attr]
-        elif kind is TurnStart:
+        if type(record) is UnknownEvent:
+            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")
+        elif type(record) is TurnStart:
             if open_turn is not None:
                 report.problems.append(
                     Problem(number, f"turn/start while turn {open_turn} has no turn/end")
                 )
-            open_turn = record.data.turn  # type: ignore[union-attr]
-        elif kind is TurnEnd:
+            open_turn = record.data.turn
+        elif type(record) is TurnEnd:
             open_turn = None
         problem = ranges.problem(record, start)
         if problem is not None:

@@ -12,6 +12,7 @@ must validate and dump back to exactly what was sent, so a stray or mistyped fie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -360,10 +361,8 @@ class PromptServer:
             self.process.process.stderr,
         ):
             if stream is not None and not stream.closed:
-                try:
+                with contextlib.suppress(BrokenPipeError):
                     stream.close()
-                except BrokenPipeError:
-                    pass
 
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

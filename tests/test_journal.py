@@ -71,7 +71,7 @@ class Server:
 
     def repair(
         self, journal: Journal, gap: Gap | None, max_messages: int, newer: list[Any] = ()
-    ) -> None:  # type: ignore[assignment]
+    ) -> None:
         """What a client does with a gap: page back from it until the pages reach the tail."""
         records = list(newer)
         while gap is not None:
@@ -98,7 +98,10 @@ LOG: list[SessionEvent] = [
     TurnStart(0, 1000, TurnStartData(0)),
     UserMessageEvent(1, 1001, UserMessageData(0, UserMessage("u0", [TextContent("Hi")]))),
     StepStart(2, 1002, StepData(0, 0)),
-    *[_chunk(seq, text) for seq, text in zip(range(3, 9), ["He", "llo", ",", " wor", "ld", "!"])],
+    *[
+        _chunk(seq, text)
+        for seq, text in zip(range(3, 9), ["He", "llo", ",", " wor", "ld", "!"], strict=True)
+    ],
     AssistantMessageEvent(
         9,
         1009,

@@ -21,6 +21,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SessionHeader
 from acp_server.log_command import verify_bytes
+from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 
 EVENTS = [
@@ -33,8 +34,8 @@ EVENTS = [
 ]
 
 
-def write_session(root: Path, compression: str = "none") -> Path:
-    store = SessionStore(root, compression=compression)  # type: ignore[arg-type]
+def write_session(root: Path, compression: Compression = "none") -> Path:
+    store = SessionStore(root, compression=compression)
     writer = store.create(SessionHeader(version=1, id="s1", created_at=5, cwd="/work"))
     writer.append(EVENTS)
     writer.close()

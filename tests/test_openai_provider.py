@@ -39,7 +39,7 @@ HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])
 def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
     options.setdefault("retry_base_delay", 0.01)
     options.setdefault("trust_env", False)
-    return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]
+    return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]  # a plain str key, which __post_init__ accepts
 
 
 async def run(

@@ -41,6 +41,9 @@ from acp_server.storage.store import SessionNotFound, SessionStore
 
 pytestmark = pytest.mark.anyio
 
+FRAME_DEADLINE = 5.0
+"""Seconds a test waits for the server's next frame before it fails (a hang, not a timing)."""
+
 
 class Peer:
     """The client end of an in-process connection: writes lines in, reads frames out."""
@@ -58,8 +61,8 @@ class Peer:
     async def send(self, message: Any) -> None:
         await self._inbound.send(json.dumps(message).encode() + b"\n")
 
-    async def frame(self, timeout: float = 5) -> dict[str, Any]:
-        with anyio.fail_after(timeout):
+    async def frame(self) -> dict[str, Any]:
+        with anyio.fail_after(FRAME_DEADLINE):
             raw = await self._outbound.receive()
         assert raw.endswith(b"\n") and raw.count(b"\n") == 1
         frame = json.loads(raw)

@@ -4,6 +4,7 @@ JSON-RPC frames only, whatever it is fed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -88,7 +89,7 @@ def test_framing_does_not_depend_on_how_input_is_cut(
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
-    pieces = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [data[a:b] for a, b in itertools.pairwise(bounds)]
     assert feed_all(LineFramer(limit), pieces) == reference_split(data, limit)
 
 

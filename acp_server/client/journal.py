@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -261,7 +261,7 @@ def _check_has_older(first_seq: int, has_older: bool) -> None:
 
 def _decode_live(value: Any) -> SessionEvent:
     if isinstance(value, msgspec.Struct):
-        return value  # type: ignore[return-value]  # already decoded
+        return cast(SessionEvent, value)  # a struct is an already decoded event (`apply_live`)
     try:
         return convert_event(value)
     except EventError as exc:

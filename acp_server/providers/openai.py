@@ -35,7 +35,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 import anyio
 import httpx
@@ -127,6 +127,18 @@ def validate_env_name(name: str) -> str:
     return name
 
 
+class ProviderOptions(TypedDict, total=False):
+    """The `OpenAIProvider` fields `from_env` passes through as they are."""
+
+    connect_timeout: float
+    read_timeout: float
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    trust_env: bool
+    name: str
+
+
 @dataclass(eq=False)
 class OpenAIProvider:
     model: str
@@ -157,7 +169,7 @@ class OpenAIProvider:
         api_key_env: str = DEFAULT_API_KEY_ENV,
         *,
         environ: MutableMapping[str, str] | None = None,
-        **options: object,
+        **options: Unpack[ProviderOptions],
     ) -> OpenAIProvider:
         """A provider whose key is taken out of `environ` (default: this process's environment).
 
@@ -168,7 +180,7 @@ class OpenAIProvider:
         key = environ.pop(validate_env_name(api_key_env), "")
         if not key:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
-        return cls(model, base_url, Secret(key) if key else None, **options)  # type: ignore[arg-type]
+        return cls(model, base_url, Secret(key) if key else None, **options)
 
     def bind_session(
         self,
@@ -292,7 +304,7 @@ class OpenAIProvider:
             return None
         if failure.retry_after is not None:
             return failure.retry_after if failure.retry_after <= MAX_RETRY_AFTER else None
-        return min(self.retry_base_delay * 2**attempt, self.retry_max_delay)
+        return min(self.retry_base_delay * 2.0**attempt, self.retry_max_delay)
 
     def _final_message(self, failure: _Failure, attempt: int, yielded: int) -> str:
         message = f"openai: {failure.message}"
@@ -361,7 +373,7 @@ def _body_error(text: str, redact: Redact) -> tuple[str, int | str | None] | Non
         return None
     if value.get("error"):
         try:
-            error = msgspec.convert(value["error"], ErrorPayload | str)  # type: ignore[arg-type]
+            error = msgspec.convert(value["error"], ErrorPayload | str)
         except msgspec.ValidationError:
             error = str(value["error"])
         return error_payload_message(error, redact)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Union
+from typing import Annotated, Any, Final, cast
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -84,7 +84,7 @@ class ErrorAnswer(_Spec, tag="error", tag_field="kind"):
     message: str
 
 
-Answer = Union[PermissionAnswer, ReadAnswer, WriteAnswer, TerminalAnswer, ErrorAnswer]
+Answer = PermissionAnswer | ReadAnswer | WriteAnswer | TerminalAnswer | ErrorAnswer
 
 
 class CancelWhen(_Spec):
@@ -173,18 +173,18 @@ class RequestStep(_Spec, tag="request", tag_field="op"):
     params: Any = UNSET
 
 
-Step = Union[
-    InitializeStep,
-    NewStep,
-    PromptStep,
-    LoadStep,
-    PageStep,
-    PageAllStep,
-    FollowStep,
-    UnfollowStep,
-    RestartStep,
-    RequestStep,
-]
+Step = (
+    InitializeStep
+    | NewStep
+    | PromptStep
+    | LoadStep
+    | PageStep
+    | PageAllStep
+    | FollowStep
+    | UnfollowStep
+    | RestartStep
+    | RequestStep
+)
 
 
 class ServerOptions(_Spec):
@@ -253,7 +253,7 @@ def check_steps(steps: Sequence[Step]) -> list[str]:
 
 
 def step_name(step: Step) -> str:
-    return type(step).__struct_config__.tag  # type: ignore[return-value]
+    return cast(str, type(step).__struct_config__.tag)  # every step class has a string tag
 
 
 def schema() -> bytes:
