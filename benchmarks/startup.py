@@ -15,6 +15,13 @@ with `-c` to answer one line on stdout as soon as it reads one (`--no-floor` lea
 root put first on `PYTHONPATH`), so that a change is measured before and after in the same run
 on a machine whose load moves from minute to minute: compare the ratios, not the milliseconds.
 
+Every command runs with its bytecode cached, as an installed package's is (pip compiles it at
+install time): the children get `PYTHONPYCACHEPREFIX` pointed at a temporary directory (and no
+`PYTHONDONTWRITEBYTECODE`), so the warm-up rounds write the caches and the measured rounds read
+them, without writing anything into the checkouts. `--inherit-bytecode-env` runs them in the
+environment as it is instead (with `PYTHONDONTWRITEBYTECODE=1` and a source checkout, every
+module of the project is compiled again in each process).
+
 Run from the repository root: `python benchmarks/startup.py [--rounds N] [--compare DIR]`.
 Human-readable lines go to stderr; stdout gets exactly one line, `STARTUP_PERF_RESULT {json}`.
 """
@@ -152,15 +159,24 @@ def main() -> int:
         help="also time the server of the checkout at DIR, in alternating rounds",
     )
     parser.add_argument("--no-floor", action="store_true", help="leave out the interpreter floor")
+    parser.add_argument(
+        "--inherit-bytecode-env",
+        action="store_true",
+        help="leave PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX as they are",
+    )
     args = parser.parse_args()
-
-    def environment(source: Path) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
-        return env
 
     with tempfile.TemporaryDirectory(prefix="acp-startup-bench-") as tmp:
         root = Path(tmp)
+
+        def environment(source: Path) -> dict[str, str]:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+            if not args.inherit_bytecode_env:
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+            return env
+
         cwd = root / "workspace"
         cwd.mkdir()
         sources = {"acp-server": ROOT}
@@ -185,7 +201,11 @@ def main() -> int:
             for name, run in work.items():
                 rounds[name].append(run())
 
-    result: dict[str, Any] = {"benchmark": "startup", "rounds": args.rounds}
+    result: dict[str, Any] = {
+        "benchmark": "startup",
+        "rounds": args.rounds,
+        "bytecode_cached": not args.inherit_bytecode_env,
+    }
     ours_initialize = summary(rounds["acp-server"], "initialize")
     ours_new = summary(rounds["acp-server"], "session_new")
     say(f"acp-server initialize answered: {ms(ours_initialize)}")
