@@ -33,7 +33,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -41,16 +40,6 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 from msgspec import UNSET
-
-with warnings.catch_warnings():
-    # jsonrpcserver 5.0.9 reads its bundled schema with importlib.resources.read_text, which
-    # Python 3.11 deprecates; the warning is jsonrpcserver's business, not ours.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from jsonrpcserver import Error, Success, dispatch_to_response
-    from jsonrpcserver.response import ErrorResponse
-    from jsonrpcserver.result import Result
-    from jsonrpcserver.sentinels import NODATA
-    from oslash.either import Left
 
 from .errors import (
     ClientError,
@@ -63,6 +52,7 @@ from .errors import (
     RpcError,
     to_rpc_error,
 )
+from .jsonrpc_core import NODATA, Error, ErrorResponse, Left, Result, Success, dispatch_to_response
 from .transport import DEFAULT_MAX_LINE_BYTES, LineFramer, Oversized
 
 log = logging.getLogger(__name__)
