@@ -79,6 +79,7 @@ from ..core.events import (
 from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
 from ..storage.log import LogWriteFailed
+from .failures import ModelRequestFailed
 from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
@@ -96,15 +97,6 @@ _FINISHES: Final[dict[FinishReason, tuple[Callable[[], TurnEndReason], StopReaso
     "length": (TurnEndReasonMaxTokens, "max_tokens"),
     "content-filter": (TurnEndReasonRefusal, "refusal"),
 }
-
-
-class ModelRequestFailed(Exception):
-    """The model request of a step failed; the turn ended with `turn/end {kind: "error"}`."""
-
-    def __init__(self, message: str, code: int | str | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 SubagentFactory = Callable[["TurnEnv"], "TurnEnv"]

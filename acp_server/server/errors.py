@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..agent.loop import ModelRequestFailed
+from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
 from ..storage.log import CorruptLog, LogLocked, LogWriteFailed, UnsupportedVersion

@@ -7,7 +7,8 @@ neither: it gives dispatch a validator of its own and serves stdio. So its submo
 here under a package object whose `__init__` has not run, and that object is taken out of
 `sys.modules` again once they are in: a later `import jsonrpcserver` anywhere in the process
 runs the real `__init__`, which finds these submodules already imported and uses them (the
-same module objects, so the same classes).
+same module objects, so the same classes). jsonrpcserver's results are `oslash.either` values;
+`oslash` is entered the same way, without the dozen other monads its `__init__` imports.
 
 `dispatch_to_response` is `jsonrpcserver.main.dispatch_to_response` (5.0.x) without its
 defaults: the caller always names its deserializer and validator.
@@ -21,22 +22,23 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _import_core() -> None:
-    if "jsonrpcserver" in sys.modules:
-        return  # the whole package is already imported (or this has run)
-    spec = importlib.util.find_spec("jsonrpcserver")
+def _import_without_package_init(package: str, submodules: tuple[str, ...]) -> None:
+    """Import `package.<name>` for each of `submodules`, leaving `package` itself unimported."""
+    if package in sys.modules:
+        return  # the whole package is already imported
+    spec = importlib.util.find_spec(package)
     if spec is None or spec.submodule_search_locations is None:
-        raise ImportError("jsonrpcserver is not installed", name="jsonrpcserver")
-    package = importlib.util.module_from_spec(spec)
-    sys.modules["jsonrpcserver"] = package
+        raise ImportError(f"{package} is not installed", name=package)
+    sys.modules[package] = importlib.util.module_from_spec(spec)
     try:
-        for name in ("dispatcher", "response", "result", "sentinels"):
-            importlib.import_module(f"jsonrpcserver.{name}")
+        for name in submodules:
+            importlib.import_module(f"{package}.{name}")
     finally:
-        del sys.modules["jsonrpcserver"]
+        del sys.modules[package]
 
 
-_import_core()
+_import_without_package_init("oslash", ("either",))
+_import_without_package_init("jsonrpcserver", ("dispatcher", "response", "result", "sentinels"))
 
 from jsonrpcserver.dispatcher import Deserialized, dispatch_to_response_pure  # noqa: E402
 from jsonrpcserver.methods import Methods  # noqa: E402

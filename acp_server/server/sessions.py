@@ -26,13 +26,12 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..agent.loop import Turn
 from ..agent.recorder import SessionRecorder
 from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_record
 from ..core.event_log import EventLog
@@ -50,6 +49,9 @@ from ..storage.log import (
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
+
+if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
+    from ..agent.loop import Turn
 
 log = logging.getLogger(__name__)
 

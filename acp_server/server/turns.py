@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ..agent.loop import ModelRequestFailed, StopReason, Turn, TurnEnv
+from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientPort
-from ..agent.tools import ToolContext
 from ..core.acp_updates import SessionNotification
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
@@ -23,6 +23,9 @@ from ..providers.base import Provider
 from ..storage.log import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
+
+if TYPE_CHECKING:
+    from ..agent.loop import StopReason, TurnEnv
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,8 @@ class Conversations:
 
     async def prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
         """Run one turn; a second prompt while one runs is refused, not queued."""
+        from ..agent.loop import Turn  # the loop and its tools, imported by the first prompt
+
         if session.turn is not None:
             raise busy_error(session.id)
         turn = Turn(self._env(session), prompt)
@@ -92,6 +97,9 @@ class Conversations:
         self.bind(session)
 
     def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
+        from ..agent.loop import TurnEnv
+        from ..agent.tools import ToolContext
+
         directories = [Path(d) for d in session.additional_directories]
         tools = ToolContext(
             client_session_id or session.id,
