@@ -40,6 +40,7 @@ def server_modules() -> set[str]:
         "acp_server.providers.openai",
         "acp_server.agent.loop",  # the agent loop and its tools: imported by the first prompt
         "acp_server.agent.tools",
+        "acp_server.providers.replay",
     ],
 )
 def test_importing_the_server_does_not_load(server_modules: set[str], module: str) -> None:
@@ -48,6 +49,18 @@ def test_importing_the_server_does_not_load(server_modules: set[str], module: st
 
 def test_importing_the_server_loads_the_jsonrpc_dispatch_core(server_modules: set[str]) -> None:
     assert {"jsonrpcserver.dispatcher", "jsonrpcserver.result"} <= server_modules
+
+
+def test_a_bare_serve_reads_the_bundled_demo_recording_when_a_session_first_goes_live() -> None:
+    setup = (
+        "from pathlib import Path\n"
+        "from acp_server.server.app import load_provider\n"
+        "from acp_server.server.config import ServeConfig\n"
+        "provider = load_provider(ServeConfig(Path('unused')))"
+    )
+    assert "acp_server.providers.replay" not in modules_after(setup)
+    bound = setup + "\nprovider.bind_session('s', parent_session_id=None, model_calls=0)"
+    assert "acp_server.providers.replay" in modules_after(bound)
 
 
 def test_jsonrpcserver_imported_in_full_afterwards_uses_the_same_classes() -> None:

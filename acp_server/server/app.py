@@ -13,12 +13,13 @@ import importlib.util
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
 
 import anyio
 
+from ..core.events import StreamChunk
 from ..core.replay_script import ReplayError
-from ..providers.base import Provider
-from ..providers.replay import ReplayProvider, bundled_demo_fixture
+from ..providers.base import ModelRequest, Provider
 from ..storage.store import SessionStore
 from .agent import AcpAgent
 from .config import ServeConfig
@@ -65,8 +66,50 @@ def load_provider(config: ServeConfig) -> Provider:
             read_timeout=config.read_timeout,
             max_retries=config.max_retries,
         )
+    if config.replay is None and config.replay_override is None:
+        return BundledDemoProvider(config.pace_ms)
+    from ..providers.replay import ReplayProvider, bundled_demo_fixture
+
     fixture = config.replay if config.replay is not None else bundled_demo_fixture()
     return ReplayProvider.from_path(fixture, config.replay_override, config.pace_ms)
+
+
+class BundledDemoProvider:
+    """`llm-replay` over the demo recording that ships inside the package, read when a session
+    first goes live.
+
+    It is what a bare `acp-server serve` replays, so reading and parsing it before the first
+    answer would delay every start; being part of the package, it is not a path the user gave,
+    which SPEC 8 wants refused at start (a `--replay` or `--replay-override` is loaded at once).
+    """
+
+    name = "llm-replay"
+
+    def __init__(self, pace_ms: int) -> None:
+        self.pace_ms = pace_ms
+        self._loaded: Provider | None = None
+
+    def _provider(self) -> Provider:
+        if self._loaded is None:
+            from ..providers.replay import ReplayProvider, bundled_demo_fixture
+
+            self._loaded = ReplayProvider.from_path(bundled_demo_fixture(), None, self.pace_ms)
+        return self._loaded
+
+    def bind_session(
+        self,
+        session_id: str,
+        *,
+        parent_session_id: str | None,
+        model_calls: int,
+        cwd: str | None = None,
+    ) -> None:
+        self._provider().bind_session(
+            session_id, parent_session_id=parent_session_id, model_calls=model_calls, cwd=cwd
+        )
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        return self._provider().stream(request)
 
 
 async def serve(config: ServeConfig, fds: StdioFds, provider: Provider | None = None) -> int:
