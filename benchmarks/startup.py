@@ -9,8 +9,10 @@ measures, from just before the spawn:
   done anything, as an editor does);
 - the time to read the answer to `session/new` (written as soon as `initialize` was answered).
 
-Beside it, in alternating rounds, the floor every Python agent pays: the same interpreter spawned
-with `-c` to answer one line on stdout as soon as it reads one (`--no-floor` leaves it out).
+Beside it, in alternating rounds, two floors (`--no-floor` leaves them out): the interpreter
+alone, spawned with `-c` to echo one line on stdout as soon as it reads one; and the stack, the
+same after importing the libraries the server cannot answer without (asyncio, anyio, uvloop,
+msgspec, logging, argparse, dataclasses, pathlib), and nothing of the project.
 `--compare DIR` adds a third command, the server from another checkout of the repository (its
 root put first on `PYTHONPATH`), so that a change is measured before and after in the same run
 on a machine whose load moves from minute to minute: compare the ratios, not the milliseconds.
@@ -50,6 +52,7 @@ INITIALIZE = {
     "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}},
 }
 FLOOR_PROGRAM = "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()"
+STACK_IMPORTS = "import argparse, asyncio, dataclasses, logging, pathlib, anyio, msgspec, uvloop"
 
 
 def say(line: str = "") -> None:
@@ -112,10 +115,10 @@ def server_round(name: str, command: list[str], env: dict[str, str], cwd: Path) 
     return {"initialize": initialized - started, "session_new": created - started}
 
 
-def floor_round(env: dict[str, str], cwd: Path) -> dict[str, float]:
-    """The interpreter alone: seconds from spawn to its echo of one line."""
+def floor_round(program: str, env: dict[str, str], cwd: Path) -> dict[str, float]:
+    """Seconds from spawning `python -c program` to its echo of one line."""
     started = time.perf_counter()
-    process = spawn([sys.executable, "-c", FLOOR_PROGRAM], env, cwd)
+    process = spawn([sys.executable, "-c", program], env, cwd)
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(frame(1, "initialize", INITIALIZE))
@@ -190,7 +193,9 @@ def main() -> int:
             work[name] = lambda n=name, c=command, e=env: server_round(n, c, e, cwd)
         if not args.no_floor:
             floor_env = environment(ROOT)
-            work["floor"] = lambda: floor_round(floor_env, cwd)
+            work["floor"] = lambda: floor_round(FLOOR_PROGRAM, floor_env, cwd)
+            stack = f"{STACK_IMPORTS}; {FLOOR_PROGRAM}"
+            work["stack"] = lambda: floor_round(stack, floor_env, cwd)
         rounds: dict[str, list[dict[str, float]]] = {name: [] for name in work}
         for _ in range(args.warmup):
             for run in work.values():
@@ -227,6 +232,9 @@ def main() -> int:
         floor = summary(rounds["floor"], "initialize")
         say(f"interpreter floor (spawn to one echoed line): {ms(floor)}")
         result["floor"] = floor
+        stack_floor = summary(rounds["stack"], "initialize")
+        say(f"stack floor (the same after importing {STACK_IMPORTS[7:]}): {ms(stack_floor)}")
+        result["stack_floor"] = stack_floor
     result["goal_initialize_s"] = GOAL_INITIALIZE_S
     result["goal_met"] = ours_initialize["median_s"] < GOAL_INITIALIZE_S
     result["python"] = platform.python_version()
