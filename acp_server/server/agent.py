@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -18,7 +18,6 @@ from msgspec import UNSET, UnsetType
 from .. import __version__
 from ..agent import ports
 from ..core.ids import InvalidSessionId, validate_session_id
-from ..providers.base import Provider
 from .config import DEFAULT_MAX_STEPS, ServeConfig
 from .errors import InvalidParams, echoed
 from .history import History
@@ -54,6 +53,9 @@ from .protocol import (
 from .rpc import Connection
 from .sessions import SessionRegistry
 from .turns import Conversations, busy_error
+
+if TYPE_CHECKING:
+    from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
 

@@ -14,18 +14,21 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ..core.events import StreamChunk
 from ..core.replay_script import ReplayError
-from ..providers.base import ModelRequest, Provider
 from ..storage.store import SessionStore
 from .agent import AcpAgent
 from .config import ServeConfig
 from .rpc import Connection
 from .sessions import SessionRegistry
 from .transport import FdReader, FrameWriter, StdioFds, claim_stdio
+
+if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
+    from ..core.events import StreamChunk
+    from ..providers.base import ModelRequest, Provider
 
 log = logging.getLogger("acp_server")
 

@@ -19,13 +19,13 @@ from ..core.acp_updates import SessionNotification
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
-from ..providers.base import Provider
 from ..storage.log import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
+    from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
 
