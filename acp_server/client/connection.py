@@ -455,9 +455,9 @@ class AcpClient:
         await walk_older(self, address, journal, max_messages)
         return journal
 
-    # -- for Follow ----------------------------------------------------------------------------
+    # -- for Follow (`FollowClient`) -----------------------------------------------------------
 
-    def _route_follow(
+    def route_follow(
         self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]
     ) -> None:
         """Send this subscription's frames to `send` (called by the reader, see `request`)."""
@@ -466,8 +466,8 @@ class AcpClient:
         else:
             self._follows[subscription_id] = send
 
-    def _unroute_follow(self, subscription_id: str | None) -> None:
-        self._follows.pop(subscription_id, None)  # type: ignore[arg-type]
+    def unroute_follow(self, subscription_id: str) -> None:
+        self._follows.pop(subscription_id, None)
 
     @property
     def closed(self) -> bool:
