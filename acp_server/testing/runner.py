@@ -33,7 +33,8 @@ import msgspec
 from msgspec import UNSET
 
 from ..core.events import SubagentStart
-from ..core.replay_script import ReplayError, parse_fixture
+from ..core.json_values import map_strings
+from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
 from ..storage.log import LogError, read_log
 from .normalize import Normalizer
 from .scenario import (
@@ -61,16 +62,11 @@ from .scenario import (
 )
 
 TRANSCRIPT_NAME: Final = "stdout.expected.jsonl"
-FIXTURE_NAME: Final = "session.jsonl"
 WORKSPACE_NAME: Final = "workspace"
 DEFAULT_COMMAND: Final = (sys.executable, "-m", "acp_server", "serve")
 FRAME_TIMEOUT: Final = 20.0
 """Seconds to wait for any one frame (generous: CI machines are busy)."""
 RESOURCE_NOT_FOUND: Final = -32002
-
-
-def child_fixture_name(number: int) -> str:
-    return f"session.{number}.jsonl"
 
 
 def encode_line(value: Any) -> str:
@@ -629,16 +625,14 @@ class _Run:
 
     def _substitute(self, value: Any) -> Any:
         """`<workspace>` and `<session-1>` in a value the script gives, made real."""
-        if isinstance(value, str):
+
+        def text(value: str) -> str:
             value = value.replace("<workspace>", str(self.workspace))
             if self.session_id is not None:
                 value = value.replace("<session-1>", self.session_id)
             return value
-        if isinstance(value, list):
-            return [self._substitute(item) for item in value]
-        if isinstance(value, dict):
-            return {key: self._substitute(item) for key, item in value.items()}
-        return value
+
+        return map_strings(value, text)
 
     # -- results -------------------------------------------------------------------------------
 
