@@ -44,6 +44,7 @@ import msgspec
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
+from msgspec import UNSET
 
 from ..core.events import SessionEvent
 from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
@@ -92,7 +93,7 @@ async def answer_server_request(method: str, params: Any) -> Any:
             (o["optionId"] for o in options if o.get("kind") == "allow_once"), "allow_once"
         )
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
-    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    raise RpcError(f"Method not found: {method}", code=METHOD_NOT_FOUND)
 
 
 class Page(NamedTuple):
@@ -245,7 +246,9 @@ class AcpClient:
         if "error" in frame:
             error = frame["error"]
             raise RpcError(
-                error.get("code", INTERNAL_ERROR), error.get("message", ""), error.get("data")
+                error.get("message", ""),
+                error.get("data", UNSET),
+                code=error.get("code", INTERNAL_ERROR),
             )
         return frame.get("result")
 

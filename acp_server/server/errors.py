@@ -28,45 +28,19 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from ..agent.loop import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
+from ..core.rpc_error import RpcError
 from ..storage.log import CorruptLog, LogLocked, UnsupportedVersion
 from ..storage.store import SessionNotFound
 
 log = logging.getLogger(__name__)
-
-
-class ErrorObject(msgspec.Struct, omit_defaults=True, gc=False):
-    """A JSON-RPC error object as it goes on the wire."""
-
-    code: int
-    message: str
-    data: Any | UnsetType = UNSET
-
-
-class RpcError(Exception):
-    """An error the peer may see: `CODE`, a one-sentence message, optional structured `data`."""
-
-    CODE: ClassVar[int] = -32603
-    MESSAGE: ClassVar[str] = "Internal error"
-
-    def __init__(self, message: str | None = None, data: Any | UnsetType = UNSET) -> None:
-        self.message = message if message is not None else self.MESSAGE
-        self.data = data
-        super().__init__(self.message)
-
-    @property
-    def code(self) -> int:
-        return self.CODE
-
-    def to_wire(self) -> ErrorObject:
-        return ErrorObject(self.CODE, self.message, self.data)
 
 
 class ParseError(RpcError):

@@ -52,15 +52,14 @@ with warnings.catch_warnings():
     from jsonrpcserver.sentinels import NODATA
     from oslash.either import Left
 
+from ..core.rpc_error import ErrorObject, RpcError
 from .errors import (
     ClientError,
     ConnectionClosed,
-    ErrorObject,
     InternalError,
     InvalidRequest,
     ParseError,
     RequestCancelled,
-    RpcError,
     to_rpc_error,
 )
 from .transport import DEFAULT_MAX_LINE_BYTES, LineFramer, Oversized
@@ -525,12 +524,6 @@ class Connection:
         if pending:
             log.info("end of input: %d outbound request(s) left unanswered", len(pending))
 
-    async def receive(self, line: bytes | Oversized) -> None:
-        """Handle one inbound line (or oversized-line event)."""
-        frame = self._receive_safely(line)
-        if frame is not None:
-            await self._sink.send(frame)
-
     def _receive_safely(self, line: bytes | Oversized) -> bytes | None:
         try:
             return self._receive(line)
@@ -591,7 +584,7 @@ class Connection:
             return result_frame(request_id, call)
         task_group = self._task_group
         if task_group is None:
-            raise RuntimeError("Connection.receive called outside serve()")
+            raise RuntimeError("a request arrived outside serve()")
         scope = anyio.CancelScope()
         if request_id is not None:
             self._inflight[request_id] = scope

@@ -49,7 +49,6 @@ class Conversations:
             raise busy_error(session.id)
         turn = Turn(self._env(session), prompt)
         session.turn = turn
-        session.begin_turn()
         failure: Exception | None = None
         try:
             with session.activity():
