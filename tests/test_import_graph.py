@@ -1,13 +1,19 @@
-"""The package's modules import one another without cycles (type-only and lazy imports count).
+"""The package's imports, read from its source: no cycles among its modules (type-only and lazy
+imports count), and nothing from outside it but the standard library and its declared
+dependencies.
 
-The graph is read from the source with `ast`: every `import` and `from ... import` anywhere in a
-module (under `if TYPE_CHECKING:`, inside functions) and every `importlib.import_module("...")`
-with a literal name is an edge to the `acp_server` module it names.
+The graph is read with `ast`: every `import` and `from ... import` anywhere in a module (under
+`if TYPE_CHECKING:`, inside functions) and every `importlib.import_module("...")` with a literal
+name is an edge to the module it names.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "acp_server"
@@ -23,8 +29,8 @@ def module_paths() -> dict[str, Path]:
     return modules
 
 
-def imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules `module` imports (a `from X import name` of a submodule names it)."""
+def imported_names(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module `module` imports (a `from X import name` of a package submodule names it)."""
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -48,6 +54,12 @@ def imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             and isinstance(node.args[0].value, str)
         ):
             names.add(node.args[0].value)
+    return names
+
+
+def imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules `module` imports."""
+    names = imported_names(module, path, modules)
     return {name for name in names if name in modules and name != module}
 
 
@@ -111,3 +123,27 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_package_has_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_package_imports_only_the_standard_library_and_its_declared_dependencies() -> None:
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = {
+        _normalized(re.match(r"[A-Za-z0-9_.-]+", requirement).group(0))  # type: ignore[union-attr]
+        for requirement in project["project"]["dependencies"]
+    }
+    distributions = packages_distributions()
+    modules = module_paths()
+    undeclared = set()
+    for module, path in modules.items():
+        for name in imported_names(module, path, modules):
+            top = name.split(".")[0]
+            if top == "acp_server" or not top or top in sys.stdlib_module_names:
+                continue
+            owners = {_normalized(owner) for owner in distributions.get(top, [top])}
+            if not owners & declared:
+                undeclared.add(f"{module}: {name}")
+    assert sorted(undeclared) == []

@@ -17,6 +17,7 @@ import pytest
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.core.ids import InvalidSessionId
+from acp_server.core.rpc_error import ErrorObject
 from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture
 from acp_server.server.agent import AcpAgent
 from acp_server.server.errors import (
@@ -27,7 +28,7 @@ from acp_server.server.errors import (
     UnknownSession,
     to_rpc_error,
 )
-from acp_server.server.rpc import Connection
+from acp_server.server.rpc import Connection, Dispatched, dispatched
 from acp_server.server.sessions import (
     ListEntry,
     SessionRegistry,
@@ -609,3 +610,35 @@ async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Pat
         steps.append("closed")
     assert steps == ["cancelled", "logged", "closed"]
     assert session.writer.closed and registry.live == {}
+
+
+def test_a_dispatched_error_without_data_is_read_back_with_data_unset() -> None:
+    response = {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": 1}
+
+    assert dispatched(response) == Dispatched(
+        ErrorObject(-32601, "Method not found", msgspec.UNSET), None
+    )
+
+
+def test_a_dispatched_error_keeps_its_data() -> None:
+    response = {
+        "jsonrpc": "2.0",
+        "error": {"code": -32602, "message": "Invalid params", "data": {"path": "$.cwd"}},
+        "id": 1,
+    }
+
+    assert dispatched(response) == Dispatched(
+        ErrorObject(-32602, "Invalid params", {"path": "$.cwd"}), None
+    )
+
+
+def test_a_dispatched_result_is_passed_through_as_the_same_object() -> None:
+    call = object()
+
+    result = dispatched({"jsonrpc": "2.0", "result": call, "id": 1})
+
+    assert result is not None and result.error is None and result.result is call
+
+
+def test_an_unanswered_notification_dispatches_to_nothing() -> None:
+    assert dispatched(None) is None
