@@ -15,13 +15,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from .chunk_rows import ROW_CLASSES, StorageRecord, expand_row, pack_chunk_runs
 from .events import (
     AssistantChunk,
-    AssistantMessageEvent,
     SessionEvent,
     StepStart,
     TurnStart,
-    UserMessageEvent,
 )
-from .paging import PageCut, clip_records, page_cut, record_count, record_start
+from .paging import PageCut, clip_records, message_cut, page_cut, record_count, record_start
 
 
 class EventLog:
@@ -72,10 +70,10 @@ class EventLog:
         self.starts.append(start)
         self.length = start + record_count(record)
         kind = type(record)
-        if kind is UserMessageEvent or kind is AssistantMessageEvent:
-            source = record.source_range  # type: ignore[union-attr]
+        cut = message_cut(record, start)
+        if cut is not None:
             self.message_seqs.append(start)
-            self.message_cuts.append(min(start, source[0]) if isinstance(source, tuple) else start)
+            self.message_cuts.append(cut)
         elif kind is TurnStart:
             self.turn_starts.append(start)
         elif kind is StepStart:
