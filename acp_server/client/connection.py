@@ -26,7 +26,6 @@ import itertools
 import logging
 import os
 import subprocess
-import sys
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -51,6 +50,7 @@ from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, RpcError
 from .follow import Follow, walk_older
 from .journal import Journal
+from .process import SERVE_COMMAND, serve_command
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +165,8 @@ class AcpClient:
         On exit its stdin is closed and it is given `shutdown_timeout` seconds to exit before it
         is killed; `client.process.returncode` is its exit status.
         """
-        command = list(argv) if argv is not None else [sys.executable, "-m", "acp_server", "serve"]
-        if sessions_dir is not None:
-            command += ["--sessions-dir", str(sessions_dir)]
-        command += args
+        program = SERVE_COMMAND if argv is None else argv
+        command = serve_command(sessions_dir, *args, program=program)
         process = await anyio.open_process(
             command,
             stdin=subprocess.PIPE,
