@@ -126,9 +126,7 @@ def test_scenario_files(scenario: Path) -> None:
 
 def test_snapshot_input_schema_is_fresh() -> None:
     committed = ROOT / "schemas" / "snapshot-input.schema.json"
-    assert committed.is_file(), (
-        "missing: regenerate with python -m acp_server.schemas"
-    )
+    assert committed.is_file(), "missing: regenerate with python -m acp_server.schemas"
     assert committed.read_bytes() == rendered()[SNAPSHOT_INPUT], (
         "schemas/snapshot-input.schema.json is stale: regenerate with python -m acp_server.schemas"
     )
