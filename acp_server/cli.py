@@ -13,9 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .providers.secret import Secret
 
 COMMANDS = ("serve", "demo", "log", "fixture")
 PROVIDERS = ("llm-replay", "openai")
@@ -25,6 +28,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one clear line, status 2, no usage dump
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (`Path("")` would quietly mean `.`)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
 
 
 def _positive_int(text: str) -> int:
@@ -80,21 +90,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--sessions-dir",
         metavar="DIR",
-        type=Path,
+        type=_path,
         help="root of the session logs (default: $ACP_SERVER_SESSIONS_DIR, else sessions/ in "
         "the platform's user data directory)",
     )
     serve.add_argument(
         "--replay",
         metavar="FIXTURE",
-        type=Path,
+        type=_path,
         help="recorded session to replay as the model: a session.jsonl or a scenario directory "
         "(default: $ACP_REPLAY_FILE, else the bundled demo recording)",
     )
     serve.add_argument(
         "--replay-override",
         metavar="FILE",
-        type=Path,
+        type=_path,
         help="a replay.override.json to use instead of the one beside the fixture",
     )
     serve.add_argument(
@@ -162,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-env",
         metavar="VAR",
         help="the environment variable holding the API key (default OPENAI_API_KEY); unset or "
-        "empty sends no key. The variable is removed from the server's environment once read",
+        "empty sends no key. When it is set, the server starts itself again without it (the key "
+        "goes over a private pipe), so neither the server's environment, /proc/PID/environ "
+        "included, nor the programs it runs hold the key",
     )
     model.add_argument(
         "--connect-timeout",
@@ -192,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--keep",
         metavar="DIR",
-        type=Path,
+        type=_path,
         help="keep the workspace and the session log in DIR (an empty directory)",
     )
     log = commands.add_parser(
@@ -211,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument(
-            "path", metavar="PATH", type=Path, help="a session directory or a log file"
+            "path", metavar="PATH", type=_path, help="a session directory or a log file"
         )
     fixture = commands.add_parser(
         "fixture",
@@ -235,13 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "session_dir",
         metavar="SESSION_DIR",
-        type=Path,
+        type=_path,
         help="a session directory (<sessions root>/<id>)",
     )
     export.add_argument(
         "scenario_dir",
         metavar="SCENARIO_DIR",
-        type=Path,
+        type=_path,
         help="the scenario directory to write (created if missing)",
     )
     export.add_argument(
@@ -272,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(keep=args.keep)
     if args.command == "serve":
-        return _serve(parser, args)
+        return _serve(parser, args, may_reexec=argv is None)
     if args.command == "log":
         from .log_command import run_log_command
 
@@ -333,26 +345,53 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"provider": "openai", **given}
 
 
-def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
+    """The key handed over by the process that started this one again without `$env_name`, or
+    None: the provider reads `$env_name` itself. Starts this process again first when the key is
+    in the environment and the command line is this process's own (`may_reexec`)."""
+    from .providers.secret import can_reexec, reexec_without, take_handed_over
+
+    key = take_handed_over()
+    if key is not None:
+        os.environ.pop(env_name, None)
+        return key
+    if may_reexec and os.environ.get(env_name) and can_reexec():
+        reexec_without(env_name)
+    return None
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
+    from .paths import unreachable
+    from .providers.secret import SecretError
     from .server.config import REPLAY_FILE_ENV, ServeConfig, default_sessions_dir
 
     def fail(message: str) -> NoReturn:
         parser.exit(2, f"acp-server serve: error: {message}\n")
 
     sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
-    if sessions_dir.exists() and not sessions_dir.is_dir():
-        return fail(f"--sessions-dir: not a directory: {sessions_dir}")
+    if os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
+        reason = "not a directory" if sessions_dir.exists() else unreachable(sessions_dir)
+        return fail(f"--sessions-dir: {reason}: {sessions_dir}")
     try:
         model_options = _model_options(args)
     except ValueError as exc:
         return fail(str(exc))
+    if model_options.get("provider") == "openai":
+        try:
+            model_options["api_key"] = _api_key(
+                model_options.get("api_key_env", ServeConfig.api_key_env), may_reexec=may_reexec
+            )
+        except SecretError as exc:
+            return fail(str(exc))
     replay = args.replay
     if replay is None and args.provider == "llm-replay" and os.environ.get(REPLAY_FILE_ENV):
         replay = Path(os.environ[REPLAY_FILE_ENV])
     if replay is not None and not replay.exists():
-        return fail(f"--replay: no such file or directory: {replay}")
+        return fail(f"--replay: {unreachable(replay)}: {replay}")
     if args.replay_override is not None and not args.replay_override.is_file():
-        return fail(f"--replay-override: no such file: {args.replay_override}")
+        override = args.replay_override
+        reason = "not a regular file" if override.exists() else unreachable(override)
+        return fail(f"--replay-override: {reason}: {override}")
     config = ServeConfig(
         sessions_dir=sessions_dir,
         replay=replay,

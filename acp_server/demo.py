@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -224,14 +225,29 @@ def _figures(console: Console, figures: dict[str, Any]) -> None:
     )
 
 
+def _unusable_keep(keep: Path) -> str | None:
+    """Why `keep` cannot be the demo's directory (it is made if missing), or None."""
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+        if not keep.is_dir():
+            return f"not a directory: {keep}"
+        if any(keep.iterdir()):
+            return f"{keep} is not empty"
+    except FileExistsError:  # something that is not a directory is in the way
+        return f"not a directory: {keep}"
+    except OSError as exc:
+        return f"cannot use {keep}: {exc.strerror or exc}"
+    return None
+
+
 def run_demo(keep: Path | None = None, console: Console | None = None) -> int:
     if console is None:
         console = Console(width=80)
     pace = PACE_MS_ON_TERMINAL if console.is_terminal else 0
     if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        if any(keep.iterdir()):
-            console.print(f"[red]--keep: {keep} is not empty[/red]")
+        problem = _unusable_keep(keep)
+        if problem is not None:  # SPEC 8: one line on stderr, status 2
+            print(f"acp-server demo: error: --keep: {problem}", file=sys.stderr)
             return 2
         figures = anyio.run(_run, console, keep, pace)
     else:

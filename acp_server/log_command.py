@@ -3,33 +3,37 @@
 PATH is a session directory, a `session.jsonl` or a `session.jsonl.zst`. `verify` keeps going
 after a problem so that one run reports every problem with its line number (exit status 1),
 where loading a log stops at the first. `stats` and `cat` read the log as the server would
-(a torn final line ignored) and fail on the first problem, with its line.
+(a torn final line ignored) and fail on the first problem, with its line; `cat` writes as it
+reads, so what came before that line is already out. All three read the log one line (or
+zstd frame) at a time: their memory does not grow with the file.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, cast
 
 import msgspec
 
 from .core.chunk_rows import (
     ROW_CLASSES,
+    ChunkRow,
     ChunkRowError,
+    StorageRecord,
     decode_record_json,
+    decode_storage_record,
     pack_chunk_runs,
     validate_row,
 )
 from .core.events import (
-    AssistantMessageEvent,
+    AssistantChunk,
     EventError,
-    ToolCall,
-    ToolResult,
     TurnEnd,
     TurnStart,
     UnknownEvent,
@@ -37,18 +41,19 @@ from .core.events import (
     event_type,
 )
 from .core.paging import record_count, record_start
+from .core.source_range import SourceRanges
+from .paths import unreachable
 from .storage.log import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
     CorruptLog,
     LogError,
+    LogLines,
+    LogRecords,
     UnsupportedVersion,
     encode_records,
     log_compression,
     parse_header,
-    plain_lines,
-    read_log,
-    zstd_lines,
 )
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
@@ -67,7 +72,7 @@ def resolve_log_path(path: Path) -> Path:
                 return path / name
         raise UsageError(f"{path}: no {PLAIN_LOG_NAME} or {ZSTD_LOG_NAME} in this directory")
     if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
+        raise UsageError(f"{path}: {unreachable(path)}")
     if not path.is_file():
         raise UsageError(f"{path}: not a regular file")
     return path
@@ -92,38 +97,67 @@ def _progress(path: Path, label: str) -> Iterator[Callable[[int, int], None] | N
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading a log as the server would, one record at a time.
+
+
+@contextmanager
+def _records(path: Path, label: str) -> Iterator[LogRecords]:
+    """The log's checked records, streamed: memory does not grow with the file."""
+    with _progress(path, label) as progress, open(path, "rb") as file:
+        yield LogRecords(LogLines(path, file, log_compression(path), progress))
+
+
+# ---------------------------------------------------------------------------------------------
 # stats
 
 
 def run_stats(path: Path, out: TextIO) -> int:
     log_path = resolve_log_path(path)
-    with _progress(log_path, "reading") as progress:
-        contents = read_log(log_path, progress)
     by_type: Counter[str] = Counter()
-    rows = members = 0
-    for record in contents.records:
-        if type(record) in ROW_CLASSES:
-            rows += 1
-            count = record_count(record)
-            members += count
-            by_type["assistant/chunk"] += count
-        else:
+    rows = members = records = 0
+    encode = msgspec.json.encode
+    run: list[StorageRecord] = []
+    """The chunk records since the last plain event: packed together, as a packer would."""
+    packed_body = unpacked_body = 0
+    with _records(log_path, "reading") as reader:
+        header = reader.header
+        for record in reader:
+            records += 1
+            if type(record) in ROW_CLASSES or type(record) is AssistantChunk:
+                run.append(record)
+                if type(record) in ROW_CLASSES:
+                    rows += 1
+                    count = record_count(record)
+                    members += count
+                    by_type["assistant/chunk"] += count
+                else:
+                    by_type["assistant/chunk"] += 1
+                unpacked_body += sum(len(encode(e)) + 1 for e in decode_storage_record(record))
+                continue
+            if run:
+                packed_body += len(encode_records(pack_chunk_runs(run)))
+                run = []
             by_type[event_type(record)] += 1  # type: ignore[arg-type]
+            size = len(encode(record)) + 1
+            packed_body += size
+            unpacked_body += size
+        if run:
+            packed_body += len(encode_records(pack_chunk_runs(run)))
+        event_count, torn_tail = reader.event_count, reader.torn_tail
     on_disk = log_path.stat().st_size
-    events = contents.events
-    unpacked = len(encode_records([contents.header, *events]))
-    packed = len(encode_records([contents.header, *pack_chunk_runs(events)]))
-    header = contents.header
+    header_size = len(encode_records([header]))
+    unpacked = header_size + unpacked_body
+    packed = header_size + packed_body
     w = out.write
     w(f"log          {log_path}\n")
     w(f"session      {header.id}\n")
     w(f"cwd          {header.cwd}\n")
     if isinstance(header.origin, str):
         w(f"origin       {header.origin} of {header.parent_session}\n")
-    w(f"events       {contents.event_count:,}\n")
-    w(f"records      {len(contents.records):,} lines after the header\n")
+    w(f"events       {event_count:,}\n")
+    w(f"records      {records:,} lines after the header\n")
     w(f"chunk rows   {rows:,} holding {members:,} chunks\n")
-    if contents.torn_tail:
+    if torn_tail:
         w("torn tail    yes: an incomplete final line is ignored\n")
     w("\nevents by type\n")
     for name, count in sorted(by_type.items(), key=lambda item: (-item[1], item[0])):
@@ -140,22 +174,36 @@ def run_stats(path: Path, out: TextIO) -> int:
 # ---------------------------------------------------------------------------------------------
 # cat
 
+CAT_BUFFER: Final = 1024 * 1024
+"""Bytes of output `cat` gathers before writing them."""
+
 
 def run_cat(path: Path, out: TextIO) -> int:
-    """Every logical event as one JSON line (rows expanded), header first."""
+    """Every logical event as one JSON line (rows expanded), header first, written as the log
+    is read (a corrupt line stops it there, with the line named on stderr)."""
     log_path = resolve_log_path(path)
-    with _progress(log_path, "reading") as progress:
-        contents = read_log(log_path, progress)
     stream = out.buffer if hasattr(out, "buffer") else None
-    lines = [msgspec.json.encode(contents.header)]
-    lines.extend(encode_event(event) for event in contents.events)
-    data = b"\n".join(lines) + b"\n"
-    if stream is not None:
-        out.flush()
-        stream.write(data)
-        stream.flush()
-    else:
-        out.write(data.decode())
+    out.flush()
+
+    def write(data: bytes) -> None:
+        if stream is not None:
+            stream.write(data)
+            stream.flush()
+        else:
+            out.write(data.decode())
+
+    with _records(log_path, "reading") as reader:
+        pending = [msgspec.json.encode(reader.header), b"\n"]
+        size = 0
+        for record in reader:
+            for event in decode_storage_record(record):
+                line = encode_event(event)
+                pending += (line, b"\n")
+                size += len(line) + 1
+            if size >= CAT_BUFFER:
+                write(b"".join(pending))
+                pending, size = [], 0
+        write(b"".join(pending))
     return 0
 
 
@@ -175,46 +223,59 @@ class Report:
     notes: list[str] = field(default_factory=list)
     events: int = 0
     lines: int = 0
+    unreadable_from: int | None = None
+    """The line from which on a damaged Zstandard frame hides the rest (`lines` is then 0)."""
 
 
 def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
     """Every check of SPEC 2.1 to 2.5 over a log's bytes, reporting every problem found."""
+    return verify_lines(LogLines(path, io.BytesIO(data), compression))  # type: ignore[arg-type]
+
+
+def verify_lines(source: LogLines) -> Report:
+    """Every check of SPEC 2.1 to 2.5 over a log's lines, read one at a time."""
     report = Report()
+    lines = iter(source)
     try:
-        if compression == "zstd":
-            lines, valid = zstd_lines(path, data)
-        else:
-            lines, valid = plain_lines(data)
+        _verify(source.path, lines, report)
     except CorruptLog as exc:
-        # A Zstandard frame that cannot be read ends what can be checked: report what was read.
+        # A line or frame that cannot be read ends what can be checked: report what was read.
         report.problems.append(Problem(exc.line, exc.reason))
+        report.lines = source.count
+        report.unreadable_from = exc.line
         return report
-    report.lines = len(lines)
-    if valid != len(data):
-        report.notes.append(
-            f"line {len(lines) + 1} is incomplete (a torn write): readers ignore it and the next "
-            "load truncates it"
+    report.lines = source.count
+    if source.torn_tail:
+        report.notes.insert(
+            0,
+            f"line {source.count + 1} is incomplete (a torn write): readers ignore it and the "
+            "next load truncates it",
         )
-    if not lines:
+    return report
+
+
+def _verify(path: Path | str, lines: Iterator[bytes], report: Report) -> None:
+    first = next(lines, None)
+    if first is None:
         report.problems.append(Problem(1, "the log has no complete header line"))
-        return report
+        return
     try:
-        parse_header(path, lines[0])
+        parse_header(path, first)
     except UnsupportedVersion as exc:
         report.problems.append(Problem(1, str(exc).split(": ", 1)[1]))
-        return report  # another format: nothing after the header can be judged
+        return  # another format: nothing after the header can be judged
     except CorruptLog as exc:
         report.problems.append(Problem(1, exc.reason))
 
     expected: int | None = 0
     """The seq the next record must start at; None after an unreadable line (resynchronize)."""
-    calls: dict[int, str] = {}
+    ranges = SourceRanges()
     open_turn: int | None = None
-    for number, raw in enumerate(lines[1:], start=2):
+    for number, raw in enumerate(lines, start=2):
         try:
             record = decode_record_json(raw)
             if type(record) in ROW_CLASSES:
-                validate_row(record)  # type: ignore[arg-type]
+                validate_row(cast(ChunkRow, record))
         except (ChunkRowError, EventError) as exc:
             report.problems.append(Problem(number, str(exc)))
             expected = None  # its events are unknown: the next record sets the count again
@@ -226,61 +287,42 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
                 Problem(number, f"seq {what}: expected seq {expected}, found {start}")
             )
         expected = start + record_count(record)
-        kind = type(record)
-        if kind is UnknownEvent:
-            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")  # type: ignore[union-attr]
-        elif kind is TurnStart:
+        if type(record) is UnknownEvent:
+            report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")
+        elif type(record) is TurnStart:
             if open_turn is not None:
                 report.problems.append(
                     Problem(number, f"turn/start while turn {open_turn} has no turn/end")
                 )
-            open_turn = record.data.turn  # type: ignore[union-attr]
-        elif kind is TurnEnd:
+            open_turn = record.data.turn
+        elif type(record) is TurnEnd:
             open_turn = None
-        elif kind is ToolCall:
-            calls[start] = record.data.call_id  # type: ignore[union-attr]
-        for problem in _source_range_problems(record, start, calls):
+        problem = ranges.problem(record, start)
+        if problem is not None:
             report.problems.append(Problem(number, problem))
-    report.events = expected or 0
+        report.events = expected
     if open_turn is not None:
         report.notes.append(
             f"turn {open_turn} has no turn/end (the process died): the next load closes it as interrupted"
         )
-    return report
-
-
-def _source_range_problems(record: object, seq: int, calls: dict[int, str]) -> list[str]:
-    source = getattr(record, "source_range", None)
-    if not isinstance(source, tuple):
-        return []
-    first, last = source
-    if not first <= last < seq:
-        return [f"sourceRange [{first}, {last}] must name earlier seqs in order"]
-    if type(record) is ToolResult:
-        call_id = calls.get(first)
-        if first != last or call_id is None:
-            return [
-                f"sourceRange [{first}, {last}] of a tool/result must be [s, s] with s a tool/call"
-            ]
-        if call_id != record.data.call_id:
-            return [
-                f"tool/result for {record.data.call_id!r} points at the tool/call of {call_id!r}"
-            ]
-    elif type(record) is AssistantMessageEvent and last != seq - 1:
-        return [f"sourceRange [{first}, {last}] of an assistant/message must end just before it"]
-    return []
 
 
 def run_verify(path: Path, out: TextIO) -> int:
     log_path = resolve_log_path(path)
-    report = verify_bytes(log_path, log_path.read_bytes(), log_compression(log_path))
+    with open(log_path, "rb") as file:
+        report = verify_lines(LogLines(log_path, file, log_compression(log_path)))
     for problem in report.problems:
         out.write(f"{log_path}:{problem.line}: {problem.message}\n")
     for note in report.notes:
         out.write(f"note: {note}\n")
     if report.problems:
         count = len(report.problems)
-        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''} in {report.lines:,} lines\n")
+        where = (
+            f"; the log cannot be read from line {report.unreadable_from} on"
+            if report.unreadable_from is not None
+            else f" in {report.lines:,} lines"
+        )
+        out.write(f"FAILED: {count} problem{'s' if count != 1 else ''}{where}\n")
         return 1
     out.write(f"OK: {report.events:,} events in {report.lines:,} lines\n")
     return 0

@@ -32,7 +32,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
 from msgspec import NODEFAULT, Struct
@@ -221,7 +221,7 @@ def _pool() -> dict[str, Any]:
     return defs
 
 
-_ENVELOPES: Final = (*(kind.__name__ for kind in KnownEvent.__args__), "UnknownEvent")  # type: ignore[attr-defined]
+_ENVELOPES: Final = (*(kind.__name__ for kind in get_args(KnownEvent)), "UnknownEvent")
 _ROWS: Final = tuple(kind.__name__ for kind in ROW_CLASSES)
 
 

@@ -75,7 +75,9 @@ DELTA_EVENTS = 416_176
 RUNS = 116
 START_TIME = 1_760_000_000_000
 
+# fmt: off
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
+# fmt: on
 PUNCTUATION = (",", ".", ";", ":", "?", "!")
 GAPS = (0, 0, 1, 2, 8, 12, 15, 20, 31, 45)
 """Milliseconds between consecutive deltas."""

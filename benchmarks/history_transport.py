@@ -73,11 +73,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import msgspec
-from codec import SEED, build_session
+import msgspec  # noqa: E402
+from codec import SEED, build_session  # noqa: E402
 
-from acp_server.core.chunk_rows import ROW_CLASSES
-from acp_server.core.events import (
+from acp_server.core.chunk_rows import ROW_CLASSES  # noqa: E402
+from acp_server.core.events import (  # noqa: E402
     AssistantChunk,
     SessionEvent,
     StepEnd,
@@ -86,15 +86,15 @@ from acp_server.core.events import (
     TurnEnd,
     UserMessageEvent,
 )
-from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.core.history import (
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
+from acp_server.core.history import (  # noqa: E402
     EventRecord,
     PageResult,
     expand_history_records,
     to_history_records,
 )
-from acp_server.storage.log_index import LogIndex
-from acp_server.storage.store import SessionStore
+from acp_server.storage.log_index import LogIndex  # noqa: E402
+from acp_server.storage.store import SessionStore  # noqa: E402
 
 try:
     import brotli
@@ -174,7 +174,7 @@ def completed_step_projection(events: list[SessionEvent]) -> list[SessionEvent]:
     return [
         e
         for e in events
-        if not (type(e) is AssistantChunk and (e.data.turn, e.data.step) in completed)  # type: ignore[union-attr]
+        if not (type(e) is AssistantChunk and (e.data.turn, e.data.step) in completed)
     ]
 
 
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     events = build_session(args.seed)
-    deltas = sum(1 for e in events if type(e) is AssistantChunk and type(e.data.chunk) is TextDelta)  # type: ignore[union-attr]
+    deltas = sum(1 for e in events if type(e) is AssistantChunk and type(e.data.chunk) is TextDelta)
     log(
         f"built {len(events):,} events ({deltas:,} text deltas) in {time.perf_counter() - started:.1f} s"
     )

@@ -111,7 +111,9 @@ TIMEOUT_S = 300.0
 GOAL_SDK_RATIO = 3.0
 GOAL_DECODE_RATIO = 10.0
 
+# fmt: off
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
+# fmt: on
 
 T = TypeVar("T")
 
@@ -202,7 +204,7 @@ def write_session(
 def expected_replay(prompts: list[str], answers: list[str]) -> list[dict[str, Any]]:
     """The `session/update` params of the completed-content replay of the benchmark session."""
     params: list[dict[str, Any]] = []
-    for turn, (prompt, answer) in enumerate(zip(prompts, answers)):
+    for turn, (prompt, answer) in enumerate(zip(prompts, answers, strict=True)):
         for kind, text, message_id in (
             ("user_message_chunk", prompt, f"user-{turn}"),
             ("agent_message_chunk", answer, assistant_message_id(turn, 0)),
@@ -338,7 +340,7 @@ def best_of(repeats: int, work: Callable[[], T]) -> tuple[float, T]:
             best = min(best, time.perf_counter() - started)
         finally:
             gc.unfreeze()
-    return best, result  # type: ignore[return-value]
+    return best, result  # type: ignore[return-value]  # repeats >= 1, so work() ran
 
 
 def decode_every_event(path: Path) -> list[SessionUpdate]:
@@ -380,16 +382,15 @@ def chunk_by_chunk(path: Path) -> tuple[int, int]:
     """A replay that sends every text delta as it was streamed: (notifications, bytes)."""
     count = size = 0
     for event in read_log(path).events:
-        kind = type(event)
         update: SessionUpdate | None = None
-        if kind is UserMessageEvent:
-            message = event.data.message  # type: ignore[union-attr]
+        if type(event) is UserMessageEvent:
+            message = event.data.message
             for block in message.content:
                 count += 1
                 size += notification_bytes(SESSION_ID, UserMessageChunk(block, message.id))
             continue
-        if kind is AssistantChunk:
-            chunk, d = event.data.chunk, event.data  # type: ignore[union-attr]
+        if type(event) is AssistantChunk:
+            chunk, d = event.data.chunk, event.data
             message_id = assistant_message_id(d.turn, d.step)
             if type(chunk) is TextDelta:
                 update = AgentMessageChunk(TextContent(chunk.text), message_id)

@@ -59,8 +59,8 @@ import msgspec
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from acp_server.core.chunk_rows import ROW_CLASSES, TextChunks
-from acp_server.core.events import (
+from acp_server.core.chunk_rows import ROW_CLASSES, TextChunks  # noqa: E402
+from acp_server.core.events import (  # noqa: E402
     AssistantChunk,
     AssistantChunkData,
     BlockEnd,
@@ -77,16 +77,18 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
-from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.core.replay_script import render_fixture
-from acp_server.storage.log import read_log
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
+from acp_server.core.replay_script import render_fixture  # noqa: E402
+from acp_server.storage.log import read_log  # noqa: E402
 
 DEFAULT_CHUNKS = 200_000
 SEED = 20260815
 READ_SIZE = 1 << 20
 TIMEOUT_S = 300.0
 
+# fmt: off
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
+# fmt: on
 PUNCTUATION = (",", ".", ";", ":", "?", "!")
 
 

@@ -38,10 +38,11 @@ class AcpProcess(ServerProcess):
         *args: str,
         command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         argv = serve_command(sessions_dir) if command is None else list(command)
         self.command = [*argv, *args]
-        super().__init__(self.command, env=env)
+        super().__init__(self.command, env=env, preexec_fn=preexec_fn)
         self._next_id = 1000
 
     # -- writing ------------------------------------------------------------------------------

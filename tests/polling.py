@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import anyio
+
 INTERVAL = 0.02
 
 
@@ -21,3 +23,14 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) 
     """Return once `condition()` holds; fail the test, saying `what` never happened, otherwise."""
     if not poll(condition, timeout):
         raise AssertionError(f"timed out waiting until {what}")
+
+
+async def wait_for(condition: Callable[[], bool], interval: float = INTERVAL) -> None:
+    """Return once `condition()` holds, checking every `interval` seconds; the caller's cancel
+    scope bounds the wait.
+
+    For what only shows in the file system (a file another process or a provider writes),
+    which no `anyio.Event` can signal.
+    """
+    while not condition():  # noqa: ASYNC110 - a file appearing cannot be awaited as an event
+        await anyio.sleep(interval)

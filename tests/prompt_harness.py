@@ -12,6 +12,8 @@ must validate and dump back to exactly what was sent, so a stray or mistyped fie
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import jsonschema
 import msgspec
 from acp import schema
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
@@ -49,8 +52,23 @@ PARAMS_MODELS: dict[str, type[BaseModel]] = {
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": schema.InitializeResponse,
     "session/new": schema.NewSessionResponse,
+    "session/load": schema.LoadSessionResponse,
+    "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
 }
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+HISTORY_SCHEMAS = {
+    method: jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()))
+    for method, name in {
+        "session.event": "session-event.notification.schema.json",
+        "session.followEnded": "session-follow-ended.notification.schema.json",
+        "session.follow": "session-follow.result.schema.json",
+        "session.page": "session-page.result.schema.json",
+    }.items()
+}
+"""The history API's own frames (not ACP's): the committed schema a notification or a
+result fits."""
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
@@ -179,6 +197,7 @@ class PromptServer:
         *flags: str,
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.tmp = tmp_path.resolve()
         self.workspace = self.tmp / "workspace"
@@ -191,7 +210,9 @@ class PromptServer:
         )
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
-        self.process = AcpProcess(self.sessions_dir, "--replay", str(fixture), *flags)
+        self.process = AcpProcess(
+            self.sessions_dir, "--replay", str(fixture), *flags, preexec_fn=preexec_fn
+        )
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
         result = self.request(
@@ -297,7 +318,10 @@ class PromptServer:
 
     def check_frame(self, line: bytes) -> None:
         frame = assert_jsonrpc_frame(line)
-        if "method" in frame:
+        history = HISTORY_SCHEMAS.get(frame.get("method", self.methods.get(frame.get("id"))))
+        if history is not None and "error" not in frame:
+            history.validate(frame if "method" in frame else frame["result"])
+        elif "method" in frame:
             method = frame["method"]
             assert method in PARAMS_MODELS, f"the server sent an unexpected method: {frame}"
             if "id" in frame:
@@ -333,10 +357,8 @@ class PromptServer:
             self.process.process.stderr,
         ):
             if stream is not None and not stream.closed:
-                try:
+                with contextlib.suppress(BrokenPipeError):
                     stream.close()
-                except BrokenPipeError:
-                    pass
 
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ them out on contiguous seqs and drawn times.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import msgspec
@@ -84,7 +85,7 @@ _unicode = st.characters(exclude_categories=("Cs",))
 # fmt: off
 PROSE_TOKENS = (
     "The", " quick", " brown", " fox", " jumps", ",", ".", "!", " über", " naïve", " café",
-    "日本語", "の", "テキスト", " Ω", "—", "🙂", "👩‍💻", "\u00a0", "’s", " 1", "42", "\\", '"',
+    "日本語", "の", "テキスト", " Ω", "—", "🙂", "👩‍💻", "\u00a0", "’s", " 1", "42", "\\", '"',  # noqa: RUF001 - typographic quote on purpose
 )
 # fmt: on
 WHITESPACE = (" ", "  ", "\n", "\n\n", "\t", " \n ", "\r\n")
@@ -283,9 +284,9 @@ def _assembled(run: list[AssistantChunk]) -> Any:
     """The assistant block a loop would assemble from one block's deltas."""
     first = run[0].data.chunk
     if isinstance(first, ToolCallDelta):
-        arguments = "".join(e.data.chunk.arguments_delta for e in run)  # type: ignore[union-attr]
+        arguments = "".join(e.data.chunk.arguments_delta for e in run)  # type: ignore[union-attr]  # a run holds deltas of one type
         return AssistantToolCall(first.id, first.name or "read_file", arguments)
-    text = "".join(e.data.chunk.text for e in run)  # type: ignore[union-attr]
+    text = "".join(e.data.chunk.text for e in run)  # type: ignore[union-attr]  # a run holds deltas of one type
     return AssistantText(text) if isinstance(first, TextDelta) else AssistantReasoning(text)
 
 
@@ -364,10 +365,7 @@ def envelopes(draw: st.DrawFn, count: int) -> tuple[int, list[int]]:
     )
     times = []
     for gap in draw(st.lists(time_gaps, min_size=count, max_size=count)):
-        if gap == _FLIP:
-            time = -MAX if time > 0 else MAX
-        else:
-            time = max(-MAX, min(MAX, time + gap))
+        time = (-MAX if time > 0 else MAX) if gap == _FLIP else max(-MAX, min(MAX, time + gap))
         times.append(time)
     return seq0, times
 
@@ -398,4 +396,4 @@ def batch_cuts(draw: st.DrawFn, count: int) -> list[int]:
 def split(items: list[Any], cuts: list[int]) -> list[list[Any]]:
     """`items` cut at the given positions (empty batches included, as a writer may flush one)."""
     bounds = [0, *cuts, len(items)]
-    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [items[a:b] for a, b in itertools.pairwise(bounds)]

@@ -149,7 +149,7 @@ def test_repacking_rebatched_records_gives_the_canonical_records(data: st.DataOb
 @given(session_events())
 def test_packing_is_idempotent(events: list[SessionEvent]) -> None:
     records = pack_chunk_runs(events)
-    assert pack_chunk_runs(records) == records  # type: ignore[arg-type]
+    assert pack_chunk_runs(records) == records
 
 
 @given(session_events())
@@ -284,13 +284,13 @@ def test_a_different_turn_step_or_index_ends_the_run(field: str) -> None:
     second = [text(k, 0, "b", **{field: 1}) for k in range(3, 6)]
     records = pack_chunk_runs(first + second)
     assert [(type(r), r.seq0) for r in records] == [(TextChunks, 0), (TextChunks, 3)]
-    assert getattr(records[1].data, field) == 1  # type: ignore[union-attr]
+    assert getattr(records[1].data, field) == 1
 
 
 def test_a_different_chunk_type_ends_the_run() -> None:
     events = [text(0, 0, "a"), text(1, 0, "b"), text(2, 0, "c")]
     events += [reasoning(3, 0, "d"), reasoning(4, 0, "e"), reasoning(5, 0, "f")]
-    assert [(type(r), r.seq0) for r in pack_chunk_runs(events)] == [  # type: ignore[union-attr]
+    assert [(type(r), r.seq0) for r in pack_chunk_runs(events)] == [  # type: ignore[union-attr]  # pack_chunk_runs gave rows here
         (TextChunks, 0),
         (ReasoningChunks, 3),
     ]
@@ -300,14 +300,14 @@ def test_a_different_tool_call_id_ends_the_run() -> None:
     events = [tool(k, 0, "x", id="call_1") for k in range(3)]
     events += [tool(k, 0, "y", id="call_2") for k in range(3, 6)]
     records = pack_chunk_runs(events)
-    assert [r.data.id for r in records] == ["call_1", "call_2"]  # type: ignore[union-attr]
+    assert [r.data.id for r in records] == ["call_1", "call_2"]  # type: ignore[union-attr]  # pack_chunk_runs gave rows here
 
 
 def test_a_name_present_on_some_members_only_ends_the_run() -> None:
     events = [tool(k, 0, "x", name="read_file") for k in range(3)]
     events += [tool(k, 0, "y") for k in range(3, 6)]
     records = pack_chunk_runs(events)
-    assert [r.data.name for r in records] == ["read_file", UNSET]  # type: ignore[union-attr]
+    assert [r.data.name for r in records] == ["read_file", UNSET]  # type: ignore[union-attr]  # pack_chunk_runs gave rows here
 
 
 def test_a_name_on_the_first_delta_only_leaves_it_plain_before_the_row() -> None:
@@ -326,7 +326,7 @@ def test_a_different_name_value_ends_the_run() -> None:
     events = [tool(k, 0, "x", name="read_file") for k in range(3)]
     events += [tool(k, 0, "y", name="write_file") for k in range(3, 6)]
     records = pack_chunk_runs(events)
-    assert [r.data.name for r in records] == ["read_file", "write_file"]  # type: ignore[union-attr]
+    assert [r.data.name for r in records] == ["read_file", "write_file"]  # type: ignore[union-attr]  # pack_chunk_runs gave rows here
 
 
 def test_a_time_gap_beyond_the_safe_range_ends_the_run() -> None:
@@ -390,7 +390,7 @@ Decoder = Callable[[dict[str, Any]], list[SessionEvent]]
 
 @pytest.fixture(params=[decode_parsed, decode_line], ids=["parsed", "json-line"])
 def decode(request: pytest.FixtureRequest) -> Decoder:
-    return request.param  # type: ignore[no-any-return]
+    return request.param  # type: ignore[no-any-return]  # params are Decoders
 
 
 def changed(row: dict[str, Any], *path: str, value: Any) -> dict[str, Any]:
@@ -434,7 +434,7 @@ def test_a_valid_row_decodes_to_its_members(decode: Decoder, kind: str) -> None:
 
 def test_a_tool_call_row_without_name_decodes_to_unnamed_members(decode: Decoder) -> None:
     events = decode(removed(TOOL_ROW, "data", "name"))
-    assert [e.data.chunk.name for e in events] == [UNSET, UNSET, UNSET]  # type: ignore[union-attr]
+    assert [e.data.chunk.name for e in events] == [UNSET, UNSET, UNSET]  # type: ignore[union-attr]  # the members of a tool-call row
 
 
 @pytest.mark.parametrize("key", ["ignorable", "seq", "sourceRange"])

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
+from polling import wait_until
 
 from acp_server.client import (
     AcpClient,
@@ -246,13 +247,17 @@ async def test_a_follower_ended_by_an_overflow_recovers_by_paging_to_exactly_the
     streaming = Scenario([("stream", [*steps, Step(text=long_text(300))])])
     paused = False
 
+    def turn_logged() -> bool:
+        return any(type(e) is TurnEnd for e in log_events(tmp_path / "sessions", session))
+
     async def slow_ui(update: Any) -> None:
-        # A UI that stalls once while rendering holds the client's reader back: the server's
-        # output backs up and its 2-event buffer for this follower overflows.
+        # A UI that stalls once while rendering holds the client's reader back until the server
+        # has finished the turn: its output backs up and its 2-event buffer for this follower
+        # overflows.
         nonlocal paused
         if not paused:
             paused = True
-            await anyio.sleep(0.5)
+            await anyio.to_thread.run_sync(wait_until, turn_logged, "the turn is logged", 30.0)
 
     with anyio.fail_after(TIMEOUT):
         async with spawn(

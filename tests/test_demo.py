@@ -57,3 +57,10 @@ def test_demo_keeps_the_workspace_and_log_when_asked(tmp_path: Path) -> None:
         text=True,
     )
     assert verify.returncode == 0 and verify.stdout.endswith("OK: 314 events in 70 lines\n")
+
+
+def test_demo_refuses_a_keep_path_that_is_not_a_directory_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = run_demo(tmp_path, "--keep", str(tmp_path / "file"))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"acp-server demo: error: --keep: not a directory: {tmp_path}/file\n"

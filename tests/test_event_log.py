@@ -39,7 +39,9 @@ def stored(events: list[SessionEvent], cuts: list[int]) -> list:
 
 
 @given(session_events(), st.data())
-def test_events_of_a_log_held_as_records_are_the_events_written(events, data) -> None:  # type: ignore[no-untyped-def]
+def test_events_of_a_log_held_as_records_are_the_events_written(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
     events = [msgspec.structs.replace(e, seq=i) for i, e in enumerate(events)]
     log = EventLog(stored(events, data.draw(batch_cuts(len(events)))))
     assert log.events() == events
@@ -47,7 +49,9 @@ def test_events_of_a_log_held_as_records_are_the_events_written(events, data) ->
 
 
 @given(session_events(), st.data())
-def test_every_page_is_the_canonical_packing_of_the_reference_page(events, data) -> None:  # type: ignore[no-untyped-def]
+def test_every_page_is_the_canonical_packing_of_the_reference_page(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
     events = [msgspec.structs.replace(e, seq=i) for i, e in enumerate(events)]
     log = EventLog(stored(events, data.draw(batch_cuts(len(events)))))
     max_messages = data.draw(st.integers(1, 6))

@@ -654,19 +654,28 @@ def test_the_index_of_a_cold_log_grows_with_the_file(tmp_path: Path) -> None:
 
 
 def realistic(events: list[SessionEvent]) -> list[SessionEvent]:
-    """`events` on seqs from 0 (a log starts there), with each `assistant/message`'s
-    `sourceRange` naming the run of chunks just before it, as the loop writes it."""
+    """`events` on seqs from 0 (a log starts there), with each `sourceRange` as SPEC 1.1 has
+    it: an `assistant/message`'s names the run of chunks just before it, as the loop writes
+    it; a `tool/result`'s names its `tool/call`; any other names earlier seqs (or is left out)."""
     out: list[SessionEvent] = []
     for seq, event in enumerate(events):
         event = msgspec.structs.replace(event, seq=seq)
-        if isinstance(event, AssistantMessageEvent) and event.source_range is not UNSET:
+        source: Any = event.source_range
+        if isinstance(event, AssistantMessageEvent) and source is not UNSET:
             first = seq
             while first > 0 and isinstance(out[first - 1], AssistantChunk):
                 first -= 1
-            event = msgspec.structs.replace(
-                event, source_range=(first, seq - 1) if first < seq else UNSET
-            )
-        out.append(event)
+            source = (first, seq - 1) if first < seq else UNSET
+        elif isinstance(event, ToolResult) and source is not UNSET:
+            calls = [
+                e.seq
+                for e in out
+                if isinstance(e, ToolCall) and e.data.call_id == event.data.call_id
+            ]
+            source = (calls[-1], calls[-1]) if calls else UNSET
+        elif isinstance(source, tuple) and not source[0] <= source[1] < seq:
+            source = UNSET
+        out.append(msgspec.structs.replace(event, source_range=source))
     return out
 
 
@@ -895,3 +904,82 @@ def test_a_refresh_after_the_file_was_replaced_by_a_shorter_log_indexes_the_new_
     assert index.header.id == "t"
     assert index.length == len(shorter)
     assert index.page(len(shorter), 50) == (PageCut(0, len(shorter)), pack_chunk_runs(shorter))
+
+
+# ---------------------------------------------------------------------------------------------
+# Following a session that is deleted.
+
+
+def frames_until(server: AcpProcess, done: Any) -> list[dict[str, Any]]:
+    """Frames read until `done(frames)` holds."""
+    frames: list[dict[str, Any]] = []
+    while not done(frames):
+        frames.append(server.read_frame())
+    return frames
+
+
+def ended(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f["params"] for f in frames if f.get("method") == "session.followEnded"]
+
+
+def test_a_follower_of_a_session_that_is_deleted_is_ended_with_reason_deleted(
+    tmp_path: Path,
+) -> None:
+    write_log(tmp_path, "doomed", [conversation(1)])
+    with AcpProcess(tmp_path) as server:
+        server.initialize()
+        follow = server.result("session.follow", {"address": address("doomed")})
+        server.send_request("session/delete", {"sessionId": "doomed"}, id="delete")
+        frames = frames_until(server, lambda fs: ended(fs) and any("id" in f for f in fs))
+        assert server.finish() == 0
+    assert [f for f in frames if "id" in f] == [{"jsonrpc": "2.0", "id": "delete", "result": {}}]
+    assert ended(frames) == [
+        {"subscriptionId": follow["subscriptionId"], "reason": "deleted", "lastSeq": PLAIN_LAST}
+    ]
+
+
+def test_a_follow_sent_right_after_a_delete_is_refused_or_ended_never_left_open(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with AcpProcess(tmp_path / "sessions") as server:
+        server.initialize()
+        new = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        session_id = new["sessionId"]
+        delete = {"sessionId": session_id}
+        follow = {"address": address(session_id)}
+        server.send_raw(  # one write: the follow arrives while the delete is under way
+            msgspec.json.encode(
+                {"jsonrpc": "2.0", "id": "delete", "method": "session/delete", "params": delete}
+            )
+            + b"\n"
+            + msgspec.json.encode(
+                {"jsonrpc": "2.0", "id": "follow", "method": "session.follow", "params": follow}
+            )
+            + b"\n"
+        )
+        frames = frames_until(
+            server,
+            lambda fs: (
+                {f.get("id") for f in fs} >= {"delete", "follow"}
+                and bool(ended(fs) or any(f.get("id") == "follow" and "error" in f for f in fs))
+            ),
+        )
+        assert server.finish() == 0
+    assert [f for f in frames if f.get("id") == "delete"] == [
+        {"jsonrpc": "2.0", "id": "delete", "result": {}}
+    ]
+    [answer] = [f for f in frames if f.get("id") == "follow"]
+    if "error" in answer:
+        assert answer["error"] == {
+            "code": -32002,
+            "message": f"Unknown session: {session_id}",
+            "data": {"sessionId": session_id},
+        }
+        assert ended(frames) == []
+    else:
+        result = answer["result"]
+        assert ended(frames) == [
+            {"subscriptionId": result["subscriptionId"], "reason": "deleted", "lastSeq": -1}
+        ]

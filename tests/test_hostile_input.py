@@ -659,6 +659,12 @@ def test_a_relative_cwd_is_invalid_params(wire: Wire, method: str, cwd: str) -> 
     )
 
 
+def test_a_megabyte_relative_cwd_is_echoed_cut_to_200_characters(wire: Wire) -> None:
+    cwd = "x" * 1_000_000
+    reply = wire.reply(request("session/new", {"cwd": cwd, "mcpServers": []}))
+    assert reply == invalid_params(1, f"must be an absolute path, got '{'x' * 199}...", "$.cwd")
+
+
 @pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume"])
 def test_a_cwd_with_a_nul_character_is_invalid_params(wire: Wire, method: str) -> None:
     params = {"sessionId": "abc", "cwd": "/w\x00/x"}

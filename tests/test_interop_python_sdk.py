@@ -163,7 +163,7 @@ def serve(
     fixture: Path,
     sessions: Path,
     stderr: BinaryIO,
-):  # type: ignore[no-untyped-def]
+):
     """Spawn the server (behind the tee) for one SDK connection; its stderr goes to a file,
     never to a pipe nobody reads."""
     wire = Wire(tmp_path / f"{name}.stdout.jsonl")
@@ -178,7 +178,7 @@ def serve(
         str(fixture),
     ]
     spawned = spawn_agent_process(
-        client,  # type: ignore[arg-type]
+        client,  # type: ignore[arg-type]  # implements only the Client methods the test uses
         sys.executable,
         "-c",
         TEE,

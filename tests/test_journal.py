@@ -71,7 +71,7 @@ class Server:
 
     def repair(
         self, journal: Journal, gap: Gap | None, max_messages: int, newer: list[Any] = ()
-    ) -> None:  # type: ignore[assignment]
+    ) -> None:
         """What a client does with a gap: page back from it until the pages reach the tail."""
         records = list(newer)
         while gap is not None:
@@ -98,7 +98,10 @@ LOG: list[SessionEvent] = [
     TurnStart(0, 1000, TurnStartData(0)),
     UserMessageEvent(1, 1001, UserMessageData(0, UserMessage("u0", [TextContent("Hi")]))),
     StepStart(2, 1002, StepData(0, 0)),
-    *[_chunk(seq, text) for seq, text in zip(range(3, 9), ["He", "llo", ",", " wor", "ld", "!"])],
+    *[
+        _chunk(seq, text)
+        for seq, text in zip(range(3, 9), ["He", "llo", ",", " wor", "ld", "!"], strict=True)
+    ],
     AssistantMessageEvent(
         9,
         1009,
@@ -292,6 +295,28 @@ def test_a_live_event_older_than_the_journal_is_refused() -> None:
         HistoryProtocolError, match="live event seq 4 is older than the journal's first seq 9"
     ):
         journal.apply_live(LOG[4])
+
+
+def test_dropping_after_a_seq_keeps_the_events_through_it_and_the_next_one_continues() -> None:
+    journal = journal_of(3, 9)
+    journal.drop_after(6)
+    assert (held(journal), journal.apply_live(_chunk(7, "again"))) == (LOG[3:7], None)
+    assert journal.last_seq == 7 and journal.event_at(7) == _chunk(7, "again")
+
+
+def test_dropping_after_the_seq_before_the_first_empties_the_journal() -> None:
+    journal = journal_of(3, 9)
+    journal.drop_after(2)
+    assert (held(journal), journal.first_seq, journal.last_seq) == ([], 3, 2)
+
+
+def test_dropping_after_a_seq_older_than_the_journal_is_refused() -> None:
+    journal = journal_of(3, 9)
+    with pytest.raises(
+        HistoryProtocolError, match="cannot drop the events after seq 1: the journal starts at 3"
+    ):
+        journal.drop_after(1)
+    assert held(journal) == LOG[3:10]
 
 
 def test_a_malformed_live_event_is_refused() -> None:

@@ -9,6 +9,7 @@ import pytest
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
+    SessionEvent,
     SessionTitle,
     SessionTitleData,
     TextDelta,
@@ -17,11 +18,12 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SessionHeader
 from acp_server.server.sessions import list_summary
+from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 
 
-def write(root: Path, compression: str, events: list) -> Path:  # type: ignore[type-arg]
-    store = SessionStore(root, compression=compression)  # type: ignore[arg-type]
+def write(root: Path, compression: Compression, events: list[SessionEvent]) -> Path:
+    store = SessionStore(root, compression=compression)
     writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
     for event in events:  # one flush each: titles and rows in separate batches and frames
         writer.append([event])
@@ -32,13 +34,13 @@ def write(root: Path, compression: str, events: list) -> Path:  # type: ignore[t
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_the_latest_title_and_the_last_member_time_of_a_row(
-    tmp_path: Path, compression: str
+    tmp_path: Path, compression: Compression
 ) -> None:
     chunks = [
         AssistantChunk(3 + n, 100 + n, AssistantChunkData(0, 0, TextDelta(0, "x")))
         for n in range(4)
     ]
-    store = SessionStore(tmp_path, compression=compression)  # type: ignore[arg-type]
+    store = SessionStore(tmp_path, compression=compression)
     writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
     writer.append(
         [
@@ -55,7 +57,7 @@ def test_the_latest_title_and_the_last_member_time_of_a_row(
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_a_log_with_only_its_header_has_no_title_and_no_events(
-    tmp_path: Path, compression: str
+    tmp_path: Path, compression: Compression
 ) -> None:
     assert list_summary(write(tmp_path, compression, [])) == (None, None)
 

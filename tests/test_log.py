@@ -117,7 +117,7 @@ class Script:
 
     def block(self, turn: int, step: int, index: int, deltas: Sequence[Any]) -> None:
         block_type = {TextDelta: "text", ReasoningDelta: "reasoning", ToolCallDelta: "tool-call"}
-        self.chunk(turn, step, BlockStart(index, block_type[type(deltas[0])]))  # type: ignore[arg-type]
+        self.chunk(turn, step, BlockStart(index, block_type[type(deltas[0])]))  # type: ignore[arg-type]  # the dict maps delta classes to block-type literals
         for delta in deltas:
             self.chunk(turn, step, delta)
         self.chunk(turn, step, BlockEnd(index))
@@ -822,7 +822,7 @@ def _zstd_log(tmp_path: Path, frames: Sequence[bytes]) -> SessionStore:
 
 
 ZSTD = Layout("zstd", (True,), "zstd")
-LINES = [msgspec.json.encode(header())] + encoded(EVENTS[:6])
+LINES = [msgspec.json.encode(header()), *encoded(EVENTS[:6])]
 
 
 def _batch(*lines: bytes) -> bytes:

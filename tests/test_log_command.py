@@ -21,6 +21,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SessionHeader
 from acp_server.log_command import verify_bytes
+from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 
 EVENTS = [
@@ -33,8 +34,8 @@ EVENTS = [
 ]
 
 
-def write_session(root: Path, compression: str = "none") -> Path:
-    store = SessionStore(root, compression=compression)  # type: ignore[arg-type]
+def write_session(root: Path, compression: Compression = "none") -> Path:
+    store = SessionStore(root, compression=compression)
     writer = store.create(SessionHeader(version=1, id="s1", created_at=5, cwd="/work"))
     writer.append(EVENTS)
     writer.close()
@@ -148,6 +149,16 @@ def test_a_path_that_is_not_a_log_is_one_line_and_status_2(tmp_path: Path, actio
     assert result.stdout == ""
 
 
+def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = run("verify", str(loop))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"acp-server log verify: error: {loop}: a symlink loop (too many levels of symbolic links)\n"
+    )
+
+
 def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     log = session / "session.jsonl"
@@ -157,4 +168,19 @@ def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> No
     assert (
         result.stderr
         == f"acp-server log stats: error: {log}: line 3: seq gap: expected seq 1, found 9\n"
+    )
+
+
+def test_verify_of_a_damaged_zstd_frame_says_from_which_line_the_log_cannot_be_read(
+    tmp_path: Path,
+) -> None:
+    session = write_session(tmp_path, "zstd")
+    log = session / "session.jsonl.zst"
+    data = bytearray(log.read_bytes())
+    data[-5] ^= 0xFF  # inside the frame after the header's
+    log.write_bytes(bytes(data))
+    result = run("verify", str(session))
+    assert result.returncode == 1
+    assert (
+        result.stdout.splitlines()[-1] == "FAILED: 1 problem; the log cannot be read from line 2 on"
     )

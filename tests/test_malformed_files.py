@@ -38,6 +38,7 @@ from acp_server.core.replay_script import ReplayError, parse_fixture, parse_over
 from acp_server.log_command import verify_bytes
 from acp_server.providers.replay import ReplayProvider
 from acp_server.storage.log import (
+    Compression,
     CorruptLog,
     LogError,
     UnsupportedVersion,
@@ -97,12 +98,12 @@ def real_events() -> list[Any]:
     return events
 
 
-def write_log(root: Path, compression: str) -> Path:
+def write_log(root: Path, compression: Compression) -> Path:
     """The log as the loop writes it: batches of 1 to 9 events, each packed on its own."""
     header = SessionHeader(
         version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=1_700_000_000_000, cwd="/work"
     )
-    writer = SessionStore(root, compression=compression).create(header)  # type: ignore[arg-type]
+    writer = SessionStore(root, compression=compression).create(header)
     events = real_events()
     sizes = [1, 5, 9, 2, 7, 3, 4]
     start = 0
@@ -316,7 +317,7 @@ def check_damaged_log(data: bytes, compression: str) -> None:
         try:
             continued = SessionStore(tmp, compression=compression).continue_session(
                 SESSION_ID, 1_800_000_000_000
-            )  # type: ignore[arg-type]
+            )
         except LogError as exc:
             check_clear_failure(exc, data, compression)
             # Continuation reads as the reader does; it also wants the header to name the session.
@@ -436,7 +437,7 @@ def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_lin
 def read_log_bytes(data: bytes, compression: str) -> Any:
     return parse_log(
         "session.jsonl.zst" if compression == "zstd" else "session.jsonl", data, compression
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_arbitrary_bytes_as_a_log_load_or_fail_naming_the_line() -> None:
@@ -478,16 +479,16 @@ def damage_examples(plain: bytes) -> dict[str, bytes]:
     row = next(i for i, line in enumerate(lines) if b'"text-chunks"' in line)
     return {
         "a flipped byte in a row": b"\n".join(
-            lines[:row] + [lines[row].replace(b'"texts"', b'"tExts"')] + lines[row + 1 :]
+            [*lines[:row], lines[row].replace(b'"texts"', b'"tExts"'), *lines[row + 1 :]]
         )
         + b"\n",
-        "a line cut in the middle": b"\n".join(lines[:5] + [lines[5][:20]] + lines[6:]) + b"\n",
-        "two lines swapped": b"\n".join(lines[:3] + [lines[4], lines[3]] + lines[5:]) + b"\n",
-        "a duplicated line": b"\n".join(lines[:4] + [lines[3]] + lines[4:]) + b"\n",
+        "a line cut in the middle": b"\n".join([*lines[:5], lines[5][:20], *lines[6:]]) + b"\n",
+        "two lines swapped": b"\n".join([*lines[:3], lines[4], lines[3], *lines[5:]]) + b"\n",
+        "a duplicated line": b"\n".join([*lines[:4], lines[3], *lines[4:]]) + b"\n",
         "a deleted line": b"\n".join(lines[:6] + lines[7:]) + b"\n",
-        "random JSON": b"\n".join(lines[:2] + [b'{"surprise": [1, 2, 3]}'] + lines[2:]) + b"\n",
+        "random JSON": b"\n".join([*lines[:2], b'{"surprise": [1, 2, 3]}', *lines[2:]]) + b"\n",
         "an unknown event type": b"\n".join(
-            lines + [b'{"type":"x/new","seq":9999,"time":0,"data":{}}']
+            [*lines, b'{"type":"x/new","seq":9999,"time":0,"data":{}}']
         )
         + b"\n",
         "a torn final line": plain + b'{"type":"turn/start","seq":',

@@ -39,7 +39,7 @@ HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])
 def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
     options.setdefault("retry_base_delay", 0.01)
     options.setdefault("trust_env", False)
-    return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]
+    return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]  # a plain str key, which __post_init__ accepts
 
 
 async def run(
@@ -537,3 +537,15 @@ def test_bad_base_urls_are_refused() -> None:
     for url in ("ftp://example.com", "not a url", "http://", "https://example.com/v1?key=x"):
         with pytest.raises(ProviderConfigError):
             OpenAIProvider("m", url)
+
+
+@pytest.mark.parametrize(
+    "bad", [KEY + "\r", KEY + "\n", " " + KEY, KEY[:8] + "\x00" + KEY[8:], KEY + "é"]
+)
+def test_a_key_no_header_can_carry_is_refused_without_showing_it(bad: str) -> None:
+    with pytest.raises(ProviderConfigError) as refused:
+        OpenAIProvider("m", "http://127.0.0.1:1/v1", bad)
+    assert str(refused.value) == (
+        "the API key holds a character an HTTP header cannot carry (a control character, "
+        "a line break, surrounding whitespace or a non-ASCII character)"
+    )

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from strategies import batch_cuts, session_events, split
 
 from acp_server.core.chunk_rows import TextChunks, TextChunksData, pack_chunk_runs
+from acp_server.core.events import SessionEvent
 from acp_server.core.paging import PageCut, clip_records, clip_row, page_cut, record_start
 
 encode = msgspec.json.encode
@@ -57,14 +58,18 @@ def test_clip_records_of_an_empty_range_is_empty() -> None:
 
 
 @given(session_events(), st.data())
-def test_packing_stored_records_equals_packing_their_events(events, data) -> None:  # type: ignore[no-untyped-def]
+def test_packing_stored_records_equals_packing_their_events(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
     cuts = data.draw(batch_cuts(len(events)))
     stored = [record for batch in split(events, cuts) for record in pack_chunk_runs(batch)]
     assert encode(pack_chunk_runs(stored)) == encode(pack_chunk_runs(events))
 
 
 @given(session_events(), st.data())
-def test_clipped_stored_records_pack_to_the_canonical_packing_of_the_range(events, data) -> None:  # type: ignore[no-untyped-def]
+def test_clipped_stored_records_pack_to_the_canonical_packing_of_the_range(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
     if not events:
         return
     cuts = data.draw(batch_cuts(len(events)))

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from polling import wait_for
 
 from acp_server.core.events import AssistantText, Finish, StreamChunk, TextContent, TextDelta
 from acp_server.core.messages import AssistantTurn, UserTurn
@@ -352,8 +353,7 @@ async def test_hang_writes_its_ready_file_relative_to_cwd_and_stops_when_cancell
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
-            while not (cwd / "hung.txt").exists():
-                await anyio.sleep(0.001)
+            await wait_for((cwd / "hung.txt").exists, interval=0.001)
             tg.cancel_scope.cancel()
 
     assert (cwd / "hung.txt").read_text() == "ready\n"
@@ -369,8 +369,7 @@ async def test_hang_with_an_absolute_ready_file_ignores_cwd(tmp_path: Path) -> N
     with anyio.move_on_after(5) as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(collect, provider, "a")
-            while not ready.exists():
-                await anyio.sleep(0.001)
+            await wait_for(ready.exists, interval=0.001)
             tg.cancel_scope.cancel()
 
     assert not scope.cancelled_caught

@@ -61,7 +61,7 @@ def test_serve_help_names_every_flag() -> None:
         ),
         (
             ["--replay-override", "/no/such/file"],
-            "acp-server serve: error: --replay-override: no such file: /no/such/file",
+            "acp-server serve: error: --replay-override: no such file or directory: /no/such/file",
         ),
         (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
         (
@@ -77,6 +77,17 @@ def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
     assert result.stderr.decode() == message + "\n"
 
 
+@pytest.mark.parametrize("flag", ["--sessions-dir", "--replay", "--replay-override"])
+def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path, flag: str) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = run("serve", flag, str(loop))
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode() == (
+        f"acp-server serve: error: {flag}: a symlink loop (too many levels of symbolic links): {loop}\n"
+    )
+
+
 def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     file = tmp_path / "file"
     file.write_text("x")
@@ -85,6 +96,15 @@ def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     assert (
         result.stderr.decode()
         == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+    )
+
+
+def test_an_empty_sessions_dir_is_refused_not_taken_as_the_working_directory() -> None:
+    result = run("serve", "--sessions-dir", "")
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert (
+        result.stderr.decode()
+        == "acp-server serve: error: argument --sessions-dir: an empty path\n"
     )
 
 

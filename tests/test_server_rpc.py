@@ -14,6 +14,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import pytest
+from anyio import wait_all_tasks_blocked
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.core.ids import InvalidSessionId
@@ -42,6 +43,9 @@ from acp_server.storage.store import SessionNotFound, SessionStore
 
 pytestmark = pytest.mark.anyio
 
+FRAME_DEADLINE = 5.0
+"""Seconds a test waits for the server's next frame before it fails (a hang, not a timing)."""
+
 
 class Peer:
     """The client end of an in-process connection: writes lines in, reads frames out."""
@@ -59,16 +63,17 @@ class Peer:
     async def send(self, message: Any) -> None:
         await self._inbound.send(json.dumps(message).encode() + b"\n")
 
-    async def frame(self, timeout: float = 5) -> dict[str, Any]:
-        with anyio.fail_after(timeout):
+    async def frame(self) -> dict[str, Any]:
+        with anyio.fail_after(FRAME_DEADLINE):
             raw = await self._outbound.receive()
         assert raw.endswith(b"\n") and raw.count(b"\n") == 1
         frame = json.loads(raw)
         assert isinstance(frame, dict)
         return frame
 
-    async def silent(self, delay: float = 0.05) -> None:
-        await anyio.sleep(delay)
+    async def silent(self) -> None:
+        """Nothing was written: every task is blocked, waiting for input, and no frame is out."""
+        await wait_all_tasks_blocked()
         with pytest.raises(anyio.WouldBlock):
             self._outbound.receive_nowait()
 
@@ -190,7 +195,7 @@ async def test_a_duplicate_in_flight_id_is_refused() -> None:
 
     async with connected(lambda c: c.route("wait", wait)) as peer:
         await peer.send(request(7, "wait"))
-        await anyio.sleep(0.01)
+        await wait_all_tasks_blocked()  # the first request is in flight, waiting for release
         await peer.send(request(7, "wait"))
         assert await peer.frame() == {
             "jsonrpc": "2.0",
@@ -298,10 +303,11 @@ async def test_notifications_before_a_response_are_written_before_it() -> None:
 
 
 async def test_end_of_input_waits_for_running_requests_then_cancels_them() -> None:
+    release = anyio.Event()
     finished = anyio.Event()
 
     async def short(params: Any) -> Any:
-        await anyio.sleep(0.05)
+        await release.wait()
         finished.set()
         return "short"
 
@@ -312,10 +318,14 @@ async def test_end_of_input_waits_for_running_requests_then_cancels_them() -> No
         connection.route("short", short)
         connection.route("forever", forever)
 
-    async with connected(setup, grace=0.3) as peer:
+    async with connected(setup, grace=2) as peer:
         await peer.send(request(1, "short"))
         await peer.send(request(2, "forever"))
         await peer.close()
+        # Both requests outlive the end of input; the short one finishes within the grace.
+        await wait_all_tasks_blocked()
+        assert not finished.is_set()
+        release.set()
         frames = [await peer.frame(), await peer.frame()]
     assert frames == [
         {"jsonrpc": "2.0", "id": 1, "result": "short"},
@@ -502,6 +512,17 @@ def test_error_table() -> None:
     )
 
 
+def test_an_error_message_is_cut_to_1000_characters_keeping_the_field_it_names() -> None:
+    text = "Object contains unknown field `" + "k" * 5000 + "` - at `$.params`"
+    error = to_rpc_error(msgspec.ValidationError(text))
+    message = "Invalid params: " + text
+    assert (error.message, error.data) == (
+        message[:897] + "..." + message[-100:],
+        {"path": "$.params"},
+    )
+    assert len(error.message) == 1000 and error.message.endswith("k` - at `$.params`")
+
+
 def test_cursor_round_trip_and_garbage() -> None:
     entry = ListEntry("abc", 1_700_000_000_000, "/w")
     assert decode_cursor(encode_cursor(entry)) == (1_700_000_000_000, "abc")
@@ -600,12 +621,12 @@ async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Pat
             with running:
                 await anyio.sleep_forever()
             steps.append("cancelled")
-            await anyio.sleep(0.05)  # e.g. logging the turn's end
+            await anyio.lowlevel.checkpoint()  # e.g. logging the turn's end
             steps.append("logged")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(turn)
-        await anyio.sleep(0.01)
+        await wait_all_tasks_blocked()  # the turn is running, in its cancellable part
         await registry.close(session.id)
         steps.append("closed")
     assert steps == ["cancelled", "logged", "closed"]

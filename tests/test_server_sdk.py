@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from acp import RequestError, spawn_agent_process
 from acp.connection import StreamDirection, StreamEvent
@@ -139,7 +139,7 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
     with open(tmp_path / "stderr.log", "wb") as stderr:
         async with (
             spawn_agent_process(
-                client,  # type: ignore[arg-type]
+                client,  # type: ignore[arg-type]  # implements only the Client methods the test uses
                 command[0],
                 *command[1:],
                 env=dict(os.environ),
@@ -224,13 +224,13 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
 
 async def test_sdk_client_survives_what_the_server_says_about_garbage(tmp_path: Path) -> None:
     """A client that sends garbage still gets well-formed, schema-valid answers."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(tmp_path / "s")],
-        input=b'{"jsonrpc":"2.0","id":1,\n[1,2]\n{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":3}}\n'
-        b'{"jsonrpc":"2.0","id":3,"method":"nope"}\n{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"zz"}}\n',
-        capture_output=True,
-        timeout=30,
-    )
+    with anyio.fail_after(30):
+        proc = await anyio.run_process(
+            [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(tmp_path / "s")],
+            input=b'{"jsonrpc":"2.0","id":1,\n[1,2]\n{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":3}}\n'
+            b'{"jsonrpc":"2.0","id":3,"method":"nope"}\n{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"zz"}}\n',
+            check=False,
+        )
     assert proc.returncode == 0
     frames = validate_frames(proc.stdout, {})
     # Requests run concurrently: answers to well-formed requests may come in any order.

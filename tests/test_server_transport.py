@@ -4,6 +4,7 @@ JSON-RPC frames only, whatever it is fed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from hypothesis import given
@@ -87,7 +89,7 @@ def test_framing_does_not_depend_on_how_input_is_cut(
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
-    pieces = [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [data[a:b] for a, b in itertools.pairwise(bounds)]
     assert feed_all(LineFramer(limit), pieces) == reference_split(data, limit)
 
 
@@ -178,28 +180,30 @@ async def test_writer_keeps_order_across_small_and_large_frames() -> None:
 async def test_a_slow_reader_does_not_stall_the_event_loop() -> None:
     read_end, write_end = os.pipe()
     received = bytearray()
-    ticks = 0
-    done = anyio.Event()
+    other_work = anyio.Event()
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await anyio.sleep(0.01)
+    async def other_task() -> None:
+        for _ in range(100):
+            await anyio.lowlevel.checkpoint()
+        other_work.set()
 
     writer = FrameWriter(write_end)
     frame = b"y" * (1 << 20) + b"\n"  # larger than a pipe's buffer
     thread = threading.Thread(target=drain, args=(read_end, received, 0.05))
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
-        tg.start_soon(ticker)
-        await writer.send(frame)
-        await writer.send(frame)
-        await anyio.sleep(0.3)  # nobody reads yet: the writes are stuck in a worker thread
-        assert ticks >= 10
-        thread.start()
+        try:
+            # Nobody reads yet, so these writes cannot complete; they wait in a worker thread
+            # while the event loop goes on running other tasks.
+            await writer.send(frame)
+            await writer.send(frame)
+            tg.start_soon(other_task)
+            with anyio.fail_after(10):
+                await other_work.wait()
+            assert received == bytearray()
+        finally:
+            thread.start()  # a failure above must not leave the writer's thread stuck forever
         await writer.aclose()
-        done.set()
     os.close(write_end)
     thread.join(10)
     os.close(read_end)

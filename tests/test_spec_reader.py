@@ -365,7 +365,7 @@ def expected_rows(
         if run_continues:
             continue
         if _block(events[start]) is not None and k - start >= 3:
-            rows.append((_DELTA_ROWS[type(events[start].data.chunk)], events[start].seq, k - start))  # type: ignore[union-attr]
+            rows.append((_DELTA_ROWS[type(events[start].data.chunk)], events[start].seq, k - start))  # type: ignore[union-attr]  # _block() said it is a chunk event
         start = k
     return rows
 

@@ -20,7 +20,7 @@ import anyio
 import msgspec
 import pytest
 from msgspec import UNSET
-from polling import poll
+from polling import poll, wait_for
 
 from acp_server.agent.confinement import (
     PathRefused,
@@ -1235,8 +1235,9 @@ async def test_cancelling_a_local_command_kills_it(work: Path) -> None:
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
-            while not (work / "child.pid").exists() or not (work / "child.pid").read_text():
-                await anyio.sleep(0.02)
+            await wait_for(
+                lambda: (work / "child.pid").exists() and bool((work / "child.pid").read_text())
+            )
             tg.cancel_scope.cancel()
     assert (returned, _gone_soon(int((work / "child.pid").read_text()))) == ([], True)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 import anyio
 import msgspec
@@ -44,9 +44,11 @@ from ..core.events import (
     AssistantText,
     ContentBlock,
     ErrorInfo,
+    FinishReason,
     PlanUpdate,
     PlanUpdateData,
     ReasoningDelta,
+    SessionEvent,
     StepData,
     StepEnd,
     StepStart,
@@ -61,6 +63,7 @@ from ..core.events import (
     ToolResultData,
     TurnEnd,
     TurnEndData,
+    TurnEndReason,
     TurnEndReasonCancelled,
     TurnEndReasonCompleted,
     TurnEndReasonError,
@@ -75,6 +78,7 @@ from ..core.events import (
 )
 from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
+from ..storage.log import LogWriteFailed
 from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
@@ -86,7 +90,7 @@ StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "
 DEFAULT_MAX_STEPS: Final = 50
 CANCELLED_RESULT_TEXT: Final = "cancelled"
 
-_FINISHES: Final[dict[str, tuple[type, StopReason]]] = {
+_FINISHES: Final[dict[FinishReason, tuple[Callable[[], TurnEndReason], StopReason]]] = {
     "stop": (TurnEndReasonCompleted, "end_turn"),
     "tool-calls": (TurnEndReasonCompleted, "end_turn"),
     "length": (TurnEndReasonMaxTokens, "max_tokens"),
@@ -202,7 +206,7 @@ class Turn:
         rec.sync()
         return "max_turn_requests"
 
-    async def _stream_step(self) -> str:
+    async def _stream_step(self) -> FinishReason:
         """Stream one model call into the log; returns its finish reason."""
         env, rec, state = self.env, self.env.recorder, self._state
         turn, step = state.turn, state.step
@@ -225,16 +229,18 @@ class Turn:
                 state.last_chunk_seq = event.seq
                 feed(chunk)
                 if live:
-                    kind = type(chunk)
-                    if kind is TextDelta:
-                        await show(AgentMessageChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
-                    elif kind is ReasoningDelta:
-                        await show(AgentThoughtChunk(TextContent(chunk.text), message_id))  # type: ignore[union-attr]
-            if assembler.finish is None:
+                    if type(chunk) is TextDelta:
+                        await show(AgentMessageChunk(TextContent(chunk.text), message_id))
+                    elif type(chunk) is ReasoningDelta:
+                        await show(AgentThoughtChunk(TextContent(chunk.text), message_id))
+            finish = assembler.finish
+            if finish is None:
                 raise ProviderError("the model stream ended without a finish chunk")
         except ProviderError as exc:
             state.streaming = False
             self._fail(exc)
+        except LogWriteFailed:
+            raise  # the log, not the model, failed: nothing more can be recorded
         except Exception:  # a provider bug must still end the turn in the log, not leave it open
             log.exception("the model provider failed in session %s", rec.session_id)
             state.streaming = False
@@ -252,10 +258,11 @@ class Turn:
             ),
             **self._source_range(),
         )
-        return assembler.finish
+        return finish
 
-    def _fail(self, exc: ProviderError) -> None:
-        """A failed model request: no message (the partial output stays as chunks)."""
+    def _fail(self, exc: ProviderError) -> NoReturn:
+        """A failed model request: no message (the partial output stays as chunks); the step
+        and the turn are closed with the error, which is raised as `ModelRequestFailed`."""
         rec, state = self.env.recorder, self._state
         self._end_step()
         error = ErrorInfo(exc.message, exc.code if exc.code is not None else UNSET)
@@ -290,7 +297,7 @@ class Turn:
         announcements = [tool_call_started(b.id, b.name, b.arguments) for b in calls]
         for announcement in announcements:
             await self._show(announcement)
-        for block, announcement in zip(calls, announcements):
+        for block, announcement in zip(calls, announcements, strict=True):
             rec.sync()  # before each tool runs
 
             async def on_started(call_id: str = block.id) -> None:
@@ -418,7 +425,7 @@ async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopRea
     return stop
 
 
-def _final_text(events: list) -> str:
+def _final_text(events: list[SessionEvent]) -> str:
     """The text of the last assistant message that has any: a subagent's answer."""
     for event in reversed(events):
         if type(event) is AssistantMessageEvent:

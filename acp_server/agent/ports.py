@@ -31,7 +31,9 @@ class ClientCapabilities:
 
 
 class ClientPort(Protocol):
-    capabilities: ClientCapabilities
+    @property
+    def capabilities(self) -> ClientCapabilities:
+        """What the client advertised; the agent only reads it (a plain attribute will do)."""
 
     async def request(self, method: str, params: Any) -> Any:
         """Send a request to the client and wait for its result (a parsed JSON value).

@@ -18,7 +18,7 @@ import anyio
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.header import SessionHeader
-from ..storage.log import LogWriter
+from ..storage.log import LogWriteFailed, LogWriter
 
 FLUSH_INTERVAL_S: Final = 0.1
 """SPEC 2.4: a crash loses at most this much streamed output."""
@@ -57,8 +57,10 @@ class SessionRecorder:
     def append(self, make: Any, data: Any, **envelope: Any) -> Any:
         """Create an event of type `make` with the next seq, log it and announce it."""
         event = make(self.log.length, self.clock(), data, **envelope)
-        self.log.append(event)
+        # The writer first: one that can no longer write refuses the event before anything
+        # (memory, listeners) holds an event the log will never have.
         self.writer.append_one(event)
+        self.log.append(event)
         for listener in self.listeners:
             listener(event)
         return event
@@ -77,10 +79,15 @@ class SessionRecorder:
         self.writer.close()
 
     async def run_flusher(self, interval: float = FLUSH_INTERVAL_S) -> None:
-        """Flush queued events every `interval` seconds until cancelled."""
+        """Flush queued events every `interval` seconds until cancelled, or until a write
+        fails (the turn then meets `LogWriteFailed` at its next append or sync)."""
         while True:
             await anyio.sleep(interval)
-            if self.writer.closed:
+            writer = self.writer
+            if writer.closed or writer.failure is not None:
                 return
-            if self.writer.has_pending:
-                self.writer.flush()
+            if writer.has_pending:
+                try:
+                    writer.flush()
+                except LogWriteFailed:
+                    return

@@ -185,16 +185,17 @@ class AcpClient:
                 error = exc  # re-raised below as itself, not wrapped in the task group's group
             finally:
                 with anyio.CancelScope(shield=True):
-                    await client._shut_down(shutdown_timeout)
+                    await client._shut_down(grace=shutdown_timeout)
         if error is not None:
             raise error
 
-    async def _shut_down(self, timeout: float) -> None:
+    async def _shut_down(self, *, grace: float) -> None:
+        """Close the server's input and give it `grace` seconds to exit, then kill it."""
         await self.close_input()
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(grace):
             await self.process.wait()
             return
-        log.warning("the server did not exit within %ss of its input ending: killing it", timeout)
+        log.warning("the server did not exit within %ss of its input ending: killing it", grace)
         self.process.kill()
         await self.process.wait()
 
@@ -374,7 +375,8 @@ class AcpClient:
         result = await self.request(
             "session/new", {"cwd": str(cwd), "mcpServers": list(mcp_servers)}
         )
-        return result["sessionId"]
+        session_id: str = result["sessionId"]
+        return session_id
 
     async def prompt(
         self, session_id: str, prompt: str | Sequence[Any], on_update: UpdateHandler | None = None
@@ -386,7 +388,8 @@ class AcpClient:
             result = await self.request(
                 "session/prompt", {"sessionId": session_id, "prompt": blocks}
             )
-        return result["stopReason"]
+        stop_reason: str = result["stopReason"]
+        return stop_reason
 
     async def load_session(
         self, session_id: str, cwd: Path | str, max_messages: int | None = None
@@ -467,8 +470,9 @@ class AcpClient:
         else:
             self._follows[subscription_id] = send
 
-    def unroute_follow(self, subscription_id: str) -> None:
-        self._follows.pop(subscription_id, None)
+    def unroute_follow(self, subscription_id: str | None) -> None:
+        if subscription_id is not None:
+            self._follows.pop(subscription_id, None)
 
     @property
     def closed(self) -> bool:

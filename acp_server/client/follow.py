@@ -7,7 +7,10 @@ seq order, each once, whether it came live or from a repair:
 - a live event after a gap (which a correct server never sends) is held back while the gap is
   paged, then applied;
 - `session.followEnded` (the server's buffer for us overflowed) is answered by following again
-  and paging back from the new snapshot until it joins what the journal holds.
+  and paging back from the new snapshot until it joins what the journal holds;
+- `session.followEnded` with reason "rewound" (the session's log failed to write and dropped
+  what it had not stored) drops the journal's events after its `lastSeq`, then follows again
+  the same way: the events that take those seqs are yielded as new ones.
 
 The reader hands frames over without ever waiting (the queue is unbounded on purpose: every
 event in it is one the journal will hold anyway, and a page the follower asks for may be
@@ -64,7 +67,7 @@ class FollowClient(Protocol):
     ) -> None:
         """Send this subscription's frames to `send` from now on."""
 
-    def unroute_follow(self, subscription_id: str) -> None:
+    def unroute_follow(self, subscription_id: str | None) -> None:
         """Stop sending this subscription's frames."""
 
 
@@ -82,6 +85,8 @@ class Follow:
         self.subscription_id: str | None = None
         self.overflows: list[int] = []
         """The `lastSeq` of each `session.followEnded` overflow this follow recovered from."""
+        self.rewinds: list[int] = []
+        """The `lastSeq` of each "rewound" `session.followEnded` this follow recovered from."""
         self.repaired: list[Gap] = []
         """Every gap this follow paged to fill (after an overflow, or in the live stream)."""
         self._send, self._frames = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
@@ -153,12 +158,19 @@ class Follow:
             raise HistoryProtocolError(f"paging through seq {gap.through_seq} left a gap")
 
     async def _ended(self, params: Any) -> None:
-        """The server ended the subscription: after an overflow, follow again and repair."""
+        """The server ended the subscription: after an overflow or a rewind, follow again and
+        repair."""
         self.subscription_id = None
-        if params.get("reason") != "overflow":
+        reason, last_seq = params.get("reason"), params.get("lastSeq")
+        if reason == "rewound":
+            self.rewinds.append(last_seq)
+            self.journal.drop_after(last_seq)
+            self._yielded = min(self._yielded, self.journal.last_seq)
+        elif reason == "overflow":
+            self.overflows.append(last_seq)
+        else:
             await self.aclose()
             return
-        self.overflows.append(params.get("lastSeq"))
         result = await self._subscribe()
         gap = self.journal.fill_gap(result["records"])
         if gap is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -184,6 +184,15 @@ class Journal:
         self._events.extend(event for event in events if event.seq > self.last_seq)
         return None
 
+    def drop_after(self, seq: int) -> None:
+        """Forget the events after `seq`: the server said they were never stored (a follow
+        ended "rewound"). Events at or before `seq` stay; the journal's head is untouched."""
+        if type(seq) is not int or seq < self._first_seq - 1:
+            raise HistoryProtocolError(
+                f"cannot drop the events after seq {seq!r}: the journal starts at {self._first_seq}"
+            )
+        del self._events[seq + 1 - self._first_seq :]
+
     # -- growing at the head -------------------------------------------------------------------
 
     def prepend(self, page_records: list[Any], has_more: bool) -> None:
@@ -252,7 +261,7 @@ def _check_has_older(first_seq: int, has_older: bool) -> None:
 
 def _decode_live(value: Any) -> SessionEvent:
     if isinstance(value, msgspec.Struct):
-        return value  # type: ignore[return-value]  # already decoded
+        return cast(SessionEvent, value)  # a struct is an already decoded event (`apply_live`)
     try:
         return convert_event(value)
     except EventError as exc:

@@ -16,7 +16,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final, Self
@@ -42,7 +42,14 @@ def serve_command(
 class ServerProcess:
     """One server subprocess: bytes in, lines out, stderr kept."""
 
-    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
+        """Start `argv`; `preexec_fn` runs in the child before it executes (resource limits)."""
         self.argv = list(argv)
         self.process = subprocess.Popen(
             self.argv,
@@ -51,6 +58,7 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},
             bufsize=0,
+            preexec_fn=preexec_fn,
         )
         assert self.process.stdin is not None
         self._stdin: IO[bytes] = self.process.stdin

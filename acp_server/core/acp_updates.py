@@ -6,7 +6,7 @@ events with the functions here, so a reloaded conversation looks the way it look
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, Union
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -59,7 +59,7 @@ class ToolTerminal(Struct, tag="terminal", tag_field="type", rename="camel"):
     terminal_id: str
 
 
-ToolCallContent = Union[ToolContent, ToolDiff, ToolTerminal]
+ToolCallContent = ToolContent | ToolDiff | ToolTerminal
 
 
 class ToolCallLocation(Struct, omit_defaults=True):
@@ -91,15 +91,15 @@ class SessionInfoUpdate(Update, tag="session_info_update"):
     title: str | UnsetType | None = UNSET
 
 
-SessionUpdate = Union[
-    UserMessageChunk,
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    ToolCallStarted,
-    ToolCallUpdated,
-    PlanShown,
-    SessionInfoUpdate,
-]
+SessionUpdate = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStarted
+    | ToolCallUpdated
+    | PlanShown
+    | SessionInfoUpdate
+)
 
 
 class SessionNotification(Struct, rename="camel", gc=False):

@@ -44,38 +44,38 @@ class MessageAssembler:
 
     def feed(self, chunk: StreamChunk) -> None:
         self.chunks += 1
-        kind = type(chunk)
-        if kind is TextDelta:
-            self._block(chunk.index, "text").parts.append(chunk.text)  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            self._block(chunk.index, "reasoning").parts.append(chunk.text)  # type: ignore[union-attr]
-        elif kind is ToolCallDelta:
+        if type(chunk) is TextDelta:
+            self._block(chunk.index, "text").parts.append(chunk.text)
+        elif type(chunk) is ReasoningDelta:
+            self._block(chunk.index, "reasoning").parts.append(chunk.text)
+        elif type(chunk) is ToolCallDelta:
             block = self._block(chunk.index, "tool-call")
-            block.id = block.id or chunk.id  # type: ignore[union-attr]
-            if isinstance(chunk.name, str) and not block.name:  # type: ignore[union-attr]
-                block.name = chunk.name  # type: ignore[union-attr]
-            block.parts.append(chunk.arguments_delta)  # type: ignore[union-attr]
-        elif kind is BlockStart:
-            self._block(chunk.index, chunk.block_type)  # type: ignore[union-attr]
-        elif kind is UsageChunk:
-            self.usage = chunk.usage  # type: ignore[union-attr]
-        elif kind is Finish:
-            self.finish = chunk.reason  # type: ignore[union-attr]
+            block.id = block.id or chunk.id
+            if isinstance(chunk.name, str) and not block.name:
+                block.name = chunk.name
+            block.parts.append(chunk.arguments_delta)
+        elif type(chunk) is BlockStart:
+            self._block(chunk.index, chunk.block_type)
+        elif type(chunk) is UsageChunk:
+            self.usage = chunk.usage
+        elif type(chunk) is Finish:
+            self.finish = chunk.reason
 
     def feed_row(self, row: ChunkRow) -> None:
         """Feed every member of a chunk row at once (the same as feeding them one by one)."""
-        d = row.data
-        if type(row) is ToolCallChunks:
-            block = self._block(d.index, "tool-call")
-            block.id = block.id or d.id  # type: ignore[union-attr]
-            if isinstance(d.name, str) and not block.name:  # type: ignore[union-attr]
-                block.name = d.name  # type: ignore[union-attr]
-            block.parts.extend(d.args)  # type: ignore[union-attr]
-            self.chunks += len(d.args)  # type: ignore[union-attr]
+        if isinstance(row, ToolCallChunks):
+            calls = row.data
+            block = self._block(calls.index, "tool-call")
+            block.id = block.id or calls.id
+            if isinstance(calls.name, str) and not block.name:
+                block.name = calls.name
+            block.parts.extend(calls.args)
+            self.chunks += len(calls.args)
         else:
+            d = row.data
             kind = "text" if type(row) is TextChunks else "reasoning"
-            self._block(d.index, kind).parts.extend(d.texts)  # type: ignore[union-attr]
-            self.chunks += len(d.texts)  # type: ignore[union-attr]
+            self._block(d.index, kind).parts.extend(d.texts)
+            self.chunks += len(d.texts)
 
     def _block(self, index: int, kind: str) -> _Block:
         block = self.blocks.get(index)
@@ -88,14 +88,14 @@ class MessageAssembler:
         content: list[AssistantBlock] = []
         for block in self.blocks.values():
             text = "".join(block.parts)
+            if interrupted and not text:
+                continue  # nothing of an empty block reached the client
             if block.kind == "text":
                 content.append(AssistantText(text))
             elif block.kind == "reasoning":
                 content.append(AssistantReasoning(text))
             elif not interrupted:
                 content.append(AssistantToolCall(block.id, block.name, text))
-        if interrupted:
-            content = [b for b in content if b.text]  # type: ignore[union-attr]
         return content
 
     def tool_calls(self) -> list[AssistantToolCall]:

@@ -12,9 +12,9 @@ The same rows travel on the wire in `session.page` and `session.follow` results.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import accumulate, repeat
-from typing import Annotated, Any, Final, Union
+from typing import Annotated, Any, Final, cast
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -30,6 +30,7 @@ from .events import (
     SafeInt,
     Seq,
     SessionEvent,
+    StreamChunk,
     Tagged,
     TextDelta,
     ToolCallDelta,
@@ -79,11 +80,11 @@ class ToolCallChunks(Tagged, tag="tool-call-chunks"):
     data: ToolCallChunksData
 
 
-ChunkRow = Union[TextChunks, ReasoningChunks, ToolCallChunks]
-StorageRecord = Union[KnownEvent, ChunkRow, UnknownEvent]
+ChunkRow = TextChunks | ReasoningChunks | ToolCallChunks
+StorageRecord = KnownEvent | ChunkRow | UnknownEvent
 """One body line of a session log: a plain event or a chunk row."""
 
-_TypedRecord = Union[KnownEvent, ChunkRow]
+_TypedRecord = KnownEvent | ChunkRow
 
 ROW_TYPES: Final[frozenset[str]] = frozenset(
     {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
@@ -97,12 +98,18 @@ class ChunkRowError(ValueError):
 # ---------------------------------------------------------------------------------------------
 # Packing.
 
-_ROW_OF_DELTA: Final[dict[type, type]] = {
+ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
+
+RowKind = type[TextChunks] | type[ReasoningChunks] | type[ToolCallChunks]
+_ROW_OF_DELTA: Final[dict[type, RowKind]] = {
     TextDelta: TextChunks,
     ReasoningDelta: ReasoningChunks,
     ToolCallDelta: ToolCallChunks,
 }
-ROW_CLASSES: Final = (TextChunks, ReasoningChunks, ToolCallChunks)
+
+_DeltaChunk = TextDelta | ReasoningDelta | ToolCallDelta
+_Name = str | UnsetType | None
+"""A run's tool-call name: `None` for a text or reasoning run."""
 
 
 class _Run:
@@ -121,7 +128,9 @@ class _Run:
         "turn",
     )
 
-    def __init__(self, kind: type, turn: int, step: int, index: int, id: Any, name: Any) -> None:
+    def __init__(
+        self, kind: RowKind, turn: int, step: int, index: int, id: str | None, name: _Name
+    ) -> None:
         self.kind, self.turn, self.step, self.index, self.id, self.name = (
             kind,
             turn,
@@ -131,11 +140,20 @@ class _Run:
             name,
         )
         self.last_seq = self.last_time = 0
-        self.parts: list[Any] = []
+        self.parts: list[AssistantChunk | ChunkRow] = []
+        """The members: delta events (whose chunk is a `_DeltaChunk`) and rows of `kind`."""
         self.count = 0
 
     def accepts(
-        self, kind: type, turn: int, step: int, index: int, id: Any, name: Any, seq: int, time: int
+        self,
+        kind: RowKind,
+        turn: int,
+        step: int,
+        index: int,
+        id: str | None,
+        name: _Name,
+        seq: int,
+        time: int,
     ) -> bool:
         """SPEC 2.1's continuity rule, between this run's last member and a next one."""
         return (
@@ -153,7 +171,7 @@ class _Run:
         parts = self.parts
         if self.count < MIN_RUN:
             for part in parts:
-                if type(part) is AssistantChunk:
+                if isinstance(part, AssistantChunk):
                     out.append(part)
                 else:
                     out.extend(expand_row(part))
@@ -164,12 +182,16 @@ class _Run:
         dt: list[int] = []
         fragments: list[str] = []
         previous_time: int | None = None
+        is_tool = self.kind is ToolCallChunks
         for part in parts:
-            if type(part) is AssistantChunk:
+            if isinstance(part, AssistantChunk):
                 time = part.time
+                # A run's chunk events hold deltas of its kind (see `pack_chunk_runs`).
                 chunk = part.data.chunk
                 fragments.append(
-                    chunk.arguments_delta if self.kind is ToolCallChunks else chunk.text
+                    cast(ToolCallDelta, chunk).arguments_delta
+                    if is_tool
+                    else cast("TextDelta | ReasoningDelta", chunk).text
                 )
                 if previous_time is not None:
                     dt.append(time - previous_time)
@@ -177,27 +199,42 @@ class _Run:
             else:
                 if previous_time is not None:
                     dt.append(part.time0 - previous_time)
-                d = part.data
-                dt.extend(d.dt)
-                fragments.extend(d.args if self.kind is ToolCallChunks else d.texts)
-                previous_time = part.time0 + sum(d.dt)
+                dt.extend(part.data.dt)
+                if isinstance(part, ToolCallChunks):
+                    fragments.extend(part.data.args)
+                else:
+                    fragments.extend(part.data.texts)
+                previous_time = part.time0 + sum(part.data.dt)
         first = parts[0]
         seq0, time0 = (
-            (first.seq, first.time) if type(first) is AssistantChunk else (first.seq0, first.time0)
+            (first.seq, first.time)
+            if isinstance(first, AssistantChunk)
+            else (first.seq0, first.time0)
         )
         if self.kind is ToolCallChunks:
-            data: Any = ToolCallChunksData(
-                turn=self.turn,
-                step=self.step,
-                index=self.index,
-                dt=dt,
-                id=self.id,
-                name=self.name,
-                args=fragments,
+            # A tool-call run always has an id (see `pack_chunk_runs`).
+            out.append(
+                ToolCallChunks(
+                    seq0,
+                    time0,
+                    ToolCallChunksData(
+                        turn=self.turn,
+                        step=self.step,
+                        index=self.index,
+                        dt=dt,
+                        id=cast(str, self.id),
+                        name=cast("str | UnsetType", self.name),
+                        args=fragments,
+                    ),
+                )
             )
         else:
-            data = TextChunksData(self.turn, self.step, self.index, dt, fragments)
-        out.append(self.kind(seq0, time0, data))
+            text_kind = cast("type[TextChunks] | type[ReasoningChunks]", self.kind)
+            out.append(
+                text_kind(
+                    seq0, time0, TextChunksData(self.turn, self.step, self.index, dt, fragments)
+                )
+            )
 
 
 def _has_unsafe_gap(dt: list[int]) -> bool:
@@ -210,8 +247,9 @@ def _split_unsafe_rows(records: Iterable[StorageRecord]) -> Iterable[StorageReco
     Only a hand-made row can hold such a gap; its members are then packed one by one.
     """
     for record in records:
-        if type(record) in ROW_CLASSES and _has_unsafe_gap(record.data.dt):  # type: ignore[union-attr]
-            yield from expand_row(record)  # type: ignore[arg-type]
+        # `type() in` rather than isinstance: far cheaper for msgspec structs, on every record.
+        if type(record) in ROW_CLASSES and _has_unsafe_gap(cast(ChunkRow, record).data.dt):
+            yield from expand_row(cast(ChunkRow, record))
         else:
             yield record
 
@@ -225,16 +263,20 @@ def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
     """
     out: list[StorageRecord] = []
     run: _Run | None = None
+    id_: str | None
+    name: _Name
     for record in _split_unsafe_rows(records):
-        kind = type(record)
-        if kind is AssistantChunk:
-            chunk = record.data.chunk  # type: ignore[union-attr]
+        if type(record) is AssistantChunk:
+            chunk = record.data.chunk
             row_kind = _ROW_OF_DELTA.get(type(chunk))
-            if row_kind is not None and record.ignorable is UNSET and record.source_range is UNSET:  # type: ignore[union-attr]
-                d = record.data  # type: ignore[union-attr]
-                is_tool = row_kind is ToolCallChunks
-                id_, name = (chunk.id, chunk.name) if is_tool else (None, None)
-                seq, time = record.seq, record.time  # type: ignore[union-attr]
+            if row_kind is not None and record.ignorable is UNSET and record.source_range is UNSET:
+                chunk = cast(_DeltaChunk, chunk)  # the chunk types with a row kind
+                d = record.data
+                if type(chunk) is ToolCallDelta:
+                    id_, name = chunk.id, chunk.name
+                else:
+                    id_, name = None, None
+                seq, time = record.seq, record.time
                 if run is None or not run.accepts(
                     row_kind, d.turn, d.step, chunk.index, id_, name, seq, time
                 ):
@@ -245,21 +287,27 @@ def pack_chunk_runs(records: Iterable[StorageRecord]) -> list[StorageRecord]:
                 run.count += 1
                 run.last_seq, run.last_time = seq, time
                 continue
-        elif kind in ROW_CLASSES:
-            d = record.data  # type: ignore[union-attr]
-            is_tool = kind is ToolCallChunks
-            id_, name = (d.id, d.name) if is_tool else (None, None)
-            seq0, time0 = record.seq0, record.time0  # type: ignore[union-attr]
+        elif type(record) in ROW_CLASSES:
+            record = cast(ChunkRow, record)
+            if isinstance(record, ToolCallChunks):
+                calls = record.data
+                id_, name = calls.id, calls.name
+                count = len(calls.args)
+            else:
+                id_, name = None, None
+                count = len(record.data.texts)
+            rd = record.data
+            seq0, time0 = record.seq0, record.time0
+            kind = type(record)
             if run is None or not run.accepts(
-                kind, d.turn, d.step, d.index, id_, name, seq0, time0
+                kind, rd.turn, rd.step, rd.index, id_, name, seq0, time0
             ):
                 if run is not None:
                     run.close(out)
-                run = _Run(kind, d.turn, d.step, d.index, id_, name)
-            count = len(d.args if is_tool else d.texts)
+                run = _Run(kind, rd.turn, rd.step, rd.index, id_, name)
             run.parts.append(record)
             run.count += count
-            run.last_seq, run.last_time = seq0 + count - 1, time0 + sum(d.dt)
+            run.last_seq, run.last_time = seq0 + count - 1, time0 + sum(rd.dt)
             continue
         if run is not None:
             run.close(out)
@@ -302,8 +350,10 @@ def _check_members(row: ChunkRow, count: int) -> None:
 
 def validate_row(row: ChunkRow) -> None:
     """Check a type-valid row against SPEC 2.1's remaining rules without expanding it."""
-    d = row.data
-    _check_members(row, len(d.args if type(row) is ToolCallChunks else d.texts))  # type: ignore[union-attr]
+    if isinstance(row, ToolCallChunks):
+        _check_members(row, len(row.data.args))
+    else:
+        _check_members(row, len(row.data.texts))
 
 
 def expand_row(row: ChunkRow) -> list[AssistantChunk]:
@@ -313,17 +363,19 @@ def expand_row(row: ChunkRow) -> list[AssistantChunk]:
     long row costs a few object allocations per member and nothing more.
     """
     d = row.data
-    if type(row) is ToolCallChunks:
-        fragments = d.args  # type: ignore[union-attr]
-        chunks: Iterable[Any] = map(
+    chunks: Iterable[StreamChunk]
+    if isinstance(row, ToolCallChunks):
+        calls = row.data
+        fragments = calls.args
+        chunks = map(
             ToolCallDelta,
-            repeat(d.index),
-            repeat(d.id),
+            repeat(calls.index),
+            repeat(calls.id),
             fragments,
-            repeat(d.name),  # type: ignore[union-attr]
+            repeat(calls.name),
         )
     else:
-        fragments = d.texts  # type: ignore[union-attr]
+        fragments = row.data.texts
         delta = TextDelta if type(row) is TextChunks else ReasoningDelta
         chunks = map(delta, repeat(d.index), fragments)
     count = len(fragments)
@@ -344,12 +396,13 @@ def _is_row_value(value: Any) -> bool:
 def convert_row(value: Any) -> ChunkRow:
     """A parsed JSON value as a type-valid chunk row; raises `ChunkRowError` naming the row."""
     try:
-        return msgspec.convert(value, ChunkRow)
+        row: ChunkRow = msgspec.convert(value, ChunkRow)
     except msgspec.ValidationError as exc:
         raise ChunkRowError(f"{_row_name(value)}: {exc}") from None
+    return row
 
 
-_record_decoder: Final = msgspec.json.Decoder(_TypedRecord)
+_record_decoder: Final[msgspec.json.Decoder[_TypedRecord]] = msgspec.json.Decoder(_TypedRecord)
 _json_decoder: Final = msgspec.json.Decoder()
 
 
@@ -376,18 +429,19 @@ def decode_record_json(raw: bytes | str) -> StorageRecord:
     return convert_event(value)
 
 
-def decode_storage_record(value: Any) -> list[SessionEvent]:
+def decode_storage_record(value: Any) -> Sequence[SessionEvent]:
     """The events one storage record stands for: a plain event as itself, a row expanded.
 
     `value` is a decoded record struct or a parsed JSON object. Raises `ChunkRowError` for a
     malformed row and `EventError` for a malformed event; nothing is returned on error.
     """
-    if isinstance(value, (TextChunks, ReasoningChunks, ToolCallChunks)):
-        return expand_row(value)  # type: ignore[return-value]
+    if isinstance(value, ROW_CLASSES):
+        return expand_row(value)
     if isinstance(value, msgspec.Struct):
-        return [value]  # type: ignore[list-item]
+        # A decoded record that is not a row is an event (`decode_record_json`'s types).
+        return [cast(SessionEvent, value)]
     if _is_row_value(value):
-        return expand_row(convert_row(value))  # type: ignore[return-value]
+        return expand_row(convert_row(value))
     return [convert_event(value)]
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
-from .chunk_rows import ROW_CLASSES, StorageRecord, expand_row, pack_chunk_runs
+from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord, expand_row, pack_chunk_runs
 from .events import (
     AssistantChunk,
     SessionEvent,
@@ -69,14 +70,13 @@ class EventLog:
         self.records.append(record)
         self.starts.append(start)
         self.length = start + record_count(record)
-        kind = type(record)
         cut = message_cut(record, start)
         if cut is not None:
             self.message_seqs.append(start)
             self.message_cuts.append(cut)
-        elif kind is TurnStart:
+        elif type(record) is TurnStart:
             self.turn_starts.append(start)
-        elif kind is StepStart:
+        elif type(record) is StepStart:
             self.step_starts += 1
 
     def seal(self) -> None:
@@ -96,7 +96,7 @@ class EventLog:
         """Every event that is not a member of a row, in order (all but packed deltas)."""
         for record in self.records:
             if type(record) not in ROW_CLASSES:
-                yield record  # type: ignore[misc]
+                yield cast(SessionEvent, record)
 
     def events(self, lo: int = 0, hi: int | None = None) -> list[SessionEvent]:
         """The events with seqs in `[lo, hi)`, rows expanded."""
@@ -104,9 +104,9 @@ class EventLog:
         expanded: list[SessionEvent] = []
         for record in clip_records(self.records, self.starts, lo, hi):
             if type(record) in ROW_CLASSES:
-                expanded.extend(expand_row(record))  # type: ignore[arg-type]
+                expanded.extend(expand_row(cast(ChunkRow, record)))
             else:
-                expanded.append(record)  # type: ignore[arg-type]
+                expanded.append(cast(SessionEvent, record))
         return expanded
 
     def event_at(self, seq: int) -> SessionEvent:

@@ -15,7 +15,8 @@ hundreds of thousands of them, which would otherwise keep the cycle collector bu
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, Union
+from collections.abc import Callable
+from typing import Annotated, Any, Final, Literal, cast, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
@@ -43,7 +44,7 @@ class Tagged(
 # ---------------------------------------------------------------------------------------------
 # ACP content blocks (the `ContentBlock` union of the ACP v1 schema).
 
-Meta_ = Union[dict[str, Any], None, UnsetType]
+Meta_ = dict[str, Any] | None | UnsetType
 """ACP's `_meta`: an object or null, kept exactly as given."""
 
 
@@ -95,7 +96,7 @@ class EmbeddedResource(Tagged, tag="resource"):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
-ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource]
+ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
 
 
 class DiffContent(Tagged, tag="diff"):
@@ -107,9 +108,9 @@ class DiffContent(Tagged, tag="diff"):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
-ToolResultContent = Union[
-    TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, DiffContent
-]
+ToolResultContent = (
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | DiffContent
+)
 
 # ---------------------------------------------------------------------------------------------
 # Stream chunks: what a provider yields, one per streamed fragment.
@@ -158,9 +159,9 @@ class Finish(Tagged, tag="finish"):
     reason: FinishReason
 
 
-StreamChunk = Union[
-    BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, UsageChunk, Finish
-]
+StreamChunk = (
+    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish
+)
 
 # ---------------------------------------------------------------------------------------------
 # Assembled assistant content.
@@ -181,7 +182,7 @@ class AssistantToolCall(Tagged, tag="tool-call"):
     """The raw JSON text the model produced, unparsed."""
 
 
-AssistantBlock = Union[AssistantText, AssistantReasoning, AssistantToolCall]
+AssistantBlock = AssistantText | AssistantReasoning | AssistantToolCall
 
 # ---------------------------------------------------------------------------------------------
 # Event payloads.
@@ -220,15 +221,15 @@ class TurnEndReasonInterrupted(Tagged, tag="interrupted", tag_field="kind"):
     """Written only by recovery, for a turn whose process died."""
 
 
-TurnEndReason = Union[
-    TurnEndReasonCompleted,
-    TurnEndReasonCancelled,
-    TurnEndReasonMaxTokens,
-    TurnEndReasonRefusal,
-    TurnEndReasonMaxSteps,
-    TurnEndReasonError,
-    TurnEndReasonInterrupted,
-]
+TurnEndReason = (
+    TurnEndReasonCompleted
+    | TurnEndReasonCancelled
+    | TurnEndReasonMaxTokens
+    | TurnEndReasonRefusal
+    | TurnEndReasonMaxSteps
+    | TurnEndReasonError
+    | TurnEndReasonInterrupted
+)
 
 
 class TurnStartData(Model):
@@ -382,24 +383,23 @@ class SubagentStart(Event, tag="subagent/start"):
     data: SubagentStartData
 
 
-KnownEvent = Union[
-    TurnStart,
-    TurnEnd,
-    StepStart,
-    StepEnd,
-    UserMessageEvent,
-    AssistantChunk,
-    AssistantMessageEvent,
-    ToolCall,
-    ToolResult,
-    PlanUpdate,
-    SessionTitle,
-    SubagentStart,
-]
+KnownEvent = (
+    TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | UserMessageEvent
+    | AssistantChunk
+    | AssistantMessageEvent
+    | ToolCall
+    | ToolResult
+    | PlanUpdate
+    | SessionTitle
+    | SubagentStart
+)
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(
-    t.__struct_config__.tag
-    for t in KnownEvent.__args__  # type: ignore[union-attr]
+    t.__struct_config__.tag for t in get_args(KnownEvent)
 )
 
 
@@ -414,7 +414,7 @@ class UnknownEvent(Model):
     source_range: SourceRange | UnsetType = UNSET
 
 
-SessionEvent = Union[KnownEvent, UnknownEvent]
+SessionEvent = KnownEvent | UnknownEvent
 
 
 class EventError(ValueError):
@@ -429,7 +429,7 @@ class _EnvelopeProbe(Struct):
 
 
 _encoder: Final = msgspec.json.Encoder()
-_known_decoder: Final = msgspec.json.Decoder(KnownEvent)
+_known_decoder: Final[msgspec.json.Decoder[KnownEvent]] = msgspec.json.Decoder(KnownEvent)
 _unknown_decoder: Final = msgspec.json.Decoder(UnknownEvent)
 _probe_decoder: Final = msgspec.json.Decoder(_EnvelopeProbe)
 
@@ -455,7 +455,8 @@ def decode_event(raw: bytes | str) -> SessionEvent:
 def convert_event(value: Any) -> SessionEvent:
     """Like `decode_event`, for an already parsed JSON value."""
     try:
-        return msgspec.convert(value, KnownEvent)
+        known: KnownEvent = msgspec.convert(value, KnownEvent)
+        return known
     except msgspec.ValidationError as exc:
         return _decode_unknown(
             value,
@@ -465,7 +466,12 @@ def convert_event(value: Any) -> SessionEvent:
         )
 
 
-def _decode_unknown(raw: Any, exc: Exception, probe: Any, decode_unknown: Any) -> SessionEvent:
+def _decode_unknown(
+    raw: Any,
+    exc: Exception,
+    probe: Callable[[Any], _EnvelopeProbe],
+    decode_unknown: Callable[[Any], UnknownEvent],
+) -> SessionEvent:
     try:
         envelope = probe(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -485,4 +491,5 @@ def event_type(event: SessionEvent) -> str:
     """The wire `type` of an event."""
     if isinstance(event, UnknownEvent):
         return event.type
-    return event.__struct_config__.tag  # type: ignore[return-value]
+    # Every known event class is declared with a string tag.
+    return cast(str, event.__struct_config__.tag)

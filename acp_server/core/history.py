@@ -8,7 +8,7 @@ event, `{chunks}` for a packed row. `to_history_records` wraps storage records f
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, cast
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
@@ -44,7 +44,7 @@ class SubagentAddressed(_Inbound, tag="subagent", tag_field="kind"):
     child_session_id: str
 
 
-SessionAddress = Union[SessionAddressed, SubagentAddressed]
+SessionAddress = SessionAddressed | SubagentAddressed
 
 
 class PageParams(_Inbound):
@@ -67,7 +67,7 @@ class ChunksRecord(Struct, gc=False):
     chunks: ChunkRow
 
 
-SessionHistoryRecord = Union[EventRecord, ChunksRecord]
+SessionHistoryRecord = EventRecord | ChunksRecord
 
 
 class PageResult(Model):
@@ -101,11 +101,16 @@ class SessionEventParams(Model):
     event: SessionEvent
 
 
-FollowEndReason = Literal["overflow", "closed", "unfollowed"]
+FollowEndReason = Literal["overflow", "closed", "unfollowed", "deleted", "rewound"]
 
 
 class FollowEndedParams(Model):
-    """`session.followEnded`: the subscription is over; `lastSeq` is the last event it sent."""
+    """`session.followEnded`: the subscription is over; `lastSeq` is the last event it sent.
+
+    With reason "rewound" the session's log could not be written and dropped what it had not
+    stored: `lastSeq` is then the last stored event the subscription sent, and any event it
+    sent after that never reached the log (its seqs will be used again).
+    """
 
     subscription_id: str
     reason: FollowEndReason
@@ -114,7 +119,12 @@ class FollowEndedParams(Model):
 
 def to_history_records(records: Iterable[StorageRecord]) -> list[SessionHistoryRecord]:
     """Storage records as wire records."""
-    return [ChunksRecord(r) if type(r) in ROW_CLASSES else EventRecord(r) for r in records]  # type: ignore[arg-type]
+    return [
+        ChunksRecord(cast(ChunkRow, r))
+        if type(r) in ROW_CLASSES
+        else EventRecord(cast(SessionEvent, r))
+        for r in records
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ the text and reasoning it received, which keeps the history valid for the next r
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Union
+from typing import Any, Literal
 
 from msgspec import UNSET, UnsetType
 
@@ -40,7 +40,7 @@ class ToolTurn(Tagged, tag="tool", tag_field="role"):
     is_error: Literal[True] | UnsetType = UNSET
 
 
-ModelMessage = Union[UserTurn, AssistantTurn, ToolTurn]
+ModelMessage = UserTurn | AssistantTurn | ToolTurn
 """One entry of the provider history, tagged by `role`."""
 
 
@@ -49,7 +49,7 @@ class ToolDefinition(Model):
 
     name: str
     description: str
-    parameters: dict
+    parameters: dict[str, Any]
 
 
 def derive_messages(events: Iterable[SessionEvent]) -> list[ModelMessage]:
@@ -60,14 +60,13 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[ModelMessage]:
     """
     history: list[ModelMessage] = []
     for event in events:
-        kind = type(event)
-        if kind is UserMessageEvent:
+        if type(event) is UserMessageEvent:
             history.append(UserTurn(list(event.data.message.content)))
-        elif kind is AssistantMessageEvent:
+        elif type(event) is AssistantMessageEvent:
             content = event.data.message.content
             if content:
                 history.append(AssistantTurn(list(content)))
-        elif kind is ToolResult:
+        elif type(event) is ToolResult:
             d = event.data
             history.append(ToolTurn(d.call_id, list(d.content), d.is_error))
     return history

@@ -12,29 +12,36 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from .chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
+    ReasoningChunks,
     StorageRecord,
+    TextChunks,
     TextChunksData,
     ToolCallChunks,
     ToolCallChunksData,
 )
-from .events import AssistantMessageEvent, UserMessageEvent
+from .events import AssistantMessageEvent, KnownEvent, UnknownEvent, UserMessageEvent
 
 
 def record_count(record: StorageRecord) -> int:
     """How many events a record stands for."""
+    # `type() in` / `is` rather than isinstance: far cheaper for msgspec structs, and these run
+    # for every record.
+    if type(record) is ToolCallChunks:
+        return len(record.data.args)
     if type(record) in ROW_CLASSES:
-        data = record.data  # type: ignore[union-attr]
-        return len(data.args if type(record) is ToolCallChunks else data.texts)
+        return len(cast("TextChunks | ReasoningChunks", record).data.texts)
     return 1
 
 
 def record_start(record: StorageRecord) -> int:
-    return record.seq0 if type(record) in ROW_CLASSES else record.seq  # type: ignore[union-attr]
+    if type(record) in ROW_CLASSES:
+        return cast(ChunkRow, record).seq0
+    return cast("KnownEvent | UnknownEvent", record).seq
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,21 +107,30 @@ def clip_row(row: ChunkRow, lo: int, hi: int) -> ChunkRow:
     last = min(hi - row.seq0, count)
     if first == 0 and last == count:
         return row
+    seq0 = row.seq0 + first
     time0 = row.time0 + sum(d.dt[:first])
     dt = d.dt[first : last - 1]
-    if type(row) is ToolCallChunks:
-        data: Any = ToolCallChunksData(
-            turn=d.turn,
-            step=d.step,
-            index=d.index,
-            dt=dt,
-            id=d.id,
-            name=d.name,
-            args=d.args[first:last],  # type: ignore[union-attr]
+    if isinstance(row, ToolCallChunks):
+        calls = row.data
+        return ToolCallChunks(
+            seq0,
+            time0,
+            ToolCallChunksData(
+                turn=calls.turn,
+                step=calls.step,
+                index=calls.index,
+                dt=dt,
+                id=calls.id,
+                name=calls.name,
+                args=calls.args[first:last],
+            ),
         )
-    else:
-        data = TextChunksData(d.turn, d.step, d.index, dt, d.texts[first:last])  # type: ignore[union-attr]
-    return type(row)(row.seq0 + first, time0, data)
+    texts = row.data
+    return type(row)(
+        seq0,
+        time0,
+        TextChunksData(texts.turn, texts.step, texts.index, dt, texts.texts[first:last]),
+    )
 
 
 def clip_records(
@@ -133,14 +149,14 @@ def clip_records(
     if not clipped:
         return clipped
     head = clipped[0]
-    if type(head) in ROW_CLASSES:
-        start = head.seq0  # type: ignore[union-attr]
+    if isinstance(head, ROW_CLASSES):
+        start = head.seq0
         if start < lo or start + record_count(head) > hi:
-            clipped[0] = clip_row(head, lo, hi)  # type: ignore[arg-type]
-    elif head.seq < lo:  # type: ignore[union-attr]
+            clipped[0] = clip_row(head, lo, hi)
+    elif head.seq < lo:
         del clipped[0]
     if clipped:
         tail = clipped[-1]
-        if type(tail) in ROW_CLASSES and tail.seq0 + record_count(tail) > hi:  # type: ignore[union-attr]
-            clipped[-1] = clip_row(tail, lo, hi)  # type: ignore[arg-type]
+        if isinstance(tail, ROW_CLASSES) and tail.seq0 + record_count(tail) > hi:
+            clipped[-1] = clip_row(tail, lo, hi)
     return clipped

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from .acp_updates import (
     AgentMessageChunk,
@@ -23,7 +24,7 @@ from .acp_updates import (
     tool_call_started,
 )
 from .assembly import MessageAssembler
-from .chunk_rows import ROW_CLASSES, StorageRecord
+from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord
 from .event_log import EventLog
 from .events import (
     AssistantBlock,
@@ -57,17 +58,17 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
     updates: list[SessionUpdate] = []
     # The chunk records of the current step, kept until we know whether a message will stand
     # for them; only a step that ends without one pays for assembling them.
-    pending: list[StorageRecord] = []
+    pending: list[AssistantChunk | ChunkRow] = []
 
     def flush_pending() -> None:
         if pending:
             d = pending[0].data
             assembler = MessageAssembler()
             for record in pending:
-                if type(record) is AssistantChunk:
+                if isinstance(record, AssistantChunk):
                     assembler.feed(record.data.chunk)
                 else:
-                    assembler.feed_row(record)  # type: ignore[arg-type]
+                    assembler.feed_row(record)
             updates.extend(
                 _show_blocks(
                     assembler.content(interrupted=True), assistant_message_id(d.turn, d.step)
@@ -78,8 +79,8 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
     for event in records:
         kind = type(event)
         if kind is AssistantChunk or kind in ROW_CLASSES:
-            pending.append(event)
-        elif kind is AssistantMessageEvent:
+            pending.append(cast("AssistantChunk | ChunkRow", event))
+        elif type(event) is AssistantMessageEvent:
             pending.clear()  # the message stands for its chunks
             d = event.data
             message = d.message
@@ -92,13 +93,15 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
                         updates.append(tool_call_finished(result.data))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
             flush_pending()
-        elif kind is UserMessageEvent:
+        elif type(event) is UserMessageEvent:
             flush_pending()
-            message = event.data.message
-            updates.extend(UserMessageChunk(block, message.id) for block in message.content)
-        elif kind is PlanUpdate:
+            user_message = event.data.message
+            updates.extend(
+                UserMessageChunk(block, user_message.id) for block in user_message.content
+            )
+        elif type(event) is PlanUpdate:
             updates.append(PlanShown(event.data.entries))
-        elif kind is SessionTitle:
+        elif type(event) is SessionTitle:
             updates.append(SessionInfoUpdate(event.data.title))
     flush_pending()
     return updates

@@ -33,27 +33,27 @@ def interrupted_turn_closers(
     "interrupted"}`. Partial chunks are left as they are.
     """
     start = None
+    turn = 0
     for i in range(len(events) - 1, -1, -1):
-        kind = type(events[i])
-        if kind is TurnEnd:
+        candidate = events[i]
+        if type(candidate) is TurnEnd:
             return []
-        if kind is TurnStart:
+        if type(candidate) is TurnStart:
             start = i
+            turn = candidate.data.turn
             break
     if start is None:
         return []
-    turn = events[start].data.turn  # type: ignore[union-attr]
     open_calls: dict[str, ToolCall] = {}
     open_step: int | None = None
     for event in events[start + 1 :]:
-        kind = type(event)
-        if kind is ToolCall:
-            open_calls[event.data.call_id] = event  # type: ignore[assignment]
-        elif kind is ToolResult:
+        if type(event) is ToolCall:
+            open_calls[event.data.call_id] = event
+        elif type(event) is ToolResult:
             open_calls.pop(event.data.call_id, None)
-        elif kind is StepStart:
+        elif type(event) is StepStart:
             open_step = event.data.step
-        elif kind is StepEnd:
+        elif type(event) is StepEnd:
             open_step = None
 
     seq = next_seq

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Final, Union
+from typing import Annotated, Final
 
 import msgspec
-from msgspec import UNSET, Meta, UnsetType
+from msgspec import UNSET, Meta, UnsetType, field
 
 from .chunk_rows import ROW_TYPES, ChunkRowError, decode_storage_record, pack_chunk_runs
 from .events import (
@@ -70,11 +70,11 @@ class HangEntry(Tagged, tag="hang", tag_field="kind"):
     """A model call that streams its prefix, writes `readyFile` if named, then waits to be
     cancelled. A relative `readyFile` is resolved against the session's `cwd`."""
 
-    chunks: list[StreamChunk] = []
+    chunks: list[StreamChunk] = field(default_factory=list)
     ready_file: str | UnsetType = UNSET
 
 
-ScriptEntry = Union[ChunksEntry, ThrowEntry, HangEntry]
+ScriptEntry = ChunksEntry | ThrowEntry | HangEntry
 
 
 class Patch(Model):
@@ -86,7 +86,7 @@ class PatchSet(Model):
     patches: list[Patch]
 
 
-Override = Union[list[ScriptEntry], PatchSet]
+Override = list[ScriptEntry] | PatchSet
 """The sidecar: a bare array replaces the script; `{patches: [...]}` edits it."""
 
 
@@ -236,6 +236,7 @@ def apply_override(
                     f"{name}: a patch at {patch.at} is past the end of the script "
                     f"({len(script)} entries; `at` equal to the length appends)"
                 )
+    final: list[ScriptEntry] = []
     for index, entry in enumerate(script):
         if isinstance(entry, Underivable):
             raise ReplayError(
@@ -243,7 +244,8 @@ def apply_override(
                 "it is a failed stream, so the scenario must say what happened in an override "
                 "(a `throw` or `hang` entry patched at that index)"
             )
-    return script  # type: ignore[return-value]
+        final.append(entry)
+    return final
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,15 +265,15 @@ def chunks_have_placeholders(chunks: Sequence[StreamChunk]) -> bool:
 def fill_placeholders(chunk: StreamChunk, request_text: str) -> StreamChunk:
     """`chunk` with each `{{fromRequest:<regex>}}` in its strings replaced by the regex's last
     match in `request_text` (its first group, if it has one). No match is a `ReplayError`."""
-    kind = type(chunk)
-    if (kind is TextDelta or kind is ReasoningDelta) and _MARK not in chunk.text:  # type: ignore[union-attr]
+    if (type(chunk) is TextDelta or type(chunk) is ReasoningDelta) and _MARK not in chunk.text:
         return chunk  # the common case, without encoding the chunk
     raw = msgspec.json.encode(chunk)
     if _MARK_BYTES not in raw:
         return chunk
     value = msgspec.to_builtins(chunk)
     filled = {k: _fill(v, request_text) if isinstance(v, str) else v for k, v in value.items()}
-    return msgspec.convert(filled, StreamChunk)  # type: ignore[arg-type]
+    filled_chunk: StreamChunk = msgspec.convert(filled, StreamChunk)
+    return filled_chunk
 
 
 def _fill(text: str, request_text: str) -> str:

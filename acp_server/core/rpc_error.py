@@ -14,6 +14,8 @@ from msgspec import UNSET, UnsetType
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+MAX_MESSAGE_CHARS: Final = 1000
+"""No error message is longer: its middle is cut, so that a closing `` - at `$.path` `` stays."""
 
 
 class ErrorObject(msgspec.Struct, omit_defaults=True, gc=False):
@@ -37,10 +39,17 @@ class RpcError(Exception):
         *,
         code: int | None = None,
     ) -> None:
-        self.message = message if message is not None else self.MESSAGE
+        self.message = _bounded(message) if message is not None else self.MESSAGE
         self.data = data
         self.code = code if code is not None else self.CODE
         super().__init__(self.message)
 
     def to_wire(self) -> ErrorObject:
         return ErrorObject(self.code, self.message, self.data)
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    tail = MAX_MESSAGE_CHARS // 10
+    return message[: MAX_MESSAGE_CHARS - tail - 3] + "..." + message[-tail:]

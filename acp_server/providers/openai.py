@@ -16,10 +16,12 @@ Failures:
   one, else a short string: "timeout", "connection-error", "stream-cut", "malformed-event",
   "stream-error", "not-a-stream".
 
-The API key comes only from an environment variable (`from_env`), which is then removed from
-this process's environment, so that the programs the model runs (`run_command`) never inherit
-it. It is sent as a Bearer header and is never logged: no log line prints request headers, and
-every error message is scrubbed of it.
+The API key comes only from an environment variable. `acp-server serve` takes it out of its
+environment before the provider exists, `/proc/<pid>/environ` included, and passes it in
+(`acp_server.providers.secret`); `from_env`, for other callers, removes the variable from
+`os.environ`, so that the programs the model runs (`run_command`) do not inherit it. It is
+sent as a Bearer header and is never logged: no log line prints request headers, and every
+field of a failure (its message and its code) is scrubbed of it before it is cut to length.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 import anyio
 import httpx
@@ -42,13 +44,17 @@ import msgspec
 from ..core.events import StreamChunk
 from .base import ModelRequest, ProviderError
 from .openai_stream import (
+    CODE_CHARS,
     DeltaMapper,
     ErrorPayload,
+    Redact,
     SseDecoder,
+    clip,
     error_payload_message,
     excerpt,
     request_body,
 )
+from .secret import Secret
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +75,6 @@ REDACTED: Final = "[redacted]"
 
 class ProviderConfigError(ValueError):
     """The provider cannot be set up as asked (a bad base URL, a bad variable name)."""
-
-
-class _Secret:
-    """A string that never shows itself in a repr, a log line or a traceback's locals."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 @dataclass
@@ -138,11 +127,23 @@ def validate_env_name(name: str) -> str:
     return name
 
 
+class ProviderOptions(TypedDict, total=False):
+    """The `OpenAIProvider` fields `from_env` passes through as they are."""
+
+    connect_timeout: float
+    read_timeout: float
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    trust_env: bool
+    name: str
+
+
 @dataclass(eq=False)
 class OpenAIProvider:
     model: str
     base_url: str = DEFAULT_BASE_URL
-    api_key: _Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -156,7 +157,9 @@ class OpenAIProvider:
     def __post_init__(self) -> None:
         self.base_url = validate_base_url(self.base_url)
         if isinstance(self.api_key, str):  # accept a plain string from Python callers
-            self.api_key = _Secret(self.api_key) if self.api_key else None
+            self.api_key = Secret(self.api_key) if self.api_key else None
+        if self.api_key is not None:
+            _check_key(self.api_key)
 
     @classmethod
     def from_env(
@@ -166,7 +169,7 @@ class OpenAIProvider:
         api_key_env: str = DEFAULT_API_KEY_ENV,
         *,
         environ: MutableMapping[str, str] | None = None,
-        **options: object,
+        **options: Unpack[ProviderOptions],
     ) -> OpenAIProvider:
         """A provider whose key is taken out of `environ` (default: this process's environment).
 
@@ -177,7 +180,7 @@ class OpenAIProvider:
         key = environ.pop(validate_env_name(api_key_env), "")
         if not key:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
-        return cls(model, base_url, _Secret(key) if key else None, **options)  # type: ignore[arg-type]
+        return cls(model, base_url, Secret(key) if key else None, **options)
 
     def bind_session(
         self,
@@ -215,7 +218,8 @@ class OpenAIProvider:
                 delay = self._retry_delay(attempt, failure) if progress.yielded == 0 else None
                 if delay is None:
                     raise ProviderError(
-                        self._final_message(failure, attempt, progress.yielded), failure.code
+                        self._final_message(failure, attempt, progress.yielded),
+                        self._redact_code(failure.code),
                     ) from None
                 attempt += 1
                 log.warning(
@@ -233,7 +237,7 @@ class OpenAIProvider:
         """One request: its chunks, or a `_Failure` saying whether another attempt may help."""
         timeout = httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
         ssl_context = self._ssl if self._ssl is not None else True
-        mapper = DeltaMapper(_new_call_id)
+        mapper = DeltaMapper(_new_call_id, self._redact)
         try:
             async with (
                 httpx.AsyncClient(
@@ -243,9 +247,9 @@ class OpenAIProvider:
             ):
                 progress.responded = True
                 if response.status_code != 200:
-                    raise await _status_failure(response, shown)
+                    raise await _status_failure(response, shown, self._redact)
                 if response.headers.get("content-type", "").startswith("application/json"):
-                    raise await _not_a_stream(response)
+                    raise await _not_a_stream(response, self._redact)
                 decoder = SseDecoder()
                 async for line in response.aiter_lines():
                     data = decoder.line(line)
@@ -300,7 +304,7 @@ class OpenAIProvider:
             return None
         if failure.retry_after is not None:
             return failure.retry_after if failure.retry_after <= MAX_RETRY_AFTER else None
-        return min(self.retry_base_delay * 2**attempt, self.retry_max_delay)
+        return min(self.retry_base_delay * 2.0**attempt, self.retry_max_delay)
 
     def _final_message(self, failure: _Failure, attempt: int, yielded: int) -> str:
         message = f"openai: {failure.message}"
@@ -318,9 +322,21 @@ class OpenAIProvider:
         return self._redact(message)
 
     def _redact(self, text: str) -> str:
-        if self.api_key is not None and self.api_key.reveal() in text:
-            text = text.replace(self.api_key.reveal(), REDACTED)
-        return text
+        return self.api_key.scrub(text, REDACTED) if self.api_key is not None else text
+
+    def _redact_code(self, code: int | str | None) -> int | str | None:
+        return clip(self._redact(code), CODE_CHARS) if isinstance(code, str) else code
+
+
+def _check_key(key: Secret) -> None:
+    """Refuse a key no Authorization header can carry (a trailing line break from a key file,
+    say): the HTTP library's error would quote it escaped, past the scrubbing of error messages."""
+    value = key.reveal()
+    if not value.isascii() or not value.isprintable() or value != value.strip():
+        raise ProviderConfigError(
+            "the API key holds a character an HTTP header cannot carry (a control character, "
+            "a line break, surrounding whitespace or a non-ASCII character)"
+        )
 
 
 def _new_call_id(index: int) -> str:
@@ -345,9 +361,10 @@ async def _read_body(response: httpx.Response) -> str:
     return raw[:ERROR_BODY_BYTES].decode("utf-8", "replace").strip()
 
 
-def _body_error(text: str) -> tuple[str, int | str | None] | None:
+def _body_error(text: str, redact: Redact) -> tuple[str, int | str | None] | None:
     """The server's own error message and code in a JSON body: `{"error": {...}}` (OpenAI,
-    vLLM), `{"error": "..."}` (Ollama) or `{"message": "..."}`; None if there is none."""
+    vLLM), `{"error": "..."}` (Ollama) or `{"message": "..."}`; None if there is none. Both
+    are scrubbed, then cut to length."""
     try:
         value = msgspec.json.decode(text)
     except msgspec.DecodeError:
@@ -356,23 +373,24 @@ def _body_error(text: str) -> tuple[str, int | str | None] | None:
         return None
     if value.get("error"):
         try:
-            return error_payload_message(msgspec.convert(value["error"], ErrorPayload | str))  # type: ignore[arg-type]
+            error = msgspec.convert(value["error"], ErrorPayload | str)
         except msgspec.ValidationError:
-            return str(value["error"]), None
+            error = str(value["error"])
+        return error_payload_message(error, redact)
     if isinstance(value.get("message"), str):
-        return value["message"], None
+        return error_payload_message(value["message"], redact)
     return None
 
 
-async def _status_failure(response: httpx.Response, shown: str) -> _Failure:
+async def _status_failure(response: httpx.Response, shown: str, redact: Redact) -> _Failure:
     """A non-200 answer as a failure carrying the server's own error message."""
     status = response.status_code
     text = await _read_body(response)
-    found = _body_error(text)
-    detail = found[0] if found is not None else excerpt(text) if text else ""
-    message = f"HTTP {status} {response.reason_phrase or 'error'} from {shown}"
+    found = _body_error(text, redact)
+    detail = found[0] if found is not None else excerpt(redact(text)) if text else ""
+    message = f"HTTP {status} {redact(response.reason_phrase) or 'error'} from {shown}"
     if detail:
-        message += f": {detail[:500]}"
+        message += f": {detail}"
     return _Failure(
         message,
         status,
@@ -381,19 +399,19 @@ async def _status_failure(response: httpx.Response, shown: str) -> _Failure:
     )
 
 
-async def _not_a_stream(response: httpx.Response) -> _Failure:
+async def _not_a_stream(response: httpx.Response, redact: Redact) -> _Failure:
     """A 200 with a JSON body: the server ignored `stream: true`, or answered an error as JSON."""
     text = await _read_body(response)
-    found = _body_error(text)
+    found = _body_error(text, redact)
     if found is not None:
         message, code = found
         return _Failure(
-            f"the server answered with an error: {message[:500]}",
+            f"the server answered with an error: {message}",
             code if code is not None else "stream-error",
             retryable=False,
         )
     return _Failure(
-        f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(text)}",
+        f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(redact(text))}",
         "not-a-stream",
         retryable=False,
     )

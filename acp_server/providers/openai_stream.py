@@ -68,6 +68,14 @@ DONE: Final = "[DONE]"
 MAX_EVENT_CHARS: Final = 16 * 1024 * 1024
 """The longest server-sent event payload accepted (a longer one fails the stream)."""
 EXCERPT_CHARS: Final = 200
+MESSAGE_CHARS: Final = 500
+"""The most of a server's own error message that an error message quotes."""
+CODE_CHARS: Final = 100
+"""The most of a server's own error code (a string) that a failure carries."""
+
+Redact = Callable[[str], str]
+"""Scrubs a text of the API key. Applied to what the server sent before it is cut to length,
+so that a key across the cut leaves nothing of itself behind."""
 
 _FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "stop": "stop",
@@ -290,16 +298,29 @@ class _Chunk(msgspec.Struct):
 _decoder: Final = msgspec.json.Decoder(_Chunk)
 
 
+def unchanged(text: str) -> str:
+    return text
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and an ellipsis."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """`text` shortened for an error message, as a Python literal (control characters shown)."""
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+    return repr(clip(text, limit))
 
 
-def error_payload_message(error: ErrorPayload | str) -> tuple[str, int | str | None]:
+def error_payload_message(
+    error: ErrorPayload | str, redact: Redact = unchanged
+) -> tuple[str, int | str | None]:
+    """The message and code of a server's error, each scrubbed, then cut to length."""
     if isinstance(error, str):
-        return error, None
+        return clip(redact(error), MESSAGE_CHARS), None
     message = error.message or error.type or "unknown error"
-    return message, error.code
+    code = clip(redact(error.code), CODE_CHARS) if isinstance(error.code, str) else error.code
+    return clip(redact(message), MESSAGE_CHARS), code
 
 
 class DeltaMapper:
@@ -309,8 +330,9 @@ class DeltaMapper:
     the caller stops reading. `end()` is called when the body ends without `[DONE]`.
     """
 
-    def __init__(self, new_call_id: Callable[[int], str]) -> None:
+    def __init__(self, new_call_id: Callable[[int], str], redact: Redact = unchanged) -> None:
         self._new_call_id = new_call_id
+        self._redact = redact
         self._next_index = 0
         self._open: int | None = None
         self._open_kind: BlockType | None = None
@@ -328,12 +350,14 @@ class DeltaMapper:
         try:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            redact = self._redact
             raise ProviderError(
-                f"malformed server-sent event {self.events} ({exc}): {excerpt(data)}",
+                f"malformed server-sent event {self.events} ({redact(str(exc))}): "
+                f"{excerpt(redact(data))}",
                 "malformed-event",
             ) from None
         if chunk.error is not None:
-            message, code = error_payload_message(chunk.error)
+            message, code = error_payload_message(chunk.error, self._redact)
             raise ProviderError(
                 f"the server reported an error mid-stream: {message}",
                 code if code is not None else "stream-error",
@@ -450,6 +474,7 @@ __all__ = [
     "DeltaMapper",
     "ErrorPayload",
     "SseDecoder",
+    "clip",
     "error_payload_message",
     "excerpt",
     "request_body",

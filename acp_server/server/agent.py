@@ -23,7 +23,7 @@ from ..agent.loop import DEFAULT_MAX_STEPS
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..providers.base import Provider
 from .config import ServeConfig
-from .errors import InvalidParams
+from .errors import InvalidParams, echoed
 from .history import History
 from .protocol import (
     PROTOCOL_VERSION,
@@ -103,7 +103,7 @@ def check_absolute(path: str, where: str) -> str:
     if "\x00" in path:
         raise InvalidParams.at(where, "a path cannot contain NUL characters")
     if not os.path.isabs(path):
-        raise InvalidParams.at(where, f"must be an absolute path, got {path!r}")
+        raise InvalidParams.at(where, f"must be an absolute path, got {echoed(path)}")
     return path
 
 

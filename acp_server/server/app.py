@@ -48,6 +48,15 @@ def load_provider(config: ServeConfig) -> Provider:
 
         if not config.model:
             raise ValueError("--provider openai needs --model")
+        if config.api_key is not None:
+            return OpenAIProvider(
+                config.model,
+                config.base_url,
+                config.api_key,
+                connect_timeout=config.connect_timeout,
+                read_timeout=config.read_timeout,
+                max_retries=config.max_retries,
+            )
         return OpenAIProvider.from_env(
             config.model,
             config.base_url,

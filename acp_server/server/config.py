@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
 from ..agent.loop import DEFAULT_MAX_STEPS
+from ..providers.secret import Secret
 from ..storage.log import Compression
 from .transport import DEFAULT_MAX_LINE_BYTES
 
@@ -44,6 +45,9 @@ class ServeConfig:
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str = "OPENAI_API_KEY"
     """The environment variable holding the API key (the key itself is never a flag)."""
+    api_key: Secret | None = field(default=None, repr=False)
+    """The key itself when the command line has taken it out of the environment already
+    (`acp_server.providers.secret`); then `api_key_env` is not read."""
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     max_retries: int = 3

@@ -17,14 +17,20 @@ traceback goes to the log on stderr and never to the wire.
 | -32010 | `SessionUnreadable`  | the session's log cannot be read: `data.reason` is `"corrupt"` (with `line` and `detail`) or `"unsupported-version"` (with `found` and `supported`) |
 | -32011 | `SessionInUse`       | another process holds the session's log open for writing, or a prompt turn is running in it (`data.reason`: `"locked"` or `"prompt-running"`) |
 | -32012 | `ModelRequestError`  | the model request of a prompt turn failed; `data` is `{"message", "code"?}` |
+| -32013 | `StorageFailure`     | the machine refused a file operation: `data` is `{"reason", "errno"}`, e.g. `{"reason": "disk-full", "errno": "ENOSPC"}` (reasons in `STORAGE_REASONS`) |
 
--32010 and -32011 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
+A value the peer sent (or a log holds) is quoted in a message through `echoed`, which cuts it
+to `ECHO_CHARS`; and no message goes out longer than `core.rpc_error.MAX_MESSAGE_CHARS` (its
+middle is cut, so that msgspec's ` - at `$.path`` stays): an error never sends a megabyte back.
+
+-32010 to -32013 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
 ACP itself uses there (-32000 authentication required, -32002 resource not found); see
 `docs/decisions/server-error-codes.md`.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 from collections.abc import Callable
@@ -37,10 +43,18 @@ from ..agent.loop import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
 from ..core.rpc_error import RpcError
-from ..storage.log import CorruptLog, LogLocked, UnsupportedVersion
+from ..storage.log import CorruptLog, LogLocked, LogWriteFailed, UnsupportedVersion
 from ..storage.store import SessionNotFound
 
 log = logging.getLogger(__name__)
+
+ECHO_CHARS: Final = 200
+
+
+def echoed(value: object, limit: int = ECHO_CHARS) -> str:
+    """`value` quoted in an error message: its repr, cut to `limit` characters and "..."."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class ParseError(RpcError):
@@ -101,6 +115,26 @@ class ModelRequestError(RpcError):
     MESSAGE = "Model request failed"
 
 
+class StorageFailure(RpcError):
+    CODE = -32013
+    MESSAGE = "Storage failure"
+
+
+STORAGE_REASONS: Final[dict[int, tuple[str, str]]] = {
+    errno.ENOSPC: ("disk-full", "the disk is full"),
+    errno.EDQUOT: ("disk-full", "the disk quota is exceeded"),
+    errno.EFBIG: ("file-too-large", "the log file has reached the largest size allowed"),
+    errno.EROFS: ("read-only", "the sessions directory is read-only"),
+    errno.EACCES: ("permission-denied", "permission to the sessions directory is denied"),
+    errno.EPERM: ("permission-denied", "the operation is not permitted"),
+    errno.EIO: ("io-error", "the disk reported an I/O error"),
+    errno.EMFILE: ("too-many-open-files", "the server has no file descriptors left"),
+    errno.ENFILE: ("too-many-open-files", "the system has no file descriptors left"),
+    errno.ENOMEM: ("out-of-memory", "the system is out of memory"),
+}
+"""errno -> (`data.reason`, what the message says): failures of the machine, not bugs."""
+
+
 class ConnectionClosed(Exception):
     """The peer is gone: an outbound request can no longer be answered."""
 
@@ -146,7 +180,7 @@ def _from_corrupt(exc: CorruptLog) -> RpcError:
 
 def _from_unsupported(exc: UnsupportedVersion) -> RpcError:
     return SessionUnreadable(
-        f"Session log unreadable: format version {exc.found!r} is not supported "
+        f"Session log unreadable: format version {echoed(exc.found)} is not supported "
         f"(this build reads version {exc.supported})",
         {"reason": "unsupported-version", "found": exc.found, "supported": exc.supported},
     )
@@ -165,7 +199,31 @@ def _from_locked(exc: LogLocked) -> RpcError:
     )
 
 
-ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError]], ...]] = (
+def _storage_failure(code: int | None, when: str) -> RpcError | None:
+    known = STORAGE_REASONS.get(code) if code is not None else None
+    if known is None:
+        return None
+    reason, what = known
+    name = errno.errorcode[code]  # type: ignore[index]
+    return StorageFailure(
+        f"Storage failure: {what} ({name}) {when}", {"reason": reason, "errno": name}
+    )
+
+
+def _from_write_failure(exc: LogWriteFailed) -> RpcError | None:
+    log.warning("%s", exc)
+    return _storage_failure(exc.errno, "while writing the session log")
+
+
+def _from_os_error(exc: OSError) -> RpcError | None:
+    error = _storage_failure(exc.errno, "while accessing the sessions directory")
+    if error is not None:
+        # Only the message and errno reach the wire: paths stay in the server's log.
+        log.warning("storage failure: %s", exc)
+    return error
+
+
+ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError | None]], ...]] = (
     (RpcError, lambda exc: exc),
     (msgspec.ValidationError, _from_validation),
     (InvalidSessionId, _from_invalid_id),
@@ -174,8 +232,11 @@ ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError]], 
     (UnsupportedVersion, _from_unsupported),
     (LogLocked, _from_locked),
     (ModelRequestFailed, _from_model_failure),
+    (LogWriteFailed, _from_write_failure),
+    (OSError, _from_os_error),
 )
-"""Exception class -> the `RpcError` the peer sees. The first matching row wins."""
+"""Exception class -> the `RpcError` the peer sees. The first matching row that gives one
+wins; a row may give None (an `OSError` whose errno is not a machine failure: a bug)."""
 
 
 def to_rpc_error(exc: Exception, method: str = "?") -> RpcError:
@@ -186,6 +247,8 @@ def to_rpc_error(exc: Exception, method: str = "?") -> RpcError:
     """
     for cls, translate in ERROR_TABLE:
         if isinstance(exc, cls):
-            return translate(exc)
+            error = translate(exc)
+            if error is not None:
+                return error
     log.error("internal error in %s", method, exc_info=exc)
     return InternalError(f"Internal error while handling {method}")

@@ -7,7 +7,13 @@ file grows, so a page decodes only the lines it shows.
 Followers get every event a live session appends as a `session.event` notification, in seq
 order, after the snapshot the `session.follow` result holds. Each subscription has a bounded
 buffer; one that falls too far behind is ended with `session.followEnded` after the events
-already buffered, so the client always knows the last seq it was sent.
+already buffered, so the client always knows the last seq it was sent. Deleting a session ends
+its subscriptions the same way, with reason "deleted"; a `session.follow` that meets the
+deletion half way (sent right after the `session/delete`) is refused as an unknown session, or
+gets its result then that `followEnded`: it is never left open on a session that is gone. A
+live session whose log failed to write drops, once re-read, the events it had not stored: a
+subscription that had taken any of them is ended with reason "rewound" and the last stored seq
+it sent, and none of what it still buffered is sent.
 
 The buffer holds `FOLLOW_BUFFER` events: 10,000, or the value of the environment variable
 `ACP_SERVER_FOLLOW_BUFFER` (a non-negative integer), read once when this module is imported. It
@@ -47,10 +53,10 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.paging import PageCut
 from ..storage.log_index import LogIndex
 from ..storage.store import SessionNotFound
-from .errors import InvalidParams, UnknownSession
+from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
 from .rpc import Connection, Then
-from .sessions import SessionRegistry, read_header
+from .sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +108,8 @@ class _Subscription:
     last_sent: int = -1
     """The seq of the last event the client was sent (the snapshot's cursor at first)."""
     end_reason: FollowEndReason | None = None
+    stored_until: int | None = None
+    """With reason "rewound": the seq from which the events taken were never stored."""
     delivering: bool = False
     backlog: list[SessionEvent] = field(default_factory=list)
 
@@ -120,6 +128,8 @@ class History:
         route("session.follow", self.follow)
         route("session.unfollow", self.unfollow)
         self.sessions.event_listeners.append(self._publish)
+        self.sessions.deletion_listeners.append(self._deleted)
+        self.sessions.rewind_listeners.append(self._rewound)
         self.connection.on_close(self._close_all)
 
     # -- session.page --------------------------------------------------------------------------
@@ -135,14 +145,18 @@ class History:
         end = request.through_seq + 1
         if isinstance(request.before_seq, int):
             end = min(end, request.before_seq)
-        cut, records = await self._page(resolved.source, end, request.max_messages)
+        cut, records = await self._page(resolved, end, request.max_messages)
         return PageResult(to_history_records(records), cut.has_more)
 
     async def _page(
-        self, source: _Source, end: int, max_messages: int
+        self, resolved: _Resolved, end: int, max_messages: int
     ) -> tuple[PageCut, list[StorageRecord]]:
+        source = resolved.source
         if isinstance(source, LogIndex):
-            return await anyio.to_thread.run_sync(source.page, end, max_messages)
+            try:
+                return await anyio.to_thread.run_sync(source.page, end, max_messages)
+            except FileNotFoundError:  # deleted since it was resolved
+                raise UnknownSession(resolved.session_id) from None
         return source.page(end, max_messages)
 
     # -- session.follow ------------------------------------------------------------------------
@@ -162,7 +176,10 @@ class History:
             cursor = source.last_seq
             subscription.next_seq = cursor + 1
             subscription.last_sent = cursor
-            cut, records = await self._page(source, cursor + 1, request.max_messages)
+            cut, records = await self._page(resolved, cursor + 1, request.max_messages)
+            # A deletion that ran while this resolved the session found no subscription to end.
+            if subscription.end_reason is not None or not await self._exists(resolved.session_id):
+                raise UnknownSession(resolved.session_id)
         except BaseException:
             self._forget(subscription)
             raise
@@ -176,7 +193,7 @@ class History:
         subscription = self._subscriptions.get(request.subscription_id)
         if subscription is None:
             raise InvalidParams.at(
-                "$.subscriptionId", f"no subscription {request.subscription_id!r}"
+                "$.subscriptionId", f"no subscription {echoed(request.subscription_id)}"
             )
         self._end(subscription, "unfollowed")
         return Empty()
@@ -197,6 +214,22 @@ class History:
                     self._offer(subscription, missed)
             self._offer(subscription, event)
 
+    def _deleted(self, session_id: str) -> None:
+        for subscription in list(self._by_session.get(session_id, {}).values()):
+            self._end(subscription, "deleted")
+
+    def _rewound(self, session_id: str, kept: int) -> None:
+        for subscription in list(self._by_session.get(session_id, {}).values()):
+            if subscription.next_seq > kept:  # it took events that are gone
+                subscription.stored_until = kept
+                subscription.backlog = [e for e in subscription.backlog if e.seq < kept]
+                self._end(subscription, "rewound")
+
+    async def _exists(self, session_id: str) -> bool:
+        if session_id in self.sessions.live:
+            return True
+        return await anyio.to_thread.run_sync(self.sessions.store.exists, session_id)
+
     def _logged(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
         live = self.sessions.live.get(session_id)
         return live.log.events(lo, hi) if live is not None else []
@@ -215,6 +248,9 @@ class History:
             self._end(subscription, "overflow")
 
     def _start_delivery(self, subscription: _Subscription) -> None:
+        if subscription.end_reason in ("deleted", "rewound"):  # between the result and now
+            self.connection.start_soon(self._deliver_backlog, subscription)
+            return
         if subscription.id not in self._subscriptions:
             return
         subscription.delivering = True
@@ -230,21 +266,42 @@ class History:
     async def _deliver(self, subscription: _Subscription) -> None:
         async with subscription.receive:
             async for event in subscription.receive:
-                if subscription.end_reason in ("unfollowed", "closed"):
-                    break  # nobody wants the rest
+                if subscription.end_reason in ("unfollowed", "closed", "rewound"):
+                    break  # nobody wants the rest, or it was never stored
                 await self.connection.notify(
                     "session.event", SessionEventParams(subscription.id, event)
                 )
                 subscription.last_sent = event.seq
-        if subscription.end_reason == "overflow" and not self.connection.closed:
+        if subscription.end_reason in ("overflow", "deleted", "rewound"):
+            await self._say_ended(subscription)
+
+    async def _deliver_backlog(self, subscription: _Subscription) -> None:
+        """What a subscription ended before its delivery began had taken, then `followEnded`."""
+        backlog, subscription.backlog = subscription.backlog, []
+        for event in backlog:
+            if self.connection.closed:
+                return
+            await self.connection.notify(
+                "session.event", SessionEventParams(subscription.id, event)
+            )
+            subscription.last_sent = event.seq
+        await self._say_ended(subscription)
+
+    async def _say_ended(self, subscription: _Subscription) -> None:
+        assert subscription.end_reason is not None
+        last_seq = subscription.last_sent
+        if subscription.stored_until is not None:
+            last_seq = min(last_seq, subscription.stored_until - 1)
+        if not self.connection.closed:
             await self.connection.notify(
                 "session.followEnded",
-                FollowEndedParams(subscription.id, "overflow", subscription.last_sent),
+                FollowEndedParams(subscription.id, subscription.end_reason, last_seq),
             )
 
     def _end(self, subscription: _Subscription, reason: FollowEndReason) -> None:
-        """Stop taking events. After an overflow what is buffered is still delivered, then
-        `followEnded` with the last seq sent; after an unfollow or a closed connection, not."""
+        """Stop taking events. After an overflow or a deletion what is buffered is still
+        delivered, then `followEnded` with the last seq sent; after a rewind only
+        `followEnded`; after an unfollow or a closed connection, nothing."""
         if subscription.end_reason is None:
             subscription.end_reason = reason
         self._forget(subscription)
@@ -320,11 +377,16 @@ class History:
         except SessionNotFound:
             raise UnknownSession(session_id) from None
         index = self._indexes.get(path)
-        if index is None:
-            read_header(path)  # a clear error for an unreadable header before any scan
-            index = self._indexes[path] = LogIndex.build(path)
-        else:
-            index.refresh()
+        try:
+            if index is None:
+                # The header is checked as every reader checks it (its bound, its id) first.
+                self.sessions.store.header(session_id)
+                index = self._indexes[path] = LogIndex.build(path)
+            else:
+                index.refresh()
+        except FileNotFoundError:  # deleted since it was found
+            self._indexes.pop(path, None)
+            raise UnknownSession(session_id) from None
         return index
 
 

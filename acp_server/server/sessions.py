@@ -18,20 +18,19 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import fcntl
 import logging
-import mmap
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import anyio
 import msgspec
-import zstandard
 from msgspec import UNSET, UnsetType
 
 from ..agent.loop import Turn
@@ -41,22 +40,25 @@ from ..core.event_log import EventLog
 from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..storage.log import (
-    CorruptLog,
+    READ_BLOCK,
     LogError,
+    LogLines,
     LogLocked,
+    LogWriteFailed,
     LogWriter,
     log_compression,
-    parse_header,
-    zstd_lines,
 )
 from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
-from .errors import InvalidParams, UnknownSession
+from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE: Final = 50
 """Sessions per `session/list` page."""
+
+PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Failures of this process rather than of one session's files."""
 
 SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
@@ -206,39 +208,6 @@ def iso_time(ms: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading headers cheaply.
-
-
-def read_header(path: Path) -> SessionHeader:
-    """A log's header (line 1) without reading the rest of the log."""
-    with open(path, "rb") as file:
-        if path.name.endswith(".zst"):
-            line = _first_zstd_line(path, file)
-        else:
-            line = file.readline()
-            if not line.endswith(b"\n"):
-                raise CorruptLog(path, 1, "the log has no complete header line")
-    return parse_header(path, line)
-
-
-def _first_zstd_line(path: Path, file: Any) -> bytes:
-    # The header is written as a frame of its own; decompress until its newline appears.
-    decompressor = zstandard.ZstdDecompressor().decompressobj()
-    text = b""
-    try:
-        while b"\n" not in text and not decompressor.eof:
-            chunk = file.read(64 * 1024)
-            if not chunk:
-                break
-            text += decompressor.decompress(chunk)
-    except zstandard.ZstdError as exc:
-        raise CorruptLog(path, 1, f"first frame: {exc}") from None
-    if b"\n" not in text:
-        raise CorruptLog(path, 1, "the log has no complete header line")
-    return text[: text.index(b"\n") + 1]
-
-
-# ---------------------------------------------------------------------------------------------
 # The registry.
 
 
@@ -267,16 +236,20 @@ class SessionRegistry:
         self._locks: dict[str, _IdLock] = {}
         self.event_listeners: list[Callable[[str, SessionEvent], None]] = []
         """Called with (session id, event) for every event any live session appends."""
+        self.deletion_listeners: list[Callable[[str], None]] = []
+        """Called with the session id once `delete` has removed a session."""
+        self.rewind_listeners: list[Callable[[str, int], None]] = []
+        """Called with (session id, kept) when a live session whose log failed to write is
+        re-read and drops its events from seq `kept` on: they were never stored."""
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
         session_id = session.id
+        session.recorder.listeners.append(lambda event: self._announce(session_id, event))
 
-        def announce(event: SessionEvent) -> None:
-            for listener in self.event_listeners:
-                listener(session_id, event)
-
-        session.recorder.listeners.append(announce)
+    def _announce(self, session_id: str, event: SessionEvent) -> None:
+        for listener in self.event_listeners:
+            listener(session_id, event)
 
     @contextlib.asynccontextmanager
     async def _locked(self, session_id: str) -> AsyncIterator[None]:
@@ -297,6 +270,8 @@ class SessionRegistry:
         session = self.live.get(session_id)
         if session is None:
             raise UnknownSession(session_id)
+        if session.header.origin == "subagent":
+            raise child_refused(session_id)
         return session
 
     async def create(
@@ -362,6 +337,8 @@ class SessionRegistry:
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
+            if session is not None and session.header.origin == "subagent":
+                raise child_refused(session_id)
             if session is None:
                 with anyio.CancelScope(shield=True):
                     continued = await anyio.to_thread.run_sync(self._continue, session_id, cwd)
@@ -374,18 +351,69 @@ class SessionRegistry:
                 )
                 if continued.closers:
                     log.info("session %s: recovery closed an interrupted turn", session_id)
+                if continued.writer.failure is not None:
+                    log.info(
+                        "session %s opened, but its log cannot be written: %s",
+                        session_id,
+                        continued.writer.failure,
+                    )
                 self._register(session)
+                # Recovery appended these before the session was live: announced now, so that
+                # a follower of the cold session gets them without waiting for a later event.
+                for event in continued.closers:
+                    self._announce(session_id, event)
             elif not _same_path(session.cwd, cwd):
                 raise _cwd_mismatch(session.cwd)
+            elif session.writer.failure is not None:
+                try:
+                    await self._reopen(session)
+                except (LogError, OSError) as exc:
+                    # Still loadable: its events are what the log holds; writes say why not.
+                    log.info("session %s: its log still cannot be written: %s", session_id, exc)
             # ACP: the list given is the complete list of additional roots; none if omitted.
             session.additional_directories = list(additional_directories or [])
             session.mcp_servers = list(mcp_servers or [])
             return session
 
+    async def reopen(self, session: LiveSession) -> None:
+        """Make a live session whose log failed to write usable again (see `_reopen`)."""
+        async with self._locked(session.id):
+            await self._reopen(session)
+
+    async def _reopen(self, session: LiveSession) -> None:
+        """Re-read a live session's log and continue it, as a load would (SPEC 2.5): what a
+        failed write left is dropped, an interrupted turn closed, and the session's events
+        become what the file holds. `LogWriteFailed` if it still cannot be written (the
+        events are then those of the file, and the writer still refuses writes)."""
+        writer = session.writer
+        with anyio.CancelScope(shield=True):
+            if writer.failure is None and not writer.closed:
+                with contextlib.suppress(LogWriteFailed):
+                    await anyio.to_thread.run_sync(writer.sync)  # keep what is still queued
+            continued = await anyio.to_thread.run_sync(
+                self.store.reopen, writer, session.id, self.clock()
+            )
+        held = session.recorder.log.length
+        kept = continued.log.length - len(continued.closers)
+        session.recorder.writer = continued.writer
+        session.recorder.log = continued.log
+        if held > kept:
+            for listener in self.rewind_listeners:
+                listener(session.id, kept)
+        if continued.closers:
+            log.info("session %s: recovery closed an interrupted turn", session.id)
+        for event in continued.closers:
+            self._announce(session.id, event)
+        failure = continued.writer.failure
+        if failure is not None:
+            raise LogWriteFailed(continued.writer.path, failure)
+
     def _continue(self, session_id: str, cwd: str) -> ContinuedLog:
         try:
-            # The header first: a wrong cwd is refused before recovery writes anything.
-            header = read_header(self.store.log_path(session_id))
+            # The header first: a child or a wrong cwd is refused before recovery writes anything.
+            header = self.store.header(session_id)
+            if header.origin == "subagent":
+                raise child_refused(session_id)
             if not _same_path(header.cwd, cwd):
                 raise _cwd_mismatch(header.cwd)
             return self.store.continue_session(session_id, self.clock())
@@ -411,18 +439,29 @@ class SessionRegistry:
         A session another process holds open for writing is refused (`LogLocked`).
         """
         async with self._locked(session_id):
+            session = self.live.get(session_id)
+            if session is not None and session.header.origin == "subagent":
+                raise child_refused(session_id)
             session = self.live.pop(session_id, None)
             if session is not None:
                 await self._shut(session)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
             log.info("session %s deleted", session_id)
+            for listener in self.deletion_listeners:
+                listener(session_id)
 
     def _delete_unlocked(self, session_id: str) -> None:
         try:
             path = self.store.log_path(session_id)
         except SessionNotFound:
             raise UnknownSession(session_id) from None
+        try:
+            origin = self.store.header(session_id).origin
+        except LogError:
+            origin = UNSET  # an unreadable log can still be deleted: that is how it goes away
+        if origin == "subagent":
+            raise child_refused(session_id)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             try:
@@ -491,14 +530,11 @@ class SessionRegistry:
         entries = []
         for session_id in self.store.session_ids():
             try:
-                header = read_header(self.store.log_path(session_id))
+                header = self.store.header(session_id)
             except (LogError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
+                    raise  # not this session's fault: every other one would fail the same way
                 log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
-            if header.id != session_id:
-                log.warning(
-                    "session/list: skipped session %s: its header names %r", session_id, header.id
-                )
                 continue
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
@@ -537,25 +573,73 @@ def list_summary(path: Path) -> tuple[str | None, int | None]:
 
     Listing must stay cheap however long the logs are, so nothing is validated here and only
     two lines are decoded: the last one, and the last title (found by a byte search for the
-    line prefix the writer produces). Loading the session checks everything.
+    line prefix the writer produces). Memory stays bounded whatever the file holds: a plain log
+    is searched backwards a block at a time, a Zstandard one read a frame at a time. Loading
+    the session checks everything.
     """
-    if log_compression(path) == "zstd":
-        lines, _ = zstd_lines(path, path.read_bytes())
-    else:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _plain_summary(data)
-    body = lines[1:]
-    title_line = next((line for line in reversed(body) if line.startswith(_TITLE_LINE)), None)
-    return _title(title_line), _last_time(body[-1] if body else None)
+    with open(path, "rb") as file:
+        if log_compression(path) == "zstd":
+            return _zstd_summary(path, file)
+        return _plain_summary(file.fileno())
 
 
-def _plain_summary(data: mmap.mmap) -> tuple[str | None, int | None]:
-    end = data.rfind(b"\n")  # a torn final line is not an event yet
-    start = data.rfind(b"\n", 0, end) + 1
-    last = data[start:end] if start > 0 else None  # start 0: only the header
-    at = data.rfind(b"\n" + _TITLE_LINE, 0, end)
-    title_line = data[at + 1 : data.find(b"\n", at + 1)] if at >= 0 else None
+def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None]:
+    lines = iter(LogLines(path, file, "zstd"))
+    next(lines, None)  # the header
+    last = title_line = None
+    for line in lines:
+        last = line
+        if line.startswith(_TITLE_LINE):
+            title_line = line
     return _title(title_line), _last_time(last)
+
+
+def _plain_summary(fd: int) -> tuple[str | None, int | None]:
+    size = os.fstat(fd).st_size
+    end = _rfind(fd, b"\n", size)  # a torn final line is not an event yet
+    start = _rfind(fd, b"\n", end) + 1 if end > 0 else 0
+    last = _line_at(fd, start) if start > 0 else None  # start 0: only the header
+    at = _rfind(fd, b"\n" + _TITLE_LINE, end) if end > 0 else -1
+    return _title(_line_at(fd, at + 1) if at >= 0 else None), _last_time(last)
+
+
+def _rfind(fd: int, needle: bytes, end: int) -> int:
+    """The offset of the last `needle` that ends at or before byte `end`, or -1."""
+    overlap = len(needle) - 1
+    hi = end
+    while hi > overlap:
+        lo = max(0, hi - READ_BLOCK)
+        at = os.pread(fd, hi - lo, lo).rfind(needle)
+        if at >= 0:
+            return lo + at
+        hi = lo + overlap
+        if lo == 0:
+            break
+    return -1
+
+
+def _line_at(fd: int, start: int) -> bytes:
+    """The line starting at byte `start`, up to its newline."""
+    pieces: list[bytes] = []
+    while block := os.pread(fd, READ_BLOCK, start):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            pieces.append(block[:newline])
+            break
+        pieces.append(block)
+        start += len(block)
+    return b"".join(pieces)
+
+
+def child_refused(session_id: str) -> InvalidParams:
+    """A subagent's child addressed as a session of its own (SPEC 3: refused as the history
+    API refuses it): it is part of its parent's conversation, read through the parent."""
+    return InvalidParams(
+        f"Invalid params: session {session_id} is a subagent's child: it is read through its "
+        'parent, with the history address {"kind": "subagent", "parentSessionId", '
+        '"childSessionId"} - at `$.sessionId`',
+        {"path": "$.sessionId", "check": "origin"},
+    )
 
 
 def _title(line: bytes | None) -> str | None:
@@ -577,5 +661,5 @@ def _same_path(a: str, b: str) -> bool:
 
 def _cwd_mismatch(session_cwd: str) -> InvalidParams:
     return InvalidParams.at(
-        "$.cwd", f"does not match the session's working directory {session_cwd!r}"
+        "$.cwd", f"does not match the session's working directory {echoed(session_cwd)}"
     )

@@ -7,11 +7,12 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import anyio
 
-from ..agent.loop import StopReason, Turn, TurnEnv
+from ..agent.loop import ModelRequestFailed, StopReason, Turn, TurnEnv
 from ..agent.ports import ClientPort
 from ..agent.tools import ToolContext
 from ..core.acp_updates import SessionNotification
@@ -19,8 +20,11 @@ from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..providers.base import Provider
+from ..storage.log import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
+
+log = logging.getLogger(__name__)
 
 
 class Conversations:
@@ -48,10 +52,16 @@ class Conversations:
         if session.turn is not None:
             raise busy_error(session.id)
         turn = Turn(self._env(session), prompt)
-        session.turn = turn
+        session.turn = turn  # claimed before anything awaits: a second prompt is refused
         failure: Exception | None = None
         try:
-            with session.activity():
+            with session.activity():  # closing the session waits for all of it
+                if session.writer.failure is not None:
+                    # A write failed earlier (or the log is read-only): continue the log anew
+                    # first, or say why it still cannot be written.
+                    await self.sessions.reopen(session)
+                    self.bind(session)
+                    turn = session.turn = Turn(self._env(session), prompt)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
@@ -62,11 +72,23 @@ class Conversations:
                         failure = exc
                     finally:
                         flushing.cancel_scope.cancel()
+                if failure is not None and not isinstance(failure, ModelRequestFailed):
+                    await self._recover(session)  # still claimed: nothing else writes meanwhile
         finally:
             session.turn = None
         if failure is not None:
             raise failure
         return stop
+
+    async def _recover(self, session: LiveSession) -> None:
+        """After a turn that ended by an exception (a failed write, a bug), make the session's
+        events what its log holds, with the turn closed as recovery closes it (SPEC 2.5). If the
+        log still cannot be written, the next prompt tries again."""
+        try:
+            await self.sessions.reopen(session)
+        except (LogError, OSError) as exc:
+            log.info("session %s: not reopened after a failed turn: %s", session.id, exc)
+        self.bind(session)
 
     def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
         directories = [Path(d) for d in session.additional_directories]

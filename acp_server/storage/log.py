@@ -5,18 +5,23 @@ plain JSON lines (`session.jsonl`) or as a sequence of Zstandard frames, one per
 each holding whole lines (`session.jsonl.zst`). Line numbers in errors count from 1, the
 header being line 1, as editors and `sed -n` count them.
 
-Reading never changes a file; only `LogWriter` (which holds an exclusive lock) does.
+Reading never changes a file; only `LogWriter` (which holds an exclusive lock) does. A writer
+whose write or fsync fails cuts the file back to its last complete record and refuses every
+later write until the log is reopened, so a full disk or an I/O error never leaves a record
+written after a torn one.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, BinaryIO, Final, Literal, NoReturn
 
 import msgspec
 import zstandard
@@ -33,6 +38,7 @@ from ..core.chunk_rows import (
 from ..core.events import EventError, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count, record_start
+from ..core.source_range import SourceRanges
 
 Compression = Literal["none", "zstd"]
 
@@ -41,6 +47,14 @@ ZSTD_LOG_NAME: Final = "session.jsonl.zst"
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 ZSTD_MAX_BLOCK_SIZE: Final = 128 * 1024
 """RFC 8878, 3.1.1.2: no block is larger, whatever its type."""
+ZSTD_FRAME_OVERHEAD: Final = 64 * 1024
+"""More than a frame holding one line adds to it, compressed (headers, a stored block)."""
+MAX_HEADER_LINE: Final = 1024 * 1024
+"""The longest header line (line 1) a reader accepts: a longer one is not a session header."""
+READ_BLOCK: Final = 1024 * 1024
+"""Bytes read from a log file at a time by the readers that stream it."""
+LONG_LINE: Final = 4 * READ_BLOCK
+"""A plain line longer than this is not held while it is read, but read again once whole."""
 
 _encoder: Final = msgspec.json.Encoder()
 _json_decoder: Final = msgspec.json.Decoder()
@@ -75,6 +89,24 @@ class UnsupportedVersion(LogError):
 
 class LogLocked(LogError):
     """Another writer holds the log (SPEC 2.4: one writer at a time)."""
+
+
+class LogWriteFailed(LogError):
+    """The log cannot be written: the disk is full, read-only, failing... (`cause` says which).
+
+    Raised by the write that failed and by every later one on the same writer: nothing more
+    is written to the log until it is reopened (`LogWriter.reset`, or a new writer).
+    """
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(f"{path}: cannot write the log: {cause.strerror or cause}")
+        self.path = str(path)
+        self.cause = cause
+        self.errno = cause.errno
+
+
+READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Opening a log for writing fails with these when it may still be read."""
 
 
 @dataclass
@@ -180,34 +212,233 @@ def plain_lines(data: bytes) -> tuple[list[bytes], int]:
 
 def zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
     """Lines of every complete frame, and the byte length those frames span."""
-    view = memoryview(data)
-    decompressor = zstandard.ZstdDecompressor()
-    lines: list[bytes] = []
-    offset = 0
-    while offset < len(data):
-        try:
-            end = zstd_frame_end(view, offset)
-        except ValueError as exc:
-            raise CorruptLog(path, len(lines) + 1, f"at byte {offset}: {exc}") from None
-        if end is None:
-            if complete_frame_after(view, offset):
-                # Appends only ever add frames at the end, so a torn write is the last frame:
-                # an incomplete frame with a complete one after it is damage, not a torn write.
+    lines = LogLines(path, io.BytesIO(data), "zstd")
+    return list(lines), lines.valid_size
+
+
+class LogLines:
+    """The complete lines of a log, read a block (plain) or a frame (Zstandard) at a time.
+
+    Memory stays bounded by the longest line (plain) or the largest frame (Zstandard), not by
+    the file: a reader that handles each line as it comes never holds the log. Line 1 (the
+    header) longer than `MAX_HEADER_LINE` is a corrupt log, refused without reading the rest.
+    Once iterated to the end, `valid_size` is the byte length the complete lines (or frames)
+    span and `torn_tail` says whether anything follows them.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        file: BinaryIO,
+        compression: Compression,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.file = file
+        self.compression = compression
+        self.progress = progress
+        self.size = _stream_size(file)
+        self.count = 0
+        """Lines yielded so far."""
+        self.valid_size = 0
+
+    @property
+    def torn_tail(self) -> bool:
+        return self.valid_size != self.size
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._zstd() if self.compression == "zstd" else self._plain()
+
+    def _plain(self) -> Iterator[bytes]:
+        pending: list[bytes] | None = []
+        """The start of the line being read; None once it is long enough to be read again
+        from the file when its newline shows (a torn tail of any size then costs nothing)."""
+        pending_size = 0
+        done = 0
+        while block := self.file.read(READ_BLOCK):
+            done += len(block)
+            pieces = block.split(b"\n")
+            if len(pieces) > 1:
+                if pending is None:
+                    first = self._reread(self.valid_size, pending_size + len(pieces[0]))
+                else:
+                    first = b"".join([*pending, pieces[0]]) if pending else pieces[0]
+                self._check_header_length(len(first))
+                self.count += 1
+                self.valid_size += len(first) + 1
+                yield first
+                for line in pieces[1:-1]:
+                    self.count += 1
+                    self.valid_size += len(line) + 1
+                    yield line
+                pending, pending_size = [pieces[-1]], len(pieces[-1])
+            else:
+                pending_size += len(block)
+                if pending is not None:
+                    pending.append(block)
+                    if pending_size > LONG_LINE:
+                        pending = None
+            self._check_header_length(pending_size)
+            if self.progress is not None:
+                self.progress(done, self.size)
+
+    def _reread(self, start: int, length: int) -> bytes:
+        position = self.file.tell()
+        self.file.seek(start)
+        line = self.file.read(length)
+        self.file.seek(position)
+        return line
+
+    def _zstd(self) -> Iterator[bytes]:
+        buffer = bytearray()
+        base = 0
+        """The file offset of `buffer[0]`."""
+        offset = 0
+        """The file offset of the next frame."""
+        eof = False
+        decompressor = zstandard.ZstdDecompressor()
+        while True:
+            view = memoryview(buffer)
+            try:
+                end = zstd_frame_end(view, offset - base)
+            except ValueError as exc:
+                view.release()
+                raise CorruptLog(self.path, self.count + 1, f"at byte {offset}: {exc}") from None
+            if end is None:
+                if self.count == 0 and len(buffer) > MAX_HEADER_LINE + ZSTD_FRAME_OVERHEAD:
+                    view.release()
+                    raise CorruptLog(self.path, 1, _HEADER_TOO_LONG)
+                if not eof:
+                    view.release()
+                    block = self.file.read(READ_BLOCK)
+                    if not block:
+                        eof = True
+                        continue
+                    del buffer[: offset - base]  # only the frame being read is kept
+                    base = offset
+                    buffer += block
+                    continue
+                if offset - base < len(buffer) and complete_frame_after(view, offset - base):
+                    # Appends only ever add frames at the end, so a torn write is the last
+                    # frame: an incomplete frame with a complete one after it is damage.
+                    view.release()
+                    raise CorruptLog(
+                        self.path,
+                        self.count + 1,
+                        f"frame at byte {offset} is incomplete, but complete frames follow it",
+                    )
+                view.release()
+                return  # a torn final frame, or the end
+            frame = view[offset - base : end]
+            try:
+                if self.count == 0:
+                    text = _first_frame_text(self.path, decompressor, frame)
+                else:
+                    text = decompressor.decompressobj().decompress(frame)
+            except zstandard.ZstdError as exc:
                 raise CorruptLog(
-                    path,
-                    len(lines) + 1,
-                    f"frame at byte {offset} is incomplete, but complete frames follow it",
+                    self.path, self.count + 1, f"frame at byte {offset}: {exc}"
+                ) from None
+            finally:
+                frame.release()
+                view.release()
+            if text and not text.endswith(b"\n"):
+                raise CorruptLog(
+                    self.path, self.count + 1, f"frame at byte {offset} ends inside a line"
                 )
-            break  # a torn final frame
-        try:
-            text = decompressor.decompressobj().decompress(view[offset:end])
-        except zstandard.ZstdError as exc:
-            raise CorruptLog(path, len(lines) + 1, f"frame at byte {offset}: {exc}") from None
-        if text and not text.endswith(b"\n"):
-            raise CorruptLog(path, len(lines) + 1, f"frame at byte {offset} ends inside a line")
-        lines.extend(text.split(b"\n")[:-1])
-        offset = end
-    return lines, offset
+            offset = base + end
+            self.valid_size = offset
+            for line in text.split(b"\n")[:-1]:
+                self.count += 1
+                yield line
+            if self.progress is not None:
+                self.progress(offset, self.size)
+
+    def _check_header_length(self, length: int) -> None:
+        if self.count == 0 and length > MAX_HEADER_LINE:
+            raise CorruptLog(self.path, 1, _HEADER_TOO_LONG)
+
+
+_HEADER_TOO_LONG: Final = (
+    f"line 1 is longer than {MAX_HEADER_LINE // (1024 * 1024)} MiB: not a session header"
+)
+
+
+def _first_frame_text(
+    path: Path | str, decompressor: zstandard.ZstdDecompressor, frame: memoryview
+) -> bytes:
+    """The text of the frame holding the header, decompressed only as far as the header
+    line's bound until its newline shows (a small frame can decompress to gigabytes)."""
+    reader = decompressor.stream_reader(bytes(frame), read_across_frames=False)
+    head = b""
+    while b"\n" not in head and len(head) <= MAX_HEADER_LINE:
+        piece = reader.read(READ_BLOCK)
+        if not piece:
+            break
+        head += piece
+    newline = head.find(b"\n")
+    if newline > MAX_HEADER_LINE or (newline < 0 and len(head) > MAX_HEADER_LINE):
+        raise CorruptLog(path, 1, _HEADER_TOO_LONG)
+    return head + reader.readall()
+
+
+def _stream_size(file: BinaryIO) -> int:
+    position = file.tell()
+    size = file.seek(0, os.SEEK_END)
+    file.seek(position)
+    return size
+
+
+def read_header(path: Path) -> SessionHeader:
+    """A log's header (line 1), reading no more of the log than the header's bound."""
+    with open(path, "rb") as file:
+        first = next(iter(LogLines(path, file, log_compression(path))), None)
+    if first is None:
+        raise CorruptLog(path, 1, "the log has no complete header line")
+    return parse_header(path, first)
+
+
+class LogRecords:
+    """A log's header, then its records one at a time, each checked as it is read.
+
+    Every body line is decoded and type-checked, its rows validated, its seq checked against
+    the chain and its `sourceRange` against SPEC 1.1; the first problem raises `CorruptLog`
+    naming the line. `event_count` counts the events of the records read so far.
+    """
+
+    def __init__(self, lines: LogLines) -> None:
+        self.lines = lines
+        self._iterator = iter(lines)
+        first = next(self._iterator, None)
+        if first is None:
+            raise CorruptLog(lines.path, 1, "the log has no complete header line")
+        self.header = parse_header(lines.path, first)
+        self.event_count = 0
+
+    @property
+    def torn_tail(self) -> bool:
+        return self.lines.torn_tail
+
+    def __iter__(self) -> Iterator[StorageRecord]:
+        path = self.lines.path
+        ranges = SourceRanges()
+        for number, raw in enumerate(self._iterator, start=2):
+            try:
+                record = decode_record_json(raw)
+                if type(record) in ROW_CLASSES:
+                    validate_row(record)  # type: ignore[arg-type]
+            except (ChunkRowError, EventError) as exc:
+                raise CorruptLog(path, number, str(exc)) from None
+            first = record_start(record)
+            if first != self.event_count:
+                raise CorruptLog(
+                    path, number, f"seq gap: expected seq {self.event_count}, found {first}"
+                )
+            problem = ranges.problem(record, first)
+            if problem is not None:
+                raise CorruptLog(path, number, problem)
+            self.event_count += record_count(record)
+            yield record
 
 
 def parse_log(
@@ -217,28 +448,7 @@ def parse_log(
     progress: Callable[[int, int], None] | None = None,
 ) -> LogContents:
     """Decode a whole log from its bytes, checking every record and the seq chain."""
-    lines, valid_size = zstd_lines(path, data) if compression == "zstd" else plain_lines(data)
-    if not lines:
-        raise CorruptLog(path, 1, "the log has no complete header line")
-    header = parse_header(path, lines[0])
-    records: list[StorageRecord] = []
-    expected = 0
-    total = len(lines)
-    for number, raw in enumerate(lines[1:], start=2):
-        try:
-            record = decode_record_json(raw)
-            if type(record) in ROW_CLASSES:
-                validate_row(record)  # type: ignore[arg-type]
-        except (ChunkRowError, EventError) as exc:
-            raise CorruptLog(path, number, str(exc)) from None
-        first = record_start(record)
-        if first != expected:
-            raise CorruptLog(path, number, f"seq gap: expected seq {expected}, found {first}")
-        expected += record_count(record)
-        records.append(record)
-        if progress is not None and number % 4096 == 0:
-            progress(number, total)
-    return LogContents(header, records, expected, valid_size, valid_size != len(data))
+    return _contents(LogRecords(LogLines(path, io.BytesIO(data), compression, progress)))
 
 
 def log_compression(path: Path) -> Compression:
@@ -246,9 +456,28 @@ def log_compression(path: Path) -> Compression:
 
 
 def read_log(path: Path | str, progress: Callable[[int, int], None] | None = None) -> LogContents:
-    """Read a log without changing it; a torn final line (or frame) is ignored."""
+    """Read a log without changing it; a torn final line (or frame) is ignored.
+
+    `progress`, if given, is called now and then with the bytes read so far and the file's size.
+    """
     path = Path(path)
-    return parse_log(path, path.read_bytes(), log_compression(path), progress)
+    with open(path, "rb") as file:
+        return read_log_file(path, file, progress)
+
+
+def read_log_file(
+    path: Path, file: BinaryIO, progress: Callable[[int, int], None] | None = None
+) -> LogContents:
+    """`read_log` from an open file (read from its start)."""
+    return _contents(LogRecords(LogLines(path, file, log_compression(path), progress)))
+
+
+def _contents(reader: LogRecords) -> LogContents:
+    records = list(reader)
+    lines = reader.lines
+    return LogContents(
+        reader.header, records, reader.event_count, lines.valid_size, lines.torn_tail
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +497,11 @@ class LogWriter:
     `flush()` hands the batch to the OS (a crash of this process then loses nothing);
     `sync()` also fsyncs it (a crash of the machine then loses nothing). When to call which is
     the loop's policy (SPEC 2.4); this class only makes each call cheap and atomic per batch.
+
+    A write that fails (ENOSPC, EFBIG, EIO...) cuts the file back to where the batch began, a
+    failed fsync back to the last successful one, and sets `failure`: from then on every
+    append, flush and sync raises `LogWriteFailed` (nothing is ever written after a torn
+    record) until `reset()` after the log was re-read. A writer opened `read_only` starts failed.
     """
 
     path: Path
@@ -276,8 +510,16 @@ class LogWriter:
     next_seq: int
     pack: bool = True
     compression: Compression = "none"
+    failure: OSError | None = None
+    """Why the log cannot be written now, or None."""
+    writable: bool = True
+    """False for a log opened read-only (its directory or file cannot be written)."""
     _pending: list[SessionEvent] = field(default_factory=list)
     _compressor: zstandard.ZstdCompressor | None = None
+    _size: int = 0
+    """Where the last complete batch ends: a failed write is cut back to it."""
+    _synced_size: int = 0
+    """Where the last successful fsync left the file: a failed fsync is cut back to it."""
 
     @classmethod
     def open(
@@ -286,22 +528,44 @@ class LogWriter:
         """Open and lock the log at `path`; with `create`, write its header (it must not exist).
 
         Raises `LogLocked` when another writer holds it, `FileExistsError` when `create` finds
-        a log already there.
+        a log already there, `LogWriteFailed` when the header cannot be written.
         """
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        writer = cls._locked(path, os.open(path, flags, 0o644), header, next_seq, pack)
+        if create:
+            try:
+                writer._write_batch(encode_records([header]))
+                writer.sync()
+            except LogWriteFailed:
+                writer.close()
+                raise
+        return writer
+
+    @classmethod
+    def open_read_only(
+        cls, path: Path, header: SessionHeader, *, next_seq: int, failure: OSError
+    ) -> LogWriter:
+        """Open and lock an existing log that cannot be written (`failure` says why): it can be
+        read through `fd` and holds the writer's lock, but every write raises `LogWriteFailed`."""
+        writer = cls._locked(path, os.open(path, os.O_RDONLY | os.O_CLOEXEC), header, next_seq)
+        writer.writable = False
+        writer.failure = failure
+        return writer
+
+    @classmethod
+    def _locked(
+        cls, path: Path, fd: int, header: SessionHeader, next_seq: int, pack: bool = True
+    ) -> LogWriter:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise LogLocked(f"{path}: the session is open for writing in another process") from None
-        os.lseek(fd, 0, os.SEEK_END)
+        size = os.lseek(fd, 0, os.SEEK_END)
         writer = cls(path, fd, header, next_seq, pack, log_compression(path))
+        writer._size = writer._synced_size = size
         if writer.compression == "zstd":
             writer._compressor = zstandard.ZstdCompressor(write_checksum=True)
-        if create:
-            writer._write(encode_records([header]))
-            writer.sync()
         return writer
 
     @property
@@ -312,16 +576,30 @@ class LogWriter:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
+    def reset(self) -> None:
+        """Accept writes again after a failure: only once the log has been re-read and
+        `next_seq` set from what the file holds."""
+        self.failure = None
+        self._pending = []
+        self._size = self._synced_size = os.lseek(self.fd, 0, os.SEEK_END)
+
     def truncate(self, size: int) -> None:
         """Cut the file to `size` bytes (recovery drops a torn tail before the next append)."""
-        os.ftruncate(self.fd, size)
-        os.lseek(self.fd, 0, os.SEEK_END)
+        self._check()
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:
+            self.failure = exc
+            raise LogWriteFailed(self.path, exc) from exc
+        self._size = os.lseek(self.fd, 0, os.SEEK_END)
+        self._synced_size = min(self._synced_size, self._size)
 
     def append(self, events: Sequence[SessionEvent]) -> None:
         """Queue events for the next flush; their seqs must continue the log without a gap.
 
         An out-of-order batch is refused whole: nothing of it is queued.
         """
+        self._check()
         for offset, event in enumerate(events):
             if event.seq != self.next_seq + offset:
                 raise ValueError(
@@ -332,6 +610,8 @@ class LogWriter:
 
     def append_one(self, event: SessionEvent) -> None:
         """`append` for a single event: the hot path while a model streams."""
+        if self.failure is not None:
+            self._check()
         if event.seq != self.next_seq:
             raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
         self.next_seq += 1
@@ -339,31 +619,58 @@ class LogWriter:
 
     def flush(self) -> None:
         """Write the queued events as one batch (packed unless `pack` is off)."""
+        self._check()
         if not self._pending:
             return
         batch, self._pending = self._pending, []
         records = pack_chunk_runs(batch) if self.pack else batch
-        self._write(encode_records(records))
+        self._write_batch(encode_records(records))
 
     def sync(self) -> None:
         """Flush, then fsync: what was appended is on disk when this returns."""
         self.flush()
-        os.fsync(self.fd)
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            # What the kernel kept of the unsynced pages is unknown: keep only what was synced.
+            self._fail(exc, self._synced_size)
+        self._synced_size = self._size
 
     def close(self) -> None:
-        """Sync and release the lock. Safe to call twice."""
+        """Sync (unless writing failed) and release the lock. Safe to call twice."""
         if self.closed:
             return
         try:
-            self.sync()
+            if self.failure is None:
+                self.sync()
         finally:
             os.close(self.fd)  # closing the descriptor releases the flock
             self.fd = -1
 
-    def _write(self, payload: bytes) -> None:
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise LogWriteFailed(self.path, self.failure)
+
+    def _write_batch(self, payload: bytes) -> None:
         if self._compressor is not None:
             payload = self._compressor.compress(payload)
         view = memoryview(payload)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except OSError as exc:
+            self._fail(exc, self._size)
+        self._size += len(payload)
+
+    def _fail(self, exc: OSError, keep: int) -> NoReturn:
+        """Refuse writes from now on, cut the file back to `keep` bytes, raise."""
+        self.failure = exc
+        self._pending = []
+        try:
+            os.ftruncate(self.fd, keep)
+            os.lseek(self.fd, keep, os.SEEK_SET)
+            self._size = self._synced_size = keep
+        except OSError:
+            pass  # the torn tail stays; reopening the log drops it (SPEC 2.5)
+        raise LogWriteFailed(self.path, exc) from exc

@@ -52,6 +52,7 @@ from ..core.chunk_rows import (
 from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, SubagentStart
 from ..core.header import SessionHeader
 from ..core.paging import PageCut, clip_records, message_cut, page_cut
+from ..core.source_range import source_range_problem
 from .log import CorruptLog, complete_frame_after, log_compression, parse_header, zstd_frame_end
 
 MIN_BLOCK: Final = 64 * 1024
@@ -735,6 +736,10 @@ class _Digest:
             else:
                 start = record.seq
                 count = 1
+                if type(record.source_range) is tuple:
+                    problem = source_range_problem(record, start, None)
+                    if problem is not None:
+                        raise self._corrupt(records, record, position, problem)
                 if head is not None:
                     joined.append(_joined(head, dts, fragments))
                     head = dts = fragments = None

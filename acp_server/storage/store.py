@@ -2,15 +2,22 @@
 
 `SessionStore` maps validated session ids to log files and opens them for reading, for
 creation, or for continuation (with the recovery of SPEC 2.5). It holds no session state.
+
+A log that cannot be written (a read-only directory, a full disk) is still opened for
+continuation, read-only: its writer starts failed, its events are exactly what the file holds,
+and recovery's closers wait until it is reopened with write access (`reopen`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
@@ -19,15 +26,17 @@ from ..core.ids import validate_session_id
 from ..core.recovery import interrupted_turn_closers
 from .log import (
     PLAIN_LOG_NAME,
+    READ_ONLY_ERRNOS,
     ZSTD_LOG_NAME,
     Compression,
     CorruptLog,
     LogContents,
     LogError,
+    LogWriteFailed,
     LogWriter,
-    log_compression,
-    parse_log,
+    read_header,
     read_log,
+    read_log_file,
 )
 
 
@@ -83,7 +92,11 @@ class SessionStore:
         return True
 
     def create(self, header: SessionHeader) -> LogWriter:
-        """Create a session's directory and log, with its header written and fsynced."""
+        """Create a session's directory and log, with its header written and fsynced.
+
+        On failure (a full disk, no file descriptors left...) nothing of the session is left
+        behind: a half-made session would be listed, and warned about, forever.
+        """
         directory = self.session_dir(header.id)
         self.root.mkdir(parents=True, exist_ok=True)
         try:
@@ -91,10 +104,26 @@ class SessionStore:
         except FileExistsError:
             raise SessionExists(f"session {header.id!r} already exists") from None
         name = ZSTD_LOG_NAME if self.compression == "zstd" else PLAIN_LOG_NAME
-        writer = LogWriter.open(directory / name, header, next_seq=0, pack=self.pack, create=True)
-        _fsync_dir(directory)
-        _fsync_dir(self.root)
+        path = directory / name
+        writer: LogWriter | None = None
+        try:
+            writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
+            _fsync_dir(directory)
+            _fsync_dir(self.root)
+        except BaseException:
+            if writer is not None:
+                with contextlib.suppress(LogError, OSError):
+                    writer.close()
+            _remove_new_session(directory, path)
+            raise
         return writer
+
+    def header(self, session_id: str) -> SessionHeader:
+        """A session's header, reading no more of its log than line 1 (checked like `read`)."""
+        path = self.log_path(session_id)
+        header = read_header(path)
+        check_header_id(path, header, session_id)
+        return header
 
     def read(
         self, session_id: str, progress: Callable[[int, int], None] | None = None
@@ -102,7 +131,7 @@ class SessionStore:
         """Read a session's log without changing it (a torn tail is ignored)."""
         path = self.log_path(session_id)
         contents = read_log(path, progress)
-        self._check_header_id(path, contents.header, session_id)
+        check_header_id(path, contents.header, session_id)
         return contents
 
     def continue_session(self, session_id: str, now_ms: int) -> ContinuedLog:
@@ -112,30 +141,59 @@ class SessionStore:
         line is truncated away; a turn left open by a dead process is closed with an error
         result for each unanswered tool call, the missing `step/end` and
         `turn/end {kind: "interrupted"}`, written and fsynced before this returns.
+
+        A log that cannot be written (read-only, or the recovery's writes fail) is still
+        opened: its writer's `failure` says why, and its events are what the file holds.
         """
         path = self.log_path(session_id)
-        # The header is re-read below under the lock; a placeholder is enough to open.
-        writer = LogWriter.open(path, _PLACEHOLDER_HEADER, next_seq=0, pack=self.pack, create=False)
         try:
-            data = _read_fd(writer.fd)
-            contents = parse_log(path, data, log_compression(path))
-            self._check_header_id(path, contents.header, session_id)
-            writer.header = contents.header
-            writer.next_seq = contents.event_count
-            if contents.torn_tail:
-                writer.truncate(contents.valid_size)
-            log = EventLog(contents.records)
-            closers = interrupted_turn_closers(list(log.plain_events()), log.length, now_ms)
-            if closers:
-                writer.append(closers)
-                writer.sync()
-                for event in closers:
-                    log.append(event)
-            elif contents.torn_tail:
-                os.fsync(writer.fd)
+            # The header is re-read below under the lock; a placeholder is enough to open.
+            writer = LogWriter.open(
+                path, _PLACEHOLDER_HEADER, next_seq=0, pack=self.pack, create=False
+            )
+        except OSError as exc:
+            if exc.errno not in READ_ONLY_ERRNOS:
+                raise
+            writer = LogWriter.open_read_only(path, _PLACEHOLDER_HEADER, next_seq=0, failure=exc)
+        try:
+            return self._recover(writer, session_id, now_ms)
         except BaseException:
             writer.close()
             raise
+
+    def reopen(self, writer: LogWriter, session_id: str, now_ms: int) -> ContinuedLog:
+        """Continue a log again after its writer failed: re-read it, drop what a failed write
+        left, close the interrupted turn (2.5). The lock is kept when the writer could write;
+        a read-only one is closed and the log opened anew. The writer returned may still fail.
+        """
+        if not writer.writable:
+            writer.close()
+            return self.continue_session(session_id, now_ms)
+        writer.reset()
+        return self._recover(writer, session_id, now_ms)
+
+    def _recover(self, writer: LogWriter, session_id: str, now_ms: int) -> ContinuedLog:
+        path = writer.path
+        contents = read_log_file(path, io.BufferedReader(_FdReader(writer.fd)))
+        check_header_id(path, contents.header, session_id)
+        writer.header = contents.header
+        writer.next_seq = contents.event_count
+        log = EventLog(contents.records)
+        if not writer.writable:
+            return ContinuedLog(writer, log, False, [])  # nothing can change on disk
+        closers = interrupted_turn_closers(list(log.plain_events()), log.length, now_ms)
+        try:
+            if contents.torn_tail:
+                writer.truncate(contents.valid_size)
+            if closers:
+                writer.append(closers)
+            if closers or contents.torn_tail:
+                writer.sync()
+        except LogWriteFailed:
+            # The writer refuses writes from now on; the events stay what the file held.
+            return ContinuedLog(writer, log, False, [])
+        for event in closers:
+            log.append(event)
         return ContinuedLog(writer, log, contents.torn_tail, closers)
 
     def delete(self, session_id: str) -> None:
@@ -156,20 +214,58 @@ class SessionStore:
                 continue
         return sorted(ids)
 
-    @staticmethod
-    def _check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
-        if header.id != session_id:
-            raise CorruptLog(
-                path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
-            )
+
+def check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
+    """A log is its directory's session: a header naming another id is a corrupt log, for
+    every reader (load, resume, list, the history API)."""
+    if header.id != session_id:
+        raise CorruptLog(
+            path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+        )
 
 
 _PLACEHOLDER_HEADER = SessionHeader(version=0, id="", created_at=0, cwd="")
 
 
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    return os.pread(fd, size, 0)
+class _FdReader(io.RawIOBase):
+    """A file read with `pread` through the writer's descriptor, leaving its offset alone
+    (the writer appends at it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = os.pread(self.fd, len(buffer), self.position)
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_END:
+            offset += os.fstat(self.fd).st_size
+        elif whence == os.SEEK_CUR:
+            offset += self.position
+        self.position = offset
+        return offset
+
+    def tell(self) -> int:
+        return self.position
+
+
+def _remove_new_session(directory: Path, path: Path) -> None:
+    # No directory walk: it would need a file descriptor, and running out of them is one of
+    # the failures this cleans up after. A new session's directory holds its log at most.
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _fsync_dir(path: Path) -> None:

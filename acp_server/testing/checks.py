@@ -30,6 +30,7 @@ from ..core.replay_script import (
     OVERRIDE_NAME,
     ChunksEntry,
     Fixture,
+    Override,
     PatchSet,
     ReplayError,
     apply_override,
@@ -74,7 +75,7 @@ def check_scenario(directory: Path) -> list[str]:
     primary = _fixture(names[FIXTURE_NAME], "<session-1>", problems)
     if primary is None:
         return problems
-    override = None
+    override: Override | None = None
     if OVERRIDE_NAME in names:
         try:
             override = parse_override(OVERRIDE_NAME, names[OVERRIDE_NAME].read_bytes())
@@ -133,10 +134,12 @@ def _fixture(path: Path, expected_id: str, problems: list[str]) -> Fixture | Non
     return fixture
 
 
-def _check_script(name: str, fixture: Fixture, override: object, has_override: bool) -> list[str]:
+def _check_script(
+    name: str, fixture: Fixture, override: Override | None, has_override: bool
+) -> list[str]:
     derived = derive_script(fixture.events)
     try:
-        script = apply_override(name, derived, override)  # type: ignore[arg-type]
+        script = apply_override(name, derived, override)
     except ReplayError as exc:
         return [str(exc)]
     problems = []
@@ -162,7 +165,7 @@ def _check_script(name: str, fixture: Fixture, override: object, has_override: b
                     problems.append(
                         f"{OVERRIDE_NAME}: the patch at {patch.at} changes nothing (unused)"
                     )
-        elif list(override) == derived:  # type: ignore[call-overload]
+        elif list(override) == derived:
             problems.append(
                 f"{OVERRIDE_NAME}: replaces the script with the one derived from the fixture (unused)"
             )

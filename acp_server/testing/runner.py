@@ -392,11 +392,11 @@ class _Run:
         self, method: str, params: dict[str, Any], context: _PromptContext
     ) -> dict[str, Any]:
         terminal_id = params.get("terminalId")
-        answer = context.terminals.get(terminal_id)  # type: ignore[arg-type]
-        if answer is None:
+        if not isinstance(terminal_id, str) or terminal_id not in context.terminals:
             raise ScenarioError(
                 f"{context.where}: {method} names terminal {terminal_id!r}, which is not open"
             )
+        answer = context.terminals[terminal_id]
         status = {"exitCode": answer.exit_code, "signal": answer.signal}
         if method == "terminal/wait_for_exit":
             return {"result": status}
@@ -409,7 +409,7 @@ class _Run:
                 }
             }
         if method == "terminal/release":
-            del context.terminals[terminal_id]  # type: ignore[arg-type]
+            del context.terminals[terminal_id]
             return {"result": {}}
         if method == "terminal/kill":
             return {"result": {}}
@@ -578,7 +578,7 @@ class _Run:
         found = {p.name: p / FIXTURE_NAME for p in sorted(self.sessions.iterdir()) if p.is_dir()}
         if self.session_id not in found:
             raise ScenarioError("the scenario's session has no log in the sessions directory")
-        named = [(FIXTURE_NAME, found.pop(self.session_id))]  # type: ignore[arg-type]
+        named = [(FIXTURE_NAME, found.pop(self.session_id))]
         for number, child in enumerate(self._children(), start=1):
             if child not in found:
                 raise ScenarioError(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Union
+from typing import Annotated, Any, Final, cast
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -82,7 +82,7 @@ class ErrorAnswer(_Spec, tag="error", tag_field="kind"):
     message: str
 
 
-Answer = Union[PermissionAnswer, ReadAnswer, WriteAnswer, TerminalAnswer, ErrorAnswer]
+Answer = PermissionAnswer | ReadAnswer | WriteAnswer | TerminalAnswer | ErrorAnswer
 
 
 class CancelWhen(_Spec):
@@ -171,18 +171,18 @@ class RequestStep(_Spec, tag="request", tag_field="op"):
     params: Any = UNSET
 
 
-Step = Union[
-    InitializeStep,
-    NewStep,
-    PromptStep,
-    LoadStep,
-    PageStep,
-    PageAllStep,
-    FollowStep,
-    UnfollowStep,
-    RestartStep,
-    RequestStep,
-]
+Step = (
+    InitializeStep
+    | NewStep
+    | PromptStep
+    | LoadStep
+    | PageStep
+    | PageAllStep
+    | FollowStep
+    | UnfollowStep
+    | RestartStep
+    | RequestStep
+)
 
 
 class ServerOptions(_Spec):
@@ -251,4 +251,4 @@ def check_steps(steps: Sequence[Step]) -> list[str]:
 
 
 def step_name(step: Step) -> str:
-    return type(step).__struct_config__.tag  # type: ignore[return-value]
+    return cast(str, type(step).__struct_config__.tag)  # every step class has a string tag

@@ -143,7 +143,7 @@ def _parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
             return [inline(item) for item in node]
         return node
 
-    parameters = inline(schema)
+    parameters: dict[str, Any] = inline(schema)
     parameters.pop("description", None)
     return parameters
 

@@ -194,7 +194,7 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
             start_new_session=True,  # its own group, so a timeout kills grandchildren too
         )
     except FileNotFoundError:
-        if not os.path.isdir(ctx.cwd):
+        if not await anyio.to_thread.run_sync(os.path.isdir, ctx.cwd):
             # The child could not enter the session's cwd (uvloop does not say which path was
             # missing): the program is not what is missing.
             raise ToolError(
