@@ -142,7 +142,7 @@ def _permission_answerer(console: Console, transcript: Transcript) -> Callable[[
             return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
         from .client.errors import RpcError
 
-        raise RpcError(-32601, f"the demo client does not implement {method}")
+        raise RpcError(f"the demo client does not implement {method}", code=-32601)
 
     return answer
 

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -58,7 +58,10 @@ from .core.events import (
     convert_event,
 )
 from .core.header import SessionHeader
+from .core.json_values import map_strings
 from .core.replay_script import (
+    FIXTURE_NAME,
+    OVERRIDE_NAME,
     HangEntry,
     Patch,
     PatchSet,
@@ -66,6 +69,7 @@ from .core.replay_script import (
     ThrowEntry,
     Underivable,
     apply_override,
+    child_fixture_name,
     derive_script,
     parse_fixture,
     parse_override,
@@ -74,8 +78,6 @@ from .core.replay_script import (
 from .log_command import UsageError, resolve_log_path
 from .storage.log import LogError, read_log
 
-FIXTURE_NAME: Final = "session.jsonl"
-OVERRIDE_NAME: Final = "replay.override.json"
 WORKSPACE_PLACEHOLDER: Final = "<workspace>"
 SESSIONS_PLACEHOLDER: Final = "<sessions>"
 SERVER_ARGS_ENV: Final = "ACP_SNAPSHOT_SERVER_ARGS"
@@ -85,10 +87,6 @@ SERVER_ARGS_ENV: Final = "ACP_SNAPSHOT_SERVER_ARGS"
 
 class ExportError(Exception):
     """The session cannot become a fixture; the message says why."""
-
-
-def child_fixture_name(number: int) -> str:
-    return f"session.{number}.jsonl"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,23 +168,14 @@ def normalize_logs(
             pattern.sub(lambda m: replacements[m.group(0)], value) if pattern is not None else value
         )
 
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            return text(value)
-        if isinstance(value, list):
-            return [walk(item) for item in value]
-        if isinstance(value, dict):
-            return {text(key): walk(item) for key, item in value.items()}
-        return value
-
     out = []
     for number, log in enumerate(logs):
-        header = walk(msgspec.to_builtins(log.header))
+        header = map_strings(msgspec.to_builtins(log.header), text)
         header["createdAt"] = 0
         start = log.events[0].time if log.events else 0
         events = []
         for event in log.events:
-            value = walk(msgspec.to_builtins(event))
+            value = map_strings(msgspec.to_builtins(event), text)
             value["time"] = 0 if zero_times else event.time - start
             events.append(convert_event(value))
         name = FIXTURE_NAME if number == 0 else child_fixture_name(number)

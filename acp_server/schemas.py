@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -53,6 +52,7 @@ from .core.history import (
     UnfollowParams,
 )
 from .core.replay_script import Override
+from .testing.scenario import ScenarioInput
 
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 REF: Final = "#/$defs/{name}"
@@ -151,22 +151,6 @@ def _twins() -> list[type[Struct]]:
 
 # ---------------------------------------------------------------------------------------------
 # The pool of definitions every schema file draws from.
-
-
-def _snapshot_input_type() -> Any | None:
-    """`ScenarioInput`, the snapshot scenario's `input.json` type (SPEC 6), imported lazily.
-
-    `acp_server.testing.scenario` is written separately (and imports this module for its own
-    `--schema`); if it is absent, `snapshot-input.schema.json` is skipped rather than failing
-    every other schema.
-    """
-    try:
-        module = importlib.import_module("acp_server.testing.scenario")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("acp_server.testing", "acp_server.testing.scenario"):
-            return None
-        raise
-    return module.ScenarioInput
 
 
 def _union(title: str, description: str, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -406,15 +390,14 @@ def generate() -> dict[str, dict[str, Any]]:
         out[name] = _document(
             title, description, root, projected if name == "fixture-record.schema.json" else defs
         )
-    snapshot_input = _snapshot_input_type()
-    if snapshot_input is not None:  # its own components: its names never rename the others'
-        roots, own = msgspec.json.schema_components([snapshot_input], ref_template=REF)
-        out[SNAPSHOT_INPUT] = _document(
-            "SnapshotInput",
-            "A snapshot scenario's input.json (SPEC 6): the client's side of a recorded conversation.",
-            roots[0],
-            own,
-        )
+    # Its own components: its names never rename the others'.
+    roots, own = msgspec.json.schema_components([ScenarioInput], ref_template=REF)
+    out[SNAPSHOT_INPUT] = _document(
+        "SnapshotInput",
+        "A snapshot scenario's input.json (SPEC 6): the client's side of a recorded conversation.",
+        roots[0],
+        own,
+    )
     return out
 
 

@@ -1,24 +1,20 @@
 """Drive the real `acp-server` in a subprocess with raw JSON lines (a test helper).
 
-`AcpProcess` spawns `python -m acp_server serve --sessions-dir DIR ...`, writes whatever bytes a
-test gives it, and reads stdout line by line with timeouts. Both stdout and stderr are drained by
-threads from the start, so a chatty server can never block on a full pipe, and every stdout line
-is kept (`stdout_lines`) for checks over the whole transcript.
+`AcpProcess` spawns `python -m acp_server serve --sessions-dir DIR ...` through the package's
+`ServerProcess` (stdout and stderr drained by threads from the start, every stdout line kept in
+`stdout_lines`), writes whatever bytes a test gives it, and reads JSON-RPC frames with timeouts
+that fail the test.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from acp_server.client.process import ServerProcess, serve_command
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -35,7 +31,7 @@ class ServerExited(AssertionError):
     """The server's stdout ended while a test was waiting for a frame."""
 
 
-class AcpProcess:
+class AcpProcess(ServerProcess):
     def __init__(
         self,
         sessions_dir: Path | str | None,
@@ -44,64 +40,12 @@ class AcpProcess:
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
     ) -> None:
-        if command is None:
-            command = [sys.executable, "-m", "acp_server", "serve"]
-            if sessions_dir is not None:
-                command += ["--sessions-dir", str(sessions_dir)]
-        self.command = [*command, *args]
-        self.process = subprocess.Popen(
-            self.command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})},
-            bufsize=0,
-            preexec_fn=preexec_fn,
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self._stdin = self.process.stdin
-        self.stdout_lines: list[bytes] = []
-        """Every complete line the server wrote to stdout, in order (without the newline)."""
-        self.stdout_tail = b""
-        """Bytes after the last newline when stdout ended (must stay empty)."""
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._stderr = bytearray()
+        argv = serve_command(sessions_dir) if command is None else list(command)
+        self.command = [*argv, *args]
+        super().__init__(self.command, env=env, preexec_fn=preexec_fn)
         self._next_id = 1000
-        self._threads = [
-            threading.Thread(target=self._drain_stdout, daemon=True),
-            threading.Thread(target=self._drain_stderr, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    # -- plumbing -----------------------------------------------------------------------------
-
-    def _drain_stdout(self) -> None:
-        assert self.process.stdout is not None
-        pending = b""
-        while chunk := os.read(self.process.stdout.fileno(), 1 << 16):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self.stdout_lines.append(line)
-                self._lines.put(line)
-        self.stdout_tail = pending
-        self._lines.put(None)
-
-    def _drain_stderr(self) -> None:
-        assert self.process.stderr is not None
-        while chunk := os.read(self.process.stderr.fileno(), 1 << 16):
-            self._stderr += chunk
-
-    @property
-    def stderr(self) -> str:
-        return self._stderr.decode("utf-8", "replace")
 
     # -- writing ------------------------------------------------------------------------------
-
-    def send_raw(self, data: bytes) -> None:
-        """Write exactly these bytes to the server's stdin."""
-        self._stdin.write(data)
 
     def send(self, message: Any) -> None:
         """One message as one line: a dict/list is JSON-encoded, bytes/str are sent as given."""
@@ -133,17 +77,16 @@ class AcpProcess:
         self.send(message)
 
     def close_stdin(self) -> None:
-        self._stdin.close()
+        self.close_input()
 
     # -- reading ------------------------------------------------------------------------------
 
     def read_line(self, timeout: float = DEFAULT_TIMEOUT) -> bytes:
         try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
+            line = self.next_line(timeout)
+        except TimeoutError:
             raise AssertionError(f"no frame within {timeout}s; stderr:\n{self.stderr}") from None
         if line is None:
-            self._lines.put(None)  # stay at end of output for later reads
             raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
         return line
 
@@ -151,11 +94,10 @@ class AcpProcess:
         """The next stdout line, or None if none arrives within `timeout` seconds (which may
         be 0); `ServerExited` once stdout has ended."""
         try:
-            line = self._lines.get(timeout=timeout) if timeout > 0 else self._lines.get_nowait()
-        except queue.Empty:
+            line = self.next_line(timeout)
+        except TimeoutError:
             return None
         if line is None:
-            self._lines.put(None)
             raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
         return line
 
@@ -231,13 +173,11 @@ class AcpProcess:
     def assert_silent(self, timeout: float = 0.3) -> None:
         """No frame arrives within `timeout` seconds."""
         try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
+            line = self.next_line(timeout)
+        except TimeoutError:
             return
-        if line is None:
-            self._lines.put(None)
-            return
-        raise AssertionError(f"unexpected frame: {line!r}")
+        if line is not None:
+            raise AssertionError(f"unexpected frame: {line!r}")
 
     def initialize(self) -> dict[str, Any]:
         return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
@@ -245,45 +185,15 @@ class AcpProcess:
     # -- ending -------------------------------------------------------------------------------
 
     def wait(self, timeout: float = DEFAULT_TIMEOUT) -> int:
-        code = self.process.wait(timeout=timeout)
-        for thread in self._threads:
-            thread.join(timeout=timeout)
-        return code
+        return super().wait(timeout)
 
     def finish(self, timeout: float = DEFAULT_TIMEOUT) -> int:
         """Close stdin and wait for the exit status."""
-        if not self._stdin.closed:
-            self._stdin.close()
+        self.close_input()
         return self.wait(timeout)
 
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.wait()
-
-    def __enter__(self) -> AcpProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if not self._stdin.closed:
-                self._stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            self.process.wait(timeout=DEFAULT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        for thread in self._threads:
-            thread.join(timeout=DEFAULT_TIMEOUT)
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
+    def close(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        super().close(timeout)
 
 
 def assert_jsonrpc_frame(line: bytes) -> dict[str, Any]:

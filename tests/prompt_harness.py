@@ -28,6 +28,7 @@ from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
 from fixtures_builder import Scenario, write_fixture
 from pydantic import BaseModel
 
+from acp_server.core.json_values import map_strings
 from acp_server.storage.log import read_log
 
 TIMEOUT = 10.0
@@ -84,18 +85,13 @@ def exact_model(model: type[BaseModel], value: Any, what: str) -> None:
 
 def replace_strings(value: Any, replacements: list[tuple[str, str]]) -> Any:
     """`value` with every occurrence of each `old` in its strings (keys too) replaced by `new`."""
-    if isinstance(value, str):
+
+    def replace(text: str) -> str:
         for old, new in replacements:
-            value = value.replace(old, new)
-        return value
-    if isinstance(value, list):
-        return [replace_strings(item, replacements) for item in value]
-    if isinstance(value, dict):
-        return {
-            replace_strings(k, replacements): replace_strings(v, replacements)
-            for k, v in value.items()
-        }
-    return value
+            text = text.replace(old, new)
+        return text
+
+    return map_strings(value, replace)
 
 
 @dataclass

@@ -65,6 +65,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.history import expand_history_records, to_history_records
+from acp_server.core.paging import PageCut
 from acp_server.storage import log_index
 from acp_server.storage.log import Compression, CorruptLog, read_log
 from acp_server.storage.log_index import LogIndex
@@ -885,6 +886,24 @@ def test_an_ignorable_unknown_event_of_any_data_shape_does_not_break_the_index(
     assert index.page(len(body), 50)[1] == body
     assert index.subagent_children == set()
     assert os.path.getsize(path) == index.indexed_bytes
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_refresh_after_the_file_was_replaced_by_a_shorter_log_indexes_the_new_one(
+    tmp_path: Path, compression: Compression
+) -> None:
+    longer, shorter = conversation(3), conversation(1)
+    path = write_log(tmp_path / "a", "s", [longer], compression=compression)
+    index = LogIndex.build(path)
+    assert index.page(len(longer), 50)[1] == pack_chunk_runs(longer)
+    replacement = write_log(tmp_path / "b", "t", [shorter], compression=compression)
+    os.replace(replacement, path)
+
+    index.refresh()
+
+    assert index.header.id == "t"
+    assert index.length == len(shorter)
+    assert index.page(len(shorter), 50) == (PageCut(0, len(shorter)), pack_chunk_runs(shorter))
 
 
 # ---------------------------------------------------------------------------------------------

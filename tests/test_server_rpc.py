@@ -18,6 +18,8 @@ from anyio import wait_all_tasks_blocked
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.core.ids import InvalidSessionId
+from acp_server.core.rpc_error import ErrorObject
+from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture
 from acp_server.server.agent import AcpAgent
 from acp_server.server.errors import (
     ClientError,
@@ -27,7 +29,7 @@ from acp_server.server.errors import (
     UnknownSession,
     to_rpc_error,
 )
-from acp_server.server.rpc import Connection
+from acp_server.server.rpc import Connection, Dispatched, dispatched
 from acp_server.server.sessions import (
     ListEntry,
     SessionRegistry,
@@ -480,53 +482,6 @@ async def test_end_of_input_fails_waiters_and_later_requests() -> None:
             await connection.request("fs/read_text_file", {})
 
 
-async def test_session_cancel_releases_a_waiter_the_client_never_answers(tmp_path: Path) -> None:
-    registry = SessionRegistry(SessionStore(tmp_path))
-    holder: list[Connection] = []
-
-    def setup(connection: Connection) -> None:
-        holder.append(connection)
-        AcpAgent(connection, registry).install()
-
-    async with connected(setup) as peer:
-        connection = holder[0]
-        await peer.send(request(1, "session/new", {"cwd": "/w", "mcpServers": []}))
-        session_id = (await peer.frame())["result"]["sessionId"]
-        session = registry.get(session_id)
-        outcome: list[str] = []
-
-        async def ask_permission() -> None:
-            with session.cancellable():
-                await connection.request("session/request_permission", {"sessionId": session_id})
-                outcome.append("answered")
-            outcome.append("cancelled" if session.cancel_requested else "?")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ask_permission)
-            asked = await peer.frame()
-            assert asked["method"] == "session/request_permission"
-            assert connection.pending_requests == 1 and session.open_scopes == 1
-            await peer.send(
-                {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
-            )
-        assert outcome == ["cancelled"]
-        assert connection.pending_requests == 0 and session.open_scopes == 0
-        assert await peer.frame() == {
-            "jsonrpc": "2.0",
-            "method": "$/cancel_request",
-            "params": {"requestId": asked["id"]},
-        }
-        session.begin_turn()
-        assert not session.cancel_requested
-    await registry.close_all()  # what `acp-server serve` does at end of input
-    assert registry.live == {}
-    SessionStore(tmp_path).continue_session(session_id, 0).writer.close()  # the lock was released
-
-
-# ---------------------------------------------------------------------------------------------
-# The error table and session/list paging, directly.
-
-
 def test_error_table() -> None:
     assert (
         to_rpc_error(InvalidSessionId("bad id")).to_wire()
@@ -598,7 +553,11 @@ async def test_the_agent_port_reaches_the_client_with_its_capabilities(tmp_path:
     holder: list[AcpAgent] = []
 
     def setup(connection: Connection) -> None:
-        agent = AcpAgent(connection, SessionRegistry(SessionStore(tmp_path)))
+        agent = AcpAgent(
+            connection,
+            SessionRegistry(SessionStore(tmp_path)),
+            ReplayProvider.from_path(bundled_demo_fixture()),
+        )
         agent.install()
         holder.append(agent)
 
@@ -654,9 +613,12 @@ async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Pat
     )
     steps: list[str] = []
 
+    running = anyio.CancelScope()
+    session.turn = running  # type: ignore[assignment]  # what closing needs of a Turn: cancel()
+
     async def turn() -> None:
         with session.activity():
-            with session.cancellable():
+            with running:
                 await anyio.sleep_forever()
             steps.append("cancelled")
             await anyio.lowlevel.checkpoint()  # e.g. logging the turn's end
@@ -669,3 +631,35 @@ async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Pat
         steps.append("closed")
     assert steps == ["cancelled", "logged", "closed"]
     assert session.writer.closed and registry.live == {}
+
+
+def test_a_dispatched_error_without_data_is_read_back_with_data_unset() -> None:
+    response = {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": 1}
+
+    assert dispatched(response) == Dispatched(
+        ErrorObject(-32601, "Method not found", msgspec.UNSET), None
+    )
+
+
+def test_a_dispatched_error_keeps_its_data() -> None:
+    response = {
+        "jsonrpc": "2.0",
+        "error": {"code": -32602, "message": "Invalid params", "data": {"path": "$.cwd"}},
+        "id": 1,
+    }
+
+    assert dispatched(response) == Dispatched(
+        ErrorObject(-32602, "Invalid params", {"path": "$.cwd"}), None
+    )
+
+
+def test_a_dispatched_result_is_passed_through_as_the_same_object() -> None:
+    call = object()
+
+    result = dispatched({"jsonrpc": "2.0", "result": call, "id": 1})
+
+    assert result is not None and result.error is None and result.result is call
+
+
+def test_an_unanswered_notification_dispatches_to_nothing() -> None:
+    assert dispatched(None) is None

@@ -80,6 +80,7 @@ from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
 from ..storage.log import LogWriteFailed
 from .failures import ModelRequestFailed
+from .limits import DEFAULT_MAX_STEPS
 from .ports import ClientPort
 from .recorder import SessionRecorder
 from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
@@ -88,7 +89,6 @@ log = logging.getLogger(__name__)
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
-DEFAULT_MAX_STEPS: Final = 50
 CANCELLED_RESULT_TEXT: Final = "cancelled"
 
 _FINISHES: Final[dict[FinishReason, tuple[Callable[[], TurnEndReason], StopReason]]] = {

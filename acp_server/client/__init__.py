@@ -5,7 +5,9 @@ small async client that spawns the server and speaks to it.
   contiguous event list out, gaps reported as values, broken history refused;
 - `connection`: `AcpClient`, an anyio JSON-RPC client over a spawned `acp-server` process;
 - `follow`: `Follow`, a `session.follow` subscription whose journal stays gapless across
-  overflows.
+  overflows;
+- `process`: `ServerProcess`, the server as a subprocess driven line by line from plain
+  threads (the snapshot runner and the tests), and `serve_command`, the command both spawn.
 """
 
 from ..core.history import HistoryProtocolError

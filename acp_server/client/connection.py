@@ -26,7 +26,6 @@ import itertools
 import logging
 import os
 import subprocess
-import sys
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -44,12 +43,14 @@ import msgspec
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
+from msgspec import UNSET
 
 from ..core.events import SessionEvent
 from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, RpcError
 from .follow import Follow, walk_older
 from .journal import Journal
+from .process import SERVE_COMMAND, serve_command
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ async def answer_server_request(method: str, params: Any) -> Any:
             (o["optionId"] for o in options if o.get("kind") == "allow_once"), "allow_once"
         )
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
-    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    raise RpcError(f"Method not found: {method}", code=METHOD_NOT_FOUND)
 
 
 class Page(NamedTuple):
@@ -164,10 +165,8 @@ class AcpClient:
         On exit its stdin is closed and it is given `shutdown_timeout` seconds to exit before it
         is killed; `client.process.returncode` is its exit status.
         """
-        command = list(argv) if argv is not None else [sys.executable, "-m", "acp_server", "serve"]
-        if sessions_dir is not None:
-            command += ["--sessions-dir", str(sessions_dir)]
-        command += args
+        program = SERVE_COMMAND if argv is None else argv
+        command = serve_command(sessions_dir, *args, program=program)
         process = await anyio.open_process(
             command,
             stdin=subprocess.PIPE,
@@ -246,7 +245,9 @@ class AcpClient:
         if "error" in frame:
             error = frame["error"]
             raise RpcError(
-                error.get("code", INTERNAL_ERROR), error.get("message", ""), error.get("data")
+                error.get("message", ""),
+                error.get("data", UNSET),
+                code=error.get("code", INTERNAL_ERROR),
             )
         return frame.get("result")
 
@@ -458,9 +459,9 @@ class AcpClient:
         await walk_older(self, address, journal, max_messages)
         return journal
 
-    # -- for Follow ----------------------------------------------------------------------------
+    # -- for Follow (`FollowClient`) -----------------------------------------------------------
 
-    def _route_follow(
+    def route_follow(
         self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]
     ) -> None:
         """Send this subscription's frames to `send` (called by the reader, see `request`)."""
@@ -469,7 +470,7 @@ class AcpClient:
         else:
             self._follows[subscription_id] = send
 
-    def _unroute_follow(self, subscription_id: str | None) -> None:
+    def unroute_follow(self, subscription_id: str | None) -> None:
         if subscription_id is not None:
             self._follows.pop(subscription_id, None)
 

@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from ..core.rpc_error import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-
-
-class RpcError(Exception):
-    """A JSON-RPC error: the server's answer to a request, or ours to one of its requests."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} ({code})")
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_wire(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "METHOD_NOT_FOUND", "ConnectionClosed", "RpcError"]
 
 
 class ConnectionClosed(Exception):

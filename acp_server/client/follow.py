@@ -21,22 +21,54 @@ behind it on the wire). All journal changes happen in the iterating task, so a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ..core.events import SessionEvent
 from ..core.history import HistoryProtocolError
 from .errors import INVALID_PARAMS, ConnectionClosed, RpcError
 from .journal import Gap, Journal
 
-if TYPE_CHECKING:
-    from .connection import AcpClient
-
 CLEANUP_TIMEOUT = 5.0
 """How long a failed `start` waits for its `session.unfollow` to be answered."""
+
+
+class PageResult(Protocol):
+    """What `FollowClient.page` returns: the records as sent, and `hasMore`."""
+
+    @property
+    def records(self) -> list[Any]: ...
+
+    @property
+    def has_more(self) -> bool: ...
+
+
+class FollowClient(Protocol):
+    """What a `Follow` needs of its connection (`AcpClient` is one)."""
+
+    async def request(
+        self, method: str, params: Any = None, *, on_result: Callable[[Any], None] | None = None
+    ) -> Any: ...
+
+    async def page(
+        self,
+        address: Mapping[str, str],
+        through_seq: int,
+        before_seq: int | None = None,
+        max_messages: int = ...,
+    ) -> PageResult: ...
+
+    def route_follow(
+        self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]
+    ) -> None:
+        """Send this subscription's frames to `send` from now on."""
+
+    def unroute_follow(self, subscription_id: str | None) -> None:
+        """Stop sending this subscription's frames."""
 
 
 class Follow:
@@ -46,7 +78,7 @@ class Follow:
     header: Any
     """The session's header, as the snapshot sent it."""
 
-    def __init__(self, client: AcpClient, address: Mapping[str, str], max_messages: int) -> None:
+    def __init__(self, client: FollowClient, address: Mapping[str, str], max_messages: int) -> None:
         self.client = client
         self.address = dict(address)
         self.max_messages = max_messages
@@ -63,7 +95,7 @@ class Follow:
 
     @classmethod
     async def start(
-        cls, client: AcpClient, address: Mapping[str, str], max_messages: int
+        cls, client: FollowClient, address: Mapping[str, str], max_messages: int
     ) -> Follow:
         follow = cls(client, address, max_messages)
         try:
@@ -86,7 +118,7 @@ class Follow:
     def _route(self, result: Any) -> None:
         """Called by the reader with the result, before the frames that follow it are read."""
         self.subscription_id = result["subscriptionId"]
-        self.client._route_follow(result["subscriptionId"], self._send)
+        self.client.route_follow(result["subscriptionId"], self._send)
 
     # -- new events ----------------------------------------------------------------------------
 
@@ -178,7 +210,7 @@ class Follow:
         subscription_id, self.subscription_id = self.subscription_id, None
         if subscription_id is None:
             return
-        self.client._unroute_follow(subscription_id)
+        self.client.unroute_follow(subscription_id)
         try:
             await self.client.request("session.unfollow", {"subscriptionId": subscription_id})
         except RpcError as exc:
@@ -202,7 +234,7 @@ class Follow:
 
 
 async def prepend_older_page(
-    client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int
+    client: FollowClient, address: Mapping[str, str], journal: Journal, max_messages: int
 ) -> None:
     """Page the events just before the journal's head (`beforeSeq = first_seq`) and prepend them."""
     page = await client.page(
@@ -212,7 +244,7 @@ async def prepend_older_page(
 
 
 async def walk_older(
-    client: AcpClient, address: Mapping[str, str], journal: Journal, max_messages: int
+    client: FollowClient, address: Mapping[str, str], journal: Journal, max_messages: int
 ) -> None:
     """Prepend older pages, newest to oldest, until the journal starts at seq 0."""
     while journal.has_older:

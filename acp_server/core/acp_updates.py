@@ -12,11 +12,9 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from .events import (
-    AssistantToolCall,
     ContentBlock,
     DiffContent,
     PlanEntry,
-    TextContent,
     ToolResultData,
 )
 
@@ -171,10 +169,6 @@ def tool_call_started(call_id: str, name: str, arguments: str) -> ToolCallStarte
     )
 
 
-def tool_call_block_started(block: AssistantToolCall) -> ToolCallStarted:
-    return tool_call_started(block.id, block.name, block.arguments)
-
-
 def tool_call_in_progress(call_id: str) -> ToolCallUpdated:
     return ToolCallUpdated(call_id, "in_progress")
 
@@ -189,10 +183,6 @@ def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
             content.append(ToolContent(item))
     status: ToolCallStatus = "failed" if result.is_error is True else "completed"
     return ToolCallUpdated(result.call_id, status, content, result.raw_output)
-
-
-def text_block(text: str) -> TextContent:
-    return TextContent(text)
 
 
 def assistant_message_id(turn: int, step: int) -> str:

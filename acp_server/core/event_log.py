@@ -16,13 +16,11 @@ from typing import cast
 from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord, expand_row, pack_chunk_runs
 from .events import (
     AssistantChunk,
-    AssistantMessageEvent,
     SessionEvent,
     StepStart,
     TurnStart,
-    UserMessageEvent,
 )
-from .paging import PageCut, clip_records, page_cut, record_count, record_start
+from .paging import PageCut, clip_records, message_cut, page_cut, record_count, record_start
 
 
 class EventLog:
@@ -72,10 +70,10 @@ class EventLog:
         self.records.append(record)
         self.starts.append(start)
         self.length = start + record_count(record)
-        if type(record) is UserMessageEvent or type(record) is AssistantMessageEvent:
-            source = record.source_range
+        cut = message_cut(record, start)
+        if cut is not None:
             self.message_seqs.append(start)
-            self.message_cuts.append(min(start, source[0]) if isinstance(source, tuple) else start)
+            self.message_cuts.append(cut)
         elif type(record) is TurnStart:
             self.turn_starts.append(start)
         elif type(record) is StepStart:

@@ -24,7 +24,7 @@ from .chunk_rows import (
     ToolCallChunks,
     ToolCallChunksData,
 )
-from .events import KnownEvent, UnknownEvent
+from .events import AssistantMessageEvent, KnownEvent, UnknownEvent, UserMessageEvent
 
 
 def record_count(record: StorageRecord) -> int:
@@ -58,6 +58,20 @@ class PageCut:
     @property
     def has_more(self) -> bool:
         return self.start > 0
+
+
+def message_cut(record: object, seq: int) -> int | None:
+    """For a `user/message` or `assistant/message` at `seq`: the lowest of `seq` and its
+    `sourceRange` start, where a page holding it must begin (so that a message and its chunks
+    land on one page). None for any other record.
+
+    What `page_cut` is given, per message, by everything that indexes messages.
+    """
+    kind = type(record)
+    if kind is UserMessageEvent or kind is AssistantMessageEvent:
+        source = record.source_range  # type: ignore[attr-defined]
+        return min(seq, source[0]) if type(source) is tuple else seq
+    return None
 
 
 def page_cut(

@@ -32,6 +32,17 @@ from .events import (
 )
 from .header import SessionHeader
 
+FIXTURE_NAME: Final = "session.jsonl"
+"""A scenario's (or an exported session's) top-level fixture."""
+OVERRIDE_NAME: Final = "replay.override.json"
+"""The override sidecar beside a fixture."""
+CHILD_FIXTURE_NAME: Final = re.compile(r"session\.([1-9][0-9]*)\.jsonl")
+"""A subagent's fixture: `session.N.jsonl`, N counting the children from 1."""
+
+
+def child_fixture_name(number: int) -> str:
+    return f"session.{number}.jsonl"
+
 
 class ReplayError(Exception):
     """A fixture, override or script cannot be used; the message says exactly where and why."""

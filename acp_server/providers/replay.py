@@ -8,17 +8,18 @@ per-session cursors.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Final
 
 import anyio
 
 from ..core.events import StreamChunk
 from ..core.replay_script import (
+    CHILD_FIXTURE_NAME,
+    FIXTURE_NAME,
+    OVERRIDE_NAME,
     HangEntry,
     ReplayError,
     ScriptEntry,
@@ -33,10 +34,6 @@ from ..core.replay_script import (
 from .base import ModelRequest, ProviderError, request_text
 
 log = logging.getLogger(__name__)
-
-FIXTURE_NAME: Final = "session.jsonl"
-OVERRIDE_NAME: Final = "replay.override.json"
-_CHILD_NAME: Final = re.compile(r"session\.([1-9][0-9]*)\.jsonl")
 
 
 @dataclass
@@ -110,7 +107,7 @@ class ReplayProvider:
         numbered = sorted(
             (int(m.group(1)), p)
             for p in directory.iterdir()
-            if (m := _CHILD_NAME.fullmatch(p.name)) is not None
+            if (m := CHILD_FIXTURE_NAME.fullmatch(p.name)) is not None
         )
         children = []
         for expected, (number, child) in enumerate(numbered, start=1):

@@ -1,9 +1,11 @@
-"""The ACP agent side: method handlers for initialize, authentication and the session lifecycle.
+"""The ACP agent side: the method handlers of one connection (SPEC 4).
 
 Each handler takes the raw params value, converts it to its `protocol` type with msgspec (a
 wrong field is a -32602 naming it), checks what the schema cannot say (absolute paths, session
-id syntax), and calls the `SessionRegistry`. `session/prompt` and `session/load` come with the
-agent loop; until then they are unknown methods (-32601), like any other unregistered method.
+id syntax), and calls the `SessionRegistry` for the session lifecycle. `session/prompt` and
+`session/load` run through `Conversations` (the agent loop over the model provider),
+`session/cancel` cancels a session's running turn, and `History` serves the history methods
+(SPEC 3). `ConnectionPort` is how the agent loop and its tools reach the client.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from msgspec import UNSET, UnsetType
 
 from .. import __version__
 from ..agent import ports
+from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.ids import InvalidSessionId, validate_session_id
-from .config import DEFAULT_MAX_STEPS, ServeConfig
+from .config import ServeConfig
 from .errors import InvalidParams, echoed
 from .history import History
 from .protocol import (
@@ -143,8 +146,8 @@ class AcpAgent:
         self,
         connection: Connection,
         sessions: SessionRegistry,
+        provider: Provider,
         config: ServeConfig | None = None,
-        provider: Provider | None = None,
     ) -> None:
         self.connection = connection
         self.sessions = sessions
@@ -155,15 +158,11 @@ class AcpAgent:
         self.client_protocol_version: int | None = None
         self.port = ConnectionPort(self)
         """What the agent loop and tools use to reach the client."""
-        self.conversations = (
-            Conversations(
-                sessions,
-                provider,
-                self.port,
-                max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
-            )
-            if provider is not None
-            else None
+        self.conversations = Conversations(
+            sessions,
+            provider,
+            self.port,
+            max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
         )
 
     def install(self) -> None:
@@ -176,9 +175,8 @@ class AcpAgent:
         route("session/list", self.list_sessions)
         route("session/close", self.close_session)
         route("session/delete", self.delete_session)
-        if self.conversations is not None:
-            route("session/prompt", self.prompt)
-            route("session/load", self.load_session)
+        route("session/prompt", self.prompt)
+        route("session/load", self.load_session)
         self.connection.route_notification("session/cancel", self.cancel)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
@@ -213,8 +211,7 @@ class AcpAgent:
             additional_directories=request.additional_directories,
             mcp_servers=request.mcp_servers,
         )
-        if self.conversations is not None:
-            self.conversations.bind(session)
+        self.conversations.bind(session)
         return NewSessionResponse(session_id=session.id)
 
     async def resume_session(self, params: Any) -> Empty:
@@ -228,12 +225,10 @@ class AcpAgent:
             additional_directories=request.additional_directories,
             mcp_servers=request.mcp_servers,
         )
-        if self.conversations is not None:
-            self.conversations.bind(session)
+        self.conversations.bind(session)
         return Empty()
 
     async def prompt(self, params: Any) -> PromptResponse:
-        assert self.conversations is not None
         request = convert(params, PromptRequest)
         session = self.sessions.get(check_session_id(request.session_id))
         stop = await self.conversations.prompt(session, request.prompt)
@@ -245,7 +240,6 @@ class AcpAgent:
         With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
         (SPEC 4.2), and the answer's `_meta["acp-server"]` says where the replay started.
         """
-        assert self.conversations is not None
         request = convert(params, LoadSessionRequest)
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")

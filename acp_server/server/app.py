@@ -115,14 +115,14 @@ class BundledDemoProvider:
         return self._provider().stream(request)
 
 
-async def serve(config: ServeConfig, fds: StdioFds, provider: Provider | None = None) -> int:
+async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
     writer = FrameWriter(fds.output)
     connection = Connection(writer)
     store = SessionStore(config.sessions_dir, pack=config.pack, compression=config.compression)
     sessions = SessionRegistry(store)
-    AcpAgent(connection, sessions, config, provider).install()
+    AcpAgent(connection, sessions, provider, config).install()
     status = 0
 
     async def watch_signals() -> None:

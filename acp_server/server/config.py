@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
+from ..agent.limits import DEFAULT_MAX_STEPS
 from ..providers.secret import Secret
 from ..storage.log import Compression
 from .transport import DEFAULT_MAX_LINE_BYTES
 
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
-DEFAULT_MAX_STEPS: Final = 50
 ProviderName = Literal["llm-replay", "openai"]
 
 

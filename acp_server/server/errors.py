@@ -20,8 +20,8 @@ traceback goes to the log on stderr and never to the wire.
 | -32013 | `StorageFailure`     | the machine refused a file operation: `data` is `{"reason", "errno"}`, e.g. `{"reason": "disk-full", "errno": "ENOSPC"}` (reasons in `STORAGE_REASONS`) |
 
 A value the peer sent (or a log holds) is quoted in a message through `echoed`, which cuts it
-to `ECHO_CHARS`; and no message goes out longer than `MAX_MESSAGE_CHARS` (its middle is cut,
-so that msgspec's ` - at `$.path`` stays): an error never sends a megabyte back.
+to `ECHO_CHARS`; and no message goes out longer than `core.rpc_error.MAX_MESSAGE_CHARS` (its
+middle is cut, so that msgspec's ` - at `$.path`` stays): an error never sends a megabyte back.
 
 -32010 to -32013 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
 ACP itself uses there (-32000 authentication required, -32002 resource not found); see
@@ -34,61 +34,27 @@ import errno
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
+from ..core.rpc_error import RpcError
 from ..storage.log import CorruptLog, LogLocked, LogWriteFailed, UnsupportedVersion
 from ..storage.store import SessionNotFound
 
 log = logging.getLogger(__name__)
 
 ECHO_CHARS: Final = 200
-MAX_MESSAGE_CHARS: Final = 1000
 
 
 def echoed(value: object, limit: int = ECHO_CHARS) -> str:
     """`value` quoted in an error message: its repr, cut to `limit` characters and "..."."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _bounded(message: str) -> str:
-    if len(message) <= MAX_MESSAGE_CHARS:
-        return message
-    tail = MAX_MESSAGE_CHARS // 10
-    return message[: MAX_MESSAGE_CHARS - tail - 3] + "..." + message[-tail:]
-
-
-class ErrorObject(msgspec.Struct, omit_defaults=True, gc=False):
-    """A JSON-RPC error object as it goes on the wire."""
-
-    code: int
-    message: str
-    data: Any | UnsetType = UNSET
-
-
-class RpcError(Exception):
-    """An error the peer may see: `CODE`, a one-sentence message, optional structured `data`."""
-
-    CODE: ClassVar[int] = -32603
-    MESSAGE: ClassVar[str] = "Internal error"
-
-    def __init__(self, message: str | None = None, data: Any | UnsetType = UNSET) -> None:
-        self.message = _bounded(message) if message is not None else self.MESSAGE
-        self.data = data
-        super().__init__(self.message)
-
-    @property
-    def code(self) -> int:
-        return self.CODE
-
-    def to_wire(self) -> ErrorObject:
-        return ErrorObject(self.CODE, self.message, self.data)
 
 
 class ParseError(RpcError):

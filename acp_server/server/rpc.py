@@ -3,9 +3,10 @@
 Inbound lines are first probed with msgspec into an `Envelope` (params, result and error kept
 as `msgspec.Raw`: scanned, not decoded). The probe tells a response to one of our requests
 from a request or notification of the client's, and finds the id that `$/cancel_request` will
-name. Requests and notifications are then dispatched by `jsonrpcserver`
-(`dispatch_to_response`, given a msgspec deserializer and the light validator below instead of
-its jsonschema one), synchronously, in arrival order:
+name. Requests and notifications are then dispatched by `jsonrpcserver` through its public
+API alone (`dispatch_to_serializable`, given a msgspec deserializer and the light validator
+below instead of its jsonschema one; see docs/decisions/jsonrpcserver-public-api.md),
+synchronously, in arrival order:
 
 - a request's method is resolved and its arguments bound by jsonrpcserver, which answers
   unknown methods (-32601) and malformed requests itself. For a coroutine handler, the method
@@ -33,7 +34,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -41,18 +42,17 @@ import msgspec
 from anyio.abc import TaskGroup
 from msgspec import UNSET
 
+from ..core.rpc_error import ErrorObject, RpcError
 from .errors import (
     ClientError,
     ConnectionClosed,
-    ErrorObject,
     InternalError,
     InvalidRequest,
     ParseError,
     RequestCancelled,
-    RpcError,
     to_rpc_error,
 )
-from .jsonrpc_core import NODATA, Error, ErrorResponse, Left, Result, Success, dispatch_to_response
+from .jsonrpc_core import Error, Result, Success, dispatch_to_serializable
 from .transport import DEFAULT_MAX_LINE_BYTES, LineFramer, Oversized
 
 log = logging.getLogger(__name__)
@@ -297,9 +297,9 @@ def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
                 return Success(handler(params.value))
             except Exception as exc:
                 error = to_rpc_error(exc, name)
-                return Error(
-                    error.code, error.message, NODATA if error.data is UNSET else error.data
-                )
+                if error.data is UNSET:  # jsonrpcserver omits `data` only when none is given
+                    return Error(error.code, error.message)
+                return Error(error.code, error.message, error.data)
 
     method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]
     return method
@@ -318,10 +318,22 @@ def _notification_method(name: str, handler: NotificationHandler) -> Callable[[P
     return method
 
 
-def _error_of(response: ErrorResponse) -> ErrorObject:
-    return ErrorObject(
-        response.code, response.message, UNSET if response.data is NODATA else response.data
-    )
+class Dispatched(NamedTuple):
+    """What jsonrpcserver made of one message: its error, or else its method's result."""
+
+    error: ErrorObject | None
+    result: Any
+
+
+def dispatched(response: dict[str, Any] | None) -> Dispatched | None:
+    """One of `dispatch_to_serializable`'s response dicts read back (None: a notification it
+    does not answer)."""
+    if response is None:
+        return None
+    error = response.get("error")
+    if error is None:
+        return Dispatched(None, response["result"])
+    return Dispatched(ErrorObject(error["code"], error["message"], error.get("data", UNSET)), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +497,7 @@ class Connection:
                 scope.cancel()
         self._task_group = None
 
-    def start_soon(self, task: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def start_soon(self, task: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run `task` in the background for as long as the connection serves."""
         if self._task_group is None:
             raise ConnectionClosed("the connection is not serving")
@@ -514,12 +526,6 @@ class Connection:
             waiter.event.set()
         if pending:
             log.info("end of input: %d outbound request(s) left unanswered", len(pending))
-
-    async def receive(self, line: bytes | Oversized) -> None:
-        """Handle one inbound line (or oversized-line event)."""
-        frame = self._receive_safely(line)
-        if frame is not None:
-            await self._sink.send(frame)
 
     def _receive_safely(self, line: bytes | Oversized) -> bytes | None:
         try:
@@ -565,23 +571,24 @@ class Connection:
                 InvalidRequest("Invalid request: a request with this id is still in flight"),
             )
         response = self._dispatch(envelope, self._notifications if notification else self._requests)
-        if isinstance(response, Left):  # unknown method, bad params, an inline handler's error
-            error: ErrorResponse = response._error
+        if response is not None and response.error is not None:
+            # An unknown method, bad params, an inline handler's error.
+            error = response.error
             if error.code == ParseError.CODE:
                 # The params are not valid JSON text (say, invalid UTF-8 in a string): the
                 # message as a whole is unparsable, so it is answered like any parse error.
                 return error_frame(None, ParseError(f"Parse error: {error.data}"))
             if notification:
                 return None
-            return encode_frame(_ErrorResponse("2.0", request_id, _error_of(error)))
-        if notification:
+            return encode_frame(_ErrorResponse("2.0", request_id, error))
+        if notification or response is None:
             return None
-        call = response._value.result
+        call = response.result
         if not isinstance(call, Call):  # an inline handler's result
             return result_frame(request_id, call)
         task_group = self._task_group
         if task_group is None:
-            raise RuntimeError("Connection.receive called outside serve()")
+            raise RuntimeError("a request arrived outside serve()")
         scope = anyio.CancelScope()
         if request_id is not None:
             self._inflight[request_id] = scope
@@ -591,13 +598,17 @@ class Connection:
         task_group.start_soon(self._run, request_id, call, scope)
         return None
 
-    def _dispatch(self, envelope: Envelope, table: Mapping[str, Callable[[Params], Result]]) -> Any:
-        return dispatch_to_response(
-            envelope,  # type: ignore[arg-type]  # the deserializer takes probed envelopes too
-            table,  # type: ignore[arg-type]
-            deserializer=deserialize,  # type: ignore[arg-type]
-            validator=validate_request,  # type: ignore[arg-type]
+    def _dispatch(
+        self, envelope: Envelope, table: Mapping[str, Callable[[Params], Result]]
+    ) -> Dispatched | None:
+        response = dispatch_to_serializable(
+            envelope,  # the deserializer takes probed envelopes too
+            table,
+            deserializer=deserialize,
+            validator=validate_request,
         )
+        assert not isinstance(response, list)  # a batch is refused before dispatch
+        return dispatched(response)
 
     def _non_object(self, line: bytes) -> bytes:
         try:

@@ -1,14 +1,16 @@
 """Live sessions and the session lifecycle over the `SessionStore` (SPEC 2.2, 2.5, 4).
 
 A `LiveSession` is a session this process has open for writing: it holds the log's
-`LogWriter` (and so its exclusive lock) from `session/new` or `session/resume` until
-`session/close`, `session/delete` or the end of the connection. `SessionRegistry` owns them all
+`LogWriter` (and so its exclusive lock) from `session/new`, `session/resume` or `session/load`
+until `session/close`, `session/delete` or the end of the connection; a subagent's child session
+is live for the one turn it runs. `SessionRegistry` owns them all
 and runs the store's blocking work (fsyncs, recovery, directory scans) in worker threads, so
 the event loop keeps serving other requests meanwhile. Lifecycle operations on one session id
 are serialized; different sessions never wait for each other.
 
 The `session/list` page logic (ordering, cursors, the cwd filter) is pure and lives in
-`select_page` / `encode_cursor` / `decode_cursor`.
+`select_page` / `encode_cursor` / `decode_cursor`; `list_summary` reads only what a listed
+session's entry shows (its last title and last event time), not its whole log.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import errno
 import fcntl
 import logging
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..agent.recorder import SessionRecorder
+from ..agent.recorder import SessionRecorder, now_ms
 from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_record
 from ..core.event_log import EventLog
 from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
@@ -65,10 +66,6 @@ SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def new_session_id() -> str:
     """A fresh session id: 32 hex digits, which always matches the session id pattern."""
     return uuid.uuid4().hex
@@ -79,15 +76,15 @@ def new_session_id() -> str:
 
 
 class LiveSession:
-    """A session open for writing in this process.
+    """A session open for writing in this process: its recorder (the log's writer and events),
+    the prompt turn running in it, and what the client said for it (directories, MCP servers,
+    tools allowed for the rest of the session).
 
-    `cancel()` is the hook `session/cancel` pulls: it marks the session cancelled and cancels
-    every scope opened with `cancellable()` (the prompt turn's model stream, a permission
-    request waiting for the client...), so nothing waits forever on a client that never
-    answers. `begin_turn()` clears the mark for the next turn.
+    `cancel()` is what `session/cancel` and closing pull: it cancels the running prompt turn,
+    which ends its model stream and any request it is waiting on the client for.
 
     Work that writes to the log (a prompt turn) runs inside `activity()`: closing the session
-    cancels it and waits for it to end before the writer is closed.
+    cancels it and waits for it to end (`wait_idle`) before the writer is closed.
     """
 
     def __init__(
@@ -111,8 +108,6 @@ class LiveSession:
         )
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
-        self.cancel_requested = False
-        self._scopes: set[anyio.CancelScope] = set()
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -125,9 +120,6 @@ class LiveSession:
     def cwd(self) -> str:
         return self.header.cwd
 
-    def begin_turn(self) -> None:
-        self.cancel_requested = False
-
     @property
     def writer(self) -> LogWriter:
         return self.recorder.writer
@@ -137,25 +129,9 @@ class LiveSession:
         return self.recorder.log
 
     def cancel(self) -> None:
-        self.cancel_requested = True
+        """Cancel the running prompt turn, if any (`session/cancel`, and closing the session)."""
         if self.turn is not None:
             self.turn.cancel()
-        for scope in list(self._scopes):
-            scope.cancel()
-
-    @contextlib.contextmanager
-    def cancellable(self) -> Iterator[anyio.CancelScope]:
-        """A cancel scope that `cancel()` cancels; it is forgotten on exit, however it ends."""
-        with anyio.CancelScope() as scope:
-            self._scopes.add(scope)
-            try:
-                yield scope
-            finally:
-                self._scopes.discard(scope)
-
-    @property
-    def open_scopes(self) -> int:
-        return len(self._scopes)
 
     @contextlib.contextmanager
     def activity(self) -> Iterator[None]:

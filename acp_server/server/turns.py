@@ -58,7 +58,6 @@ class Conversations:
             raise busy_error(session.id)
         turn = Turn(self._env(session), prompt)
         session.turn = turn  # claimed before anything awaits: a second prompt is refused
-        session.begin_turn()
         failure: Exception | None = None
         try:
             with session.activity():  # closing the session waits for all of it

@@ -5,27 +5,31 @@ last block of the log (which gives the session's last seq) and nothing more. A p
 indexes backwards, block by block, only as far as its messages reach: the newest page of a
 long session reads the end of the file, not the whole of it. Every line indexed is decoded
 once, type-checked, its rows validated and its seq checked against its neighbours', and the
-records decoded for a page are used for that page directly. What stays is, per record, its
-first seq and where its line is, and per message its seq and the lowest seq of its chunks: a
-later page reads and decodes exactly its own lines. A row is split only where a page boundary
-cuts it, the short rows the flushes wrote are joined, and the page's records are packed
-canonically. The index grows with the file: `refresh()` indexes only what was appended.
+records decoded for a page are used for that page directly. What stays is one `_Entry` per
+record (its first seq and where its line is) and, per message, its seq and the lowest seq of
+its chunks: a later page reads and decodes exactly its own lines. A row is split only where a
+page boundary cuts it, the short rows the flushes wrote are joined, and the page's records are
+packed canonically. The index grows with the file: `refresh()` indexes only what was appended.
 
-A Zstandard log is indexed frame by frame (one frame per append batch): the frame boundaries
-are walked at build from the block headers alone, and a page decompresses only its frames.
+Where lines are and how they are read is a reader's business, chosen once when the log is
+opened: `_PlainReader` steps back through a plain log in blocks of bytes; `_ZstdReader` walks a
+Zstandard log's frame boundaries (one frame per append batch) from the block headers alone and
+steps back frame by frame, decompressing only the frames a page needs.
 
 Reading never changes the file. A torn final line (or frame) is left out until it is complete.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,16 +49,9 @@ from ..core.chunk_rows import (
     pack_chunk_runs,
     validate_row,
 )
-from ..core.events import (
-    MAX_SAFE_INTEGER,
-    AssistantMessageEvent,
-    EventError,
-    KnownEvent,
-    SubagentStart,
-    UserMessageEvent,
-)
+from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, SubagentStart
 from ..core.header import SessionHeader
-from ..core.paging import PageCut, clip_records, page_cut
+from ..core.paging import PageCut, clip_records, message_cut, page_cut
 from ..core.source_range import source_range_problem
 from .log import CorruptLog, complete_frame_after, log_compression, parse_header, zstd_frame_end
 
@@ -68,75 +65,72 @@ PIECE: Final = 64 * 1024
 _records_decoder: Final = msgspec.json.Decoder(KnownEvent | ChunkRow)
 _NEWLINE: Final = re.compile(b"\n")
 
+LineNumber = Callable[[int], int]
+"""The (1-based) line number in the file of line k of a run of lines, for an error."""
+
+
+class _Entry(msgspec.Struct, frozen=True, gc=False):
+    """One indexed record: its first seq, and where its line is."""
+
+    start: int
+    frame: int
+    """Zstandard logs: the frame holding the line (plain logs: 0)."""
+    offset: int
+    """Plain logs: the byte offset of the line. Zstandard: its offset in its frame's text."""
+    length: int
+    """The line's length in bytes, without its newline."""
+
+
+_start: Final = attrgetter("start")
+
+
+@dataclass
+class _Lines:
+    """A run of consecutive complete lines a reader read, and where each of them is."""
+
+    data: bytes
+    """The lines, each followed by a newline (the last may lack it)."""
+    frames: Iterable[int]
+    offsets: Sequence[int]
+    lengths: Sequence[int]
+    where: LineNumber
+
+    def entries(self, starts: Iterable[int]) -> list[_Entry]:
+        """The entries of these lines, given the first seq of each line's record."""
+        return list(map(_Entry, starts, self.frames, self.offsets, self.lengths))
+
 
 @dataclass
 class _Region:
     """What a run of consecutive lines holds, digested for the index and for pages."""
 
-    starts: array
+    starts: list[int]
     """The first seq of each line's record."""
-    message_seqs: array
-    message_cuts: array
+    message_seqs: list[int]
+    message_cuts: list[int]
     children: set[str]
     end: int
     """One past the last seq the region's records stand for."""
     records: list[StorageRecord]
     """The records, with the rows that continue one another joined (the flushes of a long
     stream write many short rows of one run)."""
-    record_starts: array
+    record_starts: list[int]
     """The first seq of each of `records`."""
 
 
-@dataclass(eq=False)
-class LogIndex:
-    path: Path
-    header: SessionHeader
-    compressed: bool
-    body_start: int
-    """Plain logs: the byte offset of line 2 (the first record)."""
-    indexed_bytes: int
-    """How far into the file the complete lines (or frames) reach: any torn tail starts there."""
-    covered_from: int
-    """Where the indexed records begin: a byte offset (plain logs) or a frame index (Zstandard).
-    The index covers a suffix of the log's records, from here to `indexed_bytes`."""
-    length: int = 0
-    """How many events the log's complete records stand for."""
-    starts: array = field(default_factory=lambda: array("q"))
-    """First seq of each indexed record."""
-    offsets: array = field(default_factory=lambda: array("q"))
-    """Plain logs: the byte offset of each record's line. Zstandard: its offset in its frame."""
-    lengths: array = field(default_factory=lambda: array("q"))
-    frames: array = field(default_factory=lambda: array("q"))
-    """Zstandard logs: the frame (index into `frame_offsets`) holding each record."""
-    frame_offsets: array = field(default_factory=lambda: array("q"))
-    frame_ends: array = field(default_factory=lambda: array("q"))
-    message_seqs: array = field(default_factory=lambda: array("q"))
-    message_cuts: array = field(default_factory=lambda: array("q"))
-    _children: set[str] = field(default_factory=set)
-    _fresh: _Region | None = None
-    """What the backward steps of `build` and of the current page decoded (the first indexed
-    records, up to `_fresh.end`), so that the page need not read them again."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    """Pages and refreshes grow the index: one at a time (the server runs them in threads)."""
+IndexLines = Callable[[_Lines], None]
+"""Indexes the lines a reader hands over (raising `CorruptLog` if they are not a valid run)."""
 
-    # -- building ------------------------------------------------------------------------------
 
-    @classmethod
-    def build(cls, path: Path) -> LogIndex:
-        """Read the header and index the last block; the rest is indexed as pages need it."""
-        compressed = log_compression(path) == "zstd"
-        if compressed:
-            index = cls._open_zstd(path)
-        else:
-            index = cls._open_plain(path)
-        step = MIN_FRAMES if compressed else MIN_BLOCK
-        while not index.starts and not index.complete:  # the last record gives the last seq
-            index._step_back(step, keep=True)
-            step *= 2
-        return index
+# ---------------------------------------------------------------------------------------------
+# Readers: where a log's lines are, and reading them.
 
-    @classmethod
-    def _open_plain(cls, path: Path) -> LogIndex:
+
+class _PlainReader:
+    """A plain log: lines are found by byte offset; steps back read blocks of bytes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             head = b""
@@ -146,7 +140,7 @@ class LogIndex:
                 newline = head.find(b"\n")
             if newline < 0:
                 raise CorruptLog(path, 1, "the log has no complete header line")
-            header = parse_header(path, head[:newline])
+            self.header = parse_header(path, head[:newline])
             end = size
             while end > newline + 1:  # the end of the last complete line
                 lo = max(newline + 1, end - MIN_BLOCK)
@@ -156,107 +150,23 @@ class LogIndex:
                     end = lo + last + 1
                     break
                 end = lo
-            end = max(end, newline + 1)
-        return cls(path, header, False, newline + 1, end, covered_from=end)
-
-    @classmethod
-    def _open_zstd(cls, path: Path) -> LogIndex:
-        data = path.read_bytes()
-        view = memoryview(data)
-        frame_offsets, frame_ends = array("q"), array("q")
-        offset = 0
-        while offset < len(data):
-            try:
-                end = zstd_frame_end(view, offset)
-            except ValueError as exc:
-                raise CorruptLog(
-                    path, _zstd_lines_before(path, frame_ends), f"at byte {offset}: {exc}"
-                ) from None
-            if end is None:
-                if complete_frame_after(view, offset):  # damage, not a torn final write
-                    raise CorruptLog(
-                        path,
-                        _zstd_lines_before(path, frame_ends),
-                        f"frame at byte {offset} is incomplete, but complete frames follow it",
-                    )
-                break  # a torn final frame
-            frame_offsets.append(offset)
-            frame_ends.append(end)
-            offset = end
-        if not frame_offsets:
-            raise CorruptLog(path, 1, "the log has no complete header line")
-        try:
-            first = zstandard.ZstdDecompressor().decompressobj().decompress(view[: frame_ends[0]])
-        except zstandard.ZstdError as exc:
-            raise CorruptLog(path, 1, f"frame at byte 0: {exc}") from None
-        newline = first.find(b"\n")
-        if newline < 0:
-            raise CorruptLog(path, 1, "the log has no complete header line")
-        header = parse_header(path, first[:newline])
-        index = cls(path, header, True, 0, offset, covered_from=len(frame_offsets))
-        index.frame_offsets, index.frame_ends = frame_offsets, frame_ends
-        return index
-
-    @property
-    def last_seq(self) -> int:
-        return self.length - 1
+        self.body_start = newline + 1
+        """The byte offset of line 2 (the first record)."""
+        self.indexed_bytes = max(end, self.body_start)
+        """How far into the file the complete lines reach: any torn tail starts there."""
+        self.covered_from = self.indexed_bytes
+        """The byte offset where the indexed lines begin (they run to `indexed_bytes`)."""
 
     @property
     def complete(self) -> bool:
-        """Whether every record of the log (up to `indexed_bytes`) is indexed."""
-        return self.covered_from == (0 if self.compressed else self.body_start)
+        return self.covered_from == self.body_start
 
-    @property
-    def first_indexed_seq(self) -> int:
-        return self.starts[0] if self.starts else self.length
+    def covered(self) -> tuple[int, int]:
+        """How much is indexed, and the least step back, both in bytes."""
+        return self.indexed_bytes - self.covered_from, MIN_BLOCK
 
-    @property
-    def subagent_children(self) -> set[str]:
-        """The child session ids of every `subagent/start` in the log (indexes all of it)."""
-        with self._lock:
-            while not self.complete:
-                self._step_back(self._next_step(0, self.first_indexed_seq), keep=False)
-            return set(self._children)
-
-    def refresh(self) -> None:
-        """Index what was appended to the file since the last look."""
-        with self._lock:
-            self._refresh()
-
-    def _refresh(self) -> None:
-        size = self.path.stat().st_size
-        if size == self.indexed_bytes:
-            return
-        if size < self.indexed_bytes:  # not an append: the file was replaced
-            rebuilt = LogIndex.build(self.path)
-            rebuilt._lock = self._lock
-            self.__dict__.update(rebuilt.__dict__)
-            return
-        with open(self.path, "rb") as file:
-            file.seek(self.indexed_bytes)
-            tail = file.read(size - self.indexed_bytes)
-        if self.compressed:
-            self._append_frames(tail)
-        else:
-            end = tail.rfind(b"\n") + 1
-            if end:
-                self._index_lines(tail[:end], self.indexed_bytes, prepend=False, keep=False)
-                self.indexed_bytes += end
-
-    # -- indexing ------------------------------------------------------------------------------
-
-    def _step_back(self, amount: int, *, keep: bool) -> None:
-        """Index about `amount` more bytes (plain) or frames (Zstandard) before what is indexed."""
-        if self.compressed:
-            first = max(0, self.covered_from - amount)
-            self._index_frames(first, self.covered_from, prepend=True, keep=keep)
-            self.covered_from = first
-        else:
-            self._step_back_lines(amount, keep=keep)
-        if self.complete and self.starts and self.starts[0] != 0:
-            raise CorruptLog(self.path, 2, f"seq gap: expected seq 0, found {self.starts[0]}")
-
-    def _step_back_lines(self, amount: int, *, keep: bool) -> None:
+    def step_back(self, amount: int, index: IndexLines) -> None:
+        """Index the whole lines of about `amount` bytes before what is indexed."""
         while True:
             lo = max(self.body_start, self.covered_from - amount)
             with open(self.path, "rb") as file:
@@ -268,47 +178,116 @@ class LogIndex:
                     amount *= 2  # no whole line in the block: a longer step
                     continue
                 data, lo = data[cut:], lo + cut
-            self._index_lines(data, lo, prepend=True, keep=keep)
+            index(self._lines(data, lo))
             self.covered_from = lo
             return
 
-    def _next_step(self, messages: int, seqs: int, stalled: int = 0) -> int:
-        """How far to step back for `messages` more messages, or else `seqs` more seqs.
+    def append(self, tail: bytes, index: IndexLines) -> None:
+        """Index the complete lines of `tail`, what was appended after `indexed_bytes`."""
+        end = tail.rfind(b"\n") + 1
+        if end:
+            index(self._lines(tail[:end], self.indexed_bytes))
+            self.indexed_bytes += end
 
-        Sized from how densely what is indexed holds them, a little over (a step decodes only
-        lines not yet indexed, so falling short costs one more small step, going too far
-        costs decoding lines nobody asked for); at least twice `stalled`, the size of a
-        previous step that found none of the messages needed.
-        """
-        if self.compressed:
-            covered, least = len(self.frame_offsets) - self.covered_from, MIN_FRAMES
-        else:
-            covered, least = self.indexed_bytes - self.covered_from, MIN_BLOCK
-        if messages > 0:
-            known = len(self.message_seqs)
-            # A handful of messages says little about their density: grow at most 8-fold then.
-            guess = covered * messages // known if known else 2 * covered
-            if known < 8:
-                guess = min(guess, 8 * covered)
-        else:
-            guess = covered * seqs // max(self.length - self.first_indexed_seq, 1)
-        return max(least, guess + guess // 16, 2 * stalled)
-
-    def _index_lines(self, data: bytes, base: int, *, prepend: bool, keep: bool) -> None:
-        """Index the complete lines of a plain log in `data` (which starts at byte `base`)."""
+    def _lines(self, data: bytes, base: int) -> _Lines:
+        """The complete lines in `data`, which starts at byte `base`."""
         newlines = [match.start() for match in _NEWLINE.finditer(data)]
         # Line k runs from just after newline k - 1 to newline k.
         lengths = array("q", map(int.__sub__, newlines, [-1, *newlines[:-1]]))
         lengths = array("q", map((-1).__add__, lengths))
         offsets = array("q", [base])
         offsets.extend(map((base + 1).__add__, newlines[:-1]))
-        region = self._read(data, lambda k: _plain_line_number(self.path, offsets[k]))
-        self._add(region, offsets, lengths, None, prepend=prepend, keep=keep)
+        path = self.path
 
-    def _index_frames(self, first: int, last: int, *, prepend: bool, keep: bool) -> None:
-        """Index the lines of frames `[first, last)` of a Zstandard log."""
-        if first >= last:
-            return
+        def where(k: int) -> int:
+            return _plain_line_number(path, offsets[k])
+
+        return _Lines(data, itertools.repeat(0), offsets, lengths, where)
+
+    def load(self, entries: Sequence[_Entry]) -> bytes:
+        """The lines of `entries` (consecutive), joined by newlines."""
+        lo = entries[0].offset
+        with open(self.path, "rb") as file:
+            file.seek(lo)
+            return file.read(entries[-1].offset + entries[-1].length - lo)
+
+    def line_number(self, entry: _Entry) -> int:
+        return _plain_line_number(self.path, entry.offset)
+
+
+class _ZstdReader:
+    """A Zstandard log: lines are found by frame and offset in the frame's text; steps back
+    decompress whole frames."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        data = path.read_bytes()
+        self.frame_offsets: list[int] = []
+        self.frame_ends: list[int] = []
+        self.indexed_bytes = self._walk_frames(memoryview(data), 0)
+        """How far into the file the complete frames reach: any torn tail starts there."""
+        if not self.frame_offsets:
+            raise CorruptLog(path, 1, "the log has no complete header line")
+        first = self._frame_text(data[: self.frame_ends[0]], 0)
+        newline = first.find(b"\n")
+        if newline < 0:
+            raise CorruptLog(path, 1, "the log has no complete header line")
+        self.header = parse_header(path, first[:newline])
+        self.covered_from = len(self.frame_offsets)
+        """The first indexed frame (the indexed lines run from it to the last frame)."""
+
+    def _walk_frames(self, view: memoryview, base: int) -> int:
+        """Add the complete frames of `view` (which starts at byte `base`); where they end."""
+        offset = 0
+        while offset < len(view):
+            try:
+                end = zstd_frame_end(view, offset)
+            except ValueError as exc:
+                lines = _zstd_lines_before(self.path, self.frame_ends)
+                raise CorruptLog(self.path, lines, f"at byte {base + offset}: {exc}") from None
+            if end is None:
+                if complete_frame_after(view, offset):  # damage, not a torn final write
+                    raise CorruptLog(
+                        self.path,
+                        _zstd_lines_before(self.path, self.frame_ends),
+                        f"frame at byte {base + offset} is incomplete, "
+                        "but complete frames follow it",
+                    )
+                break  # a torn final frame
+            self.frame_offsets.append(base + offset)
+            self.frame_ends.append(base + end)
+            offset = end
+        return base + offset
+
+    @property
+    def complete(self) -> bool:
+        return self.covered_from == 0
+
+    def covered(self) -> tuple[int, int]:
+        """How much is indexed, and the least step back, both in frames."""
+        return len(self.frame_offsets) - self.covered_from, MIN_FRAMES
+
+    def step_back(self, amount: int, index: IndexLines) -> None:
+        """Index the lines of about `amount` frames before what is indexed."""
+        first = max(0, self.covered_from - amount)
+        if first < self.covered_from:
+            index(self._lines(first, self.covered_from))
+        self.covered_from = first
+
+    def append(self, tail: bytes, index: IndexLines) -> None:
+        """Index the complete frames of `tail`, what was appended after `indexed_bytes`."""
+        first = len(self.frame_offsets)
+        try:
+            end = self._walk_frames(memoryview(tail), self.indexed_bytes)
+            if first < len(self.frame_offsets):
+                index(self._lines(first, len(self.frame_offsets)))
+        except BaseException:
+            del self.frame_offsets[first:], self.frame_ends[first:]
+            raise
+        self.indexed_bytes = end
+
+    def _lines(self, first: int, last: int) -> _Lines:
+        """The lines of frames `[first, last)`."""
         with open(self.path, "rb") as file:
             file.seek(self.frame_offsets[first])
             raw = file.read(self.frame_ends[last - 1] - self.frame_offsets[first])
@@ -321,10 +300,9 @@ class LogIndex:
                 view[self.frame_offsets[frame] - base : self.frame_ends[frame] - base], frame
             )
             if text and not text.endswith(b"\n"):
-                number = _zstd_lines_before(self.path, self.frame_ends[:frame])
                 raise CorruptLog(
                     self.path,
-                    number,
+                    _zstd_lines_before(self.path, self.frame_ends[:frame]),
                     f"frame at byte {self.frame_offsets[frame]} ends inside a line",
                 )
             position = text.find(b"\n") + 1 if frame == 0 else 0  # frame 0 begins with the header
@@ -337,137 +315,35 @@ class LogIndex:
                 lengths.append(len(line))
                 frames.append(frame)
                 position += len(line) + 1
-        region = self._read(
-            b"".join(texts), lambda k: _zstd_line_number(self, frames[k], offsets[k])
-        )
-        self._add(region, offsets, lengths, frames, prepend=prepend, keep=keep)
 
-    def _append_frames(self, tail: bytes) -> None:
-        view = memoryview(tail)
-        base = self.indexed_bytes
-        offset = 0
-        first = len(self.frame_offsets)
-        while offset < len(tail):
-            try:
-                end = zstd_frame_end(view, offset)
-            except ValueError as exc:
-                lines = _zstd_lines_before(self.path, self.frame_ends)
-                raise CorruptLog(self.path, lines, f"at byte {base + offset}: {exc}") from None
-            if end is None:
-                if complete_frame_after(view, offset):  # damage, not a torn final write
-                    lines = _zstd_lines_before(self.path, self.frame_ends)
-                    raise CorruptLog(
-                        self.path,
-                        lines,
-                        f"frame at byte {base + offset} is incomplete, but complete frames follow it",
-                    )
-                break
-            self.frame_offsets.append(base + offset)
-            self.frame_ends.append(base + end)
-            offset = end
-        try:
-            self._index_frames(first, len(self.frame_offsets), prepend=False, keep=False)
-        except BaseException:
-            del self.frame_offsets[first:], self.frame_ends[first:]
-            raise
-        self.indexed_bytes = base + offset
+        def where(k: int) -> int:
+            return self._line_number(frames[k], offsets[k])
 
-    def _read(self, data: bytes, where: Callable[[int], int]) -> _Region:
-        """Decode and digest the lines of `data` (joined by newlines; `where(k)` is the line
-        number of line k), a piece of about `PIECE` bytes at a time: the objects a piece
-        decodes are still in the CPU's caches when the digest walks them."""
-        digest = _Digest(self.path, where)
-        view = memoryview(data)
-        size = len(data)
-        start = position = 0
-        while start < size:
-            end = data.find(b"\n", start + PIECE)
-            end = size if end < 0 else end + 1
-            count = data.count(b"\n", start, end) + (data[end - 1] != 10)  # a last line without \n
-            records = self._decode(view[start:end], count, _shifted(where, position))
-            digest.feed(records, position)
-            start, position = end, position + count
-        return digest.region()
+        return _Lines(b"".join(texts), frames, offsets, lengths, where)
 
-    def _decode(self, text: memoryview, count: int, where: Callable[[int], int]) -> list[Any]:
-        """The records of the `count` lines of `text`, type-checked.
+    def load(self, entries: Sequence[_Entry]) -> bytes:
+        """The lines of `entries` (consecutive), joined by newlines."""
+        lines: list[bytes] = []
+        frame, text = -1, b""
+        with open(self.path, "rb") as file:
+            for entry in entries:
+                if entry.frame != frame:
+                    frame = entry.frame
+                    file.seek(self.frame_offsets[frame])
+                    raw = file.read(self.frame_ends[frame] - self.frame_offsets[frame])
+                    text = self._frame_text(raw, frame)
+                lines.append(text[entry.offset : entry.offset + entry.length])
+        return b"\n".join(lines)
 
-        Falls back to one line at a time for the exact error of a bad line, an ignorable
-        unknown event, or a blank line (which `decode_lines` would skip).
-        """
-        try:
-            records: list[Any] = _records_decoder.decode_lines(text)
-            if len(records) == count:
-                return records
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            pass
-        lines = bytes(text).split(b"\n")
-        if text[-1] == 10:
-            lines.pop()
-        records = []
-        for k, line in enumerate(lines):
-            try:
-                records.append(decode_record_json(line))
-            except (ChunkRowError, EventError) as exc:
-                raise CorruptLog(self.path, where(k), str(exc)) from None
-        return records
+    def line_number(self, entry: _Entry) -> int:
+        return self._line_number(entry.frame, entry.offset)
 
-    def _add(
-        self,
-        region: _Region,
-        offsets: array,
-        lengths: array,
-        frames: array | None,
-        *,
-        prepend: bool,
-        keep: bool,
-    ) -> None:
-        if not region.starts:
-            return
-        first = region.starts[0]
-        if prepend:
-            if self.starts and region.end != self.starts[0]:
-                raise CorruptLog(
-                    self.path,
-                    self._line_of(0),
-                    f"seq gap: expected seq {region.end}, found {self.starts[0]}",
-                )
-            if not self.starts:
-                self.length = region.end
-            self.starts = region.starts + self.starts
-            self.offsets = offsets + self.offsets
-            self.lengths = lengths + self.lengths
-            if frames is not None:
-                self.frames = frames + self.frames
-            self.message_seqs = region.message_seqs + self.message_seqs
-            self.message_cuts = region.message_cuts + self.message_cuts
-            fresh = self._fresh
-            if not keep:
-                self._fresh = None
-            elif fresh is None:
-                self._fresh = region
-            else:  # the rows a step boundary split stay split: packing joins them
-                fresh.records = region.records + fresh.records
-                fresh.record_starts = region.record_starts + fresh.record_starts
-        else:
-            if first != self.length:
-                line = (
-                    _plain_line_number(self.path, offsets[0])
-                    if frames is None
-                    else _zstd_line_number(self, frames[0], offsets[0])
-                )
-                raise CorruptLog(
-                    self.path, line, f"seq gap: expected seq {self.length}, found {first}"
-                )
-            self.starts.extend(region.starts)
-            self.offsets.extend(offsets)
-            self.lengths.extend(lengths)
-            if frames is not None:
-                self.frames.extend(frames)
-            self.message_seqs.extend(region.message_seqs)
-            self.message_cuts.extend(region.message_cuts)
-            self.length = region.end
-        self._children |= region.children
+    def _line_number(self, frame: int, offset: int) -> int:
+        """The number of the line at `offset` in the text of `frame`."""
+        before = _zstd_lines_before(self.path, self.frame_ends[:frame])
+        data = self.path.read_bytes()[self.frame_offsets[frame] : self.frame_ends[frame]]
+        text = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        return before + text[:offset].count(b"\n")
 
     def _frame_text(self, raw: bytes | memoryview, frame: int) -> bytes:
         try:
@@ -478,10 +354,162 @@ class LogIndex:
                 self.path, line, f"frame at byte {self.frame_offsets[frame]}: {exc}"
             ) from None
 
-    def _line_of(self, position: int) -> int:
-        if self.compressed:
-            return _zstd_line_number(self, self.frames[position], self.offsets[position])
-        return _plain_line_number(self.path, self.offsets[position])
+
+def _open_reader(path: Path) -> _PlainReader | _ZstdReader:
+    return _ZstdReader(path) if log_compression(path) == "zstd" else _PlainReader(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The index.
+
+
+class LogIndex:
+    """The index of one log file (see the module docstring); pages and refreshes lock it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        """Pages and refreshes grow the index: one at a time (the server runs them in threads)."""
+        self._open()
+
+    @classmethod
+    def build(cls, path: Path) -> LogIndex:
+        """Read the header and index the last block; the rest is indexed as pages need it."""
+        return cls(path)
+
+    def _open(self) -> None:
+        """Start from nothing: read the header and index back to the log's last record."""
+        self.reader = _open_reader(self.path)
+        self.header: SessionHeader = self.reader.header
+        self.entries: list[_Entry] = []
+        """One per indexed record, in seq order: the index covers a suffix of the log's
+        records (all of them once the reader is `complete`)."""
+        self.length = 0
+        """How many events the log's complete records stand for."""
+        self.message_seqs: list[int] = []
+        self.message_cuts: list[int] = []
+        self._children: set[str] = set()
+        self._fresh: _Region | None = None
+        """What the backward steps of `build` and of the current page decoded (the first
+        indexed records, up to `_fresh.end`), so that the page need not read them again."""
+        step = self.reader.covered()[1]
+        while not self.entries and not self.reader.complete:  # the last record: the last seq
+            self._step_back(step, keep=True)
+            step *= 2
+
+    @property
+    def last_seq(self) -> int:
+        return self.length - 1
+
+    @property
+    def indexed_bytes(self) -> int:
+        """How far into the file the complete lines (or frames) reach."""
+        return self.reader.indexed_bytes
+
+    @property
+    def complete(self) -> bool:
+        """Whether every record of the log (up to `indexed_bytes`) is indexed."""
+        return self.reader.complete
+
+    @property
+    def first_indexed_seq(self) -> int:
+        return self.entries[0].start if self.entries else self.length
+
+    @property
+    def subagent_children(self) -> set[str]:
+        """The child session ids of every `subagent/start` in the log (indexes all of it)."""
+        with self._lock:
+            while not self.complete:
+                self._step_back(self._next_step(0, self.first_indexed_seq), keep=False)
+            return set(self._children)
+
+    def refresh(self) -> None:
+        """Index what was appended to the file since the last look."""
+        with self._lock:
+            size = self.path.stat().st_size
+            indexed = self.reader.indexed_bytes
+            if size == indexed:
+                return
+            if size < indexed:  # not an append: the file was replaced
+                self._open()
+                return
+            with open(self.path, "rb") as file:
+                file.seek(indexed)
+                tail = file.read(size - indexed)
+            self.reader.append(tail, self._appended)
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    def _step_back(self, amount: int, *, keep: bool) -> None:
+        """Index about `amount` more of the log (bytes or frames) before what is indexed."""
+        self.reader.step_back(amount, lambda lines: self._prepend(lines, keep=keep))
+        if self.complete and self.entries and self.entries[0].start != 0:
+            raise CorruptLog(
+                self.path, 2, f"seq gap: expected seq 0, found {self.entries[0].start}"
+            )
+
+    def _next_step(self, messages: int, seqs: int, stalled: int = 0) -> int:
+        """How far to step back for `messages` more messages, or else `seqs` more seqs.
+
+        Sized from how densely what is indexed holds them, a little over (a step decodes only
+        lines not yet indexed, so falling short costs one more small step, going too far
+        costs decoding lines nobody asked for); at least twice `stalled`, the size of a
+        previous step that found none of the messages needed.
+        """
+        covered, least = self.reader.covered()
+        if messages > 0:
+            known = len(self.message_seqs)
+            # A handful of messages says little about their density: grow at most 8-fold then.
+            guess = covered * messages // known if known else 2 * covered
+            if known < 8:
+                guess = min(guess, 8 * covered)
+        else:
+            guess = covered * seqs // max(self.length - self.first_indexed_seq, 1)
+        return max(least, guess + guess // 16, 2 * stalled)
+
+    def _prepend(self, lines: _Lines, *, keep: bool) -> None:
+        """Index `lines`, which end where the indexed records begin."""
+        region = _read(self.path, lines.data, lines.where)
+        if not region.starts:
+            return
+        if self.entries and region.end != self.entries[0].start:
+            raise CorruptLog(
+                self.path,
+                self.reader.line_number(self.entries[0]),
+                f"seq gap: expected seq {region.end}, found {self.entries[0].start}",
+            )
+        if not self.entries:
+            self.length = region.end
+        self.entries[:0] = lines.entries(region.starts)
+        self.message_seqs[:0] = region.message_seqs
+        self.message_cuts[:0] = region.message_cuts
+        self._children |= region.children
+        fresh = self._fresh
+        if not keep:
+            self._fresh = None
+        elif fresh is None:
+            self._fresh = region
+        else:  # the rows a step boundary split stay split: packing joins them
+            fresh.records[:0] = region.records
+            fresh.record_starts[:0] = region.record_starts
+
+    def _appended(self, lines: _Lines) -> None:
+        """Index `lines`, which follow the last indexed record."""
+        region = _read(self.path, lines.data, lines.where)
+        if not region.starts:
+            return
+        entries = lines.entries(region.starts)
+        if region.starts[0] != self.length:
+            raise CorruptLog(
+                self.path,
+                self.reader.line_number(entries[0]),
+                f"seq gap: expected seq {self.length}, found {region.starts[0]}",
+            )
+        self.entries += entries
+        self.message_seqs += region.message_seqs
+        self.message_cuts += region.message_cuts
+        self._children |= region.children
+        self.length = region.end
 
     # -- reading pages -------------------------------------------------------------------------
 
@@ -533,42 +561,72 @@ class LogIndex:
             records = clip_records(fresh.records, fresh.record_starts, lo, min(hi, fresh.end))
             lo = fresh.end
         if lo < hi:
-            loaded = self._load(
-                max(bisect_right(self.starts, lo) - 1, 0), bisect_left(self.starts, hi)
-            )
+            first = max(bisect_right(self.entries, lo, key=_start) - 1, 0)
+            loaded = self._load(first, bisect_left(self.entries, hi, key=_start))
             records += clip_records(loaded.records, loaded.record_starts, lo, hi)
         return pack_chunk_runs(records)
 
     def _load(self, first: int, last: int) -> _Region:
         """Indexed records `[first, last)` read again from the file, and checked against the index."""
-        with open(self.path, "rb") as file:
-            if self.compressed:
-                data = self._frame_lines(file, first, last)
-            else:
-                lo = self.offsets[first]
-                file.seek(lo)
-                data = file.read(self.offsets[last - 1] + self.lengths[last - 1] - lo)
-        where = lambda k: self._line_of(first + k)
-        region = self._read(data, where)
-        following = self.starts[last] if last < len(self.starts) else self.length
-        if region.starts != self.starts[first:last] or region.end != following:
+        entries = self.entries[first:last]
+        line_number = self.reader.line_number
+
+        def where(k: int) -> int:
+            return line_number(entries[k])
+
+        region = _read(self.path, self.reader.load(entries), where)
+        following = self.entries[last].start if last < len(self.entries) else self.length
+        if region.starts != [entry.start for entry in entries] or region.end != following:
             raise CorruptLog(
                 self.path, where(0), "the log changed under its index (it is append-only)"
             )
         return region
 
-    def _frame_lines(self, file: object, first: int, last: int) -> bytes:
-        lines: list[bytes] = []
-        frame, text = -1, b""
-        for i in range(first, last):
-            if self.frames[i] != frame:
-                frame = self.frames[i]
-                file.seek(self.frame_offsets[frame])  # type: ignore[attr-defined]
-                raw = file.read(self.frame_ends[frame] - self.frame_offsets[frame])  # type: ignore[attr-defined]
-                text = self._frame_text(raw, frame)
-            offset = self.offsets[i]
-            lines.append(text[offset : offset + self.lengths[i]])
-        return b"\n".join(lines)
+
+# ---------------------------------------------------------------------------------------------
+# Decoding and digesting lines.
+
+
+def _read(path: Path, data: bytes, where: LineNumber) -> _Region:
+    """Decode and digest the lines of `data` (joined by newlines; `where(k)` is the line
+    number of line k), a piece of about `PIECE` bytes at a time: the objects a piece
+    decodes are still in the CPU's caches when the digest walks them."""
+    digest = _Digest(path, where)
+    view = memoryview(data)
+    size = len(data)
+    start = position = 0
+    while start < size:
+        end = data.find(b"\n", start + PIECE)
+        end = size if end < 0 else end + 1
+        count = data.count(b"\n", start, end) + (data[end - 1] != 10)  # a last line without \n
+        records = _decode(path, view[start:end], count, _shifted(where, position))
+        digest.feed(records, position)
+        start, position = end, position + count
+    return digest.region()
+
+
+def _decode(path: Path, text: memoryview, count: int, where: LineNumber) -> list[Any]:
+    """The records of the `count` lines of `text`, type-checked.
+
+    Falls back to one line at a time for the exact error of a bad line, an ignorable
+    unknown event, or a blank line (which `decode_lines` would skip).
+    """
+    try:
+        records: list[Any] = _records_decoder.decode_lines(text)
+        if len(records) == count:
+            return records
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    lines = bytes(text).split(b"\n")
+    if text[-1] == 10:
+        lines.pop()
+    records = []
+    for k, line in enumerate(lines):
+        try:
+            records.append(decode_record_json(line))
+        except (ChunkRowError, EventError) as exc:
+            raise CorruptLog(path, where(k), str(exc)) from None
+    return records
 
 
 class _Digest:
@@ -581,13 +639,15 @@ class _Digest:
     pass them.
     """
 
-    def __init__(self, path: Path, where: Callable[[int], int]) -> None:
+    def __init__(self, path: Path, where: LineNumber) -> None:
         self.path = path
         self.where = where
-        self.starts, self.message_seqs, self.message_cuts = array("q"), array("q"), array("q")
+        self.starts: list[int] = []
+        self.message_seqs: list[int] = []
+        self.message_cuts: list[int] = []
         self.children: set[str] = set()
         self.joined: list[StorageRecord] = []
-        self.joined_starts = array("q")
+        self.joined_starts: list[int] = []
         self.head: Any = None
         """The first row of the run being joined (None: no run is open)."""
         self.dts: list[int] | None = None
@@ -627,8 +687,8 @@ class _Digest:
         for record in records:
             kind = type(record)
             if kind is TextChunks or kind is ReasoningChunks or kind is ToolCallChunks:
-                d = record.data  # type: ignore[union-attr]
-                start, time0 = record.seq0, record.time0  # type: ignore[union-attr]
+                d = record.data
+                start, time0 = record.seq0, record.time0
                 dt = d.dt
                 is_tool = kind is ToolCallChunks
                 members = d.args if is_tool else d.texts
@@ -643,7 +703,7 @@ class _Digest:
                     or (dt and min(dt) < 0)
                 ):
                     try:
-                        validate_row(record)  # type: ignore[arg-type]
+                        validate_row(record)
                     except ChunkRowError as exc:
                         raise self._corrupt(records, record, position, str(exc)) from None
                 if (
@@ -674,7 +734,7 @@ class _Digest:
                     id_, name = (d.id, d.name) if is_tool else (None, None)
                 last_time = time0 + total
             else:
-                start = record.seq  # type: ignore[union-attr]
+                start = record.seq
                 count = 1
                 if type(record.source_range) is tuple:
                     problem = source_range_problem(record, start, None)
@@ -685,14 +745,13 @@ class _Digest:
                     head = dts = fragments = None
                 joined.append(record)
                 joined_starts.append(start)
-                if kind is UserMessageEvent or kind is AssistantMessageEvent:
-                    source = record.source_range  # type: ignore[union-attr]
-                    self.message_seqs.append(start)
-                    self.message_cuts.append(
-                        min(start, source[0]) if type(source) is tuple else start
-                    )
-                elif kind is SubagentStart:
-                    self.children.add(record.data.child_session_id)  # type: ignore[union-attr]
+                if kind is SubagentStart:
+                    self.children.add(record.data.child_session_id)
+                else:
+                    cut = message_cut(record, start)
+                    if cut is not None:
+                        self.message_seqs.append(start)
+                        self.message_cuts.append(cut)
             if start != expected and expected >= 0:
                 raise self._corrupt(
                     records, record, position, f"seq gap: expected seq {expected}, found {start}"
@@ -716,16 +775,16 @@ class _Digest:
 
 def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> StorageRecord:
     """The row a run of rows joined into: `head` with the joined lists (None: `head` alone)."""
-    if dt is None:
+    if dt is None or fragments is None:  # set together, when a second row joins the first
         return head  # type: ignore[no-any-return]
     d = head.data
     data: Any
     if type(head) is ToolCallChunks:
         data = ToolCallChunksData(
             turn=d.turn, step=d.step, index=d.index, dt=dt, id=d.id, name=d.name, args=fragments
-        )  # type: ignore[arg-type]
+        )
     else:
-        data = TextChunksData(d.turn, d.step, d.index, dt, fragments)  # type: ignore[arg-type]
+        data = TextChunksData(d.turn, d.step, d.index, dt, fragments)
     return type(head)(head.seq0, head.time0, data)  # type: ignore[no-any-return]
 
 
@@ -733,7 +792,7 @@ def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> Sto
 # Line numbers (1-based, the header being line 1), counted only for an error.
 
 
-def _shifted(where: Callable[[int], int], lines_before: int) -> Callable[[int], int]:
+def _shifted(where: LineNumber, lines_before: int) -> LineNumber:
     return lambda k: where(lines_before + k)
 
 
@@ -743,7 +802,7 @@ def _plain_line_number(path: Path, offset: int) -> int:
         return file.read(offset).count(b"\n") + 1
 
 
-def _zstd_lines_before(path: Path, frame_ends: array) -> int:
+def _zstd_lines_before(path: Path, frame_ends: Sequence[int]) -> int:
     """1 + the number of lines in the first frames, which end at `frame_ends`."""
     data = path.read_bytes()
     lines, start = 0, 0
@@ -759,11 +818,3 @@ def _zstd_lines_before(path: Path, frame_ends: array) -> int:
             break
         start = end
     return lines + 1
-
-
-def _zstd_line_number(index: LogIndex, frame: int, offset: int) -> int:
-    """The number of the line at `offset` in the text of `frame`."""
-    before = _zstd_lines_before(index.path, index.frame_ends[:frame])
-    data = index.path.read_bytes()[index.frame_offsets[frame] : index.frame_ends[frame]]
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    return before + text[:offset].count(b"\n")

@@ -20,12 +20,14 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Final
 
 from ..core.events import SubagentStart
 from ..core.replay_script import (
+    CHILD_FIXTURE_NAME,
+    FIXTURE_NAME,
+    OVERRIDE_NAME,
     ChunksEntry,
     Fixture,
     Override,
@@ -38,12 +40,10 @@ from ..core.replay_script import (
     parse_override,
     render_fixture,
 )
-from .runner import FIXTURE_NAME, TRANSCRIPT_NAME, WORKSPACE_NAME
+from .runner import TRANSCRIPT_NAME, WORKSPACE_NAME
 from .scenario import INPUT_NAME, ScenarioError, load_input
 
-OVERRIDE_NAME: Final = "replay.override.json"
 REQUIRED: Final = (INPUT_NAME, FIXTURE_NAME, TRANSCRIPT_NAME)
-_CHILD: Final = re.compile(r"session\.([1-9][0-9]*)\.jsonl")
 
 
 def check_scenario(directory: Path) -> list[str]:
@@ -58,7 +58,7 @@ def check_scenario(directory: Path) -> list[str]:
             continue
         if name == WORKSPACE_NAME and path.is_dir():
             continue
-        match = _CHILD.fullmatch(name)
+        match = CHILD_FIXTURE_NAME.fullmatch(name)
         if match is not None and path.is_file():
             children[int(match.group(1))] = path
             continue

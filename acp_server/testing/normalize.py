@@ -23,6 +23,7 @@ import msgspec
 
 from ..core.events import SessionEvent, convert_event
 from ..core.header import SessionHeader
+from ..core.json_values import map_strings
 from ..core.replay_script import render_fixture
 
 _HEX_ID: Final = re.compile(r"[0-9a-f]{32}")
@@ -74,15 +75,7 @@ class Normalizer:
 
     def value(self, value: Any) -> Any:
         """A JSON value (a wire frame, a record) with every volatile value replaced."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(item) for item in value]
-        if isinstance(value, dict):
-            out = {self.text(key): self.value(item) for key, item in value.items()}
-            _normalize_times(out)
-            return out
-        return value
+        return map_strings(value, self.text, on_object=_normalize_times)
 
     def log(self, header: SessionHeader, events: Iterable[SessionEvent]) -> bytes:
         """A log as its committed fixture: normalized, every time 0, canonical packed and

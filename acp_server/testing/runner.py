@@ -14,16 +14,12 @@ frames wrapped as `{"client": frame}`, in the order the client saw and sent them
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import os
-import queue
 import shutil
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,8 +29,10 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
+from ..client.process import SERVE_COMMAND, ServerProcess
 from ..core.events import SubagentStart
-from ..core.replay_script import ReplayError, parse_fixture
+from ..core.json_values import map_strings
+from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
 from ..storage.log import LogError, read_log
 from .normalize import Normalizer
 from .scenario import (
@@ -62,16 +60,11 @@ from .scenario import (
 )
 
 TRANSCRIPT_NAME: Final = "stdout.expected.jsonl"
-FIXTURE_NAME: Final = "session.jsonl"
 WORKSPACE_NAME: Final = "workspace"
-DEFAULT_COMMAND: Final = (sys.executable, "-m", "acp_server", "serve")
+DEFAULT_COMMAND: Final = SERVE_COMMAND
 FRAME_TIMEOUT: Final = 20.0
 """Seconds to wait for any one frame (generous: CI machines are busy)."""
 RESOURCE_NOT_FOUND: Final = -32002
-
-
-def child_fixture_name(number: int) -> str:
-    return f"session.{number}.jsonl"
 
 
 def encode_line(value: Any) -> str:
@@ -82,65 +75,24 @@ def encode_line(value: Any) -> str:
 # One server process.
 
 
-class _Process:
-    """The server as a subprocess: lines in, JSON frames out, both pipes drained by threads."""
-
-    def __init__(self, argv: Sequence[str]) -> None:
-        self.argv = list(argv)
-        self.popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-        )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._stderr = bytearray()
-        self.tail = b""
-        self._threads = [
-            threading.Thread(target=self._drain_stdout, daemon=True),
-            threading.Thread(target=self._drain_stderr, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _drain_stdout(self) -> None:
-        assert self.popen.stdout is not None
-        pending = b""
-        while chunk := os.read(self.popen.stdout.fileno(), 1 << 16):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._lines.put(line)
-        self.tail = pending
-        self._lines.put(None)
-
-    def _drain_stderr(self) -> None:
-        assert self.popen.stderr is not None
-        while chunk := os.read(self.popen.stderr.fileno(), 1 << 16):
-            self._stderr += chunk
-
-    @property
-    def stderr(self) -> str:
-        return self._stderr.decode("utf-8", "replace")
+class _ScenarioProcess(ServerProcess):
+    """The server under a scenario: JSON frames in and out, every failure a `ScenarioError`."""
 
     def send(self, frame: Any) -> None:
-        assert self.popen.stdin is not None
         try:
-            self.popen.stdin.write(encode_line(frame).encode() + b"\n")
+            self.send_raw(encode_line(frame).encode() + b"\n")
         except BrokenPipeError:
             raise ScenarioError(f"the server closed its input; stderr:\n{self.stderr}") from None
 
     def read(self, timeout: float) -> dict[str, Any] | None:
         """The next frame, or None when stdout has ended."""
         try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
+            line = self.next_line(timeout)
+        except TimeoutError:
             raise ScenarioError(
                 f"no frame from the server within {timeout}s; stderr:\n{self.stderr}"
             ) from None
         if line is None:
-            self._lines.put(None)
             return None
         try:
             frame = json.loads(line)
@@ -154,32 +106,13 @@ class _Process:
             )
         return frame
 
-    def close_input(self) -> None:
-        if self.popen.stdin is not None and not self.popen.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.popen.stdin.close()
-
     def wait(self, timeout: float) -> int:
         try:
-            code = self.popen.wait(timeout=timeout)
+            return super().wait(timeout)
         except subprocess.TimeoutExpired:
             raise ScenarioError(
                 f"the server did not exit within {timeout}s of its input ending"
             ) from None
-        for thread in self._threads:
-            thread.join(timeout=timeout)
-        return code
-
-    def kill(self) -> None:
-        self.close_input()
-        if self.popen.poll() is None:
-            self.popen.kill()
-        self.popen.wait()
-        for thread in self._threads:
-            thread.join(timeout=FRAME_TIMEOUT)
-        for stream in (self.popen.stdout, self.popen.stderr):
-            if stream is not None:
-                stream.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,7 +183,7 @@ class _Run:
         else:
             self.workspace.mkdir()
         self.records: list[tuple[str, Any]] = []
-        self.process: _Process | None = None
+        self.process: _ScenarioProcess | None = None
         self.processes = 0
         self.stderr: list[str] = []
         self.request_ids = 0
@@ -272,7 +205,7 @@ class _Run:
                 argv += ["--pace-ms", str(options.pace_ms)]
         if options.max_steps is not UNSET:
             argv += ["--max-steps", str(options.max_steps)]
-        self.process = _Process(argv)
+        self.process = _ScenarioProcess(argv)
         self.processes += 1
         self.request_ids = 0
         self.subscriptions = []
@@ -296,9 +229,9 @@ class _Run:
             raise ScenarioError(
                 f"server process {self.processes} exited with status {code}; stderr:\n{process.stderr}"
             )
-        if process.tail:
+        if process.stdout_tail:
             raise ScenarioError(
-                f"server process {self.processes} left an unterminated line: {process.tail[:200]!r}"
+                f"server process {self.processes} left an unterminated line: {process.stdout_tail[:200]!r}"
             )
 
     def abort(self) -> None:
@@ -628,16 +561,14 @@ class _Run:
 
     def _substitute(self, value: Any) -> Any:
         """`<workspace>` and `<session-1>` in a value the script gives, made real."""
-        if isinstance(value, str):
+
+        def text(value: str) -> str:
             value = value.replace("<workspace>", str(self.workspace))
             if self.session_id is not None:
                 value = value.replace("<session-1>", self.session_id)
             return value
-        if isinstance(value, list):
-            return [self._substitute(item) for item in value]
-        if isinstance(value, dict):
-            return {key: self._substitute(item) for key, item in value.items()}
-        return value
+
+        return map_strings(value, text)
 
     # -- results -------------------------------------------------------------------------------
 

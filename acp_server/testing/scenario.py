@@ -16,14 +16,12 @@ which every later step addresses. `answers` script the server's requests during 
 the order the server makes them. Strings in prompts and in `request` params may name
 `<workspace>` and `<session-1>`: they are replaced by the real values before sending.
 
-    python -m acp_server.testing.scenario --schema > schemas/snapshot-input.schema.json
-
-prints the JSON Schema (the same bytes `python -m acp_server.schemas` writes).
+Its JSON Schema, `schemas/snapshot-input.schema.json`, is written with the others by
+`python -m acp_server.schemas`.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, cast
@@ -254,23 +252,3 @@ def check_steps(steps: Sequence[Step]) -> list[str]:
 
 def step_name(step: Step) -> str:
     return cast(str, type(step).__struct_config__.tag)  # every step class has a string tag
-
-
-def schema() -> bytes:
-    """The committed `schemas/snapshot-input.schema.json`, as `acp_server.schemas` renders it."""
-    from ..schemas import SNAPSHOT_INPUT, rendered
-
-    return rendered()[SNAPSHOT_INPUT]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args != ["--schema"]:
-        sys.stderr.write("usage: python -m acp_server.testing.scenario --schema\n")
-        return 2
-    sys.stdout.buffer.write(schema())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
