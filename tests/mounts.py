@@ -2,7 +2,8 @@
 
 `tmpfs(path, size)` mounts a small tmpfs on `path` (so a ballast file can fill it: `fill`),
 `read_only_bind(path)` makes `path` a read-only view of itself. Both need root (CI runs as
-root); where mounting is not permitted the test is skipped, saying so. Both unmount on exit.
+root); where mounting is not permitted the test is skipped, saying so (in CI it fails). Both
+unmount on exit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from unavailable import unavailable
 
 BALLAST_NAME = ".ballast"
 """Not a valid session id, so the server never takes it for a session."""
@@ -22,12 +23,12 @@ BALLAST_NAME = ".ballast"
 
 def _mount(*args: str) -> None:
     if os.geteuid() != 0:
-        pytest.skip("mounting a file system needs root (CI runs these tests as root)")
+        unavailable("mounting a file system needs root (CI runs these tests as root)")
     result = subprocess.run(["mount", *args], capture_output=True, text=True)
     if result.returncode != 0:
         message = result.stderr.strip()
         if "permission denied" in message.lower() or "not permitted" in message.lower():
-            pytest.skip(f"mounting is not permitted here: {message}")
+            unavailable(f"mounting is not permitted here: {message}")
         raise AssertionError(f"mount {' '.join(args)} failed: {message}")
 
 

@@ -5,7 +5,7 @@ tests/interop/ts/package.json): `tests/interop/ts/flow.mjs` drives the real serv
 list, close, resume, close) and prints a JSON summary.
 
 The SDK is installed once per test session with `npm ci` into tests/interop/ts/node_modules
-(ignored by git). Without Node.js and npm on PATH the test is skipped; CI has both.
+(ignored by git). Without Node.js and npm on PATH the test is skipped (in CI it fails); CI has both.
 
 Every frame the server wrote is validated twice: by the TypeScript SDK's own zod models inside
 the script (`violations` must be empty), and here, from the script's byte-for-byte transcripts,
@@ -32,6 +32,7 @@ from interop_support import (
     check_agent_frames,
     check_replay_before_response,
 )
+from unavailable import unavailable
 
 TS = Path(__file__).resolve().parent / "interop" / "ts"
 SDK = "@agentclientprotocol/sdk"
@@ -47,7 +48,7 @@ def node() -> str:
     """The `node` executable, with the pinned SDK installed beside flow.mjs."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip(
+        unavailable(
             "Node.js and npm are not on PATH: the TypeScript SDK interop test needs them (CI has them)"
         )
     locked = json.loads((TS / "package-lock.json").read_text())["packages"][f"node_modules/{SDK}"][
