@@ -67,9 +67,8 @@ def message_cut(record: object, seq: int) -> int | None:
 
     What `page_cut` is given, per message, by everything that indexes messages.
     """
-    kind = type(record)
-    if kind is UserMessageEvent or kind is AssistantMessageEvent:
-        source = record.source_range  # type: ignore[attr-defined]
+    if type(record) is UserMessageEvent or type(record) is AssistantMessageEvent:
+        source = record.source_range
         return min(seq, source[0]) if type(source) is tuple else seq
     return None
 

@@ -29,16 +29,16 @@ def source_range_problem(
     first, last = source
     if not first <= last < seq:
         return f"sourceRange [{first}, {last}] must name earlier seqs in order"
-    kind = type(record)
-    if kind is ToolResult:
+    if type(record) is ToolResult:
         call_id = call_ids.get(first) if call_ids is not None else None
         if first != last or (call_ids is not None and call_id is None):
             return (
                 f"sourceRange [{first}, {last}] of a tool/result must be [s, s] with s a tool/call"
             )
-        if call_id is not None and call_id != record.data.call_id:  # type: ignore[attr-defined]
-            return f"tool/result for {record.data.call_id!r} points at the tool/call of {call_id!r}"  # type: ignore[attr-defined]
-    elif kind is AssistantMessageEvent and last != seq - 1:
+        answered = record.data.call_id
+        if call_id is not None and call_id != answered:
+            return f"tool/result for {answered!r} points at the tool/call of {call_id!r}"
+    elif type(record) is AssistantMessageEvent and last != seq - 1:
         return f"sourceRange [{first}, {last}] of an assistant/message must end just before it"
     return None
 

@@ -201,10 +201,10 @@ def _from_locked(exc: LogLocked) -> RpcError:
 
 def _storage_failure(code: int | None, when: str) -> RpcError | None:
     known = STORAGE_REASONS.get(code) if code is not None else None
-    if known is None:
+    if code is None or known is None:
         return None
     reason, what = known
-    name = errno.errorcode[code]  # type: ignore[index]
+    name = errno.errorcode[code]
     return StorageFailure(
         f"Storage failure: {what} ({name}) {when}", {"reason": reason, "errno": name}
     )

@@ -301,7 +301,7 @@ def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
                     return Error(error.code, error.message)
                 return Error(error.code, error.message, error.data)
 
-    method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]
+    method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]  # a function's own attribute
     return method
 
 
@@ -314,7 +314,7 @@ def _notification_method(name: str, handler: NotificationHandler) -> Callable[[P
             log.warning("notification %s failed: %s", name, to_rpc_error(exc, name).message)
         return Success(None)
 
-    method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]
+    method.__signature__ = _ONE_ARGUMENT  # type: ignore[attr-defined]  # a function's own attribute
     return method
 
 

@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, NoReturn
+from typing import Any, BinaryIO, Final, Literal, NoReturn, cast
 
 import msgspec
 import zstandard
 
 from ..core.chunk_rows import (
     ROW_CLASSES,
+    ChunkRow,
     ChunkRowError,
     StorageRecord,
     decode_record_json,
@@ -426,7 +427,7 @@ class LogRecords:
             try:
                 record = decode_record_json(raw)
                 if type(record) in ROW_CLASSES:
-                    validate_row(record)  # type: ignore[arg-type]
+                    validate_row(cast(ChunkRow, record))
             except (ChunkRowError, EventError) as exc:
                 raise CorruptLog(path, number, str(exc)) from None
             first = record_start(record)

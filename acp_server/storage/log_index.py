@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 import zstandard
@@ -723,7 +723,7 @@ class _Digest:
                         )
                     dts.append(time0 - last_time)
                     dts.extend(dt)
-                    fragments.extend(members)  # type: ignore[union-attr]
+                    cast(list[str], fragments).extend(members)  # set with dts, just above
                 else:
                     if head is not None:
                         joined.append(_joined(head, dts, fragments))
@@ -776,7 +776,7 @@ class _Digest:
 def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> StorageRecord:
     """The row a run of rows joined into: `head` with the joined lists (None: `head` alone)."""
     if dt is None or fragments is None:  # set together, when a second row joins the first
-        return head  # type: ignore[no-any-return]
+        return cast(StorageRecord, head)
     d = head.data
     data: Any
     if type(head) is ToolCallChunks:
@@ -785,7 +785,7 @@ def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> Sto
         )
     else:
         data = TextChunksData(d.turn, d.step, d.index, dt, fragments)
-    return type(head)(head.seq0, head.time0, data)  # type: ignore[no-any-return]
+    return cast(StorageRecord, type(head)(head.seq0, head.time0, data))
 
 
 # ---------------------------------------------------------------------------------------------
