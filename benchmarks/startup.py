@@ -168,6 +168,9 @@ def main() -> int:
         help="leave PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX as they are",
     )
     args = parser.parse_args()
+    if args.compare is not None and not (args.compare / "acp_server" / "__init__.py").is_file():
+        # Otherwise the children would import whatever acp_server the environment has.
+        parser.error(f"--compare {args.compare}: not a checkout of the repository")
 
     with tempfile.TemporaryDirectory(prefix="acp-startup-bench-") as tmp:
         root = Path(tmp)
