@@ -38,11 +38,10 @@ class AcpProcess(ServerProcess):
         *args: str,
         command: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
-        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         argv = serve_command(sessions_dir) if command is None else list(command)
         self.command = [*argv, *args]
-        super().__init__(self.command, env=env, preexec_fn=preexec_fn)
+        super().__init__(self.command, env=env)
         self._next_id = 1000
 
     # -- writing ------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ must validate and dump back to exactly what was sent, so a stray or mistyped fie
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -197,7 +196,6 @@ class PromptServer:
         *flags: str,
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
-        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.tmp = tmp_path.resolve()
         self.workspace = self.tmp / "workspace"
@@ -210,9 +208,7 @@ class PromptServer:
         )
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
-        self.process = AcpProcess(
-            self.sessions_dir, "--replay", str(fixture), *flags, preexec_fn=preexec_fn
-        )
+        self.process = AcpProcess(self.sessions_dir, "--replay", str(fixture), *flags)
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
         result = self.request(
@@ -351,14 +347,6 @@ class PromptServer:
         else:
             self.process.kill()
             sys.stderr.write(self.process.stderr)
-        for stream in (
-            self.process.process.stdin,
-            self.process.process.stdout,
-            self.process.process.stderr,
-        ):
-            if stream is not None and not stream.closed:
-                with contextlib.suppress(BrokenPipeError):
-                    stream.close()
 
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

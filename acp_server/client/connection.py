@@ -3,13 +3,12 @@
 `AcpClient.spawn(...)` starts `python -m acp_server serve ...` and talks JSON-RPC 2.0 to it, one
 JSON message per line:
 
-- a reader task reads stdout line by line (bounded: a longer line fails loudly), hands each
+- a reader task reads stdout line by line from the one subprocess driver (`ServerPipes`,
+  bounded: a longer line fails loudly; stderr is kept as a bounded tail), hands each
   response to the request waiting for its id, dispatches notifications in wire order (a
   `session/update` reaches the caller of `prompt` or `load_session` before that call returns),
   and answers the server's own requests (`session/request_permission`, `fs/*`, `terminal/*`)
   through a user-supplied async callback, each in its own task;
-- another task drains stderr into a bounded tail (`client.stderr`), so a chatty server never
-  blocks on a full pipe;
 - `async with AcpClient.spawn(...) as client:` closes the server's stdin on exit and waits for it
   to exit (killing it after a timeout).
 
@@ -24,8 +23,6 @@ import contextlib
 import inspect
 import itertools
 import logging
-import os
-import subprocess
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -40,8 +37,7 @@ from typing import Any, Final, NamedTuple
 
 import anyio
 import msgspec
-from anyio.abc import Process, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 from msgspec import UNSET
 
@@ -50,12 +46,9 @@ from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, RpcError
 from .follow import Follow, walk_older
 from .journal import Journal
-from .process import SERVE_COMMAND, serve_command
+from .process import PIPE_GONE, SERVE_COMMAND, ServerPipes, serve_command
 
 log = logging.getLogger(__name__)
-
-MAX_LINE_BYTES: Final = 256 * 1024 * 1024
-"""The longest line accepted from the server (a page of a huge log is one line)."""
 
 STDERR_TAIL_BYTES: Final = 64 * 1024
 """How much of the server's stderr is kept for diagnostics."""
@@ -126,24 +119,20 @@ class AcpClient:
 
     def __init__(
         self,
-        process: Process,
+        pipes: ServerPipes,
         task_group: TaskGroup,
         on_request: RequestHandler = answer_server_request,
-        *,
-        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
-        self.process = process
+        self.pipes = pipes
+        self.process = pipes.process
         self.on_request = on_request
         self.on_notification: NotificationHandler | None = None
         """Called for notifications no running call or follow takes."""
-        self.max_line_bytes = max_line_bytes
         self._task_group = task_group
         self._ids = itertools.count(1)
         self._pending: dict[int, _Waiter] = {}
         self._update_handlers: dict[str, UpdateHandler] = {}
         self._follows: dict[str, MemoryObjectSendStream[tuple[str, Any]]] = {}
-        self._write_lock = anyio.Lock()
-        self._stderr = bytearray()
         self._closed = False
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -167,49 +156,33 @@ class AcpClient:
         """
         program = SERVE_COMMAND if argv is None else argv
         command = serve_command(sessions_dir, *args, program=program)
-        process = await anyio.open_process(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})},
-        )
         error: Exception | None = None
-        async with process, anyio.create_task_group() as task_group:
-            client = cls(process, task_group, on_request)
+        async with (
+            ServerPipes.open(
+                command, env=env, stderr_limit=STDERR_TAIL_BYTES, grace=shutdown_timeout
+            ) as pipes,
+            anyio.create_task_group() as task_group,
+        ):
+            client = cls(pipes, task_group, on_request)
             task_group.start_soon(client._read_stdout)
-            task_group.start_soon(client._drain_stderr)
             try:
                 yield client
             except Exception as exc:
                 error = exc  # re-raised below as itself, not wrapped in the task group's group
             finally:
                 with anyio.CancelScope(shield=True):
-                    await client._shut_down(grace=shutdown_timeout)
+                    await pipes.shut_down(shutdown_timeout)
         if error is not None:
             raise error
 
-    async def _shut_down(self, *, grace: float) -> None:
-        """Close the server's input and give it `grace` seconds to exit, then kill it."""
-        await self.close_input()
-        with anyio.move_on_after(grace):
-            await self.process.wait()
-            return
-        log.warning("the server did not exit within %ss of its input ending: killing it", grace)
-        self.process.kill()
-        await self.process.wait()
-
     async def close_input(self) -> None:
         """Close the server's stdin: it finishes what it is doing and exits."""
-        async with self._write_lock:
-            assert self.process.stdin is not None
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await self.process.stdin.aclose()
+        await self.pipes.close_input()
 
     @property
     def stderr(self) -> str:
         """The tail of what the server wrote to stderr."""
-        return self._stderr.decode("utf-8", "replace")
+        return self.pipes.stderr
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -264,34 +237,20 @@ class AcpClient:
             await self.notify("$/cancel_request", {"requestId": request_id})
 
     async def _send(self, message: Any) -> None:
-        line = msgspec.json.encode(message) + b"\n"
-        async with self._write_lock:
-            assert self.process.stdin is not None
-            try:
-                await self.process.stdin.send(line)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-                raise ConnectionClosed(f"the server's input is closed: {exc!r}") from None
+        try:
+            await self.pipes.send(msgspec.json.encode(message) + b"\n")
+        except PIPE_GONE as exc:
+            raise ConnectionClosed(f"the server's input is closed: {exc!r}") from None
 
     # -- reading -------------------------------------------------------------------------------
 
     async def _read_stdout(self) -> None:
-        assert self.process.stdout is not None
-        lines = BufferedByteReceiveStream(self.process.stdout)
         try:
-            while True:
-                try:
-                    line = await lines.receive_until(b"\n", self.max_line_bytes)
-                except anyio.IncompleteRead:
-                    return  # end of output (a torn last line is dropped: the server died)
+            # At the end of output a torn last line is dropped: the server died.
+            while (line := await self.pipes.receive_line()) is not None:
                 await self._dispatch(msgspec.json.decode(line))
         finally:
             self._close()
-
-    async def _drain_stderr(self) -> None:
-        assert self.process.stderr is not None
-        async for chunk in self.process.stderr:
-            self._stderr += chunk
-            del self._stderr[: max(len(self._stderr) - STDERR_TAIL_BYTES, 0)]
 
     def _close(self) -> None:
         """Output has ended: wake every waiter (with no answer) and end every follow."""
