@@ -6,8 +6,9 @@ small async client that spawns the server and speaks to it.
 - `connection`: `AcpClient`, an anyio JSON-RPC client over a spawned `acp-server` process;
 - `follow`: `Follow`, a `session.follow` subscription whose journal stays gapless across
   overflows;
-- `process`: `ServerProcess`, the server as a subprocess driven line by line from plain
-  threads (the snapshot runner and the tests), and `serve_command`, the command both spawn.
+- `process`: the one subprocess driver: `ServerPipes` (anyio, under `AcpClient`) and
+  `ServerProcess`, the same driven from blocking code (the snapshot runner and the tests), and
+  `serve_command`, the command they spawn.
 """
 
 from ..core.history import HistoryProtocolError
