@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polling import TIMEOUT
+
 from acp_server.client.process import ServerProcess, serve_command
 
-DEFAULT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -168,15 +170,6 @@ class AcpProcess(ServerProcess):
         frame = self.request(method, params, timeout)
         assert "error" in frame, f"{method} should have failed: {frame}"
         return frame["error"]
-
-    def assert_silent(self, timeout: float = 0.3) -> None:
-        """No frame arrives within `timeout` seconds."""
-        try:
-            line = self.next_line(timeout)
-        except TimeoutError:
-            return
-        if line is not None:
-            raise AssertionError(f"unexpected frame: {line!r}")
 
     def initialize(self) -> dict[str, Any]:
         return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})

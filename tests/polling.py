@@ -9,6 +9,10 @@ import anyio
 
 INTERVAL = 0.02
 
+TIMEOUT = 60.0
+"""Seconds a test waits for a frame, a file or a process before it fails. Generous: it only
+ends a wait that a failing test would never finish, and a loaded CI machine is slow."""
+
 
 def poll(condition: Callable[[], bool], timeout: float) -> bool:
     """Whether `condition()` holds within about `timeout` seconds (checked every 20 ms)."""
@@ -19,7 +23,7 @@ def poll(condition: Callable[[], bool], timeout: float) -> bool:
     return condition()
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
     """Return once `condition()` holds; fail the test, saying `what` never happened, otherwise."""
     if not poll(condition, timeout):
         raise AssertionError(f"timed out waiting until {what}")

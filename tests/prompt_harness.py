@@ -25,12 +25,11 @@ import msgspec
 from acp import schema
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
 from fixtures_builder import Scenario, write_fixture
+from polling import TIMEOUT
 from pydantic import BaseModel
 
 from acp_server.core.json_values import map_strings
 from acp_server.storage.log import read_log
-
-TIMEOUT = 10.0
 
 ALL_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 

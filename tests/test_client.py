@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
-from polling import wait_until
+from polling import TIMEOUT, wait_until
 
 from acp_server.client import (
     AcpClient,
@@ -45,8 +45,6 @@ from acp_server.storage.log import read_log
 from acp_server.storage.store import SessionStore
 
 pytestmark = pytest.mark.anyio
-
-TIMEOUT = 30
 
 
 def long_text(words: int) -> str:

@@ -41,6 +41,7 @@ import msgspec
 import pytest
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks, write_fixture
+from polling import TIMEOUT
 
 from acp_server.core.history import expand_history_records
 from acp_server.log_command import verify_bytes
@@ -53,7 +54,6 @@ REPORT = os.environ.get("ACP_CRASH_REPORT")
 PACE_MS = 5
 FLUSH_MARGIN_S = 0.15
 """The flusher writes chunks every 100 ms; what was shown longer ago than this is on disk."""
-TIMEOUT = 20.0
 
 # ---------------------------------------------------------------------------------------------
 # The fixture: turn 0 has every kind of kill point; turn 1 is what comes next.

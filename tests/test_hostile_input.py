@@ -32,8 +32,8 @@ from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polling import TIMEOUT
 
-TIMEOUT = 10.0
 SESSION_ID_RULE = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 AUTHENTICATE = {"methodId": "none"}
 

@@ -49,12 +49,12 @@ from interop_support import (
     text_of,
     tool_calls,
 )
+from polling import TIMEOUT
 
 import acp_server
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 30.0
 
 TEE = """
 import os, subprocess, sys

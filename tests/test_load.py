@@ -24,13 +24,11 @@ import pytest
 from acp import schema
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks, write_fixture
-from polling import wait_until
+from polling import TIMEOUT, wait_until
 from pydantic import BaseModel
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.log import read_log
-
-TIMEOUT = 10.0
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": schema.InitializeResponse,
@@ -359,7 +357,7 @@ def test_every_replayed_update_is_on_the_wire_before_the_load_response(
 ) -> None:
     with Server(recorded.place.copy(tmp_path)) as second:
         loaded = second.load(recorded.session_id)
-        second.process.assert_silent(0.3)
+        probe = second.call("session/list", {})  # answered after anything the load still sent
 
     kinds = []
     for line in second.process.stdout_lines:
@@ -371,7 +369,9 @@ def test_every_replayed_update_is_on_the_wire_before_the_load_response(
         "initialize response",
         *["session/update"] * len(loaded.frames),
         "session/load response",
+        "session/list response",
     ]
+    assert probe.frames == []
     assert len(loaded.frames) == 9
 
 

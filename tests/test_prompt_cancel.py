@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks
-from polling import wait_until
+from polling import TIMEOUT, wait_until
 from prompt_harness import (
     PERMISSION_OPTIONS,
     PromptServer,
@@ -41,7 +41,7 @@ def assert_next_prompt_works(server: PromptServer, session: str, turn: int) -> N
     }
 
 
-def wait_for_file(path: Path, timeout: float = 10.0) -> None:
+def wait_for_file(path: Path, timeout: float = TIMEOUT) -> None:
     wait_until(path.exists, f"{path} appeared", timeout)
 
 

@@ -62,7 +62,7 @@ from .scenario import (
 TRANSCRIPT_NAME: Final = "stdout.expected.jsonl"
 WORKSPACE_NAME: Final = "workspace"
 DEFAULT_COMMAND: Final = SERVE_COMMAND
-FRAME_TIMEOUT: Final = 20.0
+FRAME_TIMEOUT: Final = 60.0
 """Seconds to wait for any one frame (generous: CI machines are busy)."""
 RESOURCE_NOT_FOUND: Final = -32002
 
