@@ -263,9 +263,10 @@ class ServerProcess:
         return code
 
     def kill(self) -> None:
-        """Kill the server (if it still runs) and release its pipes."""
+        """Kill the server (if it still runs) and release its pipes. Its input stays open
+        until it is dead: an end of input would start a clean shutdown that could race the
+        kill."""
         if not self._released:
-            self._portal.call(self.pipes.close_input)
             self._portal.call(self.pipes.kill)
         self._release()
 
