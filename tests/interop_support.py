@@ -23,7 +23,7 @@ from typing import Any
 
 import jsonschema
 from acp import schema
-from pydantic import BaseModel, ValidationError
+from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 
 import acp_server
 from acp_server.core.replay_script import derive_script, parse_fixture
@@ -46,25 +46,17 @@ DEMO_TOOL_CALLS = [
 ]
 """(toolCallId, kind, title) of the demo's tool calls, in order."""
 
-PARAMS_MODELS: dict[str, type[BaseModel]] = {
-    "session/update": schema.SessionNotification,
-    "session/request_permission": schema.RequestPermissionRequest,
-    "fs/read_text_file": schema.ReadTextFileRequest,
-    "fs/write_text_file": schema.WriteTextFileRequest,
+PARAMS_MODELS = {
+    method: TO_CLIENT_PARAMS[method]
+    for method in (
+        "session/update",
+        "session/request_permission",
+        "fs/read_text_file",
+        "fs/write_text_file",
+    )
 }
 """What the server may send in this scenario, by method, and the model its params must fit."""
 
-RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "initialize": schema.InitializeResponse,
-    "authenticate": schema.AuthenticateResponse,
-    "session/new": schema.NewSessionResponse,
-    "session/load": schema.LoadSessionResponse,
-    "session/resume": schema.ResumeSessionResponse,
-    "session/list": schema.ListSessionsResponse,
-    "session/close": schema.CloseSessionResponse,
-    "session/delete": schema.DeleteSessionResponse,
-    "session/prompt": schema.PromptResponse,
-}
 
 HISTORY_SCHEMAS = {
     "session.page": "session-page.result.schema.json",
@@ -98,20 +90,6 @@ def build_scenario(root: Path) -> tuple[Path, Path]:
 
 def schema_validator(name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()))
-
-
-def exact(model: type[BaseModel], value: Any, what: str) -> None:
-    """`value` validates against `model` and dumps back to itself, else a readable failure."""
-    try:
-        parsed = model.model_validate(value)
-    except ValidationError as exc:
-        raise AssertionError(
-            f"{what} violates ACP ({model.__name__}): {json.dumps(value)}\n{exc}"
-        ) from None
-    dumped = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, (
-        f"{what} does not fit {model.__name__} exactly:\n{json.dumps(value)}\n!=\n{json.dumps(dumped)}"
-    )
 
 
 def check_agent_frames(frames: list[dict[str, Any]], methods_by_id: Mapping[Any, str]) -> None:
@@ -149,7 +127,7 @@ def check_agent_frames(frames: list[dict[str, Any]], methods_by_id: Mapping[Any,
                 )
             else:
                 schema.AgentResponseMessage.model_validate(body)
-                exact(RESULT_MODELS[method], frame["result"], f"{where}: the result of {method}")
+                exact(AGENT_RESULTS[method], frame["result"], f"{where}: the result of {method}")
 
 
 def check_replay_before_response(

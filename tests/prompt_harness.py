@@ -23,37 +23,16 @@ from typing import Any, Self
 import jsonschema
 import msgspec
 from acp import schema
+from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
 from fixtures_builder import Scenario, write_fixture
 from polling import TIMEOUT
-from pydantic import BaseModel
 
 from acp_server.core.json_values import map_strings
 from acp_server.storage.log import read_log
 
 ALL_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 
-PARAMS_MODELS: dict[str, type[BaseModel]] = {
-    "session/update": schema.SessionNotification,
-    "session/request_permission": schema.RequestPermissionRequest,
-    "fs/read_text_file": schema.ReadTextFileRequest,
-    "fs/write_text_file": schema.WriteTextFileRequest,
-    "terminal/create": schema.CreateTerminalRequest,
-    "terminal/wait_for_exit": schema.WaitForTerminalExitRequest,
-    "terminal/output": schema.TerminalOutputRequest,
-    "terminal/release": schema.ReleaseTerminalRequest,
-    "terminal/kill": schema.KillTerminalRequest,
-    "$/cancel_request": schema.CancelRequestNotification,
-}
-"""What the server may send, by method, and the ACP model its params must fit."""
-
-RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "initialize": schema.InitializeResponse,
-    "session/new": schema.NewSessionResponse,
-    "session/load": schema.LoadSessionResponse,
-    "session/list": schema.ListSessionsResponse,
-    "session/prompt": schema.PromptResponse,
-}
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 HISTORY_SCHEMAS = {
@@ -73,12 +52,6 @@ PERMISSION_OPTIONS = [
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
     {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
 ]
-
-
-def exact_model(model: type[BaseModel], value: Any, what: str) -> None:
-    """`value` validates against `model` and dumps back to itself (nothing dropped or coerced)."""
-    dumped = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, f"{what} does not fit {model.__name__} exactly:\n{value}\n!=\n{dumped}"
 
 
 def replace_strings(value: Any, replacements: list[tuple[str, str]]) -> Any:
@@ -318,19 +291,19 @@ class PromptServer:
             history.validate(frame if "method" in frame else frame["result"])
         elif "method" in frame:
             method = frame["method"]
-            assert method in PARAMS_MODELS, f"the server sent an unexpected method: {frame}"
+            assert method in TO_CLIENT_PARAMS, f"the server sent an unexpected method: {frame}"
             if "id" in frame:
                 schema.AgentRequest.model_validate(frame)
             else:
                 schema.AgentNotification.model_validate(frame)
-            exact_model(PARAMS_MODELS[method], frame["params"], method)
+            exact(TO_CLIENT_PARAMS[method], frame["params"], method)
         elif "error" in frame:
             schema.AgentErrorMessage.model_validate(
                 {k: v for k, v in frame.items() if k != "jsonrpc"}
             )
         else:
             method = self.methods[frame["id"]]
-            exact_model(RESULT_MODELS[method], frame["result"], f"the result of {method}")
+            exact(AGENT_RESULTS[method], frame["result"], f"the result of {method}")
 
     def __enter__(self) -> Self:
         return self

@@ -22,25 +22,13 @@ from typing import Any
 import msgspec
 import pytest
 from acp import schema
+from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks, write_fixture
 from polling import TIMEOUT, wait_until
-from pydantic import BaseModel
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.log import read_log
-
-RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "initialize": schema.InitializeResponse,
-    "session/new": schema.NewSessionResponse,
-    "session/load": schema.LoadSessionResponse,
-    "session/prompt": schema.PromptResponse,
-}
-PARAMS_MODELS: dict[str, type[BaseModel]] = {
-    "session/update": schema.SessionNotification,
-    "session/request_permission": schema.RequestPermissionRequest,
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: a place on disk, a server process, the expected replay.
@@ -69,12 +57,6 @@ def make_place(root: Path, scenario: Scenario) -> Place:
     workspace = root / "workspace"
     workspace.mkdir()
     return Place(write_fixture(root / "fixture", scenario), workspace, root / "sessions")
-
-
-def exact_model(model: type[BaseModel], value: Any, what: str) -> None:
-    """`value` validates against `model` and dumps back to itself (nothing dropped or coerced)."""
-    dumped = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, f"{what} does not fit {model.__name__} exactly:\n{value}\n!=\n{dumped}"
 
 
 @dataclass
@@ -160,12 +142,12 @@ class Server:
         for line in self.process.stdout_lines:
             frame = assert_jsonrpc_frame(line)
             if "method" in frame:
-                exact_model(PARAMS_MODELS[frame["method"]], frame["params"], frame["method"])
+                exact(TO_CLIENT_PARAMS[frame["method"]], frame["params"], frame["method"])
             elif "error" in frame:
-                exact_model(schema.Error, frame["error"], "an error")
+                exact(schema.Error, frame["error"], "an error")
             else:
                 method = self.methods[frame["id"]]
-                exact_model(RESULT_MODELS[method], frame["result"], f"the result of {method}")
+                exact(AGENT_RESULTS[method], frame["result"], f"the result of {method}")
 
     def __enter__(self) -> Server:
         return self

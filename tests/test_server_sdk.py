@@ -27,30 +27,15 @@ from acp.schema import (
     AgentResponseMessage,
     AuthenticateResponse,
     ClientCapabilities,
-    CloseSessionResponse,
-    DeleteSessionResponse,
     FileSystemCapabilities,
     Implementation,
-    InitializeResponse,
-    ListSessionsResponse,
-    NewSessionResponse,
-    ResumeSessionResponse,
 )
-from pydantic import BaseModel
+from acp_models import AGENT_RESULTS, exact
 
 import acp_server
 
 pytestmark = pytest.mark.anyio
 
-RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "initialize": InitializeResponse,
-    "authenticate": AuthenticateResponse,
-    "session/new": NewSessionResponse,
-    "session/list": ListSessionsResponse,
-    "session/resume": ResumeSessionResponse,
-    "session/close": CloseSessionResponse,
-    "session/delete": DeleteSessionResponse,
-}
 
 TEE = """
 import os, subprocess, sys
@@ -99,13 +84,8 @@ def validate_frames(raw: bytes, methods_by_id: dict[Any, str]) -> list[dict[str,
         else:
             AgentResponseMessage.model_validate(frame)
             assert set(frame) == {"id", "result"}
-            model = RESULT_MODELS[methods_by_id[frame["id"]]]
-            dumped = model.model_validate(frame["result"]).model_dump(
-                mode="json", by_alias=True, exclude_unset=True
-            )
-            assert dumped == frame["result"], (
-                f"{methods_by_id[frame['id']]}: {frame['result']} != {dumped}"
-            )
+            method = methods_by_id[frame["id"]]
+            exact(AGENT_RESULTS[method], frame["result"], f"the result of {method}")
         frames.append(frame)
     return frames
 

@@ -16,10 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-import acp.schema as acp_schema
 import msgspec
 import pytest
-from pydantic import BaseModel
+from acp_models import AGENT_RESULTS, CLIENT_RESULTS, TO_AGENT_PARAMS, TO_CLIENT_PARAMS, exact
 
 from acp_server.core.events import SubagentStart
 from acp_server.core.replay_script import (
@@ -405,43 +404,8 @@ def test_normalizer_numbers_ids_by_first_appearance() -> None:
 # ---------------------------------------------------------------------------------------------
 # The committed transcripts are ACP: every frame either side sent fits the official models.
 
-REQUEST_PARAMS: dict[str, type[BaseModel]] = {
-    "initialize": acp_schema.InitializeRequest,
-    "session/new": acp_schema.NewSessionRequest,
-    "session/prompt": acp_schema.PromptRequest,
-    "session/load": acp_schema.LoadSessionRequest,
-    "session/list": acp_schema.ListSessionsRequest,
-    "session/cancel": acp_schema.CancelNotification,
-    "session/update": acp_schema.SessionNotification,
-    "session/request_permission": acp_schema.RequestPermissionRequest,
-    "fs/read_text_file": acp_schema.ReadTextFileRequest,
-    "fs/write_text_file": acp_schema.WriteTextFileRequest,
-    "terminal/create": acp_schema.CreateTerminalRequest,
-    "terminal/wait_for_exit": acp_schema.WaitForTerminalExitRequest,
-    "terminal/output": acp_schema.TerminalOutputRequest,
-    "terminal/release": acp_schema.ReleaseTerminalRequest,
-}
-RESULTS: dict[str, type[BaseModel]] = {
-    "initialize": acp_schema.InitializeResponse,
-    "session/new": acp_schema.NewSessionResponse,
-    "session/prompt": acp_schema.PromptResponse,
-    "session/load": acp_schema.LoadSessionResponse,
-    "session/list": acp_schema.ListSessionsResponse,
-    "session/request_permission": acp_schema.RequestPermissionResponse,
-    "fs/read_text_file": acp_schema.ReadTextFileResponse,
-    "fs/write_text_file": acp_schema.WriteTextFileResponse,
-    "terminal/create": acp_schema.CreateTerminalResponse,
-    "terminal/wait_for_exit": acp_schema.WaitForTerminalExitResponse,
-    "terminal/output": acp_schema.TerminalOutputResponse,
-    "terminal/release": acp_schema.ReleaseTerminalResponse,
-}
-
-
-def exact(model: type[BaseModel], value: object, where: str) -> None:
-    dumped = model.model_validate(value).model_dump(mode="json", by_alias=True, exclude_unset=True)
-    assert dumped == value, (
-        f"{where}: does not fit {model.__name__} exactly:\n{value}\n!=\n{dumped}"
-    )
+REQUEST_PARAMS = {**TO_AGENT_PARAMS, **TO_CLIENT_PARAMS}
+RESULTS = {**AGENT_RESULTS, **CLIENT_RESULTS}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
