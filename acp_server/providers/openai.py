@@ -182,16 +182,6 @@ class OpenAIProvider:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
         return cls(model, base_url, Secret(key) if key else None, **options)
 
-    def bind_session(
-        self,
-        session_id: str,
-        *,
-        parent_session_id: str | None,
-        model_calls: int,
-        cwd: str | None = None,
-    ) -> None:
-        """Stateless: the whole conversation goes with every request."""
-
     # -- streaming -----------------------------------------------------------------------------
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
