@@ -29,6 +29,7 @@ from .transport import FdReader, FrameWriter, StdioFds, claim_stdio
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
     from ..core.events import StreamChunk
     from ..providers.base import ModelRequest, Provider
+    from ..providers.replay import ReplayProvider
 
 log = logging.getLogger("acp_server")
 
@@ -90,9 +91,9 @@ class BundledDemoProvider:
 
     def __init__(self, pace_ms: int) -> None:
         self.pace_ms = pace_ms
-        self._loaded: Provider | None = None
+        self._loaded: ReplayProvider | None = None
 
-    def _provider(self) -> Provider:
+    def _provider(self) -> ReplayProvider:
         if self._loaded is None:
             from ..providers.replay import ReplayProvider, bundled_demo_fixture
 
