@@ -1,8 +1,8 @@
 """The OpenAI chat completions wire format, as pure functions: requests out, stream events in.
 
 No I/O here (`acp_server.providers.openai` does the HTTP): `request_body` turns a `ModelRequest`
-into the JSON body of `POST /chat/completions`; `SseDecoder` turns the response's lines into
-server-sent event payloads; `DeltaMapper` turns each payload (one `chat.completion.chunk`) into
+into the JSON body of `POST /chat/completions`; `acp_server.providers.wire.SseDecoder` turns the
+response's lines into server-sent event payloads; `DeltaMapper` turns each payload (one `chat.completion.chunk`) into
 `StreamChunk`s, one per delta fragment, in the order they arrived, never merged.
 
 Mapping (SPEC 1.2's chunk types):
@@ -63,19 +63,9 @@ from ..core.messages import (
     UserTurn,
 )
 from .base import ProviderError
+from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, clip, excerpt, unchanged
 
 DONE: Final = "[DONE]"
-MAX_EVENT_CHARS: Final = 16 * 1024 * 1024
-"""The longest server-sent event payload accepted (a longer one fails the stream)."""
-EXCERPT_CHARS: Final = 200
-MESSAGE_CHARS: Final = 500
-"""The most of a server's own error message that an error message quotes."""
-CODE_CHARS: Final = 100
-"""The most of a server's own error code (a string) that a failure carries."""
-
-Redact = Callable[[str], str]
-"""Scrubs a text of the API key. Applied to what the server sent before it is cut to length,
-so that a key across the cut leaves nothing of itself behind."""
 
 _FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "stop": "stop",
@@ -91,7 +81,12 @@ _FINISH_REASONS: Final[dict[str, FinishReason]] = {
 
 
 def request_body(
-    model: str, messages: list[ModelMessage], tools: list[ToolDefinition]
+    model: str,
+    messages: list[ModelMessage],
+    tools: list[ToolDefinition],
+    *,
+    system: str | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a streaming chat completions request.
 
@@ -99,12 +94,17 @@ def request_body(
     assistant messages carry `reasoning_content`. An assistant message left with neither text nor
     tool calls (it held reasoning only) is left out, as providers reject empty assistant turns.
     """
+    wire = [m for m in (_message(m) for m in messages) if m is not None]
+    if system:
+        wire.insert(0, {"role": "system", "content": system})
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m for m in (_message(m) for m in messages) if m is not None],
+        "messages": wire,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     if tools:
         body["tools"] = [
             {
@@ -200,50 +200,6 @@ def _tool_text(blocks: list[Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Server-sent events.
-
-
-class SseDecoder:
-    """Server-sent events (the WHATWG framing), fed one line at a time without its line ending.
-
-    `line()` returns an event's data when a blank line completes it; comments (`:`), `event`,
-    `id`, `retry` and unknown fields are skipped. `end()` returns an event left without its
-    closing blank line when the body ends.
-    """
-
-    def __init__(self, max_chars: int = MAX_EVENT_CHARS) -> None:
-        self._data: list[str] = []
-        self._chars = 0
-        self._max_chars = max_chars
-
-    def line(self, line: str) -> str | None:
-        if not line:
-            return self.end()
-        if line.startswith(":"):
-            return None
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._chars += len(value) + 1
-            if self._chars > self._max_chars:
-                raise ProviderError(
-                    f"a server-sent event is longer than {self._max_chars} characters",
-                    "malformed-event",
-                )
-            self._data.append(value)
-        return None
-
-    def end(self) -> str | None:
-        if not self._data:
-            return None
-        data = "\n".join(self._data)
-        self._data = []
-        self._chars = 0
-        return data
-
-
-# ---------------------------------------------------------------------------------------------
 # Chat completion chunks.
 
 
@@ -296,20 +252,6 @@ class _Chunk(msgspec.Struct):
 
 
 _decoder: Final = msgspec.json.Decoder(_Chunk)
-
-
-def unchanged(text: str) -> str:
-    return text
-
-
-def clip(text: str, limit: int) -> str:
-    """`text`, or its first `limit` characters and an ellipsis."""
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """`text` shortened for an error message, as a Python literal (control characters shown)."""
-    return repr(clip(text, limit))
 
 
 def error_payload_message(
@@ -473,9 +415,6 @@ __all__ = [
     "DONE",
     "DeltaMapper",
     "ErrorPayload",
-    "SseDecoder",
-    "clip",
     "error_payload_message",
-    "excerpt",
     "request_body",
 ]

@@ -150,6 +150,9 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
         finally:
             with anyio.CancelScope(shield=True):
                 await sessions.close_all()
+                close_provider = getattr(provider, "aclose", None)  # a live one's HTTP client
+                if close_provider is not None:
+                    await close_provider()
                 await writer.aclose()  # the writer drains what is queued, then ends
     log.info("served; exit status %d", status)
     return status
