@@ -63,6 +63,7 @@ from .openai_stream import (
     request_body,
 )
 from .secret import Secret
+from .settings import LiveSettings
 from .wire import Redact, SseDecoder, excerpt
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ class OpenAIProvider:
     trust_env: bool = True
     """Honour HTTP(S)_PROXY / NO_PROXY / SSL_CERT_FILE from the environment, as httpx does."""
     name: str = "openai"
+    max_tokens: int | None = None
+    """Sent when a request names none (`--max-tokens`); None: the server's default."""
     sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False)
     """How the wait before a retry is spent (tests pass one that records it)."""
     _http: HttpClient = field(init=False, repr=False)
@@ -146,7 +149,7 @@ class OpenAIProvider:
                 request.messages,
                 request.tools,
                 system=request.system,
-                max_tokens=request.max_tokens,
+                max_tokens=request.max_tokens or self.max_tokens,
             )
         )
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -226,6 +229,33 @@ class OpenAIProvider:
     def _status_detail(self, text: str) -> str | None:
         found = _body_error(text, self._redact)
         return found[0] if found is not None else None
+
+
+def from_settings(settings: LiveSettings) -> OpenAIProvider:
+    """The provider `--provider openai` names (`acp_server.providers.registry`)."""
+    if settings.api_key is None:
+        log.warning(
+            "openai: $%s is not set: requests go without an API key",
+            settings.api_key_env or DEFAULT_API_KEY_ENV,
+        )
+    return OpenAIProvider(
+        settings.model,
+        settings.base_url or DEFAULT_BASE_URL,
+        settings.api_key,
+        max_tokens=settings.max_tokens,
+        **_options(settings),
+    )
+
+
+def _options(settings: LiveSettings) -> ProviderOptions:
+    options = ProviderOptions()
+    if settings.connect_timeout is not None:
+        options["connect_timeout"] = settings.connect_timeout
+    if settings.read_timeout is not None:
+        options["read_timeout"] = settings.read_timeout
+    if settings.max_retries is not None:
+        options["max_retries"] = settings.max_retries
+    return options
 
 
 def _new_call_id(index: int) -> str:
