@@ -37,6 +37,9 @@ MAX_RETRY_AFTER: Final = 60.0
 """A server asking to wait longer than this (seconds) is not retried: the turn fails at once."""
 RETRYABLE_STATUS: Final = frozenset({408, 409, 429})
 ERROR_BODY_BYTES: Final = 64 * 1024
+DRAIN_SECONDS: Final = 1.0
+"""How long the end of a body is awaited after a stream's last event, so that its connection
+goes back to the pool (a body left unread closes it)."""
 REDACTED: Final = "[redacted]"
 
 
@@ -224,6 +227,14 @@ def _final_message(label: str, failure: Failure, tries: int, yielded: int, redac
     return redact(message)
 
 
+async def drain(lines: AsyncIterator[str]) -> None:
+    """Read what is left of a body after its last event (normally only its end), within
+    `DRAIN_SECONDS`: a server that keeps sending after it loses its connection instead."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        async for _ in lines:
+            pass
+
+
 def retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or 500 <= status <= 599
 
@@ -321,6 +332,7 @@ __all__ = [
     "as_secret",
     "check_key",
     "describe",
+    "drain",
     "read_body",
     "redactor",
     "retry_after",

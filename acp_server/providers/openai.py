@@ -46,6 +46,7 @@ from .http import (
     ProviderConfigError,
     RetryPolicy,
     as_secret,
+    drain,
     read_body,
     redactor,
     retryable_status,
@@ -186,13 +187,15 @@ class OpenAIProvider:
                 if response.headers.get("content-type", "").startswith("application/json"):
                     raise await _not_a_stream(response, self._redact)
                 decoder = SseDecoder()
-                async for line in response.aiter_lines():
+                lines = response.aiter_lines()
+                async for line in lines:
                     data = decoder.line(line)
                     if data is None:
                         continue
                     for chunk in mapper.event(data):
                         yield chunk
                     if mapper.done:
+                        await drain(lines)
                         return
                 # The body ended without [DONE]: first an event left without its closing
                 # blank line, then either the finish held back or a cut stream.

@@ -44,6 +44,12 @@ def _openai(settings: LiveSettings) -> Provider:
     return from_settings(settings)
 
 
+def _anthropic(settings: LiveSettings) -> Provider:
+    from .anthropic import from_settings
+
+    return from_settings(settings)
+
+
 LIVE_PROVIDERS: Final[dict[str, LiveProvider]] = {
     p.name: p
     for p in (
@@ -55,6 +61,14 @@ LIVE_PROVIDERS: Final[dict[str, LiveProvider]] = {
             "OPENAI_API_KEY",
             _openai,
             frozenset({"max_tokens"}),
+        ),
+        LiveProvider(
+            "anthropic",
+            "Anthropic's Messages API (Claude), or a gateway that speaks it",
+            "https://api.anthropic.com",
+            "ANTHROPIC_API_KEY",
+            _anthropic,
+            frozenset({"max_tokens", "thinking_budget"}),
         ),
     )
 }
