@@ -242,17 +242,12 @@ def _check_budget(budget: int, max_tokens: int) -> None:
 
 def from_settings(settings: LiveSettings) -> AnthropicProvider:
     """The provider `--provider anthropic` names (`acp_server.providers.registry`)."""
-    if settings.api_key is None:
-        log.warning(
-            "anthropic: $%s is not set: requests go without an API key",
-            settings.api_key_env or DEFAULT_API_KEY_ENV,
-        )
     options: dict[str, Any] = {
         key: value
         for key in ("connect_timeout", "read_timeout", "max_retries")
         if (value := getattr(settings, key)) is not None
     }
-    return AnthropicProvider(
+    provider = AnthropicProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
         settings.api_key,
@@ -260,6 +255,12 @@ def from_settings(settings: LiveSettings) -> AnthropicProvider:
         thinking_budget=settings.thinking_budget,
         **options,
     )
+    if settings.api_key is None:  # said once the settings are known to be good
+        log.warning(
+            "anthropic: $%s is not set: requests go without an API key",
+            settings.api_key_env or DEFAULT_API_KEY_ENV,
+        )
+    return provider
 
 
 __all__ = [
