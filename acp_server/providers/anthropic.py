@@ -156,17 +156,15 @@ class AnthropicProvider:
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     raise await self._not_a_stream(response)
                 decoder = SseDecoder()
-                lines = response.aiter_lines()
-                async for line in lines:
-                    data = decoder.line(line)
-                    if data is None:
-                        continue
-                    for chunk in mapper.event(data):
-                        yield chunk
-                    if mapper.done:
-                        await drain(lines)
-                        return
-                tail = decoder.end()  # an event left without its closing blank line
+                pieces = response.aiter_bytes()
+                async for piece in pieces:
+                    for data in decoder.feed(piece):
+                        for chunk in mapper.event(data):
+                            yield chunk
+                        if mapper.done:
+                            await drain(pieces)
+                            return
+                tail = decoder.end_bytes()  # an event left without its closing blank line
                 for chunk in mapper.event(tail) if tail is not None else ():
                     yield chunk
                 if mapper.done:

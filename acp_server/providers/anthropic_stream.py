@@ -317,15 +317,17 @@ class EventMapper:
         """Whether the stop reason has arrived (usage and `finish` wait for `message_stop`)."""
         return self._stop is not None
 
-    def event(self, data: str) -> list[StreamChunk]:
+    def event(self, data: str | bytes) -> list[StreamChunk]:
+        """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
         try:
             event = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             redact = self._redact
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
             raise ProviderError(
                 f"malformed server-sent event {self.events} ({redact(str(exc))}): "
-                f"{excerpt(redact(data))}",
+                f"{excerpt(redact(text))}",
                 "malformed-event",
             ) from None
         kind = event.type

@@ -227,11 +227,11 @@ def _final_message(label: str, failure: Failure, tries: int, yielded: int, redac
     return redact(message)
 
 
-async def drain(lines: AsyncIterator[str]) -> None:
+async def drain(rest: AsyncIterator[object]) -> None:
     """Read what is left of a body after its last event (normally only its end), within
     `DRAIN_SECONDS`: a server that keeps sending after it loses its connection instead."""
     with anyio.move_on_after(DRAIN_SECONDS):
-        async for _ in lines:
+        async for _ in rest:
             pass
 
 

@@ -187,19 +187,17 @@ class OpenAIProvider:
                 if response.headers.get("content-type", "").startswith("application/json"):
                     raise await _not_a_stream(response, self._redact)
                 decoder = SseDecoder()
-                lines = response.aiter_lines()
-                async for line in lines:
-                    data = decoder.line(line)
-                    if data is None:
-                        continue
-                    for chunk in mapper.event(data):
-                        yield chunk
-                    if mapper.done:
-                        await drain(lines)
-                        return
+                pieces = response.aiter_bytes()
+                async for piece in pieces:
+                    for data in decoder.feed(piece):
+                        for chunk in mapper.event(data):
+                            yield chunk
+                        if mapper.done:
+                            await drain(pieces)
+                            return
                 # The body ended without [DONE]: first an event left without its closing
                 # blank line, then either the finish held back or a cut stream.
-                tail = decoder.end()
+                tail = decoder.end_bytes()
                 for chunk in mapper.event(tail) if tail is not None else ():
                     yield chunk
                 if mapper.done:

@@ -66,6 +66,7 @@ from .base import ProviderError
 from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, clip, excerpt, unchanged
 
 DONE: Final = "[DONE]"
+_DONE_BYTES: Final = DONE.encode()
 
 _FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "stop": "stop",
@@ -284,18 +285,20 @@ class DeltaMapper:
         self.events = 0
         """Payloads seen (`[DONE]` included), for error messages."""
 
-    def event(self, data: str) -> list[StreamChunk]:
+    def event(self, data: str | bytes) -> list[StreamChunk]:
+        """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
-        if data.strip() == DONE:
+        if data.strip() == (_DONE_BYTES if isinstance(data, bytes) else DONE):
             self.done = True
             return self._finish_chunks("the stream said [DONE] before any finish reason")
         try:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             redact = self._redact
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
             raise ProviderError(
                 f"malformed server-sent event {self.events} ({redact(str(exc))}): "
-                f"{excerpt(redact(data))}",
+                f"{excerpt(redact(text))}",
                 "malformed-event",
             ) from None
         if chunk.error is not None:
