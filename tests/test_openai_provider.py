@@ -531,6 +531,25 @@ def test_request_body_maps_the_history() -> None:
     ]
 
 
+async def test_the_system_prompt_goes_first_and_max_tokens_with_the_request() -> None:
+    with FakeOpenAI([Sse([text("ok"), chunk(finish="stop")])]) as server:
+        request = ModelRequest(
+            session_id="s1",
+            messages=[UserTurn([TextContent("hello")])],
+            tools=[],
+            system="Be brief.",
+            max_tokens=256,
+        )
+        _, error = await run(provider(server), request)
+    assert error is None
+    body = server.requests[0].body
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello"},
+    ]
+    assert body["max_tokens"] == 256
+
+
 def test_the_key_comes_from_the_environment_and_leaves_it() -> None:
     environ = {"MY_KEY": KEY, "OTHER": "x"}
     p = OpenAIProvider.from_env("m", "http://127.0.0.1:1/v1", "MY_KEY", environ=environ)
