@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+from .providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY, live_provider
 
 if TYPE_CHECKING:
     from .providers.secret import Secret
 
 COMMANDS = ("serve", "demo", "log", "fixture")
-PROVIDERS = ("llm-replay", "openai")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -148,33 +148,52 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 67108864, 64 MiB)",
     )
     model = serve.add_argument_group(
-        "live model (--provider openai)",
-        "Any OpenAI-compatible chat completions endpoint: OpenAI, DeepSeek, vLLM, llama.cpp, Ollama. "
-        "The API key is read from an environment variable only, never from a flag.",
+        "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",
+        "; ".join(f"{p.name}: {p.summary}" for p in LIVE_PROVIDERS.values())
+        + ". The API key is read from an environment variable only, never from a flag.",
     )
     model.add_argument(
         "--provider",
-        choices=PROVIDERS,
-        default="llm-replay",
-        help="the model: llm-replay (recorded fixtures, the default) or openai (a live endpoint)",
+        choices=PROVIDER_NAMES,
+        default=REPLAY,
+        help="the model: llm-replay (recorded fixtures, the default) or a live endpoint ("
+        + ", ".join(LIVE_PROVIDERS)
+        + ")",
     )
     model.add_argument(
         "--model",
         metavar="NAME",
-        help="the model name to request (required with --provider openai)",
+        help="the model name to request (required with a live provider)",
     )
     model.add_argument(
         "--base-url",
         metavar="URL",
-        help="the API root; requests go to URL/chat/completions (default https://api.openai.com/v1)",
+        help="the API root, for a gateway or a compatible server (default: "
+        + ", ".join(f"{p.default_base_url} for {p.name}" for p in LIVE_PROVIDERS.values())
+        + "); openai requests go to URL/chat/completions, anthropic ones to URL/v1/messages",
     )
     model.add_argument(
         "--api-key-env",
         metavar="VAR",
-        help="the environment variable holding the API key (default OPENAI_API_KEY); unset or "
-        "empty sends no key. When it is set, the server starts itself again without it (the key "
-        "goes over a private pipe), so neither the server's environment, /proc/PID/environ "
-        "included, nor the programs it runs hold the key",
+        help="the environment variable holding the API key (default: "
+        + ", ".join(f"{p.api_key_env} for {p.name}" for p in LIVE_PROVIDERS.values())
+        + "); unset or empty sends no key. When it is set, the server starts itself again "
+        "without it (the key goes over a private pipe), so neither the server's environment, "
+        "/proc/PID/environ included, nor the programs it runs hold the key",
+    )
+    model.add_argument(
+        "--max-tokens",
+        metavar="N",
+        type=_positive_int,
+        help="the most output tokens one model call may take (default: the provider's; "
+        "anthropic's is 32000)",
+    )
+    model.add_argument(
+        "--thinking-budget",
+        metavar="TOKENS",
+        type=_positive_int,
+        help="anthropic: extended thinking with this many tokens of budget (at least 1024, "
+        "less than --max-tokens); default off",
     )
     model.add_argument(
         "--connect-timeout",
@@ -304,17 +323,25 @@ _LIVE_MODEL_FLAGS: Final = {
     "connect_timeout": "--connect-timeout",
     "read_timeout": "--read-timeout",
     "max_retries": "--max-retries",
+    "max_tokens": "--max-tokens",
+    "thinking_budget": "--thinking-budget",
 }
+_COMMON_LIVE_OPTIONS: Final = frozenset(
+    {"model", "base_url", "api_key_env", "connect_timeout", "read_timeout", "max_retries"}
+)
 
 
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     """`ServeConfig`'s provider fields from the flags; `ValueError` for flags that do not go
-    together. Each provider's flags are refused with the other provider."""
+    together. Each provider's flags are refused with another provider."""
     given = {key: getattr(args, key) for key in _LIVE_MODEL_FLAGS if getattr(args, key) is not None}
-    if args.provider == "llm-replay":
+    spec = live_provider(args.provider)
+    if spec is None:
         if given:
+            first = next(iter(given))
+            takers = [p.name for p in LIVE_PROVIDERS.values() if _takes(p.options, first)]
             raise ValueError(
-                f"{_LIVE_MODEL_FLAGS[next(iter(given))]} applies to --provider openai only"
+                f"{_LIVE_MODEL_FLAGS[first]} applies to --provider {' or '.join(takers)} only"
             )
         return {}
     for flag, value in (
@@ -323,14 +350,16 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
         ("--pace-ms", args.pace_ms),
     ):
         if value:
-            raise ValueError(f"{flag} applies to --provider llm-replay only")
+            raise ValueError(f"{flag} applies to --provider {REPLAY} only")
+    for key in given:
+        if not _takes(spec.options, key):
+            takers = [p.name for p in LIVE_PROVIDERS.values() if _takes(p.options, key)]
+            raise ValueError(
+                f"{_LIVE_MODEL_FLAGS[key]} applies to --provider {' or '.join(takers)} only"
+            )
     if not args.model:
-        raise ValueError("--provider openai needs --model")
-    from .providers.openai import (
-        ProviderConfigError,
-        validate_base_url,
-        validate_env_name,
-    )
+        raise ValueError(f"--provider {spec.name} needs --model")
+    from .providers.http import ProviderConfigError, validate_base_url, validate_env_name
 
     try:
         if "base_url" in given:
@@ -342,22 +371,27 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
             validate_env_name(given["api_key_env"])
     except ProviderConfigError as exc:
         raise ValueError(f"--api-key-env: {exc}") from None
-    return {"provider": "openai", **given}
+    given.setdefault("api_key_env", spec.api_key_env)
+    return {"provider": spec.name, **given}
+
+
+def _takes(options: frozenset[str], key: str) -> bool:
+    return key in _COMMON_LIVE_OPTIONS or key in options
 
 
 def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
-    """The key handed over by the process that started this one again without `$env_name`, or
-    None: the provider reads `$env_name` itself. Starts this process again first when the key is
-    in the environment and the command line is this process's own (`may_reexec`)."""
-    from .providers.secret import can_reexec, reexec_without, take_handed_over
+    """The key: the one handed over by the process that started this one again without
+    `$env_name`, else from the key sources (`$env_name` itself, taken out of the environment).
+    Starts this process again first when the key is in the environment and the command line
+    is this process's own (`may_reexec`), so that `/proc/PID/environ` does not hold it."""
+    from .providers.secret import can_reexec, find_key, handed_over_key, reexec_without
 
-    key = take_handed_over()
+    key = handed_over_key(env_name)
     if key is not None:
-        os.environ.pop(env_name, None)
         return key
     if may_reexec and os.environ.get(env_name) and can_reexec():
         reexec_without(env_name)
-    return None
+    return find_key(env_name)
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
@@ -376,15 +410,13 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         model_options = _model_options(args)
     except ValueError as exc:
         return fail(str(exc))
-    if model_options.get("provider") == "openai":
+    if "provider" in model_options:
         try:
-            model_options["api_key"] = _api_key(
-                model_options.get("api_key_env", ServeConfig.api_key_env), may_reexec=may_reexec
-            )
+            model_options["api_key"] = _api_key(model_options["api_key_env"], may_reexec=may_reexec)
         except SecretError as exc:
             return fail(str(exc))
     replay = args.replay
-    if replay is None and args.provider == "llm-replay" and os.environ.get(REPLAY_FILE_ENV):
+    if replay is None and args.provider == REPLAY and os.environ.get(REPLAY_FILE_ENV):
         replay = Path(os.environ[REPLAY_FILE_ENV])
     if replay is not None and not replay.exists():
         return fail(f"--replay: {unreachable(replay)}: {replay}")

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HEADER = {"type": "session", "version": 1, "id": "torn", "createdAt": 0, "cwd": "/w"}
+HEADER = {"type": "session", "version": 2, "id": "torn", "createdAt": 0, "cwd": "/w"}
 
 
 def make_logs(sessions: Path, size: int) -> dict[str, Path]:

@@ -17,6 +17,7 @@ from acp_server.core.events import (
     BlockStart,
     Finish,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -67,6 +68,40 @@ def test_block_start_places_the_block_before_its_first_delta() -> None:
     )
 
     assert assembler.content() == [AssistantText("answer"), AssistantReasoning("hm")]
+
+
+def test_a_signature_chunk_signs_its_reasoning_block_and_no_other() -> None:
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "Think "),
+        ReasoningDelta(0, "twice."),
+        ReasoningSignature(0, "sig-A=="),
+        BlockEnd(0),
+        BlockStart(1, "reasoning"),
+        ReasoningDelta(1, "Unsigned."),
+        BlockEnd(1),
+    ]
+
+    assert assembled(chunks).content() == [
+        AssistantReasoning("Think twice.", "sig-A=="),
+        AssistantReasoning("Unsigned."),
+    ]
+
+
+def test_an_interrupted_stream_keeps_the_signature_of_a_block_it_completed() -> None:
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "Done."),
+        ReasoningSignature(0, "sig-B=="),
+        BlockEnd(0),
+        BlockStart(1, "text"),
+        TextDelta(1, "Hal"),
+    ]
+
+    assert assembled(chunks).content(interrupted=True) == [
+        AssistantReasoning("Done.", "sig-B=="),
+        AssistantText("Hal"),
+    ]
 
 
 def test_tool_call_takes_id_and_name_from_its_first_deltas_and_joins_arguments() -> None:

@@ -45,7 +45,7 @@ def write_log(
 ) -> Path:
     header: dict[str, Any] = {
         "type": "session",
-        "version": 1,
+        "version": 2,
         "id": session,
         "createdAt": t0,
         "cwd": cwd,
@@ -142,7 +142,7 @@ def test_children_are_numbered_depth_first_and_every_id_and_path_is_normalized(
     main = fixture_events(scenario / "session.jsonl")
     assert main[0] == {
         "type": "session",
-        "version": 1,
+        "version": 2,
         "id": "<session-1>",
         "createdAt": 0,
         "cwd": "<workspace>",

@@ -32,7 +32,7 @@ from acp_server.core.history import to_history_records
 
 pytestmark = pytest.mark.anyio
 
-HEADER = {"type": "session", "version": 1, "id": "s", "createdAt": 0, "cwd": "/w"}
+HEADER = {"type": "session", "version": 2, "id": "s", "createdAt": 0, "cwd": "/w"}
 
 
 def chunk(seq: int, text: str) -> AssistantChunk:

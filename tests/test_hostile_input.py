@@ -634,7 +634,7 @@ def test_a_traversing_session_id_never_reaches_the_file_system(wire: Wire) -> No
     planted = wire.sessions_dir.parent / "planted"
     planted.mkdir()
     (planted / "session.jsonl").write_text(
-        '{"type":"session","version":1,"id":"planted","createdAt":0,"cwd":"/w"}\n'
+        '{"type":"session","version":2,"id":"planted","createdAt":0,"cwd":"/w"}\n'
     )
     for method in ("session/load", "session/delete"):
         frame = wire.reply(request(method, session_params(method, "../planted")))

@@ -24,7 +24,7 @@ from acp_server.storage.store import SessionStore
 
 def write(root: Path, compression: Compression, events: list[SessionEvent]) -> Path:
     store = SessionStore(root, compression=compression)
-    writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
+    writer = store.create(SessionHeader(version=2, id="s", created_at=0, cwd="/"))
     for event in events:  # one flush each: titles and rows in separate batches and frames
         writer.append([event])
         writer.flush()
@@ -41,7 +41,7 @@ def test_the_latest_title_and_the_last_member_time_of_a_row(
         for n in range(4)
     ]
     store = SessionStore(tmp_path, compression=compression)
-    writer = store.create(SessionHeader(version=1, id="s", created_at=0, cwd="/"))
+    writer = store.create(SessionHeader(version=2, id="s", created_at=0, cwd="/"))
     writer.append(
         [
             TurnStart(0, 5, TurnStartData(0)),

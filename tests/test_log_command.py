@@ -36,7 +36,7 @@ EVENTS = [
 
 def write_session(root: Path, compression: Compression = "none") -> Path:
     store = SessionStore(root, compression=compression)
-    writer = store.create(SessionHeader(version=1, id="s1", created_at=5, cwd="/work"))
+    writer = store.create(SessionHeader(version=2, id="s1", created_at=5, cwd="/work"))
     writer.append(EVENTS)
     writer.close()
     return root / "s1"
@@ -59,7 +59,7 @@ def test_cat_prints_the_header_then_every_event_expanded(tmp_path: Path, compres
     lines = result.stdout.splitlines()
     assert json.loads(lines[0]) == {
         "type": "session",
-        "version": 1,
+        "version": 2,
         "id": "s1",
         "createdAt": 5,
         "cwd": "/work",
@@ -115,7 +115,7 @@ def test_verify_reports_an_unsupported_version_on_line_1(tmp_path: Path) -> None
     data = b'{"type":"session","version":999}\n'
     report = verify_bytes("x.jsonl", data, "none")
     assert [(p.line, p.message) for p in report.problems] == [
-        (1, "unsupported session format version 999 (this build reads version 1)")
+        (1, "unsupported session format version 999 (this build reads version 2)")
     ]
 
 
@@ -129,7 +129,7 @@ def test_verify_notes_a_torn_tail_without_failing(tmp_path: Path) -> None:
 
 
 def test_verify_checks_tool_result_source_ranges() -> None:
-    header = b'{"type":"session","version":1,"id":"s","createdAt":0,"cwd":"/"}\n'
+    header = b'{"type":"session","version":2,"id":"s","createdAt":0,"cwd":"/"}\n'
     call = b'{"type":"tool/call","seq":0,"time":0,"data":{"turn":0,"step":0,"callId":"a","name":"x","arguments":"{}"}}\n'
     result = b'{"type":"tool/result","seq":1,"time":0,"data":{"turn":0,"step":0,"callId":"b","content":[]},"sourceRange":[0,0]}\n'
     report = verify_bytes("x.jsonl", header + call + result, "none")

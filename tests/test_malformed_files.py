@@ -456,7 +456,7 @@ def test_arbitrary_bytes_as_a_log_load_or_fail_naming_the_line() -> None:
         (b"[1]", 'the first line is not a session header ({"type": "session", ...})'),
         (b'{"type":"session"}', "the header has no version"),
         (
-            b'{"type":"session","version":1,"id":5,"createdAt":0,"cwd":"/w"}',
+            b'{"type":"session","version":2,"id":5,"createdAt":0,"cwd":"/w"}',
             "invalid header: Expected `str`, got `int` - at `$.id`",
         ),
     ],

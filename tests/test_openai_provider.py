@@ -28,7 +28,8 @@ from acp_server.core.events import (
 from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn
 from acp_server.providers.base import ModelRequest, ProviderError
 from acp_server.providers.openai import OpenAIProvider, ProviderConfigError
-from acp_server.providers.openai_stream import DeltaMapper, SseDecoder, request_body
+from acp_server.providers.openai_stream import DeltaMapper, request_body
+from acp_server.providers.wire import SseDecoder
 
 pytestmark = pytest.mark.anyio
 
@@ -45,13 +46,16 @@ def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
 async def run(
     p: OpenAIProvider, request: ModelRequest = HELLO
 ) -> tuple[list[dict[str, Any]], ProviderError | None]:
-    """The chunks streamed (as JSON values) and the error that ended the stream, if any."""
+    """The chunks streamed (as JSON values) and the error that ended the stream, if any; the
+    provider's HTTP client is closed afterwards."""
     chunks: list[dict[str, Any]] = []
     try:
         async for c in p.stream(request):
             chunks.append(msgspec.to_builtins(c))
     except ProviderError as exc:
         return chunks, exc
+    finally:
+        await p.aclose()
     return chunks, None
 
 
@@ -404,11 +408,13 @@ async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
         got = []
         # Reading the rest of the stream would take 2 s: the deadline fails a provider that
         # swallows the cancellation and drains the stream first.
+        p = provider(server)
         with anyio.fail_after(1.5), anyio.CancelScope() as scope:
-            async for c in provider(server).stream(HELLO):
+            async for c in p.stream(HELLO):
                 got.append(msgspec.to_builtins(c))
                 if isinstance(c, TextDelta):
                     scope.cancel()
+        await p.aclose()
     assert scope.cancelled_caught
     assert got == [start(0, "text"), td(0, "a")]
 
@@ -523,6 +529,25 @@ def test_request_body_maps_the_history() -> None:
             ],
         },
     ]
+
+
+async def test_the_system_prompt_goes_first_and_max_tokens_with_the_request() -> None:
+    with FakeOpenAI([Sse([text("ok"), chunk(finish="stop")])]) as server:
+        request = ModelRequest(
+            session_id="s1",
+            messages=[UserTurn([TextContent("hello")])],
+            tools=[],
+            system="Be brief.",
+            max_tokens=256,
+        )
+        _, error = await run(provider(server), request)
+    assert error is None
+    body = server.requests[0].body
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello"},
+    ]
+    assert body["max_tokens"] == 256
 
 
 def test_the_key_comes_from_the_environment_and_leaves_it() -> None:

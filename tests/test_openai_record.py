@@ -263,7 +263,7 @@ def test_a_missing_key_is_a_warning_and_the_server_still_asks(tmp_path: Path) ->
     ("args", "message"),
     [
         (["--provider", "openai"], "--provider openai needs --model"),
-        (["--model", "m"], "--model applies to --provider openai only"),
+        (["--model", "m"], "--model applies to --provider openai or anthropic only"),
         (
             ["--provider", "openai", "--model", "m", "--replay", "."],
             "--replay applies to --provider llm-replay only",

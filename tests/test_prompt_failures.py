@@ -283,7 +283,7 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
 
     store = SessionStore(tmp_path / "sessions")
     recorder = SessionRecorder(
-        store.create(SessionHeader(version=1, id="s", created_at=0, cwd=str(tmp_path))), EventLog()
+        store.create(SessionHeader(version=2, id="s", created_at=0, cwd=str(tmp_path))), EventLog()
     )
     env = TurnEnv(recorder, Broken(), Client(), ToolContext("s", tmp_path, [], Client()))
     with pytest.raises(ModelRequestFailed, match="the model provider failed unexpectedly"):

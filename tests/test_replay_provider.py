@@ -27,7 +27,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-HEADER = {"type": "session", "version": 1, "id": "s1", "createdAt": 0, "cwd": "/work"}
+HEADER = {"type": "session", "version": 2, "id": "s1", "createdAt": 0, "cwd": "/work"}
 
 
 def call(turn: int, step: int, text: str, reason: str = "stop") -> list[dict[str, Any]]:

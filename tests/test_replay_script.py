@@ -56,7 +56,7 @@ from acp_server.core.replay_script import (
     parse_override,
 )
 
-HEADER = {"type": "session", "version": 1, "id": "s1", "createdAt": 0, "cwd": "/work"}
+HEADER = {"type": "session", "version": 2, "id": "s1", "createdAt": 0, "cwd": "/work"}
 
 
 def lines(*records: dict[str, Any]) -> list[bytes]:

@@ -502,7 +502,7 @@ def test_a_malformed_history_record_or_header_is_rejected() -> None:
     assert errors(page, {"records": [{"event": EVENT, "extra": 1}], "hasMore": False})
     assert errors(page, {"records": [EVENT], "hasMore": False})
     assert errors(page, {"records": [], "hasMore": False, "extra": 1})
-    header = {"type": "session", "version": 1, "id": "s1", "createdAt": 0, "cwd": "/w"}
+    header = {"type": "session", "version": 2, "id": "s1", "createdAt": 0, "cwd": "/w"}
     assert_fits("session-header.schema.json", header)
     assert errors("session-header.schema.json", {**header, "title": "titles are events"})
     assert errors("session-header.schema.json", {**header, "origin": "fork"})

@@ -508,7 +508,7 @@ def test_unreadable_logs_give_a_distinct_error(server: AcpProcess, root: Path) -
     error = server.error("session/resume", {"sessionId": "future", "cwd": "/work"})
     assert error == {
         "code": -32010,
-        "message": "Session log unreadable: format version 999 is not supported (this build reads version 1)",
+        "message": "Session log unreadable: format version 999 is not supported (this build reads version 2)",
         "data": {
             "reason": "unsupported-version",
             "found": 999,

@@ -501,7 +501,7 @@ def test_error_table() -> None:
         {"reason": "corrupt", "line": 7, "detail": "bad row"},
     )
     unsupported = to_rpc_error(UnsupportedVersion("/p", 999))
-    assert unsupported.data == {"reason": "unsupported-version", "found": 999, "supported": 1}
+    assert unsupported.data == {"reason": "unsupported-version", "found": 999, "supported": 2}
     locked = to_rpc_error(LogLocked("held"))
     assert (locked.code, locked.data) == (-32011, {"reason": "locked"})
     internal = to_rpc_error(KeyError("internal detail"), "m")

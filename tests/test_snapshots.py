@@ -531,3 +531,33 @@ def test_record_mode_writes_fixtures_that_replay_as_the_live_run(
         json.loads(line).get("params", {}).get("update", {}).get("content", {}).get("text", "")
         for line in (scenario / "stdout.expected.jsonl").read_text().splitlines()
     )
+
+
+def test_record_mode_records_anthropic_thinking_with_its_signatures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACP_SNAPSHOT=record against a loopback Anthropic server: the signed thinking is in the
+    fixture (a signature chunk and a signed reasoning block) and replays as the live run."""
+    from anthropic_server import FakeAnthropic, Sse, reply, text_block, thinking_block
+
+    scenario = tmp_path / "plain-text"
+    scenario.mkdir()
+    shutil.copy(SNAPSHOTS / "plain-text" / "input.json", scenario / "input.json")
+    script = [
+        Sse(
+            reply(thinking_block(0, "Money ", "math.", signature=f"sig-{n}"), text_block(1, *words))
+        )
+        for n, words in enumerate([["Integer", " cents."], ["Round", " half", " to even."]])
+    ]
+    with FakeAnthropic(script) as server:
+        monkeypatch.setenv(
+            SERVER_ARGS_ENV, f"--provider anthropic --model test --base-url {server.base_url}"
+        )
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-secret")
+        record(scenario, tmp_path)
+    assert check_scenario(scenario) == []
+    fixture = (scenario / "session.jsonl").read_text()
+    assert '"chunk":{"type":"reasoning-signature","index":0,"signature":"sig-1"}' in fixture
+    assert '{"type":"reasoning","text":"Money math.","signature":"sig-0"}' in fixture
+    replayed = run_scenario(scenario, work_dir=tmp_path / "again")
+    assert compare(scenario, replayed) == []

@@ -406,7 +406,7 @@ def test_no_pack_log_has_no_rows(tmp_path: Path, compression: Compression) -> No
 
 # -- The decoder has teeth.
 
-GOOD_HEADER = b'{"type":"session","version":1,"id":"s1","createdAt":0,"cwd":"/w"}'
+GOOD_HEADER = b'{"type":"session","version":2,"id":"s1","createdAt":0,"cwd":"/w"}'
 GOOD_BODY = [
     b'{"type":"turn/start","seq":0,"time":5,"data":{"turn":0}}',
     b'{"type":"text-chunks","seq0":1,"time0":6,"data":{"turn":0,"step":0,"index":0,"dt":[1,-1],"texts":["a","","c"]}}',
@@ -518,17 +518,17 @@ BAD_LOGS = {
     ),
     "header without cwd": (
         1,
-        b'{"type":"session","version":1,"id":"s1","createdAt":0}',
+        b'{"type":"session","version":2,"id":"s1","createdAt":0}',
         "missing keys ['cwd']",
     ),
     "header with a bad id": (
         1,
-        b'{"type":"session","version":1,"id":"../s","createdAt":0,"cwd":"/w"}',
+        b'{"type":"session","version":2,"id":"../s","createdAt":0,"cwd":"/w"}',
         "not a valid session id",
     ),
     "header with a float version": (
         1,
-        b'{"type":"session","version":1.0,"id":"s1","createdAt":0,"cwd":"/w"}',
+        b'{"type":"session","version":2.0,"id":"s1","createdAt":0,"cwd":"/w"}',
         "version is not an integer",
     ),
     "event with an unknown key": (

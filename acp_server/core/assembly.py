@@ -19,6 +19,7 @@ from .events import (
     Finish,
     FinishReason,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -33,6 +34,7 @@ class _Block:
     parts: list[str] = field(default_factory=list)
     id: str = ""
     name: str = ""
+    signature: str | None = None
 
 
 @dataclass
@@ -54,6 +56,8 @@ class MessageAssembler:
             if isinstance(chunk.name, str) and not block.name:
                 block.name = chunk.name
             block.parts.append(chunk.arguments_delta)
+        elif type(chunk) is ReasoningSignature:
+            self._block(chunk.index, "reasoning").signature = chunk.signature
         elif type(chunk) is BlockStart:
             self._block(chunk.index, chunk.block_type)
         elif type(chunk) is UsageChunk:
@@ -93,7 +97,11 @@ class MessageAssembler:
             if block.kind == "text":
                 content.append(AssistantText(text))
             elif block.kind == "reasoning":
-                content.append(AssistantReasoning(text))
+                # A signature comes after its block's last fragment: a signed block is whole.
+                if block.signature is not None:
+                    content.append(AssistantReasoning(text, block.signature))
+                else:
+                    content.append(AssistantReasoning(text))
             elif not interrupted:
                 content.append(AssistantToolCall(block.id, block.name, text))
         return content

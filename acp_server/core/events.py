@@ -134,6 +134,14 @@ class ReasoningDelta(Tagged, tag="reasoning-delta"):
     text: str
 
 
+class ReasoningSignature(Tagged, tag="reasoning-signature"):
+    """The provider's signature over a reasoning block's text (Anthropic's thinking blocks):
+    opaque, sent back with the block in later requests so that the provider accepts it."""
+
+    index: int
+    signature: str
+
+
 class ToolCallDelta(Tagged, tag="tool-call-delta"):
     index: int
     id: str
@@ -147,8 +155,12 @@ class BlockEnd(Tagged, tag="block-end"):
 
 class Usage(Model):
     input_tokens: int
+    """Every input token of the call, cached ones included."""
     output_tokens: int
     cached_input_tokens: int | UnsetType = UNSET
+    """Of `input_tokens`, those read from the provider's prompt cache."""
+    cache_write_input_tokens: int | UnsetType = UNSET
+    """Of `input_tokens`, those written to the provider's prompt cache (where it says)."""
 
 
 class UsageChunk(Tagged, tag="usage"):
@@ -160,7 +172,14 @@ class Finish(Tagged, tag="finish"):
 
 
 StreamChunk = (
-    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish
+    BlockStart
+    | TextDelta
+    | ReasoningDelta
+    | ReasoningSignature
+    | ToolCallDelta
+    | BlockEnd
+    | UsageChunk
+    | Finish
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -173,6 +192,9 @@ class AssistantText(Tagged, tag="text"):
 
 class AssistantReasoning(Tagged, tag="reasoning"):
     text: str
+    signature: str | UnsetType = UNSET
+    """The provider's signature over `text`, when it signs its reasoning (see
+    `ReasoningSignature`); a signed block goes back to the provider as it came."""
 
 
 class AssistantToolCall(Tagged, tag="tool-call"):

@@ -8,7 +8,7 @@ from msgspec import UNSET, UnsetType
 
 from .events import SafeInt, Tagged
 
-SESSION_FORMAT_VERSION: Final = 1
+SESSION_FORMAT_VERSION: Final = 2
 """Bumped whenever what an existing record means changes (pre-release: no compatibility)."""
 
 

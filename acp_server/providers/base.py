@@ -2,12 +2,16 @@
 
 A provider is cancellable by the usual anyio means: the loop runs `stream()` inside a cancel
 scope, and cancelling it stops the stream at the next await.
+
+The generic seam is `Provider` alone. A provider that keeps state per session (llm-replay's
+script cursors) also implements `SessionBinding`, and the server tells it when a session goes
+live; the live providers are stateless and do not.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -19,6 +23,10 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     session_id: str
     messages: list[ModelMessage]
     tools: list[ToolDefinition]
+    system: str | None = None
+    """The system prompt, sent in the provider's own place for it; None: no system prompt."""
+    max_tokens: int | None = None
+    """The most output tokens the answer may take; None: the provider's default."""
 
 
 class ProviderError(Exception):
@@ -33,6 +41,14 @@ class ProviderError(Exception):
 class Provider(Protocol):
     name: str
 
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Stream the model's answer to `request`, chunk by chunk, as it arrives."""
+
+
+@runtime_checkable
+class SessionBinding(Protocol):
+    """A provider that wants to know each session that goes live (llm-replay)."""
+
     def bind_session(
         self,
         session_id: str,
@@ -43,9 +59,6 @@ class Provider(Protocol):
     ) -> None:
         """Called when a session goes live: new (`model_calls` 0) or continued after a load
         (`model_calls` = the model calls its log already holds). Children name their parent."""
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Stream the model's answer to `request`, chunk by chunk, as it arrives."""
 
 
 def request_text(messages: list[ModelMessage]) -> str:

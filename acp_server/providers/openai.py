@@ -26,14 +26,10 @@ field of a failure (its message and its code) is scrubbed of it before it is cut
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
-import ssl
-import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Final, TypedDict, Unpack
 
@@ -43,18 +39,33 @@ import msgspec
 
 from ..core.events import StreamChunk
 from .base import ModelRequest, ProviderError
+from .http import (
+    Failure,
+    HttpClient,
+    Progress,
+    ProviderConfigError,
+    RetryPolicy,
+    as_secret,
+    drain,
+    read_body,
+    redactor,
+    retryable_status,
+    shown_url,
+    status_failure,
+    stream_with_retries,
+    transport_failure,
+    validate_base_url,
+    validate_env_name,
+)
 from .openai_stream import (
-    CODE_CHARS,
     DeltaMapper,
     ErrorPayload,
-    Redact,
-    SseDecoder,
-    clip,
     error_payload_message,
-    excerpt,
     request_body,
 )
 from .secret import Secret
+from .settings import LiveSettings
+from .wire import Redact, SseDecoder, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -66,65 +77,6 @@ DEFAULT_READ_TIMEOUT: Final = 300.0
 DEFAULT_MAX_RETRIES: Final = 3
 DEFAULT_RETRY_BASE_DELAY: Final = 0.5
 DEFAULT_RETRY_MAX_DELAY: Final = 20.0
-MAX_RETRY_AFTER: Final = 60.0
-"""A server asking to wait longer than this (seconds) is not retried: the turn fails at once."""
-RETRYABLE_STATUS: Final = frozenset({408, 409, 429})
-ERROR_BODY_BYTES: Final = 64 * 1024
-REDACTED: Final = "[redacted]"
-
-
-class ProviderConfigError(ValueError):
-    """The provider cannot be set up as asked (a bad base URL, a bad variable name)."""
-
-
-@dataclass
-class _Progress:
-    """How far one attempt got: retries are only for attempts that yielded nothing."""
-
-    responded: bool = False
-    yielded: int = 0
-
-
-class _Failure(Exception):
-    """One attempt failed; `retryable` says whether another attempt may fix it."""
-
-    def __init__(
-        self,
-        message: str,
-        code: int | str | None,
-        *,
-        retryable: bool,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.retryable = retryable
-        self.retry_after = retry_after
-
-
-def validate_base_url(base_url: str) -> str:
-    """`base_url` without a trailing slash; an http(s) URL with a host, else `ProviderConfigError`."""
-    try:
-        url = httpx.URL(base_url)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise ProviderConfigError(f"not a URL: {base_url!r} ({exc})") from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ProviderConfigError(f"not an http(s) URL: {base_url!r}")
-    if url.query or url.fragment:
-        raise ProviderConfigError(f"the API root takes no query or fragment: {base_url!r}")
-    return base_url.rstrip("/")
-
-
-def shown_url(url: str) -> str:
-    """`url` as messages and logs show it: without any user name or password in it."""
-    return str(httpx.URL(url).copy_with(userinfo=b""))
-
-
-def validate_env_name(name: str) -> str:
-    if not name or "=" in name or "\0" in name:
-        raise ProviderConfigError(f"not an environment variable name: {name!r}")
-    return name
 
 
 class ProviderOptions(TypedDict, total=False):
@@ -152,14 +104,16 @@ class OpenAIProvider:
     trust_env: bool = True
     """Honour HTTP(S)_PROXY / NO_PROXY / SSL_CERT_FILE from the environment, as httpx does."""
     name: str = "openai"
-    _ssl: ssl.SSLContext | None = field(default=None, repr=False)
+    max_tokens: int | None = None
+    """Sent when a request names none (`--max-tokens`); None: the server's default."""
+    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False)
+    """How the wait before a retry is spent (tests pass one that records it)."""
+    _http: HttpClient = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.base_url = validate_base_url(self.base_url)
-        if isinstance(self.api_key, str):  # accept a plain string from Python callers
-            self.api_key = Secret(self.api_key) if self.api_key else None
-        if self.api_key is not None:
-            _check_key(self.api_key)
+        self.api_key = as_secret(self.api_key)
+        self._http = HttpClient(self.connect_timeout, self.read_timeout, self.trust_env)
 
     @classmethod
     def from_env(
@@ -182,183 +136,132 @@ class OpenAIProvider:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
         return cls(model, base_url, Secret(key) if key else None, **options)
 
-    def bind_session(
-        self,
-        session_id: str,
-        *,
-        parent_session_id: str | None,
-        model_calls: int,
-        cwd: str | None = None,
-    ) -> None:
-        """Stateless: the whole conversation goes with every request."""
+    async def aclose(self) -> None:
+        """Close the provider's HTTP client (a later request opens a new one)."""
+        await self._http.aclose()
 
     # -- streaming -----------------------------------------------------------------------------
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         url = f"{self.base_url}/chat/completions"
-        shown = shown_url(url)
-        body = msgspec.json.encode(request_body(self.model, request.messages, request.tools))
+        body = msgspec.json.encode(
+            request_body(
+                self.model,
+                request.messages,
+                request.tools,
+                system=request.system,
+                max_tokens=request.max_tokens or self.max_tokens,
+            )
+        )
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.api_key is not None:
             headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
-        if self._ssl is None:  # made once: building one costs tens of milliseconds
-            self._ssl = httpx.create_ssl_context(trust_env=self.trust_env)
         log.debug(
-            "openai: POST %s (model %s, %d messages)", shown, self.model, len(request.messages)
+            "openai: POST %s (model %s, %d messages)",
+            shown_url(url),
+            self.model,
+            len(request.messages),
         )
-        attempt = 0
-        while True:
-            progress = _Progress()
-            try:
-                async with aclosing(self._attempt(url, shown, body, headers, progress)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-                return
-            except _Failure as failure:
-                delay = self._retry_delay(attempt, failure) if progress.yielded == 0 else None
-                if delay is None:
-                    raise ProviderError(
-                        self._final_message(failure, attempt, progress.yielded),
-                        self._redact_code(failure.code),
-                    ) from None
-                attempt += 1
-                log.warning(
-                    "openai: %s; retry %d of %d in %.2f s",
-                    self._redact(failure.message),
-                    attempt,
-                    self.max_retries,
-                    delay,
-                )
-                await anyio.sleep(delay)
+        policy = RetryPolicy(
+            self.max_retries, self.retry_base_delay, self.retry_max_delay, self.sleep
+        )
+
+        def attempt(progress: Progress) -> AsyncGenerator[StreamChunk, None]:
+            return self._attempt(url, body, headers, progress)
+
+        return stream_with_retries("openai", attempt, policy, self._redact)
 
     async def _attempt(
-        self, url: str, shown: str, body: bytes, headers: dict[str, str], progress: _Progress
+        self, url: str, body: bytes, headers: dict[str, str], progress: Progress
     ) -> AsyncGenerator[StreamChunk, None]:
-        """One request: its chunks, or a `_Failure` saying whether another attempt may help."""
-        timeout = httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
-        ssl_context = self._ssl if self._ssl is not None else True
+        """One request: its chunks, or a `Failure` saying whether another attempt may help."""
+        shown = shown_url(url)
         mapper = DeltaMapper(_new_call_id, self._redact)
         try:
-            async with (
-                httpx.AsyncClient(
-                    timeout=timeout, trust_env=self.trust_env, verify=ssl_context
-                ) as client,
-                client.stream("POST", url, content=body, headers=headers) as response,
-            ):
+            async with self._http.get().stream(
+                "POST", url, content=body, headers=headers
+            ) as response:
                 progress.responded = True
                 if response.status_code != 200:
-                    raise await _status_failure(response, shown, self._redact)
+                    raise await status_failure(response, shown, self._redact, self._status_detail)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     raise await _not_a_stream(response, self._redact)
                 decoder = SseDecoder()
-                async for line in response.aiter_lines():
-                    data = decoder.line(line)
-                    if data is None:
-                        continue
-                    for chunk in mapper.event(data):
-                        progress.yielded += 1
-                        yield chunk
-                    if mapper.done:
-                        return
+                pieces = response.aiter_bytes()
+                async for piece in pieces:
+                    for data in decoder.feed(piece):
+                        for chunk in mapper.event(data):
+                            yield chunk
+                        if mapper.done:
+                            await drain(pieces)
+                            return
                 # The body ended without [DONE]: first an event left without its closing
                 # blank line, then either the finish held back or a cut stream.
-                tail = decoder.end()
+                tail = decoder.end_bytes()
                 for chunk in mapper.event(tail) if tail is not None else ():
-                    progress.yielded += 1
                     yield chunk
                 if mapper.done:
                     return
                 if mapper.events == 0:
-                    raise _Failure(
+                    raise Failure(
                         "the response body ended with no events", "stream-cut", retryable=True
                     )
                 for chunk in mapper.end():
-                    progress.yielded += 1
                     yield chunk
         except httpx.TransportError as exc:  # timeouts included
             if mapper.finished:  # everything but `[DONE]` (and perhaps usage) arrived
                 log.warning(
                     "openai: the stream broke after its finish reason (%s): taken as complete",
-                    _describe(exc),
+                    exc,
                 )
                 for chunk in mapper.end():
-                    progress.yielded += 1
                     yield chunk
                 return
-            if isinstance(exc, httpx.TimeoutException):
-                raise _Failure(_timeout_message(exc, self), "timeout", retryable=True) from None
-            if not progress.responded:
-                raise _Failure(
-                    f"cannot reach {shown}: {_describe(exc)}", "connection-error", retryable=True
-                ) from None
-            raise _Failure(
-                f"the stream was cut: {_describe(exc)}", "stream-cut", retryable=True
+            raise transport_failure(
+                exc, progress, shown, shown_url(self.base_url), self._http
             ) from None
         except ProviderError as exc:  # from the decoder or the mapper: a malformed or error event
-            retryable = isinstance(exc.code, int) and _retryable_status(exc.code)
-            raise _Failure(exc.message, exc.code, retryable=retryable) from None
-
-    def _retry_delay(self, attempt: int, failure: _Failure) -> float | None:
-        """Seconds to wait before the next attempt, or None: do not retry."""
-        if not failure.retryable or attempt >= self.max_retries:
-            return None
-        if failure.retry_after is not None:
-            return failure.retry_after if failure.retry_after <= MAX_RETRY_AFTER else None
-        return min(self.retry_base_delay * 2.0**attempt, self.retry_max_delay)
-
-    def _final_message(self, failure: _Failure, attempt: int, yielded: int) -> str:
-        message = f"openai: {failure.message}"
-        if attempt:
-            message += f" (after {attempt + 1} attempts)"
-        elif (
-            failure.retryable
-            and failure.retry_after is not None
-            and failure.retry_after > MAX_RETRY_AFTER
-            and not yielded
-        ):
-            message += f" (the server asked to wait {failure.retry_after:g} s: not retried)"
-        if yielded:
-            message += f" (after {yielded} chunks)"
-        return self._redact(message)
+            retryable = isinstance(exc.code, int) and retryable_status(exc.code)
+            raise Failure(exc.message, exc.code, retryable=retryable) from None
 
     def _redact(self, text: str) -> str:
-        return self.api_key.scrub(text, REDACTED) if self.api_key is not None else text
+        return redactor(self.api_key)(text)
 
-    def _redact_code(self, code: int | str | None) -> int | str | None:
-        return clip(self._redact(code), CODE_CHARS) if isinstance(code, str) else code
+    def _status_detail(self, text: str) -> str | None:
+        found = _body_error(text, self._redact)
+        return found[0] if found is not None else None
 
 
-def _check_key(key: Secret) -> None:
-    """Refuse a key no Authorization header can carry (a trailing line break from a key file,
-    say): the HTTP library's error would quote it escaped, past the scrubbing of error messages."""
-    value = key.reveal()
-    if not value.isascii() or not value.isprintable() or value != value.strip():
-        raise ProviderConfigError(
-            "the API key holds a character an HTTP header cannot carry (a control character, "
-            "a line break, surrounding whitespace or a non-ASCII character)"
+def from_settings(settings: LiveSettings) -> OpenAIProvider:
+    """The provider `--provider openai` names (`acp_server.providers.registry`)."""
+    if settings.api_key is None:
+        log.warning(
+            "openai: $%s is not set: requests go without an API key",
+            settings.api_key_env or DEFAULT_API_KEY_ENV,
         )
+    return OpenAIProvider(
+        settings.model,
+        settings.base_url or DEFAULT_BASE_URL,
+        settings.api_key,
+        max_tokens=settings.max_tokens,
+        **_options(settings),
+    )
+
+
+def _options(settings: LiveSettings) -> ProviderOptions:
+    options = ProviderOptions()
+    if settings.connect_timeout is not None:
+        options["connect_timeout"] = settings.connect_timeout
+    if settings.read_timeout is not None:
+        options["read_timeout"] = settings.read_timeout
+    if settings.max_retries is not None:
+        options["max_retries"] = settings.max_retries
+    return options
 
 
 def _new_call_id(index: int) -> str:
     """An id for a tool call the server sent without one (some local servers do)."""
     return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def _retryable_status(status: int) -> bool:
-    return status in RETRYABLE_STATUS or 500 <= status <= 599
-
-
-async def _read_body(response: httpx.Response) -> str:
-    """The start of a response's body (enough for an error message), or what arrived of it."""
-    raw = bytearray()
-    try:
-        async for piece in response.aiter_bytes():
-            raw += piece
-            if len(raw) >= ERROR_BODY_BYTES:
-                break
-    except httpx.HTTPError:
-        pass  # the status says enough
-    return raw[:ERROR_BODY_BYTES].decode("utf-8", "replace").strip()
 
 
 def _body_error(text: str, redact: Redact) -> tuple[str, int | str | None] | None:
@@ -382,74 +285,22 @@ def _body_error(text: str, redact: Redact) -> tuple[str, int | str | None] | Non
     return None
 
 
-async def _status_failure(response: httpx.Response, shown: str, redact: Redact) -> _Failure:
-    """A non-200 answer as a failure carrying the server's own error message."""
-    status = response.status_code
-    text = await _read_body(response)
-    found = _body_error(text, redact)
-    detail = found[0] if found is not None else excerpt(redact(text)) if text else ""
-    message = f"HTTP {status} {redact(response.reason_phrase) or 'error'} from {shown}"
-    if detail:
-        message += f": {detail}"
-    return _Failure(
-        message,
-        status,
-        retryable=_retryable_status(status),
-        retry_after=_retry_after(response.headers),
-    )
-
-
-async def _not_a_stream(response: httpx.Response, redact: Redact) -> _Failure:
+async def _not_a_stream(response: httpx.Response, redact: Redact) -> Failure:
     """A 200 with a JSON body: the server ignored `stream: true`, or answered an error as JSON."""
-    text = await _read_body(response)
+    text = await read_body(response)
     found = _body_error(text, redact)
     if found is not None:
         message, code = found
-        return _Failure(
+        return Failure(
             f"the server answered with an error: {message}",
             code if code is not None else "stream-error",
             retryable=False,
         )
-    return _Failure(
+    return Failure(
         f"the server answered with JSON, not an event stream (does it support stream: true?): {excerpt(redact(text))}",
         "not-a-stream",
         retryable=False,
     )
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asks us to wait: `retry-after-ms`, or `Retry-After` (seconds or a date)."""
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            return max(0.0, float(raw_ms) / 1000)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _timeout_message(exc: httpx.TimeoutException, provider: OpenAIProvider) -> str:
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"connecting to {shown_url(provider.base_url)} timed out after {provider.connect_timeout:g} s"
-    if isinstance(exc, httpx.ReadTimeout):
-        return f"the server sent nothing for {provider.read_timeout:g} s"
-    return f"the request timed out ({type(exc).__name__})"
-
-
-def _describe(exc: httpx.TransportError) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 300 else text[:300] + "..."
 
 
 __all__ = [

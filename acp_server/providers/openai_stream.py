@@ -1,8 +1,8 @@
 """The OpenAI chat completions wire format, as pure functions: requests out, stream events in.
 
 No I/O here (`acp_server.providers.openai` does the HTTP): `request_body` turns a `ModelRequest`
-into the JSON body of `POST /chat/completions`; `SseDecoder` turns the response's lines into
-server-sent event payloads; `DeltaMapper` turns each payload (one `chat.completion.chunk`) into
+into the JSON body of `POST /chat/completions`; `acp_server.providers.wire.SseDecoder` turns the
+response's lines into server-sent event payloads; `DeltaMapper` turns each payload (one `chat.completion.chunk`) into
 `StreamChunk`s, one per delta fragment, in the order they arrived, never merged.
 
 Mapping (SPEC 1.2's chunk types):
@@ -63,19 +63,10 @@ from ..core.messages import (
     UserTurn,
 )
 from .base import ProviderError
+from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, clip, excerpt, unchanged
 
 DONE: Final = "[DONE]"
-MAX_EVENT_CHARS: Final = 16 * 1024 * 1024
-"""The longest server-sent event payload accepted (a longer one fails the stream)."""
-EXCERPT_CHARS: Final = 200
-MESSAGE_CHARS: Final = 500
-"""The most of a server's own error message that an error message quotes."""
-CODE_CHARS: Final = 100
-"""The most of a server's own error code (a string) that a failure carries."""
-
-Redact = Callable[[str], str]
-"""Scrubs a text of the API key. Applied to what the server sent before it is cut to length,
-so that a key across the cut leaves nothing of itself behind."""
+_DONE_BYTES: Final = DONE.encode()
 
 _FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "stop": "stop",
@@ -91,7 +82,12 @@ _FINISH_REASONS: Final[dict[str, FinishReason]] = {
 
 
 def request_body(
-    model: str, messages: list[ModelMessage], tools: list[ToolDefinition]
+    model: str,
+    messages: list[ModelMessage],
+    tools: list[ToolDefinition],
+    *,
+    system: str | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a streaming chat completions request.
 
@@ -99,12 +95,17 @@ def request_body(
     assistant messages carry `reasoning_content`. An assistant message left with neither text nor
     tool calls (it held reasoning only) is left out, as providers reject empty assistant turns.
     """
+    wire = [m for m in (_message(m) for m in messages) if m is not None]
+    if system:
+        wire.insert(0, {"role": "system", "content": system})
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m for m in (_message(m) for m in messages) if m is not None],
+        "messages": wire,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     if tools:
         body["tools"] = [
             {
@@ -200,50 +201,6 @@ def _tool_text(blocks: list[Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Server-sent events.
-
-
-class SseDecoder:
-    """Server-sent events (the WHATWG framing), fed one line at a time without its line ending.
-
-    `line()` returns an event's data when a blank line completes it; comments (`:`), `event`,
-    `id`, `retry` and unknown fields are skipped. `end()` returns an event left without its
-    closing blank line when the body ends.
-    """
-
-    def __init__(self, max_chars: int = MAX_EVENT_CHARS) -> None:
-        self._data: list[str] = []
-        self._chars = 0
-        self._max_chars = max_chars
-
-    def line(self, line: str) -> str | None:
-        if not line:
-            return self.end()
-        if line.startswith(":"):
-            return None
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._chars += len(value) + 1
-            if self._chars > self._max_chars:
-                raise ProviderError(
-                    f"a server-sent event is longer than {self._max_chars} characters",
-                    "malformed-event",
-                )
-            self._data.append(value)
-        return None
-
-    def end(self) -> str | None:
-        if not self._data:
-            return None
-        data = "\n".join(self._data)
-        self._data = []
-        self._chars = 0
-        return data
-
-
-# ---------------------------------------------------------------------------------------------
 # Chat completion chunks.
 
 
@@ -298,20 +255,6 @@ class _Chunk(msgspec.Struct):
 _decoder: Final = msgspec.json.Decoder(_Chunk)
 
 
-def unchanged(text: str) -> str:
-    return text
-
-
-def clip(text: str, limit: int) -> str:
-    """`text`, or its first `limit` characters and an ellipsis."""
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """`text` shortened for an error message, as a Python literal (control characters shown)."""
-    return repr(clip(text, limit))
-
-
 def error_payload_message(
     error: ErrorPayload | str, redact: Redact = unchanged
 ) -> tuple[str, int | str | None]:
@@ -342,18 +285,20 @@ class DeltaMapper:
         self.events = 0
         """Payloads seen (`[DONE]` included), for error messages."""
 
-    def event(self, data: str) -> list[StreamChunk]:
+    def event(self, data: str | bytes) -> list[StreamChunk]:
+        """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
-        if data.strip() == DONE:
+        if data.strip() == (_DONE_BYTES if isinstance(data, bytes) else DONE):
             self.done = True
             return self._finish_chunks("the stream said [DONE] before any finish reason")
         try:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             redact = self._redact
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
             raise ProviderError(
                 f"malformed server-sent event {self.events} ({redact(str(exc))}): "
-                f"{excerpt(redact(data))}",
+                f"{excerpt(redact(text))}",
                 "malformed-event",
             ) from None
         if chunk.error is not None:
@@ -473,9 +418,6 @@ __all__ = [
     "DONE",
     "DeltaMapper",
     "ErrorPayload",
-    "SseDecoder",
-    "clip",
     "error_payload_message",
-    "excerpt",
     "request_body",
 ]

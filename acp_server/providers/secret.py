@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Callable, Sequence
 from typing import Final, NoReturn
 
 KEY_FD_ENV: Final = "ACP_SERVER_API_KEY_FD"
@@ -105,11 +106,49 @@ def take_handed_over() -> Secret | None:
     return Secret(value) if value else None
 
 
+KeySource = Callable[[str], Secret | None]
+"""One place a provider's key may be found, given the name of its environment variable; None:
+not there. `find_key` asks each source of `KEY_SOURCES` in turn; stored credentials are one
+more source of this shape."""
+
+
+def handed_over_key(env_name: str) -> Secret | None:
+    """The key `reexec_without` handed to this process (`$env_name` is dropped if set again)."""
+    key = take_handed_over()
+    if key is not None:
+        os.environ.pop(env_name, None)
+    return key
+
+
+def environment_key(env_name: str) -> Secret | None:
+    """`$env_name`, taken out of `os.environ` so that the programs the server runs do not
+    inherit it (`reexec_without` also takes it out of `/proc/<pid>/environ`)."""
+    value = os.environ.pop(env_name, "")
+    return Secret(value) if value else None
+
+
+KEY_SOURCES: list[KeySource] = [handed_over_key, environment_key]
+
+
+def find_key(env_name: str, sources: Sequence[KeySource] | None = None) -> Secret | None:
+    """The first key a source finds (default: `KEY_SOURCES`), or None."""
+    for source in KEY_SOURCES if sources is None else sources:
+        key = source(env_name)
+        if key is not None:
+            return key
+    return None
+
+
 __all__ = [
     "KEY_FD_ENV",
+    "KEY_SOURCES",
+    "KeySource",
     "Secret",
     "SecretError",
     "can_reexec",
+    "environment_key",
+    "find_key",
+    "handed_over_key",
     "reexec_without",
     "take_handed_over",
 ]

@@ -29,6 +29,7 @@ from .transport import FdReader, FrameWriter, StdioFds, claim_stdio
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
     from ..core.events import StreamChunk
     from ..providers.base import ModelRequest, Provider
+    from ..providers.replay import ReplayProvider
 
 log = logging.getLogger("acp_server")
 
@@ -44,30 +45,28 @@ def configure_logging(level: str) -> None:
 
 
 def load_provider(config: ServeConfig) -> Provider:
-    """The model provider the flags name: `openai` (a live model), or `llm-replay` over
+    """The model provider the flags name: a live one of the registry, or `llm-replay` over
     `--replay` or the bundled demo. Raises `ValueError` (or `ReplayError`, `OSError`) when it
     cannot be set up."""
-    if config.provider == "openai":
-        from ..providers.openai import OpenAIProvider  # httpx is loaded only for a live model
+    from ..providers.registry import live_provider
+    from ..providers.settings import LiveSettings
 
+    spec = live_provider(config.provider)
+    if spec is not None:  # its module (and httpx) is loaded only for a live model
         if not config.model:
-            raise ValueError("--provider openai needs --model")
-        if config.api_key is not None:
-            return OpenAIProvider(
+            raise ValueError(f"--provider {spec.name} needs --model")
+        return spec.build(
+            LiveSettings(
                 config.model,
-                config.base_url,
-                config.api_key,
+                base_url=config.base_url,
+                api_key=config.api_key,
+                api_key_env=config.api_key_env or spec.api_key_env,
                 connect_timeout=config.connect_timeout,
                 read_timeout=config.read_timeout,
                 max_retries=config.max_retries,
+                max_tokens=config.max_tokens,
+                thinking_budget=config.thinking_budget,
             )
-        return OpenAIProvider.from_env(
-            config.model,
-            config.base_url,
-            config.api_key_env,
-            connect_timeout=config.connect_timeout,
-            read_timeout=config.read_timeout,
-            max_retries=config.max_retries,
         )
     if config.replay is None and config.replay_override is None:
         return BundledDemoProvider(config.pace_ms)
@@ -90,9 +89,9 @@ class BundledDemoProvider:
 
     def __init__(self, pace_ms: int) -> None:
         self.pace_ms = pace_ms
-        self._loaded: Provider | None = None
+        self._loaded: ReplayProvider | None = None
 
-    def _provider(self) -> Provider:
+    def _provider(self) -> ReplayProvider:
         if self._loaded is None:
             from ..providers.replay import ReplayProvider, bundled_demo_fixture
 
@@ -149,6 +148,9 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
         finally:
             with anyio.CancelScope(shield=True):
                 await sessions.close_all()
+                close_provider = getattr(provider, "aclose", None)  # a live one's HTTP client
+                if close_provider is not None:
+                    await close_provider()
                 await writer.aclose()  # the writer drains what is queued, then ends
     log.info("served; exit status %d", status)
     return status

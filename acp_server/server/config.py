@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..providers.secret import Secret
@@ -14,7 +14,6 @@ from .transport import DEFAULT_MAX_LINE_BYTES
 
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
-ProviderName = Literal["llm-replay", "openai"]
 
 
 def default_sessions_dir() -> Path:
@@ -39,15 +38,19 @@ class ServeConfig:
     pack: bool = True
     log_level: str = "warning"
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    provider: ProviderName = "llm-replay"
+    provider: str = "llm-replay"
+    """A name of `acp_server.providers.registry.PROVIDER_NAMES`."""
     model: str | None = None
-    """`--provider openai`: the model name sent with every request."""
-    base_url: str = "https://api.openai.com/v1"
-    api_key_env: str = "OPENAI_API_KEY"
-    """The environment variable holding the API key (the key itself is never a flag)."""
+    """A live provider: the model name sent with every request."""
+    base_url: str | None = None
+    """A live provider's API root; None: its default."""
+    api_key_env: str | None = None
+    """The environment variable holding the API key (the key itself is never a flag); None:
+    the provider's default."""
     api_key: Secret | None = field(default=None, repr=False)
-    """The key itself when the command line has taken it out of the environment already
-    (`acp_server.providers.secret`); then `api_key_env` is not read."""
-    connect_timeout: float = 10.0
-    read_timeout: float = 300.0
-    max_retries: int = 3
+    """The key itself, which the command line has found (`acp_server.providers.secret`)."""
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    max_retries: int | None = None
+    max_tokens: int | None = None
+    thinking_budget: int | None = None

@@ -40,8 +40,12 @@ class Conversations:
         self.max_steps = max_steps
 
     def bind(self, session: LiveSession) -> None:
-        """Tell the provider a session went live (new, resumed or loaded)."""
-        self.provider.bind_session(
+        """Tell the provider a session went live (new, resumed or loaded), if it keeps state
+        per session (`acp_server.providers.base.SessionBinding`: llm-replay does)."""
+        bind_session = getattr(self.provider, "bind_session", None)
+        if bind_session is None:
+            return
+        bind_session(
             session.id,
             parent_session_id=session.parent_id,
             model_calls=session.log.step_starts,

@@ -1,0 +1,270 @@
+"""`anthropic`: Claude through Anthropic's Messages API, or a gateway that speaks it.
+
+Each model request is one streaming `POST {base_url}/v1/messages`; the response's server-sent
+events are mapped onto `StreamChunk`s as they arrive (`acp_server.providers.anthropic_stream`,
+pure, does the mapping and builds the request body).
+
+Failures are those of every HTTP provider (`acp_server.providers.http`): before the first
+chunk, 408, 409, 429, 5xx (529 "overloaded" included), an `error` event of such a kind, a
+timeout, a connection error or a body with no events are retried, after the server's
+`retry-after` when it sends one; an `x-should-retry` header from the API overrules the status.
+Anything else, and anything once a chunk has been yielded, fails the turn: a stream cut short
+is a failed stream.
+
+The key goes in the `x-api-key` header only. It is found by the key sources of
+`acp_server.providers.secret` (`$ANTHROPIC_API_KEY` by default, handed over by the command
+line without ever staying in the server's environment); no log line prints request headers,
+and every failure is scrubbed of it before it is cut to length.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import httpx
+import msgspec
+
+from ..core.events import StreamChunk
+from .anthropic_stream import API_VERSION, ErrorPayload, EventMapper, error_message, request_body
+from .base import ModelRequest, ProviderError
+from .http import (
+    Failure,
+    HttpClient,
+    Progress,
+    ProviderConfigError,
+    RetryPolicy,
+    as_secret,
+    drain,
+    read_body,
+    redactor,
+    retryable_status,
+    shown_url,
+    status_failure,
+    stream_with_retries,
+    transport_failure,
+    validate_base_url,
+)
+from .secret import Secret
+from .settings import LiveSettings
+from .wire import SseDecoder, excerpt
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+DEFAULT_API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
+DEFAULT_MAX_TOKENS: Final = 32000
+"""Output tokens per call when the request names none (the API requires a figure)."""
+MIN_THINKING_BUDGET: Final = 1024
+"""The smallest extended-thinking budget the API accepts."""
+
+
+@dataclass(eq=False)
+class AnthropicProvider:
+    model: str
+    base_url: str = DEFAULT_BASE_URL
+    api_key: Secret | None = field(default=None, repr=False)
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    thinking_budget: int | None = None
+    """Extended thinking with this budget of tokens (less than `max_tokens`); None: off."""
+    prompt_caching: bool = True
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0
+    max_retries: int = 3
+    retry_base_delay: float = 0.5
+    retry_max_delay: float = 20.0
+    trust_env: bool = True
+    name: str = "anthropic"
+    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False)
+    """How the wait before a retry is spent (tests pass one that records it)."""
+    _http: HttpClient = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.base_url = validate_base_url(self.base_url)
+        self.api_key = as_secret(self.api_key)
+        if self.max_tokens < 1:
+            raise ProviderConfigError(f"max_tokens must be positive, got {self.max_tokens}")
+        if self.thinking_budget is not None:
+            _check_budget(self.thinking_budget, self.max_tokens)
+        self._http = HttpClient(self.connect_timeout, self.read_timeout, self.trust_env)
+
+    async def aclose(self) -> None:
+        """Close the provider's HTTP client (a later request opens a new one)."""
+        await self._http.aclose()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        url = f"{self.base_url}/v1/messages"
+        max_tokens = request.max_tokens or self.max_tokens
+        budget = self.thinking_budget
+        if budget is not None and budget >= max_tokens:
+            budget = None  # a request that caps its answer below the budget goes without
+        body = msgspec.json.encode(
+            request_body(
+                self.model,
+                request.messages,
+                request.tools,
+                system=request.system,
+                max_tokens=max_tokens,
+                thinking_budget=budget,
+                cache=self.prompt_caching,
+            )
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "anthropic-version": API_VERSION,
+        }
+        if self.api_key is not None:
+            headers["x-api-key"] = self.api_key.reveal()
+        log.debug(
+            "anthropic: POST %s (model %s, %d messages)",
+            shown_url(url),
+            self.model,
+            len(request.messages),
+        )
+        policy = RetryPolicy(
+            self.max_retries, self.retry_base_delay, self.retry_max_delay, self.sleep
+        )
+
+        def attempt(progress: Progress) -> AsyncGenerator[StreamChunk, None]:
+            return self._attempt(url, body, headers, progress)
+
+        return stream_with_retries("anthropic", attempt, policy, self._redact)
+
+    async def _attempt(
+        self, url: str, body: bytes, headers: dict[str, str], progress: Progress
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """One request: its chunks, or a `Failure` saying whether another attempt may help."""
+        shown = shown_url(url)
+        mapper = EventMapper(self._redact)
+        try:
+            async with self._http.get().stream(
+                "POST", url, content=body, headers=headers
+            ) as response:
+                progress.responded = True
+                if response.status_code != 200:
+                    failure = await status_failure(
+                        response, shown, self._redact, self._status_detail
+                    )
+                    should_retry = response.headers.get("x-should-retry")
+                    if should_retry in ("true", "false"):
+                        failure.retryable = should_retry == "true"
+                    raise failure
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    raise await self._not_a_stream(response)
+                decoder = SseDecoder()
+                pieces = response.aiter_bytes()
+                async for piece in pieces:
+                    for data in decoder.feed(piece):
+                        for chunk in mapper.event(data):
+                            yield chunk
+                        if mapper.done:
+                            await drain(pieces)
+                            return
+                tail = decoder.end_bytes()  # an event left without its closing blank line
+                for chunk in mapper.event(tail) if tail is not None else ():
+                    yield chunk
+                if mapper.done:
+                    return
+                if mapper.events == 0:
+                    raise Failure(
+                        "the response body ended with no events", "stream-cut", retryable=True
+                    )
+                for chunk in mapper.end():
+                    yield chunk
+        except httpx.TransportError as exc:  # timeouts included
+            if mapper.finished:  # everything but `message_stop` arrived
+                log.warning(
+                    "anthropic: the stream broke after its stop reason (%s): taken as complete",
+                    exc,
+                )
+                for chunk in mapper.end():
+                    yield chunk
+                return
+            raise transport_failure(
+                exc, progress, shown, shown_url(self.base_url), self._http
+            ) from None
+        except ProviderError as exc:  # from the decoder or the mapper
+            retryable = exc.code == "stream-cut" or (
+                isinstance(exc.code, int) and retryable_status(exc.code)
+            )
+            raise Failure(exc.message, exc.code, retryable=retryable) from None
+
+    def _redact(self, text: str) -> str:
+        return redactor(self.api_key)(text)
+
+    def _status_detail(self, text: str) -> str | None:
+        """The API's own message in an error body: `{"type": "error", "error": {...}}`."""
+        found = _body_error(text)
+        return error_message(found, self._redact)[0] if found is not None else None
+
+    async def _not_a_stream(self, response: httpx.Response) -> Failure:
+        text = await read_body(response)
+        found = _body_error(text)
+        if found is not None:
+            message, code = error_message(found, self._redact)
+            return Failure(f"the server answered with an error: {message}", code, retryable=False)
+        return Failure(
+            "the server answered with "
+            f"{response.headers.get('content-type') or 'no content type'}, not an event "
+            f"stream: {excerpt(self._redact(text))}",
+            "not-a-stream",
+            retryable=False,
+        )
+
+
+class _ErrorBody(msgspec.Struct):
+    error: ErrorPayload
+
+
+def _body_error(text: str) -> ErrorPayload | None:
+    try:
+        return msgspec.json.decode(text, type=_ErrorBody).error
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _check_budget(budget: int, max_tokens: int) -> None:
+    if budget < MIN_THINKING_BUDGET:
+        raise ProviderConfigError(
+            f"a thinking budget must be at least {MIN_THINKING_BUDGET} tokens, got {budget}"
+        )
+    if budget >= max_tokens:
+        raise ProviderConfigError(
+            f"a thinking budget ({budget}) must be less than max_tokens ({max_tokens})"
+        )
+
+
+def from_settings(settings: LiveSettings) -> AnthropicProvider:
+    """The provider `--provider anthropic` names (`acp_server.providers.registry`)."""
+    options: dict[str, Any] = {
+        key: value
+        for key in ("connect_timeout", "read_timeout", "max_retries")
+        if (value := getattr(settings, key)) is not None
+    }
+    provider = AnthropicProvider(
+        settings.model,
+        settings.base_url or DEFAULT_BASE_URL,
+        settings.api_key,
+        max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
+        thinking_budget=settings.thinking_budget,
+        **options,
+    )
+    if settings.api_key is None:  # said once the settings are known to be good
+        log.warning(
+            "anthropic: $%s is not set: requests go without an API key",
+            settings.api_key_env or DEFAULT_API_KEY_ENV,
+        )
+    return provider
+
+
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicProvider",
+    "from_settings",
+]
