@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 from .. import __version__
 from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
+from ..agent.mcp_config import McpConfigError, McpServerConfig, parse_mcp_servers
 from ..core.ids import InvalidSessionId, validate_session_id
 from .config import ServeConfig
 from .errors import InvalidParams, echoed
@@ -107,6 +108,16 @@ def check_absolute(path: str, where: str) -> str:
     if not os.path.isabs(path):
         raise InvalidParams.at(where, f"must be an absolute path, got {echoed(path)}")
     return path
+
+
+def check_mcp_servers(servers: list[Any] | UnsetType) -> list[McpServerConfig] | UnsetType:
+    """The request's `mcpServers` as configs; -32602 naming the field that does not fit."""
+    if isinstance(servers, UnsetType):
+        return UNSET
+    try:
+        return parse_mcp_servers(servers)
+    except McpConfigError as exc:
+        raise InvalidParams.at(exc.path, exc.problem) from None
 
 
 def check_directories(directories: list[str] | UnsetType) -> list[str] | UnsetType:
@@ -209,7 +220,7 @@ class AcpAgent:
         session = await self.sessions.create(
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=check_mcp_servers(request.mcp_servers),
         )
         self.conversations.bind(session)
         return NewSessionResponse(session_id=session.id)
@@ -223,7 +234,7 @@ class AcpAgent:
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=check_mcp_servers(request.mcp_servers),
         )
         self.conversations.bind(session)
         return Empty()
@@ -253,7 +264,7 @@ class AcpAgent:
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=check_mcp_servers(request.mcp_servers),
         )
         self.conversations.bind(session)
         cut = await self.conversations.replay(session, max_messages)

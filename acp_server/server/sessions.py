@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
 import msgspec
@@ -53,6 +53,7 @@ from .protocol import ListSessionsResponse, SessionInfo
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
     from ..agent.loop import Turn
+    from ..agent.mcp_config import McpServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class LiveSession:
         log: EventLog,
         *,
         additional_directories: list[str],
-        mcp_servers: list[dict[str, Any]],
+        mcp_servers: list[McpServerConfig],
     ) -> None:
         self.header = header
         self.recorder = SessionRecorder(writer, log)
@@ -108,6 +109,7 @@ class LiveSession:
         )
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
+        """The MCP servers the client configured, secrets included (never written anywhere)."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -281,16 +283,24 @@ class SessionRegistry:
         cwd: str,
         *,
         additional_directories: list[str] | UnsetType,
-        mcp_servers: list[dict[str, Any]] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
     ) -> LiveSession:
-        """`session/new`: a new log, its header written and fsynced before this returns."""
+        """`session/new`: a new log, its header written and fsynced before this returns.
+
+        The header keeps each MCP server's name, transport and command or URL, never its
+        secrets (SPEC 4.5).
+        """
         header = SessionHeader(
             version=SESSION_FORMAT_VERSION,
             id=self.new_id(),
             created_at=self.clock(),
             cwd=cwd,
             additional_directories=additional_directories,
-            mcp_servers=mcp_servers,
+            mcp_servers=(
+                [server.record() for server in mcp_servers]
+                if not isinstance(mcp_servers, UnsetType)
+                else UNSET
+            ),
         )
         # Shielded: once the log exists, the session must be registered, even if the request
         # is cancelled meanwhile (otherwise its writer, and lock, would leak).
@@ -330,7 +340,7 @@ class SessionRegistry:
         cwd: str,
         *,
         additional_directories: list[str] | UnsetType,
-        mcp_servers: list[dict[str, Any]] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
     ) -> LiveSession:
         """`session/resume`: open a log for continuation (with recovery), without replay.
 
