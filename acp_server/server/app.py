@@ -140,6 +140,7 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
+        sessions.services = outer  # closed by close_all below, before the group ends
         try:
             async with anyio.create_task_group() as watchers:
                 watchers.start_soon(watch_signals)

@@ -51,3 +51,7 @@ class ServeConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     max_retries: int = 3
+    mcp_timeout: float = 60.0
+    """Seconds an MCP tool call may take before it is an error result (`--mcp-timeout`)."""
+    mcp_connect_timeout: float = 10.0
+    """Seconds a session's MCP servers get to connect (`--mcp-connect-timeout`)."""

@@ -52,8 +52,11 @@ from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
+    from anyio.abc import TaskGroup
+
     from ..agent.loop import Turn
     from ..agent.mcp_config import McpServerConfig
+    from ..agent.tools.mcp import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +113,8 @@ class LiveSession:
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
         """The MCP servers the client configured, secrets included (never written anywhere)."""
+        self.mcp: McpServers | None = None
+        """Their connections while the session is live, if it has any."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -242,6 +247,9 @@ class SessionRegistry:
         """Called with (session id, event) for every event any live session appends."""
         self.deletion_listeners: list[Callable[[str], None]] = []
         """Called with the session id once `delete` has removed a session."""
+        self.services: TaskGroup | None = None
+        """Where live sessions' long-running work (their MCP connections) runs: a task group
+        that outlives every request, closed after `close_all`."""
         self.rewind_listeners: list[Callable[[str, int], None]] = []
         """Called with (session id, kept) when a live session whose log failed to write is
         re-read and drops its events from seq `kept` on: they were never stored."""
@@ -498,6 +506,7 @@ class SessionRegistry:
                     SHUTDOWN_WAIT,
                 )
             await anyio.to_thread.run_sync(session.writer.close)
+            await close_mcp(session)
         log.info("session %s closed", session.id)
 
     def cancel(self, session_id: str) -> bool:
@@ -641,6 +650,13 @@ def _line_at(fd: int, start: int) -> bytes:
         pieces.append(block)
         start += len(block)
     return b"".join(pieces)
+
+
+async def close_mcp(session: LiveSession) -> None:
+    """Close the session's MCP connections, if it has any (their processes are gone after)."""
+    servers, session.mcp = session.mcp, None
+    if servers is not None:
+        await servers.aclose()
 
 
 def child_refused(session_id: str) -> InvalidParams:

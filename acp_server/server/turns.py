@@ -121,10 +121,13 @@ class Conversations:
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:
-        """The session's tools: the built-in ones; a subagent's child has its parent's."""
+        """The session's tools: the built-in ones, then those of its MCP servers (a subagent's
+        child gets its parent's)."""
         from ..agent.tools import BUILTIN_TOOLS
 
-        return BUILTIN_TOOLS
+        if session.mcp is None or not session.mcp.tools:
+            return BUILTIN_TOOLS
+        return BUILTIN_TOOLS.extended(session.mcp.tools)
 
     def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.

@@ -21,8 +21,9 @@ import sys
 from typing import Any
 
 import anyio
-import mcp_types as types
+from mcp import types
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("demo")
 
@@ -59,7 +60,7 @@ def kinds() -> list[Any]:
 
 @server.tool(description="Always fails with `message`.")
 def fail(message: str) -> str:
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(description="Exits the server in the middle of the call.")
