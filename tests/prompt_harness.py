@@ -55,6 +55,7 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/load": schema.LoadSessionResponse,
     "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
+    "session/close": schema.CloseSessionResponse,
 }
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -257,9 +258,13 @@ class PromptServer:
     def request(self, method: str, params: Any, *, timeout: float = TIMEOUT) -> Answered:
         return self.read_until_response(self.send_request(method, params), timeout=timeout)
 
-    def new_session(self, mcp_servers: list[dict[str, Any]] | None = None) -> str:
+    def new_session(
+        self, mcp_servers: list[dict[str, Any]] | None = None, *, timeout: float = TIMEOUT
+    ) -> str:
         session_id = self.request(
-            "session/new", {"cwd": str(self.workspace), "mcpServers": mcp_servers or []}
+            "session/new",
+            {"cwd": str(self.workspace), "mcpServers": mcp_servers or []},
+            timeout=timeout,
         ).result["sessionId"]
         self.session_ids[session_id] = (
             "<session>" if not self.session_ids else f"<session-{len(self.session_ids)}>"

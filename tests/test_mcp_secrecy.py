@@ -4,7 +4,7 @@ A stdio server's `env` values and an HTTP server's header values are what it aut
 with. The session log keeps each server's name, transport and command or URL only, so the
 secrets are found nowhere under the sessions directory, in no frame the server sends (the
 header a follower receives included), in no exported fixture, in no `log cat` output, and not
-on the server's stderr.
+on the server's stderr, while the servers get them and work.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from acp_process import AcpProcess
+from fixtures_builder import Scenario, Step, ToolUse, args
 from mcp_support import http_demo, http_server, stdio_server
+from prompt_harness import FakeClient, PromptServer
 
 ENV_SECRET = "env-7Qh2Kd9LwZx4Rb6Tn"
 HEADER_SECRET = "hdr-3Vm8Pj5YcFs1Ge0Ua"
@@ -33,33 +34,46 @@ def acp_server(*args: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_mcp_secrets_reach_no_file_frame_fixture_or_stderr(tmp_path: Path) -> None:
-    sessions, workspace = tmp_path / "sessions", tmp_path / "work"
-    workspace.mkdir()
-    with http_demo(HEADER_SECRET) as url:
+def test_mcp_secrets_reach_the_servers_and_no_file_frame_fixture_or_stderr(
+    tmp_path: Path,
+) -> None:
+    calls = [
+        ToolUse("c1", "mcp__local__env_set", args(name="DEMO_TOKEN")),
+        ToolUse("c2", "mcp__remote__echo", args(text="hello")),
+    ]
+    scenario = Scenario([("go", [Step(calls=calls), Step(text="done")])])
+    client = FakeClient(permissions=["allow_once", "allow_once"])
+    flags = ("--mcp-connect-timeout", "120")
+    with (
+        http_demo(HEADER_SECRET) as url,
+        PromptServer(tmp_path, scenario, *flags, client=client) as server,
+    ):
         servers = [
             stdio_server("local", env={"DEMO_TOKEN": ENV_SECRET}),
             http_server(
                 "remote",
-                url.replace("http://", f"http://user:{URL_SECRET}@") + f"?key={URL_SECRET}",
+                f"{url}?key={URL_SECRET}#{URL_SECRET}",
                 {"Authorization": f"Bearer {HEADER_SECRET}"},
             ),
         ]
-        with AcpProcess(sessions) as server:
-            server.initialize()
-            session_id = server.result(
-                "session/new", {"cwd": str(workspace), "mcpServers": servers}
-            )["sessionId"]
-            followed = server.result(
-                "session.follow", {"address": {"kind": "session", "sessionId": session_id}}
-            )
-            server.result("session/close", {"sessionId": session_id})
-            assert server.finish() == 0
-            wire, stderr = b"\n".join(server.stdout_lines), server.stderr
+        session_id = server.new_session(servers, timeout=120)
+        answered = server.prompt(session_id, "go", timeout=120)
+        followed = server.request(
+            "session.follow", {"address": {"kind": "session", "sessionId": session_id}}
+        ).result
+        server.request("session/close", {"sessionId": session_id})
+    wire, stderr = b"\n".join(server.process.stdout_lines), server.process.stderr
+    # The secrets did their work: the stdio server has its env, the HTTP server took the header.
+    shown = [u["content"] for u in answered.updates if u.get("status") == "completed"]
+    assert shown == [
+        [{"type": "content", "content": {"type": "text", "text": "set"}}],
+        [{"type": "content", "content": {"type": "text", "text": "echo: hello"}}],
+    ]
     assert followed["header"]["mcpServers"] == [
         {"name": "local", "transport": "stdio", "command": sys.executable},
         {"name": "remote", "transport": "http", "url": url},
     ]
+    sessions = server.sessions_dir
     exported = acp_server("fixture", "export", str(sessions / session_id), str(tmp_path / "fx"))
     exported += everything_under(tmp_path / "fx").decode()
     printed = acp_server("log", "cat", str(sessions / session_id))
