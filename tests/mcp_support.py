@@ -23,10 +23,12 @@ def stdio_server(name: str = "demo", env: dict[str, str] | None = None) -> dict[
     }
 
 
-def http_server(name: str, url: str, headers: dict[str, str]) -> dict[str, Any]:
-    """The ACP `McpServerHttp` entry for a server at `url`."""
+def http_server(
+    name: str, url: str, headers: dict[str, str], transport: str = "http"
+) -> dict[str, Any]:
+    """The ACP `McpServerHttp` (or, with transport "sse", `McpServerSse`) entry for `url`."""
     return {
-        "type": "http",
+        "type": transport,
         "name": name,
         "url": url,
         "headers": [{"name": k, "value": v} for k, v in headers.items()],
@@ -34,11 +36,11 @@ def http_server(name: str, url: str, headers: dict[str, str]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def http_demo(token: str) -> Iterator[str]:
-    """The demo server over HTTP for as long as the block runs; yields its MCP URL. It answers
-    only requests that carry `Authorization: Bearer <token>`."""
+def http_demo(token: str, transport: str = "http") -> Iterator[str]:
+    """The demo server over HTTP (streamable, or "sse") for as long as the block runs; yields
+    its MCP URL. It answers only requests that carry `Authorization: Bearer <token>`."""
     process = subprocess.Popen(
-        [sys.executable, str(DEMO), "http", token],
+        [sys.executable, str(DEMO), transport, token],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -47,7 +49,8 @@ def http_demo(token: str) -> Iterator[str]:
         assert process.stdout is not None
         line = process.stdout.readline()  # blocks until it listens (or exits: empty line)
         assert line.startswith("port "), f"the HTTP demo server did not start: {line!r}"
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        path = "/mcp" if transport == "http" else "/sse"
+        yield f"http://127.0.0.1:{int(line.split()[1])}{path}"
     finally:
         process.terminate()
         process.wait(10)

@@ -234,12 +234,17 @@ def test_a_server_that_never_answers_is_left_out_after_the_connect_timeout(
     }
 
 
-def test_an_mcp_tool_over_http_gets_the_headers_and_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_an_mcp_tool_over_http_gets_the_headers_and_answers(tmp_path: Path, transport: str) -> None:
     client = FakeClient(permissions=["allow_once"])
     scenario = one_call("mcp__remote__echo", args(text="over http"))
-    with http_demo(TOKEN) as url, PromptServer(tmp_path, scenario, *FLAGS, client=client) as server:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with (
+        http_demo(TOKEN, transport) as url,
+        PromptServer(tmp_path, scenario, *FLAGS, client=client) as server,
+    ):
         session_id = server.new_session(
-            [http_server("remote", url, {"Authorization": f"Bearer {TOKEN}"})], timeout=SLOW
+            [http_server("remote", url, headers, transport)], timeout=SLOW
         )
         answered = server.prompt(session_id, "go", timeout=SLOW)
         assert finished(answered.updates)["content"] == [text("echo: over http")]

@@ -2,8 +2,10 @@
 
     python tests/mcp_servers/demo.py stdio
     python tests/mcp_servers/demo.py http TOKEN
+    python tests/mcp_servers/demo.py sse TOKEN
 
-Over stdio it serves on its stdin and stdout. Over HTTP it listens on 127.0.0.1 on a free
+Over stdio it serves on its stdin and stdout. Over HTTP (streamable HTTP at `/mcp`, or the
+older SSE transport at `/sse`) it listens on 127.0.0.1 on a free
 port, prints `port <n>` on its stdout once it accepts connections, and answers 401 to any
 request whose `Authorization` header is not `Bearer TOKEN`, so a working connection proves the
 header reached it.
@@ -74,11 +76,11 @@ async def hang() -> str:
     return ""
 
 
-def serve_http(token: str) -> None:
+def serve_http(token: str, transport: str) -> None:
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    app = server.streamable_http_app()
+    app = server.streamable_http_app() if transport == "http" else server.sse_app()
 
     def guarded(inner: ASGIApp) -> ASGIApp:
         async def call(scope: Scope, receive: Receive, send: Send) -> None:
@@ -105,4 +107,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "stdio":
         server.run("stdio")
     else:
-        serve_http(sys.argv[2])
+        serve_http(sys.argv[2], sys.argv[1])
