@@ -12,13 +12,18 @@ Nothing here imports the MCP SDK: sessions without MCP servers never load it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from msgspec import Struct
 
 from ..core.header import McpServerRecord, McpTransport
+
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+"""Seconds a session's servers get to connect before it goes on without them."""
+DEFAULT_CALL_TIMEOUT: Final = 60.0
+"""Seconds an MCP tool call may take before it is an error result."""
 
 
 class McpConfigError(ValueError):

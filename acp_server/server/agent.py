@@ -21,7 +21,13 @@ from msgspec import UNSET, UnsetType
 from .. import __version__
 from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
-from ..agent.mcp_config import McpConfigError, McpServerConfig, parse_mcp_servers
+from ..agent.mcp_config import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    McpConfigError,
+    McpServerConfig,
+    parse_mcp_servers,
+)
 from ..core.acp_updates import AgentMessageChunk, SessionNotification
 from ..core.events import TextContent
 from ..core.ids import InvalidSessionId, validate_session_id
@@ -261,11 +267,12 @@ class AcpAgent:
             return [(server.name, "MCP servers are not connected here") for server in wanted]
         from ..agent.tools.mcp import McpServers  # the SDK: only for sessions that have servers
 
+        config = self.config
         servers = McpServers(
             wanted,
             cwd=session.cwd,
-            connect_timeout=self.config.mcp_connect_timeout if self.config else 10.0,
-            call_timeout=self.config.mcp_timeout if self.config else 60.0,
+            connect_timeout=config.mcp_connect_timeout if config else DEFAULT_CONNECT_TIMEOUT,
+            call_timeout=config.mcp_timeout if config else DEFAULT_CALL_TIMEOUT,
         )
         await services.start(servers.run)
         session.mcp = servers

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from ..agent.limits import DEFAULT_MAX_STEPS
+from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..providers.secret import Secret
 from ..storage.log import Compression
 from .transport import DEFAULT_MAX_LINE_BYTES
@@ -51,7 +52,7 @@ class ServeConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     max_retries: int = 3
-    mcp_timeout: float = 60.0
+    mcp_timeout: float = DEFAULT_CALL_TIMEOUT
     """Seconds an MCP tool call may take before it is an error result (`--mcp-timeout`)."""
-    mcp_connect_timeout: float = 10.0
+    mcp_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     """Seconds a session's MCP servers get to connect (`--mcp-connect-timeout`)."""

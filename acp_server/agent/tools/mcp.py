@@ -46,17 +46,13 @@ from ...core.events import (
     TextContent,
     ToolResultContent,
 )
-from ..mcp_config import McpServerConfig
+from ..mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpServerConfig
 from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
 from .permission import ensure_permission
 from .registry import OnStarted, Tool
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT: Final = 10.0
-"""Seconds the servers of a session get to connect before the session goes on without them."""
-CALL_TIMEOUT: Final = 60.0
-"""Seconds an MCP tool call may take (`--mcp-timeout`)."""
 NAME_LIMIT: Final = 64
 """The longest tool name model APIs accept."""
 
@@ -116,8 +112,8 @@ class McpServers:
         configs: Sequence[McpServerConfig],
         *,
         cwd: str,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        call_timeout: float = CALL_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         self.configs = list(configs)
         self.cwd = cwd
