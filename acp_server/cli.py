@@ -147,6 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest accepted input line; a longer one is answered with an error and skipped "
         "(default 67108864, 64 MiB)",
     )
+    serve.add_argument(
+        "--mcp-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=60.0,
+        help="how long an MCP tool call may take before it is an error result (default 60)",
+    )
+    serve.add_argument(
+        "--mcp-connect-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=10.0,
+        help="how long a session's MCP servers get to connect; a server not connected by "
+        "then is left out of the session (default 10)",
+    )
     model = serve.add_argument_group(
         "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",
         "; ".join(f"{p.name}: {p.summary}" for p in LIVE_PROVIDERS.values())
@@ -434,6 +449,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         pack=not args.no_pack,
         log_level=args.log_level,
         max_line_bytes=args.max_line_bytes,
+        mcp_timeout=args.mcp_timeout,
+        mcp_connect_timeout=args.mcp_connect_timeout,
         **model_options,
     )
     from .server.app import run_server

@@ -225,9 +225,13 @@ class PromptServer:
     def request(self, method: str, params: Any, *, timeout: float = TIMEOUT) -> Answered:
         return self.read_until_response(self.send_request(method, params), timeout=timeout)
 
-    def new_session(self) -> str:
+    def new_session(
+        self, mcp_servers: list[dict[str, Any]] | None = None, *, timeout: float = TIMEOUT
+    ) -> str:
         session_id = self.request(
-            "session/new", {"cwd": str(self.workspace), "mcpServers": []}
+            "session/new",
+            {"cwd": str(self.workspace), "mcpServers": mcp_servers or []},
+            timeout=timeout,
         ).result["sessionId"]
         self.session_ids[session_id] = (
             "<session>" if not self.session_ids else f"<session-{len(self.session_ids)}>"

@@ -10,6 +10,7 @@ import acp.schema
 import msgspec
 import pytest
 
+from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.acp_updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -25,7 +26,6 @@ from acp_server.core.acp_updates import (
     tool_call_finished,
     tool_call_in_progress,
     tool_call_started,
-    tool_title,
     user_message_id,
 )
 from acp_server.core.events import (
@@ -121,11 +121,15 @@ def test_message_ids_are_stable_per_turn_and_step() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tool calls.
+# Tool calls, presented as the built-in tools' registry says.
+
+present = BUILTIN_TOOLS.present
 
 
 def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -> None:
-    assert wire(tool_call_started("call-1", "read_file", '{"path": "src/app.py", "line": 3}')) == {
+    assert wire(
+        tool_call_started("call-1", "read_file", '{"path": "src/app.py", "line": 3}', present)
+    ) == {
         "sessionUpdate": "tool_call",
         "toolCallId": "call-1",
         "title": "Read src/app.py",
@@ -149,20 +153,22 @@ def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -
 def test_tool_call_kind_and_title_follow_the_tool(
     name: str, arguments: str, kind: str, title: str
 ) -> None:
-    shown = wire(tool_call_started("c", name, arguments))
+    shown = wire(tool_call_started("c", name, arguments, present))
 
     assert (shown["kind"], shown["title"]) == (kind, title)
 
 
 def test_only_file_tools_carry_locations() -> None:
-    assert wire(tool_call_started("c", "write_file", '{"path": "o.txt", "content": ""}'))[
+    assert wire(tool_call_started("c", "write_file", '{"path": "o.txt", "content": ""}', present))[
         "locations"
     ] == [{"path": "o.txt"}]
-    assert "locations" not in wire(tool_call_started("c", "run_command", '{"command": "ls"}'))
+    assert "locations" not in wire(
+        tool_call_started("c", "run_command", '{"command": "ls"}', present)
+    )
 
 
 def test_tool_call_with_invalid_json_arguments_shows_the_raw_text() -> None:
-    assert wire(tool_call_started("c", "read_file", '{"path": ')) == {
+    assert wire(tool_call_started("c", "read_file", '{"path": ', present)) == {
         "sessionUpdate": "tool_call",
         "toolCallId": "c",
         "title": "read_file",
@@ -173,15 +179,15 @@ def test_tool_call_with_invalid_json_arguments_shows_the_raw_text() -> None:
 
 
 def test_tool_title_collapses_whitespace_and_clips_at_80_characters() -> None:
-    title = tool_title("task", {"prompt": "do\n  this " + "x" * 100})
+    title = present("task", {"prompt": "do\n  this " + "x" * 100}).title
 
     assert len(title) == 80
     assert title == "Subagent: do this " + "x" * 61 + "…"
 
 
 def test_tool_title_with_a_missing_or_mistyped_argument_is_the_tool_name() -> None:
-    assert tool_title("read_file", {"path": 3}) == "read_file"
-    assert tool_title("run_command", ["ls"]) == "run_command"
+    assert present("read_file", {"path": 3}).title == "read_file"
+    assert present("run_command", ["ls"]).title == "run_command"
 
 
 def test_tool_call_in_progress_shape() -> None:

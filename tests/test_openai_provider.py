@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text, usage
 
-from acp_server.agent.tools import TOOL_DEFINITIONS
+from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.events import (
     AssistantReasoning,
     AssistantText,
@@ -115,7 +115,9 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_strea
     )
     with FakeOpenAI([stream]) as server:
         request = ModelRequest(
-            session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=TOOL_DEFINITIONS[:1]
+            session_id="s1",
+            messages=[UserTurn([TextContent("hello")])],
+            tools=BUILTIN_TOOLS.definitions[:1],
         )
         chunks, error = await run(provider(server), request)
     assert error is None
@@ -132,7 +134,7 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_strea
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["Authorization"] == f"Bearer {KEY}"
     assert sent.headers["Accept"] == "text/event-stream"
-    tool = TOOL_DEFINITIONS[0]
+    tool = BUILTIN_TOOLS.definitions[0]
     assert sent.body == {
         "model": "test-model",
         "messages": [{"role": "user", "content": "hello"}],

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from strategies import session_events
 
+from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.acp_updates import SessionNotification, SessionUpdate
 from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.event_log import EventLog
@@ -186,13 +187,13 @@ def thought_chunk(t: str, message_id: str) -> dict[str, Any]:
 
 
 def test_empty_log_replays_nothing() -> None:
-    assert project_load([]) == []
+    assert project_load([], BUILTIN_TOOLS.present) == []
 
 
 def test_user_message_blocks_become_user_message_chunks_with_the_message_id() -> None:
     log = Log().user(TextContent("look at this"), ImageContent("aGk=", "image/png"))
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("look at this", "u0"),
         {
             "sessionUpdate": "user_message_chunk",
@@ -229,7 +230,7 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
         .step_end()
     )
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("read both", "u0"),
         thought_chunk("Two files.", "a0-0"),
         agent_chunk("Reading them.", "a0-0"),
@@ -277,7 +278,7 @@ def test_chunks_of_a_completed_step_are_not_replayed_one_by_one() -> None:
         .turn_end()
     )
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("hi", "u0"),
         agent_chunk("Hello!", "a0-0"),
     ]
@@ -291,7 +292,7 @@ def test_blocks_of_a_message_are_shown_in_their_order() -> None:
         .message(AssistantText("first"), AssistantReasoning("then thinking"), AssistantText("last"))
     )
 
-    assert shown(project_load(log.events))[1:] == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present))[1:] == [
         agent_chunk("first", "a0-0"),
         thought_chunk("then thinking", "a0-0"),
         agent_chunk("last", "a0-0"),
@@ -306,7 +307,7 @@ def test_tool_call_without_a_result_shows_only_the_pending_call() -> None:
         .message(AssistantToolCall("c1", "run_command", '{"command": "make"}'))
     )
 
-    assert shown(project_load(log.events))[1:] == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present))[1:] == [
         {
             "sessionUpdate": "tool_call",
             "toolCallId": "c1",
@@ -333,7 +334,7 @@ def test_failed_stream_shows_the_text_and_reasoning_its_chunks_delivered() -> No
         .turn_end(TurnEndReasonError(ErrorInfo("overloaded", 529)))
     )
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("q", "u0"),
         thought_chunk("Let me think", "assistant-0-0"),
         agent_chunk("The answer is", "assistant-0-0"),
@@ -343,7 +344,7 @@ def test_failed_stream_shows_the_text_and_reasoning_its_chunks_delivered() -> No
 def test_crashed_stream_at_the_end_of_the_log_shows_what_it_delivered() -> None:
     log = Log().user(TextContent("q")).chunks(TextDelta(0, "cut "), TextDelta(0, "off"))
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("q", "u0"),
         agent_chunk("cut off", "assistant-0-0"),
     ]
@@ -357,7 +358,7 @@ def test_failed_stream_that_delivered_no_text_shows_nothing() -> None:
         .step_end()
     )
 
-    assert shown(project_load(log.events)) == [user_chunk("q", "u0")]
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [user_chunk("q", "u0")]
 
 
 def test_interrupted_message_shows_what_was_received() -> None:
@@ -372,7 +373,7 @@ def test_interrupted_message_shows_what_was_received() -> None:
         .turn_end()
     )
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("q", "u0"),
         thought_chunk("Hmm", "a0-0"),
         agent_chunk("Part", "a0-0"),
@@ -391,7 +392,7 @@ def test_plan_and_title_are_shown_where_they_happened() -> None:
         .step_end()
     )
 
-    assert shown(project_load(log.events)) == [
+    assert shown(project_load(log.events, BUILTIN_TOOLS.present)) == [
         user_chunk("plan it", "u0"),
         {"sessionUpdate": "session_info_update", "title": "Planning"},
         {
@@ -433,7 +434,10 @@ def test_a_multi_step_turn_replays_every_step_in_log_order() -> None:
         .turn_end()
     )
 
-    assert [(u["sessionUpdate"], u.get("messageId")) for u in shown(project_load(log.events))] == [
+    assert [
+        (u["sessionUpdate"], u.get("messageId"))
+        for u in shown(project_load(log.events, BUILTIN_TOOLS.present))
+    ] == [
         ("user_message_chunk", "u0"),
         ("tool_call", None),
         ("tool_call_update", None),
@@ -448,7 +452,7 @@ def test_start_skips_the_events_before_it() -> None:
     second_turn = len(log.events)
     log.user(TextContent("two")).answer("second").turn_end()
 
-    assert shown(project_load(log.events[second_turn:])) == [
+    assert shown(project_load(log.events[second_turn:], BUILTIN_TOOLS.present)) == [
         user_chunk("two", "u1"),
         agent_chunk("second", "a1-0"),
     ]
@@ -519,7 +523,9 @@ def test_tail_replay_shows_only_the_newest_turns() -> None:
     events, starts = three_turns()
     cut = tail_start(EventLog(events), 2)
 
-    assert [u["sessionUpdate"] for u in shown(project_load(events[cut.start :]))] == [
+    assert [
+        u["sessionUpdate"] for u in shown(project_load(events[cut.start :], BUILTIN_TOOLS.present))
+    ] == [
         "user_message_chunk",
         "tool_call",
         "tool_call_update",
@@ -533,4 +539,6 @@ def test_projecting_packed_records_equals_projecting_their_events(
     events: list[SessionEvent],
 ) -> None:
     packed = pack_chunk_runs(events)
-    assert msgspec.json.encode(project_load(packed)) == msgspec.json.encode(project_load(events))
+    assert msgspec.json.encode(project_load(packed, BUILTIN_TOOLS.present)) == msgspec.json.encode(
+        project_load(events, BUILTIN_TOOLS.present)
+    )

@@ -43,6 +43,7 @@ EXPECTED_INITIALIZE = {
             "delete": {},
             "additionalDirectories": {},
         },
+        "mcpCapabilities": {"http": True, "sse": True},
         "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
     },
     "authMethods": [],
@@ -168,7 +169,8 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
         "createdAt": header["createdAt"],
         "cwd": "/home/u/project",
         "additionalDirectories": ["/data"],
-        "mcpServers": mcp,
+        # Its name, transport and command: never its args or env (SPEC 4.5).
+        "mcpServers": [{"name": "fs", "transport": "stdio", "command": "/bin/mcp-fs"}],
     }
     assert type(header["createdAt"]) is int and header["createdAt"] > 1_600_000_000_000
 

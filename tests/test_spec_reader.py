@@ -77,7 +77,7 @@ from acp_server.core.events import (
     UserMessageEvent,
     encode_event,
 )
-from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.core.header import SESSION_FORMAT_VERSION, McpServerRecord, SessionHeader
 from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 
@@ -259,7 +259,7 @@ HEADERS = {
         parent_session="main-1",
         origin="subagent",
         additional_directories=["/data"],
-        mcp_servers=[{"name": "fs", "command": "mcp-fs", "args": [], "env": []}],
+        mcp_servers=[McpServerRecord("fs", "stdio", command="mcp-fs")],
     ),
 }
 

@@ -40,6 +40,7 @@ def server_modules() -> set[str]:
         "acp_server.providers.openai",
         "acp_server.agent.loop",  # the agent loop and its tools: imported by the first prompt
         "acp_server.agent.tools",
+        "mcp",  # the MCP SDK: imported when a session has MCP servers
         "acp_server.providers.base",  # every provider module: imported when one is set up
         "acp_server.providers.replay",
     ],

@@ -33,8 +33,8 @@ from acp_server.agent.confinement import (
 )
 from acp_server.agent.ports import ClientCapabilities, ClientRequestError
 from acp_server.agent.tools import (
+    BUILTIN_TOOLS,
     PERMISSION_OPTIONS,
-    TOOL_DEFINITIONS,
     TaskArgs,
     ToolContext,
     ToolLimits,
@@ -52,7 +52,6 @@ from acp_server.agent.tools.excerpts import (
     read_excerpt,
     render_excerpt,
 )
-from acp_server.core.acp_updates import TOOL_KINDS
 from acp_server.core.events import DiffContent, PlanEntry, TextContent
 
 
@@ -169,12 +168,13 @@ async def call(
 ) -> ToolOutcome:
     arguments = args if isinstance(args, str) else json.dumps(args)
     return await run_tool(
+        BUILTIN_TOOLS,
         ctx,
         CALL,
         name,
         arguments,
         title=f"{name} title",
-        kind=TOOL_KINDS.get(name, "other"),
+        kind=BUILTIN_TOOLS.present(name, {}).kind,
         on_started=started or Started(),
     )
 
@@ -435,7 +435,7 @@ def test_invalid_arguments_names_the_tool_and_the_field() -> None:
 
 
 def test_tool_definitions_name_every_tool_in_order() -> None:
-    assert [d.name for d in TOOL_DEFINITIONS] == [
+    assert [d.name for d in BUILTIN_TOOLS.definitions] == [
         "read_file",
         "write_file",
         "run_command",
@@ -445,12 +445,12 @@ def test_tool_definitions_name_every_tool_in_order() -> None:
 
 
 def test_tool_definition_schemas_are_self_contained() -> None:
-    text = json.dumps([d.parameters for d in TOOL_DEFINITIONS])
+    text = json.dumps([d.parameters for d in BUILTIN_TOOLS.definitions])
     assert ("$ref" in text, "$defs" in text, '"title"' in text) == (False, False, False)
 
 
 def test_read_file_definition_schema() -> None:
-    assert TOOL_DEFINITIONS[0].parameters == {
+    assert BUILTIN_TOOLS.definitions[0].parameters == {
         "type": "object",
         "properties": {
             "path": {
@@ -475,7 +475,7 @@ def test_read_file_definition_schema() -> None:
 
 
 def test_run_command_definition_requires_only_the_command() -> None:
-    params = TOOL_DEFINITIONS[2].parameters
+    params = BUILTIN_TOOLS.definitions[2].parameters
     assert (sorted(params["properties"]), params["required"]) == (
         ["args", "command", "timeoutMs"],
         ["command"],

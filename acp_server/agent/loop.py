@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, NoReturn
 
 import anyio
@@ -83,7 +83,15 @@ from .failures import ModelRequestFailed
 from .limits import DEFAULT_MAX_STEPS
 from .ports import ClientPort
 from .recorder import SessionRecorder
-from .tools import TOOL_DEFINITIONS, TaskArgs, ToolContext, ToolOutcome, invalid_arguments, run_tool
+from .tools import (
+    BUILTIN_TOOLS,
+    TaskArgs,
+    ToolContext,
+    ToolOutcome,
+    ToolRegistry,
+    invalid_arguments,
+    run_tool,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +127,8 @@ class TurnEnv:
     """The session id the client knows: the session's own, or its top-level parent's."""
     on_finished: Callable[[], None] | None = None
     """For a subagent: called once its turn is over and its log closed."""
+    registry: ToolRegistry = BUILTIN_TOOLS
+    """The session's tools: the built-in ones and those of its MCP servers."""
 
 
 @dataclass
@@ -145,6 +155,12 @@ class Turn:
         self.prompt = prompt
         self._scope = anyio.CancelScope()
         self._state = _TurnState(turn=env.recorder.log.turns)
+        # The calls of this turn may run subagents when the session can create them.
+        self._tools = (
+            replace(env.tools, subagents=self._run_task)
+            if env.create_subagent is not None
+            else env.tools
+        )
 
     def cancel(self) -> None:
         self._scope.cancel()
@@ -205,7 +221,7 @@ class Turn:
         request = ModelRequest(
             session_id=rec.session_id,
             messages=derive_messages(rec.log.plain_events()),
-            tools=TOOL_DEFINITIONS,
+            tools=env.registry.definitions,
         )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
@@ -286,7 +302,8 @@ class Turn:
                 ToolCallData(state.turn, state.step, block.id, block.name, block.arguments),
             )
             state.open_calls[block.id] = event
-        announcements = [tool_call_started(b.id, b.name, b.arguments) for b in calls]
+        present = env.registry.present
+        announcements = [tool_call_started(b.id, b.name, b.arguments, present) for b in calls]
         for announcement in announcements:
             await self._show(announcement)
         for block, announcement in zip(calls, announcements, strict=True):
@@ -295,18 +312,16 @@ class Turn:
             async def on_started(call_id: str = block.id) -> None:
                 await self._show(tool_call_in_progress(call_id))
 
-            if block.name == "task" and env.create_subagent is not None:
-                outcome = await self._run_task(block.id, block.arguments, on_started)
-            else:
-                outcome = await run_tool(
-                    env.tools,
-                    block.id,
-                    block.name,
-                    block.arguments,
-                    title=announcement.title,
-                    kind=announcement.kind,
-                    on_started=on_started,
-                )
+            outcome = await run_tool(
+                env.registry,
+                self._tools,
+                block.id,
+                block.name,
+                block.arguments,
+                title=announcement.title,
+                kind=announcement.kind,
+                on_started=on_started,
+            )
             await self._show(
                 self._record_result(block.id, outcome.content, outcome.is_error, outcome.raw_output)
             )

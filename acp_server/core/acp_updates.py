@@ -6,6 +6,7 @@ events with the functions here, so a reloaded conversation looks the way it look
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import msgspec
@@ -111,16 +112,24 @@ class SessionNotification(Struct, rename="camel", gc=False):
 
 # ---------------------------------------------------------------------------------------------
 # Presenting tool calls.
-
-TOOL_KINDS: Final[dict[str, ToolKind]] = {
-    "read_file": "read",
-    "write_file": "edit",
-    "run_command": "execute",
-    "todo_write": "think",
-    "task": "other",
-}
+#
+# What a call is shown as (its title, kind and locations) belongs to the tool: the session's
+# tool registry says it, through a `ToolPresenter`, both live and when a log is replayed.
 
 _TITLE_LIMIT: Final = 80
+
+
+class ToolPresentation(Struct, frozen=True, gc=False):
+    """How one tool call is shown: its title, ACP kind and the places it touches."""
+
+    title: str
+    kind: ToolKind
+    locations: list[ToolCallLocation] | UnsetType = UNSET
+
+
+ToolPresenter = Callable[[str, Any], ToolPresentation]
+"""The presentation of a call of the named tool with these arguments (parsed JSON, or the raw
+text when they were not valid JSON)."""
 
 
 def parse_arguments(arguments: str) -> Any:
@@ -131,42 +140,24 @@ def parse_arguments(arguments: str) -> Any:
         return arguments
 
 
-def _clip(text: str) -> str:
+def clip_title(text: str) -> str:
+    """A title on one line, at most 80 characters (cut with an ellipsis)."""
     text = " ".join(text.split())
     return text if len(text) <= _TITLE_LIMIT else text[: _TITLE_LIMIT - 1] + "…"
 
 
-def tool_title(name: str, args: Any) -> str:
-    """A short human title for a tool call, e.g. `Read src/app.py`."""
-    get = args.get if isinstance(args, dict) else (lambda _key, default=None: default)
-    if name == "read_file" and isinstance(get("path"), str):
-        return _clip(f"Read {get('path')}")
-    if name == "write_file" and isinstance(get("path"), str):
-        return _clip(f"Write {get('path')}")
-    if name == "run_command" and isinstance(get("command"), str):
-        extra = get("args")
-        words = [get("command"), *(extra if isinstance(extra, list) else [])]
-        return _clip("Run " + " ".join(str(w) for w in words))
-    if name == "todo_write":
-        return "Update the plan"
-    if name == "task" and isinstance(get("prompt"), str):
-        return _clip(f"Subagent: {get('prompt')}")
-    return _clip(f"{name}")
+def unknown_tool_presentation(name: str, args: Any) -> ToolPresentation:
+    """A call of a tool nobody registered: its name, kind `other`."""
+    return ToolPresentation(clip_title(name), "other")
 
 
-def tool_call_started(call_id: str, name: str, arguments: str) -> ToolCallStarted:
+def tool_call_started(
+    call_id: str, name: str, arguments: str, present: ToolPresenter
+) -> ToolCallStarted:
     """The `tool_call` update announcing a call (status `pending`)."""
     args = parse_arguments(arguments)
-    locations: list[ToolCallLocation] | UnsetType = UNSET
-    if (
-        name in ("read_file", "write_file")
-        and isinstance(args, dict)
-        and isinstance(args.get("path"), str)
-    ):
-        locations = [ToolCallLocation(args["path"])]
-    return ToolCallStarted(
-        call_id, tool_title(name, args), TOOL_KINDS.get(name, "other"), "pending", args, locations
-    )
+    shown = present(name, args)
+    return ToolCallStarted(call_id, shown.title, shown.kind, "pending", args, shown.locations)
 
 
 def tool_call_in_progress(call_id: str) -> ToolCallUpdated:
@@ -205,10 +196,14 @@ __all__ = [
     "ToolCallUpdated",
     "ToolContent",
     "ToolDiff",
+    "ToolPresentation",
+    "ToolPresenter",
     "UserMessageChunk",
     "assistant_message_id",
+    "clip_title",
     "tool_call_finished",
     "tool_call_in_progress",
     "tool_call_started",
+    "unknown_tool_presentation",
     "user_message_id",
 ]

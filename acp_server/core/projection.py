@@ -18,10 +18,12 @@ from .acp_updates import (
     PlanShown,
     SessionInfoUpdate,
     SessionUpdate,
+    ToolPresenter,
     UserMessageChunk,
     assistant_message_id,
     tool_call_finished,
     tool_call_started,
+    unknown_tool_presentation,
 )
 from .assembly import MessageAssembler
 from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord
@@ -45,8 +47,12 @@ from .events import (
 )
 
 
-def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
+def project_load(
+    records: Sequence[StorageRecord], present: ToolPresenter = unknown_tool_presentation
+) -> list[SessionUpdate]:
     """The updates that replay `records` (events, or chunk rows left packed), in log order.
+
+    Tool calls are shown as `present` (the session's tool registry) says.
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -87,7 +93,9 @@ def project_load(records: Sequence[StorageRecord]) -> list[SessionUpdate]:
             updates.extend(_show_blocks(message.content, message.id))
             for block in message.content:
                 if type(block) is AssistantToolCall:
-                    updates.append(tool_call_started(block.id, block.name, block.arguments))
+                    updates.append(
+                        tool_call_started(block.id, block.name, block.arguments, present)
+                    )
                     result = results.get((d.turn, d.step, block.id))
                     if result is not None:
                         updates.append(tool_call_finished(result.data))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
@@ -20,6 +21,15 @@ from msgspec import UNSET, UnsetType
 from .. import __version__
 from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
+from ..agent.mcp_config import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    McpConfigError,
+    McpServerConfig,
+    parse_mcp_servers,
+)
+from ..core.acp_updates import AgentMessageChunk, SessionNotification
+from ..core.events import TextContent
 from ..core.ids import InvalidSessionId, validate_session_id
 from .config import ServeConfig
 from .errors import InvalidParams, echoed
@@ -43,6 +53,7 @@ from .protocol import (
     LoadMeta,
     LoadSessionRequest,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionRequest,
     NewSessionResponse,
     PromptCapabilities,
@@ -53,8 +64,8 @@ from .protocol import (
     ResumeSessionRequest,
     SessionCapabilities,
 )
-from .rpc import Connection
-from .sessions import SessionRegistry
+from .rpc import Connection, Then
+from .sessions import LiveSession, SessionRegistry, close_mcp
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -81,6 +92,7 @@ INITIALIZE_RESPONSE: Final = InitializeResponse(
             delete=Empty(),
             additional_directories=Empty(),
         ),
+        mcp_capabilities=McpCapabilities(http=True, sse=True),
         meta=HISTORY_META,
     ),
     auth_methods=[],
@@ -107,6 +119,16 @@ def check_absolute(path: str, where: str) -> str:
     if not os.path.isabs(path):
         raise InvalidParams.at(where, f"must be an absolute path, got {echoed(path)}")
     return path
+
+
+def check_mcp_servers(servers: list[Any] | UnsetType) -> list[McpServerConfig] | UnsetType:
+    """The request's `mcpServers` as configs; -32602 naming the field that does not fit."""
+    if isinstance(servers, UnsetType):
+        return UNSET
+    try:
+        return parse_mcp_servers(servers)
+    except McpConfigError as exc:
+        raise InvalidParams.at(exc.path, exc.problem) from None
 
 
 def check_directories(directories: list[str] | UnsetType) -> list[str] | UnsetType:
@@ -202,19 +224,21 @@ class AcpAgent:
         convert(params, AuthenticateRequest)
         return Empty()
 
-    async def new_session(self, params: Any) -> NewSessionResponse:
+    async def new_session(self, params: Any) -> Then:
         request = convert(params, NewSessionRequest)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
+        servers = check_mcp_servers(request.mcp_servers)
         session = await self.sessions.create(
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=servers,
         )
         self.conversations.bind(session)
-        return NewSessionResponse(session_id=session.id)
+        failures = await self._connect_mcp(session)
+        return Then(NewSessionResponse(session_id=session.id), self._reporter(session, failures))
 
-    async def resume_session(self, params: Any) -> Empty:
+    async def resume_session(self, params: Any) -> Then:
         request = convert(params, ResumeSessionRequest)
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
@@ -223,10 +247,54 @@ class AcpAgent:
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=check_mcp_servers(request.mcp_servers),
         )
         self.conversations.bind(session)
-        return Empty()
+        failures = await self._connect_mcp(session)
+        return Then(Empty(), self._reporter(session, failures))
+
+    async def _connect_mcp(self, session: LiveSession) -> list[tuple[str, str]]:
+        """Connect the session's MCP servers (SPEC 4.5), unless they are connected already;
+        (name, why) for each that could not be. Bounded by `--mcp-connect-timeout`."""
+        wanted = session.mcp_servers
+        if session.mcp is not None and session.mcp.configs == wanted:
+            return []  # a resume or load of a session live here, with the same servers
+        await close_mcp(session)
+        if not wanted:
+            return []
+        services = self.sessions.services
+        if services is None:  # a registry not run by `serve` (tests): nowhere to run them
+            return [(server.name, "MCP servers are not connected here") for server in wanted]
+        from ..agent.tools.mcp import McpServers  # the SDK: only for sessions that have servers
+
+        config = self.config
+        servers = McpServers(
+            wanted,
+            cwd=session.cwd,
+            connect_timeout=config.mcp_connect_timeout if config else DEFAULT_CONNECT_TIMEOUT,
+            call_timeout=config.mcp_timeout if config else DEFAULT_CALL_TIMEOUT,
+        )
+        await services.start(servers.run)
+        session.mcp = servers
+        if self.sessions.live.get(session.id) is not session:
+            await close_mcp(session)  # closed or deleted meanwhile: nothing may keep them open
+        return servers.failures
+
+    def _reporter(
+        self, session: LiveSession, failures: list[tuple[str, str]]
+    ) -> Callable[[], None]:
+        """What tells the user, once, after the answer, which MCP servers are missing."""
+
+        def report() -> None:
+            if failures:
+                self.connection.start_soon(self._report, session.id, failures)
+
+        return report
+
+    async def _report(self, session_id: str, failures: list[tuple[str, str]]) -> None:
+        lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
+        update = AgentMessageChunk(TextContent("\n".join(lines)))
+        await self.connection.notify("session/update", SessionNotification(session_id, update))
 
     async def prompt(self, params: Any) -> PromptResponse:
         request = convert(params, PromptRequest)
@@ -234,7 +302,7 @@ class AcpAgent:
         stop = await self.conversations.prompt(session, request.prompt)
         return PromptResponse(stop_reason=stop)
 
-    async def load_session(self, params: Any) -> LoadSessionResponse:
+    async def load_session(self, params: Any) -> Then:
         """`session/load`: open the log (with recovery), replay it, then answer `{}`.
 
         With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
@@ -253,13 +321,16 @@ class AcpAgent:
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
-            mcp_servers=request.mcp_servers,
+            mcp_servers=check_mcp_servers(request.mcp_servers),
         )
         self.conversations.bind(session)
+        failures = await self._connect_mcp(session)
         cut = await self.conversations.replay(session, max_messages)
+        report = self._reporter(session, failures)
         if max_messages is None:
-            return LoadSessionResponse()
-        return LoadSessionResponse(meta={"acp-server": ReplayedMeta(cut.start, cut.has_more)})
+            return Then(LoadSessionResponse(), report)
+        meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
+        return Then(LoadSessionResponse(meta=meta), report)
 
     async def list_sessions(self, params: Any) -> ListSessionsResponse:
         request = convert(params, ListSessionsRequest)

@@ -140,14 +140,22 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
         try:
-            async with anyio.create_task_group() as watchers:
-                watchers.start_soon(watch_signals)
-                watchers.start_soon(watch_output)
-                await connection.serve(reader, config.max_line_bytes)
-                watchers.cancel_scope.cancel()
+            # The live sessions' own work (their MCP connections) runs here, outliving requests.
+            async with anyio.create_task_group() as services:
+                sessions.services = services
+                try:
+                    async with anyio.create_task_group() as watchers:
+                        watchers.start_soon(watch_signals)
+                        watchers.start_soon(watch_output)
+                        await connection.serve(reader, config.max_line_bytes)
+                        watchers.cancel_scope.cancel()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await sessions.close_all()
+                    # Closing the sessions closed their work; anything left ends here.
+                    services.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await sessions.close_all()
                 close_provider = getattr(provider, "aclose", None)  # a live one's HTTP client
                 if close_provider is not None:
                     await close_provider()

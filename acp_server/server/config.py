@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from ..agent.limits import DEFAULT_MAX_STEPS
+from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..providers.secret import Secret
 from ..storage.log import Compression
 from .transport import DEFAULT_MAX_LINE_BYTES
@@ -54,3 +55,7 @@ class ServeConfig:
     max_retries: int | None = None
     max_tokens: int | None = None
     thinking_budget: int | None = None
+    mcp_timeout: float = DEFAULT_CALL_TIMEOUT
+    """Seconds an MCP tool call may take before it is an error result (`--mcp-timeout`)."""
+    mcp_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    """Seconds a session's MCP servers get to connect (`--mcp-connect-timeout`)."""

@@ -81,10 +81,18 @@ class SessionCapabilities(Model):
     additional_directories: Empty | UnsetType = UNSET
 
 
+class McpCapabilities(Model):
+    """The MCP transports beyond stdio (which every agent supports) that sessions connect."""
+
+    http: bool
+    sse: bool
+
+
 class AgentCapabilities(Model):
     load_session: bool
     prompt_capabilities: PromptCapabilities
     session_capabilities: SessionCapabilities
+    mcp_capabilities: McpCapabilities | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 

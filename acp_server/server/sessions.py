@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
 import msgspec
@@ -52,7 +52,11 @@ from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
+    from anyio.abc import TaskGroup
+
     from ..agent.loop import Turn
+    from ..agent.mcp_config import McpServerConfig
+    from ..agent.tools.mcp import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +98,7 @@ class LiveSession:
         log: EventLog,
         *,
         additional_directories: list[str],
-        mcp_servers: list[dict[str, Any]],
+        mcp_servers: list[McpServerConfig],
     ) -> None:
         self.header = header
         self.recorder = SessionRecorder(writer, log)
@@ -108,6 +112,9 @@ class LiveSession:
         )
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
+        """The MCP servers the client configured, secrets included (never written anywhere)."""
+        self.mcp: McpServers | None = None
+        """Their connections while the session is live, if it has any."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -240,6 +247,9 @@ class SessionRegistry:
         """Called with (session id, event) for every event any live session appends."""
         self.deletion_listeners: list[Callable[[str], None]] = []
         """Called with the session id once `delete` has removed a session."""
+        self.services: TaskGroup | None = None
+        """Where live sessions' long-running work (their MCP connections) runs: a task group
+        that outlives every request, closed after `close_all`."""
         self.rewind_listeners: list[Callable[[str, int], None]] = []
         """Called with (session id, kept) when a live session whose log failed to write is
         re-read and drops its events from seq `kept` on: they were never stored."""
@@ -281,16 +291,24 @@ class SessionRegistry:
         cwd: str,
         *,
         additional_directories: list[str] | UnsetType,
-        mcp_servers: list[dict[str, Any]] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
     ) -> LiveSession:
-        """`session/new`: a new log, its header written and fsynced before this returns."""
+        """`session/new`: a new log, its header written and fsynced before this returns.
+
+        The header keeps each MCP server's name, transport and command or URL, never its
+        secrets (SPEC 4.5).
+        """
         header = SessionHeader(
             version=SESSION_FORMAT_VERSION,
             id=self.new_id(),
             created_at=self.clock(),
             cwd=cwd,
             additional_directories=additional_directories,
-            mcp_servers=mcp_servers,
+            mcp_servers=(
+                [server.record() for server in mcp_servers]
+                if not isinstance(mcp_servers, UnsetType)
+                else UNSET
+            ),
         )
         # Shielded: once the log exists, the session must be registered, even if the request
         # is cancelled meanwhile (otherwise its writer, and lock, would leak).
@@ -330,7 +348,7 @@ class SessionRegistry:
         cwd: str,
         *,
         additional_directories: list[str] | UnsetType,
-        mcp_servers: list[dict[str, Any]] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
     ) -> LiveSession:
         """`session/resume`: open a log for continuation (with recovery), without replay.
 
@@ -488,6 +506,7 @@ class SessionRegistry:
                     SHUTDOWN_WAIT,
                 )
             await anyio.to_thread.run_sync(session.writer.close)
+            await close_mcp(session)
         log.info("session %s closed", session.id)
 
     def cancel(self, session_id: str) -> bool:
@@ -631,6 +650,13 @@ def _line_at(fd: int, start: int) -> bytes:
         pieces.append(block)
         start += len(block)
     return b"".join(pieces)
+
+
+async def close_mcp(session: LiveSession) -> None:
+    """Close the session's MCP connections, if it has any (their processes are gone after)."""
+    servers, session.mcp = session.mcp, None
+    if servers is not None:
+        await servers.aclose()
 
 
 def child_refused(session_id: str) -> InvalidParams:

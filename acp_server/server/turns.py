@@ -25,6 +25,7 @@ from .sessions import LiveSession, SessionRegistry
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
+    from ..agent.tools import ToolRegistry
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -116,11 +117,21 @@ class Conversations:
             provider=self.provider,
             client=self.client,
             tools=tools,
+            registry=self.registry(session),
             max_steps=self.max_steps,
             create_subagent=self._create_subagent if client_session_id is None else None,
             live_updates=client_session_id is None,
             client_session_id=client_session_id or session.id,
         )
+
+    def registry(self, session: LiveSession) -> ToolRegistry:
+        """The session's tools: the built-in ones, then those of its MCP servers (a subagent's
+        child gets its parent's)."""
+        from ..agent.tools import BUILTIN_TOOLS
+
+        if session.mcp is None or not session.mcp.tools:
+            return BUILTIN_TOOLS
+        return BUILTIN_TOOLS.extended(session.mcp.tools)
 
     def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
@@ -144,6 +155,7 @@ class Conversations:
         self.bind(child)
         env = self._env(child, client_session_id=parent.client_session_id)
         env.tools.allowed_always = parent.tools.allowed_always
+        env.registry = parent.registry
         env.on_finished = lambda: self.sessions.release_child(child.id)
         return env
 
@@ -155,7 +167,8 @@ class Conversations:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
-        for update in project_load(log_.records_from(cut.start)):
+        present = self.registry(session).present
+        for update in project_load(log_.records_from(cut.start), present):
             await self.client.notify("session/update", SessionNotification(session.id, update))
         return cut
 

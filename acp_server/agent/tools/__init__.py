@@ -1,14 +1,15 @@
-"""The agent's tools (SPEC 4.3): `read_file`, `write_file`, `run_command`, `todo_write`, and
-the arguments and definition of `task` (whose subagent the loop runs itself).
+"""The agent's tools (SPEC 4.3): a registry per session of built-in and MCP tools.
 
 The package's public face is `run_tool` with its `ToolContext` and `ToolOutcome`, the
-`TOOL_DEFINITIONS` sent to models, and the argument types. Modules inside:
+`ToolRegistry` of `Tool`s, `BUILTIN_TOOLS`, and the argument types. Modules inside:
 
-- `arguments`: argument structs and the JSON Schemas generated from them;
+- `registry`: what a tool is (name, schema, kind, title, runner) and a session's set of them;
+- `builtin`: the built-in tools, registered; `arguments`: their argument structs and schemas;
 - `base`: context, outcome, limits, the `ToolError` a tool raises for the model to read;
 - `runner`: dispatch, and the one place failures become error outcomes;
 - `permission`: `session/request_permission`;
-- `files`, `commands`, `plan`: the tools; `excerpts`: caps and line ranges, without I/O.
+- `files`, `commands`, `plan`: the built-in tools' work; `excerpts`: caps and line ranges;
+- `mcp`: the tools of a session's MCP servers (imported only by sessions that have some).
 
 Path confinement lives beside this package, in `acp_server.agent.confinement`.
 """
@@ -16,8 +17,6 @@ Path confinement lives beside this package, in `acp_server.agent.confinement`.
 from __future__ import annotations
 
 from .arguments import (
-    ARGUMENT_TYPES,
-    TOOL_DEFINITIONS,
     ReadFileArgs,
     RunCommandArgs,
     TaskArgs,
@@ -26,22 +25,25 @@ from .arguments import (
     WriteFileArgs,
 )
 from .base import ToolContext, ToolError, ToolLimits, ToolOutcome, error_outcome, invalid_arguments
+from .builtin import BUILTIN_TOOLS
 from .permission import PERMISSION_OPTIONS
+from .registry import Tool, ToolRegistry
 from .runner import run_tool
 
 __all__ = [
-    "ARGUMENT_TYPES",
+    "BUILTIN_TOOLS",
     "PERMISSION_OPTIONS",
-    "TOOL_DEFINITIONS",
     "ReadFileArgs",
     "RunCommandArgs",
     "TaskArgs",
     "TodoItem",
     "TodoWriteArgs",
+    "Tool",
     "ToolContext",
     "ToolError",
     "ToolLimits",
     "ToolOutcome",
+    "ToolRegistry",
     "WriteFileArgs",
     "error_outcome",
     "invalid_arguments",

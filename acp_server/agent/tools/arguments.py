@@ -1,4 +1,4 @@
-"""The tools' arguments as msgspec types, and the definitions (JSON Schemas) the model sees.
+"""The built-in tools' arguments as msgspec types, and the JSON Schemas the model sees.
 
 The schemas are generated from the same structs that decode the model's arguments, so what
 the model is told and what the server accepts cannot drift apart. Unknown fields are refused:
@@ -11,8 +11,6 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
-
-from ...core.messages import ToolDefinition
 
 MAX_TIMEOUT_MS: Final = 1_800_000
 
@@ -86,46 +84,7 @@ class TaskArgs(Arguments):
     prompt: Prompt
 
 
-ARGUMENT_TYPES: Final[dict[str, type[Arguments]]] = {
-    "read_file": ReadFileArgs,
-    "write_file": WriteFileArgs,
-    "run_command": RunCommandArgs,
-    "todo_write": TodoWriteArgs,
-    "task": TaskArgs,
-}
-
-_DESCRIPTIONS: Final[dict[str, str]] = {
-    "read_file": (
-        "Read a text file and return its content. `path` is absolute or relative to the "
-        "working directory; `line` (1-based) and `limit` select a range of lines. Output over "
-        "1 MiB is cut, with a note saying so; bytes that are not UTF-8 are shown as U+FFFD."
-    ),
-    "write_file": (
-        "Create or overwrite a text file with `content`, which becomes the whole file. Missing "
-        "parent directories are created. The user is asked for permission first; the result "
-        "shows the change as a diff."
-    ),
-    "run_command": (
-        "Run a program in the working directory and return its combined stdout and stderr "
-        "(the last 64 KiB) and its exit status. There is no shell: `command` is the program and "
-        '`args` its arguments; for pipes or redirections, run `sh` with args ["-c", "..."]. '
-        "The program is killed after `timeoutMs` (default 120000). The user is asked for "
-        "permission first. A non-zero exit status or a timeout makes the call fail."
-    ),
-    "todo_write": (
-        "Replace the plan shown to the user with this todo list. Send the whole list every "
-        "time, with each item's status (pending, in_progress, completed) and optional priority "
-        "(high, medium, low; default medium). Use it for work with several steps."
-    ),
-    "task": (
-        "Hand a self-contained job to a subagent, which works in a fresh context with the same "
-        "tools and returns its final answer as this call's result. Give it everything it needs "
-        "in `prompt`; it cannot see this conversation."
-    ),
-}
-
-
-def _parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
+def parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
     """A self-contained JSON Schema for `args_type`: references inlined, titles dropped.
 
     Some model APIs reject `$ref`/`$defs`, and titles and the struct's docstring are noise to a
@@ -146,10 +105,3 @@ def _parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
     parameters: dict[str, Any] = inline(schema)
     parameters.pop("description", None)
     return parameters
-
-
-TOOL_DEFINITIONS: Final[list[ToolDefinition]] = [
-    ToolDefinition(name, _DESCRIPTIONS[name], _parameters_schema(args_type))
-    for name, args_type in ARGUMENT_TYPES.items()
-]
-"""Every tool the model may call, `task` included (the loop runs subagents itself)."""

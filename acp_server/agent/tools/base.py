@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,9 @@ from ...core.events import PlanEntry, TextContent, ToolResultContent
 from ..ports import ClientPort
 
 T = TypeVar("T")
+
+SubagentRunner = Callable[[str, str, Callable[[], Awaitable[None]]], Awaitable["ToolOutcome"]]
+"""Runs a `task` call (call id, raw arguments, on_started) as a subagent: the loop's."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class ToolContext:
     client: ClientPort
     allowed_always: set[str] = field(default_factory=set)
     limits: ToolLimits = field(default_factory=ToolLimits)
+    subagents: SubagentRunner | None = None
+    """Set by a turn that can run subagents; None where `task` is not available."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.
