@@ -118,7 +118,7 @@ class Conversations:
             client_session_id=client_session_id or session.id,
         )
 
-    def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
+    async def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
 
         The child is registered as a live session so that it can be followed while its parent
@@ -136,7 +136,7 @@ class Conversations:
             origin="subagent",
             additional_directories=parent_header.additional_directories,
         )
-        child = self.sessions.create_child(header)
+        child = await self.sessions.create_child(header)
         self.bind(child)
         env = self._env(child, client_session_id=parent.client_session_id)
         env.tools.allowed_always = parent.tools.allowed_always
