@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the platform's user data directory)",
     )
     serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="where the sessions are kept: a directory or file:///abs/dir (JSONL logs), "
+        "sqlite:///abs/path.db (one SQLite database) (default: $ACP_SERVER_STORE, else the "
+        "--sessions-dir logs)",
+    )
+    serve.add_argument(
         "--replay",
         metavar="FIXTURE",
         type=_path,
@@ -363,13 +370,30 @@ def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
     from .paths import unreachable
     from .providers.secret import SecretError
-    from .server.config import REPLAY_FILE_ENV, ServeConfig, default_sessions_dir
+    from .server.config import REPLAY_FILE_ENV, STORE_ENV, ServeConfig, default_sessions_dir
 
     def fail(message: str) -> NoReturn:
         parser.exit(2, f"acp-server serve: error: {message}\n")
 
+    store = None
+    if args.store is not None and args.sessions_dir is not None:
+        return fail("--store and --sessions-dir: give one of them (a directory is a store URL)")
+    store_text = args.store
+    if store_text is None and args.sessions_dir is None:
+        store_text = os.environ.get(STORE_ENV) or None
+    if store_text is not None:
+        from .storage.url import check_store_url, parse_store_url
+
+        flag = "--store" if args.store is not None else STORE_ENV
+        try:
+            store = parse_store_url(store_text)
+        except ValueError as exc:
+            return fail(f"{flag}: {exc}")
+        problem = check_store_url(store)
+        if problem is not None:
+            return fail(f"{flag}: {problem}")
     sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
-    if os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
+    if store is None and os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
         reason = "not a directory" if sessions_dir.exists() else unreachable(sessions_dir)
         return fail(f"--sessions-dir: {reason}: {sessions_dir}")
     try:
@@ -394,6 +418,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         return fail(f"--replay-override: {reason}: {override}")
     config = ServeConfig(
         sessions_dir=sessions_dir,
+        store=store,
         replay=replay,
         replay_override=args.replay_override,
         pace_ms=args.pace_ms,

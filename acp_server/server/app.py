@@ -21,7 +21,7 @@ import anyio
 from ..core.replay_script import ReplayError
 from ..storage.api import Store
 from ..storage.errors import LogError
-from ..storage.jsonl import JsonlStore
+from ..storage.url import open_store, store_url_for_dir
 from .agent import AcpAgent
 from .config import ServeConfig
 from .rpc import Connection
@@ -162,7 +162,8 @@ async def serve(
 
 def open_config_store(config: ServeConfig) -> Store:
     """The store `config` names (`LogError` or `OSError` when it cannot be used)."""
-    return JsonlStore(config.sessions_dir, pack=config.pack, compression=config.compression)
+    url = config.store if config.store is not None else store_url_for_dir(config.sessions_dir)
+    return open_store(url, pack=config.pack, compression=config.compression)
 
 
 def _have_uvloop() -> bool:
