@@ -504,3 +504,18 @@ async def test_following_a_deleted_session_ends(store: Store) -> None:
         with pytest.raises(SessionNotFound):
             await follower.__anext__()
     assert [e.seq for e in first] == list(range(len(conversation(1))))
+
+
+async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(
+    tmp_path: Path,
+) -> None:
+    from acp_server.storage.jsonl import INDEX_CACHE
+
+    store = JsonlStore(tmp_path)
+    ids = [f"s{k}" for k in range(INDEX_CACHE + 2)]
+    for session_id in ids:
+        await (await store.create(header(session_id))).close()
+        await store.history(session_id)
+    assert list(store._indexes) == ids[2:]
+    await store.delete(ids[-1])
+    assert list(store._indexes) == ids[2:-1]

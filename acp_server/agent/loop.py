@@ -78,7 +78,7 @@ from ..core.events import (
 )
 from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
-from ..storage.log import LogWriteFailed
+from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
 from .limits import DEFAULT_MAX_STEPS
 from .ports import ClientPort

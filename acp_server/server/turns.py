@@ -19,7 +19,7 @@ from ..core.acp_updates import SessionNotification
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
-from ..storage.log import LogError
+from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 
