@@ -20,7 +20,7 @@ from . import __version__
 if TYPE_CHECKING:
     from .providers.secret import Secret
 
-COMMANDS = ("serve", "demo", "log", "fixture")
+COMMANDS = ("serve", "demo", "log", "store", "fixture")
 PROVIDERS = ("llm-replay", "openai")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -230,8 +230,49 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument(
-            "path", metavar="PATH", type=_path, help="a session directory or a log file"
+            "path",
+            metavar="PATH",
+            type=_path,
+            help="a session directory or a log file; with --store, the session id",
         )
+        sub.add_argument(
+            "--store",
+            metavar="URL",
+            help="read the session PATH names from this store (a directory, file:///abs/dir "
+            "or sqlite:///abs/path.db)",
+        )
+    store = commands.add_parser(
+        "store",
+        help="copy sessions between stores, or verify a store",
+        description="Work with session stores (a directory, file:///abs/dir or "
+        "sqlite:///abs/path.db).",
+    )
+    store_actions = store.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser, required=True
+    )
+    copy = store_actions.add_parser(
+        "copy",
+        help="copy sessions from SRC to DST, record for record",
+        description="Copy sessions from the store SRC to the store DST, record for record. A "
+        "session DST already holds is left as it is when it is the same session and refused "
+        "when it is another one of the same id.",
+    )
+    copy.add_argument("source", metavar="SRC", help="the store to copy from")
+    copy.add_argument("target", metavar="DST", help="the store to copy to")
+    copy.add_argument(
+        "--session",
+        metavar="ID",
+        action="append",
+        dest="sessions",
+        help="copy only this session (repeat for more; default: every session)",
+    )
+    verify = store_actions.add_parser(
+        "verify",
+        help="check every session of a store as log verify does",
+        description="Check every session of a store as `acp-server log verify` checks one; "
+        "exit status 1 when one fails.",
+    )
+    verify.add_argument("source", metavar="URL", help="the store to check")
     fixture = commands.add_parser(
         "fixture",
         help="turn a recorded session into a replay fixture",
@@ -293,9 +334,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(parser, args, may_reexec=argv is None)
     if args.command == "log":
+        if args.store is not None:
+            from .log_command import run_stored_log_command
+
+            return run_stored_log_command(args.action, args.store, str(args.path))
         from .log_command import run_log_command
 
         return run_log_command(args.action, args.path)
+    if args.command == "store":
+        from .store_command import run_store_command
+
+        urls = [args.source] + ([args.target] if args.action == "copy" else [])
+        return run_store_command(args.action, urls, getattr(args, "sessions", None))
     if args.command == "fixture":
         from .fixture_command import run_fixture_command
 

@@ -172,6 +172,9 @@ class Store(Protocol):
     async def list_sessions(self) -> list[ListedSession]:
         """Every readable session (an unreadable one is left out, with a warning)."""
 
+    async def session_ids(self) -> list[str]:
+        """The id of every session the store holds, readable or not, sorted."""
+
     async def delete(self, session_id: str) -> None:
         """Remove a session (`LogLocked` while another process writes it)."""
 

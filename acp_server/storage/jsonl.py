@@ -248,6 +248,9 @@ class JsonlStore:
             listed.append(ListedSession(header, title, last_time))
         return listed
 
+    async def session_ids(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self.files.session_ids)
+
     async def delete(self, session_id: str) -> None:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._delete, session_id)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, NoReturn, cast
+from typing import Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
 
 import msgspec
 import zstandard
@@ -359,6 +359,22 @@ def read_header(path: Path) -> SessionHeader:
     return parse_header(path, first)
 
 
+class Lines(Protocol):
+    """Complete lines of a log, header first, as `LogLines` gives them (or a database's rows)."""
+
+    @property
+    def path(self) -> Path | str: ...
+
+    @property
+    def count(self) -> int:
+        """Lines yielded so far."""
+
+    @property
+    def torn_tail(self) -> bool: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+
 class LogRecords:
     """A log's header, then its records one at a time, each checked as it is read.
 
@@ -367,7 +383,7 @@ class LogRecords:
     naming the line. `event_count` counts the events of the records read so far.
     """
 
-    def __init__(self, lines: LogLines) -> None:
+    def __init__(self, lines: Lines) -> None:
         self.lines = lines
         self._iterator = iter(lines)
         first = next(self._iterator, None)
@@ -426,7 +442,7 @@ def parse_log(
     progress: Callable[[int, int], None] | None = None,
 ) -> LogContents:
     """Decode a whole log from its bytes, checking every record and the seq chain."""
-    return _contents(LogRecords(LogLines(path, io.BytesIO(data), compression, progress)))
+    return _contents(LogLines(path, io.BytesIO(data), compression, progress))
 
 
 def log_compression(path: Path) -> Compression:
@@ -447,12 +463,12 @@ def read_log_file(
     path: Path, file: BinaryIO, progress: Callable[[int, int], None] | None = None
 ) -> LogContents:
     """`read_log` from an open file (read from its start)."""
-    return _contents(LogRecords(LogLines(path, file, log_compression(path), progress)))
+    return _contents(LogLines(path, file, log_compression(path), progress))
 
 
-def _contents(reader: LogRecords) -> LogContents:
+def _contents(lines: LogLines) -> LogContents:
+    reader = LogRecords(lines)
     records = list(reader)
-    lines = reader.lines
     return LogContents(
         reader.header, records, reader.event_count, lines.valid_size, lines.torn_tail
     )

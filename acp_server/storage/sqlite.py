@@ -359,6 +359,13 @@ class SqliteStore:
             listed.append(ListedSession(header, title, updated_at))
         return listed
 
+    async def session_ids(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self._session_ids)
+
+    def _session_ids(self) -> list[str]:
+        with self._reading() as db:
+            return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
+
     # -- deleting, copying ---------------------------------------------------------------------
 
     async def delete(self, session_id: str) -> None:
@@ -401,6 +408,9 @@ class SqliteStore:
             claim.release()
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
         with self._read_lock:
             self._db.close()
 
@@ -675,3 +685,39 @@ class SqliteHistory:
                 "SELECT 1 FROM children WHERE session = ? AND child = ?", (self.header.id, child_id)
             ).fetchone()
         return found is not None
+
+
+class StoredLines:
+    """A session's header and records as the lines of a JSONL log would hold them, streamed
+    from the database in one read transaction: the log tools read every engine as lines."""
+
+    def __init__(self, store: SqliteStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = validate_session_id(session_id)
+        self.path = store.where(session_id)
+        self.count = 0
+        self.torn_tail = False  # a transaction is whole or absent
+        self.size = 0
+        """Bytes of JSON text the lines read so far hold."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        db = _connect(self.store.path)
+        try:
+            with _transaction(db, "DEFERRED"):
+                row = db.execute(
+                    "SELECT header FROM sessions WHERE id = ?", (self.session_id,)
+                ).fetchone()
+                if row is None:
+                    raise SessionNotFound(f"unknown session {self.session_id!r}")
+                yield self._counted(row[0])
+                query = "SELECT body FROM records WHERE session = ? ORDER BY seq0"
+                for (body,) in db.execute(query, (self.session_id,)):
+                    yield self._counted(body)
+        finally:
+            db.close()
+
+    def _counted(self, text: str) -> bytes:
+        line = text.encode()
+        self.count += 1
+        self.size += len(line) + 1
+        return line
