@@ -420,7 +420,7 @@ class SessionRegistry:
             await self._shut(session)
 
     async def delete(self, session_id: str) -> None:
-        """`session/delete`: close it if it is open here, then remove its directory.
+        """`session/delete`: close it if it is open here, then remove it from the store.
 
         A session another process holds open for writing is refused (`LogLocked`).
         """

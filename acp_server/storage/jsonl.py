@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -151,6 +152,7 @@ class JsonlStore:
     ) -> None:
         self.files = SessionStore(root, pack=pack, compression=compression)
         self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     @property
     def root(self) -> Path:
@@ -196,22 +198,29 @@ class JsonlStore:
 
     def _index(self, session_id: str) -> LogIndex:
         path = self.files.log_path(session_id)
-        index = self._indexes.get(session_id)
+        with self._cache_lock:  # worker threads of several requests share the cache
+            index = self._indexes.get(session_id)
+            if index is not None:
+                self._indexes.move_to_end(session_id)
         try:
             if index is None or index.path != path:
                 # The header is checked as every reader checks it (its bound, its id) first.
                 self.files.header(session_id)
                 index = LogIndex.build(path)
-                self._indexes[session_id] = index
-                while len(self._indexes) > INDEX_CACHE:
-                    self._indexes.popitem(last=False)
+                with self._cache_lock:
+                    self._indexes[session_id] = index
+                    while len(self._indexes) > INDEX_CACHE:
+                        self._indexes.popitem(last=False)
             else:
                 index.refresh()
-                self._indexes.move_to_end(session_id)
         except FileNotFoundError:  # deleted since it was found
-            self._indexes.pop(session_id, None)
+            self._forget(session_id)
             raise SessionNotFound(f"unknown session {session_id!r}") from None
         return index
+
+    def _forget(self, session_id: str) -> None:
+        with self._cache_lock:
+            self._indexes.pop(session_id, None)
 
     async def list_sessions(self) -> list[ListedSession]:
         if self._root_is_empty():
@@ -268,7 +277,7 @@ class JsonlStore:
             self.files.delete(session_id)
         finally:
             os.close(fd)
-        self._indexes.pop(session_id, None)
+        self._forget(session_id)
 
     async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
         await anyio.to_thread.run_sync(self._write_copy, header, records)
