@@ -617,6 +617,16 @@ class LogIndex:
 # Decoding and digesting lines.
 
 
+def joined_records(
+    name: Path | str, data: bytes, first_line: int
+) -> tuple[list[StorageRecord], list[int]]:
+    """The records of consecutive stored lines (joined by newlines, the first being line
+    `first_line`), decoded and checked as a page's lines are, the rows that continue one
+    another joined; and the first seq of each. What a database engine reads a page through."""
+    region = _read(Path(name), data, lambda k: first_line + k)
+    return region.records, region.record_starts
+
+
 def _read(path: Path, data: bytes, where: LineNumber) -> _Region:
     """Decode and digest the lines of `data` (joined by newlines; `where(k)` is the line
     number of line k), a piece of about `PIECE` bytes at a time: the objects a piece

@@ -36,7 +36,6 @@ import msgspec
 
 from ..core.chunk_rows import (
     StorageRecord,
-    decode_record_json,
     decode_storage_record,
     pack_chunk_runs,
 )
@@ -58,6 +57,7 @@ from .errors import (
     UnsupportedStore,
 )
 from .log import CheckedRecords, parse_header
+from .log_index import joined_records
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +112,12 @@ def _transaction(db: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[No
     db.execute(f"BEGIN {mode}")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
+        # A failed COMMIT leaves the transaction open: it is undone, as a failed body is.
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def _os_error(exc: sqlite3.Error) -> OSError:
@@ -318,9 +319,10 @@ class SqliteStore:
             if row is None:
                 raise SessionNotFound(f"unknown session {session_id!r}")
             bodies = [
-                body.encode()
+                body
                 for (body,) in db.execute(
-                    "SELECT body FROM records WHERE session = ? ORDER BY seq0", (session_id,)
+                    "SELECT CAST(body AS BLOB) FROM records WHERE session = ? ORDER BY seq0",
+                    (session_id,),
                 )
             ]
         header = self._parse_header(session_id, row[0])
@@ -663,17 +665,19 @@ class SqliteHistory:
         if lo >= hi:
             return []
         session_id = self.header.id
-        rows = db.execute(
-            "SELECT seq0, body FROM records WHERE session = ?1 AND seq0 < ?3 AND seq0 >= "
-            "coalesce((SELECT max(seq0) FROM records WHERE session = ?1 AND seq0 <= ?2), 0) "
-            "ORDER BY seq0",
-            (session_id, lo, hi),
-        ).fetchall()
-        starts = [start for start, _ in rows]
-        try:
-            records = [decode_record_json(body) for _, body in rows]
-        except ValueError as exc:
-            raise CorruptLog(self.store.where(session_id), 0, str(exc)) from None
+        bodies = [
+            body
+            for (body,) in db.execute(
+                "SELECT CAST(body AS BLOB) FROM records WHERE session = ?1 AND seq0 < ?3 "
+                "AND seq0 >= coalesce((SELECT max(seq0) FROM records "
+                "WHERE session = ?1 AND seq0 <= ?2), 0) ORDER BY seq0",
+                (session_id, lo, hi),
+            )
+        ]
+        if not bodies:
+            return []
+        # Decoded a piece at a time, the short rows a stream's flushes left joined.
+        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
         return pack_chunk_runs(clip_records(records, starts, lo, hi))
 
     async def has_child(self, child_id: str) -> bool:
