@@ -21,7 +21,7 @@ from .providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY, live_pro
 if TYPE_CHECKING:
     from .providers.secret import Secret
 
-COMMANDS = ("serve", "demo", "log", "fixture")
+COMMANDS = ("serve", "demo", "log", "store", "fixture")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -93,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_path,
         help="root of the session logs (default: $ACP_SERVER_SESSIONS_DIR, else sessions/ in "
         "the platform's user data directory)",
+    )
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="where the sessions are kept: a directory or file:///abs/dir (JSONL logs), "
+        "sqlite:///abs/path.db (one SQLite database) (default: $ACP_SERVER_STORE, else the "
+        "--sessions-dir logs)",
     )
     serve.add_argument(
         "--replay",
@@ -257,8 +264,49 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = actions.add_parser(action, help=text, description=text)
         sub.add_argument(
-            "path", metavar="PATH", type=_path, help="a session directory or a log file"
+            "path",
+            metavar="PATH",
+            type=_path,
+            help="a session directory or a log file; with --store, the session id",
         )
+        sub.add_argument(
+            "--store",
+            metavar="URL",
+            help="read the session PATH names from this store (a directory, file:///abs/dir "
+            "or sqlite:///abs/path.db)",
+        )
+    store = commands.add_parser(
+        "store",
+        help="copy sessions between stores, or verify a store",
+        description="Work with session stores (a directory, file:///abs/dir or "
+        "sqlite:///abs/path.db).",
+    )
+    store_actions = store.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser, required=True
+    )
+    copy = store_actions.add_parser(
+        "copy",
+        help="copy sessions from SRC to DST, record for record",
+        description="Copy sessions from the store SRC to the store DST, record for record. A "
+        "session DST already holds is left as it is when it is the same session and refused "
+        "when it is another one of the same id.",
+    )
+    copy.add_argument("source", metavar="SRC", help="the store to copy from")
+    copy.add_argument("target", metavar="DST", help="the store to copy to")
+    copy.add_argument(
+        "--session",
+        metavar="ID",
+        action="append",
+        dest="sessions",
+        help="copy only this session (repeat for more; default: every session)",
+    )
+    verify = store_actions.add_parser(
+        "verify",
+        help="check every session of a store as log verify does",
+        description="Check every session of a store as `acp-server log verify` checks one; "
+        "exit status 1 when one fails.",
+    )
+    verify.add_argument("source", metavar="URL", help="the store to check")
     fixture = commands.add_parser(
         "fixture",
         help="turn a recorded session into a replay fixture",
@@ -320,9 +368,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(parser, args, may_reexec=argv is None)
     if args.command == "log":
+        if args.store is not None:
+            from .log_command import run_stored_log_command
+
+            return run_stored_log_command(args.action, args.store, str(args.path))
         from .log_command import run_log_command
 
         return run_log_command(args.action, args.path)
+    if args.command == "store":
+        from .store_command import run_store_command
+
+        urls = [args.source] + ([args.target] if args.action == "copy" else [])
+        return run_store_command(args.action, urls, getattr(args, "sessions", None))
     if args.command == "fixture":
         from .fixture_command import run_fixture_command
 
@@ -412,13 +469,30 @@ def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
     from .paths import unreachable
     from .providers.secret import SecretError
-    from .server.config import REPLAY_FILE_ENV, ServeConfig, default_sessions_dir
+    from .server.config import REPLAY_FILE_ENV, STORE_ENV, ServeConfig, default_sessions_dir
 
     def fail(message: str) -> NoReturn:
         parser.exit(2, f"acp-server serve: error: {message}\n")
 
+    store = None
+    if args.store is not None and args.sessions_dir is not None:
+        return fail("--store and --sessions-dir: give one of them (a directory is a store URL)")
+    store_text = args.store
+    if store_text is None and args.sessions_dir is None:
+        store_text = os.environ.get(STORE_ENV) or None
+    if store_text is not None:
+        from .storage.url import check_store_url, parse_store_url
+
+        flag = "--store" if args.store is not None else STORE_ENV
+        try:
+            store = parse_store_url(store_text)
+        except ValueError as exc:
+            return fail(f"{flag}: {exc}")
+        problem = check_store_url(store)
+        if problem is not None:
+            return fail(f"{flag}: {problem}")
     sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
-    if os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
+    if store is None and os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
         reason = "not a directory" if sessions_dir.exists() else unreachable(sessions_dir)
         return fail(f"--sessions-dir: {reason}: {sessions_dir}")
     try:
@@ -441,6 +515,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         return fail(f"--replay-override: {reason}: {override}")
     config = ServeConfig(
         sessions_dir=sessions_dir,
+        store=store,
         replay=replay,
         replay_override=args.replay_override,
         pace_ms=args.pace_ms,

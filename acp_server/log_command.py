@@ -1,6 +1,9 @@
-"""`acp-server log stats|verify|cat PATH`: inspect a session log without reading our code.
+"""`acp-server log stats|verify|cat PATH | --store URL SESSION_ID`: inspect a session log
+without reading our code.
 
-PATH is a session directory, a `session.jsonl` or a `session.jsonl.zst`. `verify` keeps going
+PATH is a session directory, a `session.jsonl` or a `session.jsonl.zst`; with `--store`, the
+session is read from the store the URL names (SPEC 2.6), a database's rows read as the lines a
+JSONL log would hold. `verify` keeps going
 after a problem so that one run reports every problem with its line number (exit status 1),
 where loading a log stops at the first. `stats` and `cat` read the log as the server would
 (a torn final line ignored) and fail on the first problem, with its line; `cat` writes as it
@@ -49,6 +52,7 @@ from .storage.log import (
     ZSTD_LOG_NAME,
     Compression,
     CorruptLog,
+    Lines,
     LogError,
     LogLines,
     LogRecords,
@@ -115,43 +119,54 @@ def _records(path: Path, label: str) -> Iterator[LogRecords]:
 
 def run_stats(path: Path, out: TextIO) -> int:
     log_path = resolve_log_path(path)
+    zstd = " (zstd)" if log_compression(log_path) == "zstd" else ""
+    with _records(log_path, "reading") as reader:
+        return _stats(
+            str(log_path), reader, lambda: (f"on disk{zstd}", log_path.stat().st_size), out
+        )
+
+
+def _stats(
+    name: str, reader: LogRecords, stored: Callable[[], tuple[str, int]], out: TextIO
+) -> int:
+    """`stats` of the records `reader` gives; `stored()`, once they are read, is how many
+    bytes hold them and what that figure is called."""
     by_type: Counter[str] = Counter()
     rows = members = records = 0
     encode = msgspec.json.encode
     run: list[StorageRecord] = []
     """The chunk records since the last plain event: packed together, as a packer would."""
     packed_body = unpacked_body = 0
-    with _records(log_path, "reading") as reader:
-        header = reader.header
-        for record in reader:
-            records += 1
-            if type(record) in ROW_CLASSES or type(record) is AssistantChunk:
-                run.append(record)
-                if type(record) in ROW_CLASSES:
-                    rows += 1
-                    count = record_count(record)
-                    members += count
-                    by_type["assistant/chunk"] += count
-                else:
-                    by_type["assistant/chunk"] += 1
-                unpacked_body += sum(len(encode(e)) + 1 for e in decode_storage_record(record))
-                continue
-            if run:
-                packed_body += len(encode_records(pack_chunk_runs(run)))
-                run = []
-            by_type[event_type(cast(SessionEvent, record))] += 1  # rows were taken above
-            size = len(encode(record)) + 1
-            packed_body += size
-            unpacked_body += size
+    header = reader.header
+    for record in reader:
+        records += 1
+        if type(record) in ROW_CLASSES or type(record) is AssistantChunk:
+            run.append(record)
+            if type(record) in ROW_CLASSES:
+                rows += 1
+                count = record_count(record)
+                members += count
+                by_type["assistant/chunk"] += count
+            else:
+                by_type["assistant/chunk"] += 1
+            unpacked_body += sum(len(encode(e)) + 1 for e in decode_storage_record(record))
+            continue
         if run:
             packed_body += len(encode_records(pack_chunk_runs(run)))
-        event_count, torn_tail = reader.event_count, reader.torn_tail
-    on_disk = log_path.stat().st_size
+            run = []
+        by_type[event_type(cast(SessionEvent, record))] += 1  # rows were taken above
+        size = len(encode(record)) + 1
+        packed_body += size
+        unpacked_body += size
+    if run:
+        packed_body += len(encode_records(pack_chunk_runs(run)))
+    event_count, torn_tail = reader.event_count, reader.torn_tail
+    label, on_disk = stored()
     header_size = len(encode_records([header]))
     unpacked = header_size + unpacked_body
     packed = header_size + packed_body
     w = out.write
-    w(f"log          {log_path}\n")
+    w(f"log          {name}\n")
     w(f"session      {header.id}\n")
     w(f"cwd          {header.cwd}\n")
     if isinstance(header.origin, str):
@@ -165,7 +180,7 @@ def run_stats(path: Path, out: TextIO) -> int:
     for name, count in sorted(by_type.items(), key=lambda item: (-item[1], item[0])):
         w(f"  {name:<20} {count:>12,}\n")
     w("\nbytes\n")
-    w(f"  on disk{' (zstd)' if log_compression(log_path) == 'zstd' else '':<13} {on_disk:>12,}\n")
+    w(f"  {label:<20} {on_disk:>12,}\n")
     w(f"  packed JSON          {packed:>12,}\n")
     w(f"  unpacked JSON        {unpacked:>12,}\n")
     if unpacked:
@@ -184,6 +199,11 @@ def run_cat(path: Path, out: TextIO) -> int:
     """Every logical event as one JSON line (rows expanded), header first, written as the log
     is read (a corrupt line stops it there, with the line named on stderr)."""
     log_path = resolve_log_path(path)
+    with _records(log_path, "reading") as reader:
+        return _cat(reader, out)
+
+
+def _cat(reader: LogRecords, out: TextIO) -> int:
     stream = out.buffer if hasattr(out, "buffer") else None
     out.flush()
 
@@ -194,18 +214,17 @@ def run_cat(path: Path, out: TextIO) -> int:
         else:
             out.write(data.decode())
 
-    with _records(log_path, "reading") as reader:
-        pending = [msgspec.json.encode(reader.header), b"\n"]
-        size = 0
-        for record in reader:
-            for event in decode_storage_record(record):
-                line = encode_event(event)
-                pending += (line, b"\n")
-                size += len(line) + 1
-            if size >= CAT_BUFFER:
-                write(b"".join(pending))
-                pending, size = [], 0
-        write(b"".join(pending))
+    pending = [msgspec.json.encode(reader.header), b"\n"]
+    size = 0
+    for record in reader:
+        for event in decode_storage_record(record):
+            line = encode_event(event)
+            pending += (line, b"\n")
+            size += len(line) + 1
+        if size >= CAT_BUFFER:
+            write(b"".join(pending))
+            pending, size = [], 0
+    write(b"".join(pending))
     return 0
 
 
@@ -234,7 +253,7 @@ def verify_bytes(path: Path | str, data: bytes, compression: str) -> Report:
     return verify_lines(LogLines(path, io.BytesIO(data), cast(Compression, compression)))
 
 
-def verify_lines(source: LogLines) -> Report:
+def verify_lines(source: Lines) -> Report:
     """Every check of SPEC 2.1 to 2.5 over a log's lines, read one at a time."""
     report = Report()
     lines = iter(source)
@@ -313,8 +332,13 @@ def run_verify(path: Path, out: TextIO) -> int:
     log_path = resolve_log_path(path)
     with open(log_path, "rb") as file:
         report = verify_lines(LogLines(log_path, file, log_compression(log_path)))
+    return write_report(str(log_path), report, out)
+
+
+def write_report(name: str, report: Report, out: TextIO) -> int:
+    """`verify`'s report, and its exit status."""
     for problem in report.problems:
-        out.write(f"{log_path}:{problem.line}: {problem.message}\n")
+        out.write(f"{name}:{problem.line}: {problem.message}\n")
     for note in report.notes:
         out.write(f"note: {note}\n")
     if report.problems:
@@ -343,3 +367,51 @@ def run_log_command(action: str, path: Path, out: TextIO = sys.stdout) -> int:
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# --store URL SESSION_ID
+
+
+def run_stored_log_command(
+    action: str, url_text: str, session_id: str, out: TextIO = sys.stdout
+) -> int:
+    """`log ACTION --store URL SESSION_ID`: the same action over a session of any store."""
+    from .core.ids import InvalidSessionId, validate_session_id
+    from .storage.url import check_store_url, parse_store_url
+
+    try:
+        url = parse_store_url(url_text)
+        problem = check_store_url(url)
+        if problem is None and url.engine == "sqlite" and url.path and not url.path.exists():
+            problem = f"{url.shown}: no such database"
+        if problem is not None:
+            raise UsageError(problem)
+        validate_session_id(session_id)
+    except (ValueError, InvalidSessionId, UsageError) as exc:
+        sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
+        return 2
+    assert url.path is not None
+    if url.engine == "jsonl":
+        return run_log_command(action, url.path / session_id, out)
+    try:
+        return _run_sqlite(action, url.path, session_id, out)
+    except (LogError, OSError) as exc:
+        sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
+        return 1
+
+
+def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
+    from .storage.sqlite import SqliteStore, StoredLines
+
+    store = SqliteStore(path)
+    try:
+        lines = StoredLines(store, session_id)
+        if action == "verify":
+            return write_report(lines.path, verify_lines(lines), out)
+        reader = LogRecords(lines)
+        if action == "cat":
+            return _cat(reader, out)
+        return _stats(lines.path, reader, lambda: ("in the database", lines.size), out)
+    finally:
+        store.close()

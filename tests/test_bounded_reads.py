@@ -245,3 +245,30 @@ def test_verify_refuses_a_zstd_log_whose_first_frame_decompresses_past_the_bound
     status, output, peak = traced_run("verify", path)
     assert (status, output.splitlines()[0]) == (1, f"{path}:1: {HEADER_TOO_LONG}")
     assert peak < TOOL_PEAK
+
+
+def test_the_history_index_of_a_zstd_log_walks_its_frames_without_holding_the_file(
+    tmp_path: Path,
+) -> None:
+    """A page of a Zstandard log reads its frames' headers a block at a time: the newest page
+    of a 16 MiB log holds a few frames, not the file."""
+    from acp_server.storage.log_index import LogIndex
+
+    compressor = zstandard.ZstdCompressor(write_checksum=True)
+    path = tmp_path / "session.jsonl.zst"
+    with open(path, "wb") as file:
+        file.write(compressor.compress(header_line("big") + b"\n"))
+        for seq in range(256):
+            # Random hex digits compress only to half: each frame stays about 70 KiB on disk.
+            event = {"type": "session/title", "seq": seq, "time": 0, "data": {"title": ""}}
+            event["data"]["title"] = os.urandom(64 * 1024).hex()
+            file.write(compressor.compress(json.dumps(event).encode() + b"\n"))
+    assert path.stat().st_size > 16 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        index = LogIndex.build(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert index.last_seq == 255
+    assert peak < 8 * 1024 * 1024

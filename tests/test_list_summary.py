@@ -17,7 +17,7 @@ from acp_server.core.events import (
     TurnStartData,
 )
 from acp_server.core.header import SessionHeader
-from acp_server.server.sessions import list_summary
+from acp_server.storage.jsonl import list_summary
 from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 

@@ -260,7 +260,7 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
     from acp_server.core.event_log import EventLog
     from acp_server.core.events import TextContent, TurnEnd, TurnEndReasonError
     from acp_server.core.header import SessionHeader
-    from acp_server.storage.store import SessionStore
+    from acp_server.storage.jsonl import JsonlStore
 
     class Broken:
         name = "broken"
@@ -281,13 +281,14 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
         async def notify(self, method: str, params: object) -> None:
             pass
 
-    store = SessionStore(tmp_path / "sessions")
+    store = JsonlStore(tmp_path / "sessions")
     recorder = SessionRecorder(
-        store.create(SessionHeader(version=2, id="s", created_at=0, cwd=str(tmp_path))), EventLog()
+        await store.create(SessionHeader(version=2, id="s", created_at=0, cwd=str(tmp_path))),
+        EventLog(),
     )
     env = TurnEnv(recorder, Broken(), Client(), ToolContext("s", tmp_path, [], Client()))
     with pytest.raises(ModelRequestFailed, match="the model provider failed unexpectedly"):
         await Turn(env, [TextContent("hi")]).run()
-    recorder.close()
+    await recorder.close()
     last = recorder.log.events()[-1]
     assert type(last) is TurnEnd and type(last.data.reason) is TurnEndReasonError

@@ -38,8 +38,9 @@ from acp_server.server.sessions import (
     iso_time,
     select_page,
 )
+from acp_server.storage.jsonl import JsonlStore
 from acp_server.storage.log import CorruptLog, LogLocked, UnsupportedVersion
-from acp_server.storage.store import SessionNotFound, SessionStore
+from acp_server.storage.store import SessionNotFound
 
 pytestmark = pytest.mark.anyio
 
@@ -555,7 +556,7 @@ async def test_the_agent_port_reaches_the_client_with_its_capabilities(tmp_path:
     def setup(connection: Connection) -> None:
         agent = AcpAgent(
             connection,
-            SessionRegistry(SessionStore(tmp_path)),
+            SessionRegistry(JsonlStore(tmp_path)),
             ReplayProvider.from_path(bundled_demo_fixture()),
         )
         agent.install()
@@ -607,7 +608,7 @@ async def test_the_agent_port_reaches_the_client_with_its_capabilities(tmp_path:
 
 
 async def test_closing_a_session_cancels_its_work_and_waits_for_it(tmp_path: Path) -> None:
-    registry = SessionRegistry(SessionStore(tmp_path))
+    registry = SessionRegistry(JsonlStore(tmp_path))
     session = await registry.create(
         "/w", additional_directories=msgspec.UNSET, mcp_servers=msgspec.UNSET
     )

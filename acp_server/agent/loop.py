@@ -78,7 +78,7 @@ from ..core.events import (
 )
 from ..core.messages import derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
-from ..storage.log import LogWriteFailed
+from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
 from .limits import DEFAULT_MAX_STEPS
 from .ports import ClientPort
@@ -107,7 +107,7 @@ _FINISHES: Final[dict[FinishReason, tuple[Callable[[], TurnEndReason], StopReaso
 }
 
 
-SubagentFactory = Callable[["TurnEnv"], "TurnEnv"]
+SubagentFactory = Callable[["TurnEnv"], Awaitable["TurnEnv"]]
 """Creates a `task` call's child session (its log, header `origin: "subagent"`) and its env."""
 
 
@@ -197,21 +197,21 @@ class Turn:
             state.step = step
             rec.append(StepStart, StepData(state.turn, step))
             state.step_open = True
-            rec.sync()  # before the model request
+            await rec.sync()  # before the model request
             finish = await self._stream_step()
             calls = state.assembler.tool_calls()
             if finish == "tool-calls" and calls:
                 await self._run_tools()
                 self._end_step()
-                rec.sync()
+                await rec.sync()
                 continue
             self._end_step()
             reason, stop = _FINISHES[finish]
             rec.append(TurnEnd, TurnEndData(state.turn, reason()))
-            rec.sync()
+            await rec.sync()
             return stop
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonMaxSteps()))
-        rec.sync()
+        await rec.sync()
         return "max_turn_requests"
 
     async def _stream_step(self) -> FinishReason:
@@ -246,13 +246,13 @@ class Turn:
                 raise ProviderError("the model stream ended without a finish chunk")
         except ProviderError as exc:
             state.streaming = False
-            self._fail(exc)
+            await self._fail(exc)
         except LogWriteFailed:
             raise  # the log, not the model, failed: nothing more can be recorded
         except Exception:  # a provider bug must still end the turn in the log, not leave it open
             log.exception("the model provider failed in session %s", rec.session_id)
             state.streaming = False
-            self._fail(
+            await self._fail(
                 ProviderError("the model provider failed unexpectedly (see the server's log)")
             )
         state.streaming = False
@@ -268,14 +268,14 @@ class Turn:
         )
         return finish
 
-    def _fail(self, exc: ProviderError) -> NoReturn:
+    async def _fail(self, exc: ProviderError) -> NoReturn:
         """A failed model request: no message (the partial output stays as chunks); the step
         and the turn are closed with the error, which is raised as `ModelRequestFailed`."""
         rec, state = self.env.recorder, self._state
         self._end_step()
         error = ErrorInfo(exc.message, exc.code if exc.code is not None else UNSET)
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonError(error)))
-        rec.sync()
+        await rec.sync()
         raise ModelRequestFailed(exc.message, exc.code)
 
     def _source_range(self) -> dict[str, Any]:
@@ -307,7 +307,7 @@ class Turn:
         for announcement in announcements:
             await self._show(announcement)
         for block, announcement in zip(calls, announcements, strict=True):
-            rec.sync()  # before each tool runs
+            await rec.sync()  # before each tool runs
 
             async def on_started(call_id: str = block.id) -> None:
                 await self._show(tool_call_in_progress(call_id))
@@ -338,7 +338,7 @@ class Turn:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return invalid_arguments("task", exc)
         assert self.env.create_subagent is not None
-        child = self.env.create_subagent(self.env)
+        child = await self.env.create_subagent(self.env)
         state = self._state
         self.env.recorder.append(
             SubagentStart,
@@ -357,7 +357,8 @@ class Turn:
                 None,
             )
         finally:
-            child.recorder.close()
+            with anyio.CancelScope(shield=True):
+                await child.recorder.close()
             if child.on_finished is not None:
                 child.on_finished()
         text = _final_text(list(child.recorder.log.plain_events()))
@@ -402,7 +403,7 @@ class Turn:
         ]
         self._end_step()
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
-        rec.sync()
+        await rec.sync()
         for update in finished:
             await self._show(update)
 

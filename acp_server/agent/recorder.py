@@ -2,9 +2,10 @@
 
 Every event the agent produces goes through `SessionRecorder.append`, which gives it the next
 seq and the current time, adds it to the in-memory `EventLog`, queues it for the log file, and
-hands it to listeners (the followers of `session.follow`) in seq order. Durability is the caller's policy (SPEC 2.4): `flush()` when
-chunks have waited long enough (`run_flusher` does it every 100 ms), `sync()` at the points
-where a crash must lose nothing.
+hands it to listeners (the followers of `session.follow`) in seq order. Durability is the
+caller's policy (SPEC 2.4): `flush()` when chunks have waited long enough (`run_flusher` does it
+every 100 ms), `sync()` at the points where a crash must lose nothing. Both are awaited: the
+store's writer does its blocking work in its own worker thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import anyio
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.header import SessionHeader
-from ..storage.log import LogWriteFailed, LogWriter
+from ..storage.api import Writer
+from ..storage.errors import LogWriteFailed
 
 FLUSH_INTERVAL_S: Final = 0.1
 """SPEC 2.4: a crash loses at most this much streamed output."""
@@ -33,7 +35,7 @@ def now_ms() -> int:
 class SessionRecorder:
     def __init__(
         self,
-        writer: LogWriter,
+        writer: Writer,
         log: EventLog,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -65,18 +67,18 @@ class SessionRecorder:
             listener(event)
         return event
 
-    def flush(self) -> None:
-        self.writer.flush()
+    async def flush(self) -> None:
+        await self.writer.flush()
 
-    def sync(self) -> None:
-        self.writer.sync()
+    async def sync(self) -> None:
+        await self.writer.sync()
 
     def seal(self) -> None:
         """A step has ended: keep its chunks packed in memory from now on."""
         self.log.seal()
 
-    def close(self) -> None:
-        self.writer.close()
+    async def close(self) -> None:
+        await self.writer.close()
 
     async def run_flusher(self, interval: float = FLUSH_INTERVAL_S) -> None:
         """Flush queued events every `interval` seconds until cancelled, or until a write
@@ -88,6 +90,6 @@ class SessionRecorder:
                 return
             if writer.has_pending:
                 try:
-                    writer.flush()
+                    await writer.flush()
                 except LogWriteFailed:
                     return

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..core.replay_script import ReplayError
-from ..storage.store import SessionStore
+from ..storage.api import Store
+from ..storage.errors import LogError
+from ..storage.url import open_store, store_url_for_dir
 from .agent import AcpAgent
 from .config import ServeConfig
 from .rpc import Connection
@@ -114,12 +116,15 @@ class BundledDemoProvider:
         return self._provider().stream(request)
 
 
-async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
+async def serve(
+    config: ServeConfig, fds: StdioFds, provider: Provider, store: Store | None = None
+) -> int:
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
     writer = FrameWriter(fds.output)
     connection = Connection(writer)
-    store = SessionStore(config.sessions_dir, pack=config.pack, compression=config.compression)
+    if store is None:
+        store = open_config_store(config)
     sessions = SessionRegistry(store)
     AcpAgent(connection, sessions, provider, config).install()
     status = 0
@@ -159,9 +164,16 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
                 close_provider = getattr(provider, "aclose", None)  # a live one's HTTP client
                 if close_provider is not None:
                     await close_provider()
+                await store.aclose()
                 await writer.aclose()  # the writer drains what is queued, then ends
     log.info("served; exit status %d", status)
     return status
+
+
+def open_config_store(config: ServeConfig) -> Store:
+    """The store `config` names (`LogError` or `OSError` when it cannot be used)."""
+    url = config.store if config.store is not None else store_url_for_dir(config.sessions_dir)
+    return open_store(url, pack=config.pack, compression=config.compression)
 
 
 def _have_uvloop() -> bool:
@@ -179,6 +191,11 @@ def run_server(config: ServeConfig) -> int:
         sys.stderr.write(f"acp-server serve: error: {exc}\n")
         return 2
     try:
+        store = open_config_store(config)
+    except (LogError, OSError) as exc:
+        sys.stderr.write(f"acp-server serve: error: {exc}\n")
+        return 2
+    try:
         fds = claim_stdio()
     except OSError as exc:  # e.g. started with stdin or stdout closed
         sys.stderr.write(
@@ -191,7 +208,7 @@ def run_server(config: ServeConfig) -> int:
     gc.freeze()
     try:
         return anyio.run(
-            serve, config, fds, provider, backend_options={"use_uvloop": _have_uvloop()}
+            serve, config, fds, provider, store, backend_options={"use_uvloop": _have_uvloop()}
         )
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130

@@ -11,9 +11,11 @@ from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..providers.secret import Secret
 from ..storage.log import Compression
+from ..storage.url import StoreUrl
 from .transport import DEFAULT_MAX_LINE_BYTES
 
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
+STORE_ENV: Final = "ACP_SERVER_STORE"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 
 
@@ -30,6 +32,8 @@ def default_sessions_dir() -> Path:
 @dataclass(frozen=True)
 class ServeConfig:
     sessions_dir: Path
+    store: StoreUrl | None = None
+    """`--store URL`: where the sessions are (SPEC 2.6); None: JSONL in `sessions_dir`."""
     replay: Path | None = None
     """A fixture (`session.jsonl` or a scenario directory); None: the bundled demo recording."""
     replay_override: Path | None = None

@@ -43,8 +43,14 @@ from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
 from ..core.rpc_error import RpcError
-from ..storage.log import CorruptLog, LogLocked, LogWriteFailed, UnsupportedVersion
-from ..storage.store import SessionNotFound
+from ..storage.errors import (
+    CorruptLog,
+    LogLocked,
+    LogWriteFailed,
+    SessionNotFound,
+    StaleWriter,
+    UnsupportedVersion,
+)
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +205,11 @@ def _from_locked(exc: LogLocked) -> RpcError:
     )
 
 
+def _from_stale_writer(exc: StaleWriter) -> RpcError:
+    log.warning("%s", exc)
+    return SessionInUse("Session in use: another writer appended to it", {"reason": "stale-writer"})
+
+
 def _storage_failure(code: int | None, when: str) -> RpcError | None:
     known = STORAGE_REASONS.get(code) if code is not None else None
     if code is None or known is None:
@@ -232,6 +243,7 @@ ERROR_TABLE: Final[tuple[tuple[type[BaseException], Callable[[Any], RpcError | N
     (UnsupportedVersion, _from_unsupported),
     (LogLocked, _from_locked),
     (ModelRequestFailed, _from_model_failure),
+    (StaleWriter, _from_stale_writer),
     (LogWriteFailed, _from_write_failure),
     (OSError, _from_os_error),
 )

@@ -1,11 +1,13 @@
 """The history API (SPEC 3): `session.page`, `session.follow`, `session.unfollow`.
 
 A session live in this process is paged from its in-memory `EventLog` (which includes what is
-not yet flushed); any other is paged from a `LogIndex` of its file, built once and grown as the
-file grows, so a page decodes only the lines it shows.
+not yet flushed); any other is paged from the store's `HistorySource`, which reads only what a
+page shows.
 
-Followers get every event a live session appends as a `session.event` notification, in seq
-order, after the snapshot the `session.follow` result holds. Each subscription has a bounded
+Followers get every event a session appends as a `session.event` notification, in seq order,
+after the snapshot the `session.follow` result holds: the events of a session live here as it
+appends them, those another process writes (SPEC 2.6) from the store, looked for every
+`FOLLOW_POLL_S` while the session is not live here. Each subscription has a bounded
 buffer; one that falls too far behind is ended with `session.followEnded` after the events
 already buffered, so the client always knows the last seq it was sent. Deleting a session ends
 its subscriptions the same way, with reason "deleted"; a `session.follow` that meets the
@@ -27,14 +29,14 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..core.chunk_rows import StorageRecord
+from ..core.chunk_rows import StorageRecord, decode_storage_record
+from ..core.event_log import EventLog
 from ..core.events import SessionEvent, SubagentStart
 from ..core.header import SessionHeader
 from ..core.history import (
@@ -51,8 +53,8 @@ from ..core.history import (
 )
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.paging import PageCut
-from ..storage.log_index import LogIndex
-from ..storage.store import SessionNotFound
+from ..storage.api import FOLLOW_POLL_S, HistorySource
+from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
 from .rpc import Connection, Then
@@ -83,18 +85,12 @@ FOLLOW_BUFFER: Final = _follow_buffer()
 """Events a follower may fall behind by before its subscription is ended."""
 
 
-class _Source(Protocol):
-    @property
-    def last_seq(self) -> int: ...
-
-    def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]: ...
-
-
 @dataclass
 class _Resolved:
     session_id: str
     header: SessionHeader
-    source: _Source
+    source: EventLog | HistorySource
+    """A live session's events, or the stored session."""
 
 
 @dataclass
@@ -118,7 +114,6 @@ class History:
     def __init__(self, connection: Connection, sessions: SessionRegistry) -> None:
         self.connection = connection
         self.sessions = sessions
-        self._indexes: dict[Path, LogIndex] = {}
         self._subscriptions: dict[str, _Subscription] = {}
         self._by_session: dict[str, dict[str, _Subscription]] = {}
 
@@ -152,12 +147,12 @@ class History:
         self, resolved: _Resolved, end: int, max_messages: int
     ) -> tuple[PageCut, list[StorageRecord]]:
         source = resolved.source
-        if isinstance(source, LogIndex):
-            try:
-                return await anyio.to_thread.run_sync(source.page, end, max_messages)
-            except FileNotFoundError:  # deleted since it was resolved
-                raise UnknownSession(resolved.session_id) from None
-        return source.page(end, max_messages)
+        if isinstance(source, EventLog):
+            return source.page(end, max_messages)
+        try:
+            return await source.page(end, max_messages)
+        except SessionNotFound:  # deleted since it was resolved
+            raise UnknownSession(resolved.session_id) from None
 
     # -- session.follow ------------------------------------------------------------------------
 
@@ -228,7 +223,7 @@ class History:
     async def _exists(self, session_id: str) -> bool:
         if session_id in self.sessions.live:
             return True
-        return await anyio.to_thread.run_sync(self.sessions.store.exists, session_id)
+        return await self.sessions.store.exists(session_id)
 
     def _logged(self, session_id: str, lo: int, hi: int) -> list[SessionEvent]:
         live = self.sessions.live.get(session_id)
@@ -262,6 +257,38 @@ class History:
                 self._end(subscription, "overflow")
                 break
         self.connection.start_soon(self._deliver, subscription)
+        self.connection.start_soon(self._poll, subscription)
+
+    async def _poll(self, subscription: _Subscription) -> None:
+        """Take the events another process appends to the session from the store, until the
+        subscription ends. While the session is live here its events come from `_publish`."""
+        session_id, store = subscription.session_id, self.sessions.store
+        source: HistorySource | None = None
+        while True:
+            await anyio.sleep(FOLLOW_POLL_S)
+            if subscription.end_reason is not None:
+                return
+            if session_id in self.sessions.live:
+                continue
+            try:
+                if source is None:
+                    source = await store.history(session_id)
+                else:
+                    await source.refresh()
+                lo = subscription.next_seq
+                if source.last_seq < lo:
+                    if not await store.exists(session_id):
+                        raise SessionNotFound(session_id)
+                    continue
+                records = await source.records(lo, source.last_seq + 1)
+            except SessionNotFound:
+                self._end(subscription, "deleted")
+                return
+            for record in records:
+                for event in decode_storage_record(record):
+                    # Whatever `_publish` offered meanwhile is not offered twice.
+                    if event.seq == subscription.next_seq:
+                        self._offer(subscription, event)
 
     async def _deliver(self, subscription: _Subscription) -> None:
         async with subscription.receive:
@@ -347,47 +374,30 @@ class History:
                 f"session {child_id}'s header names another parent session, not {parent_id}",
             )
         parent = await self._open(parent_id)
-        if not self._started(parent, child_id):
+        if not await self._started(parent, child_id):
             raise _address_error(
                 "subagentStart", f"session {parent_id}'s log holds no subagent/start for {child_id}"
             )
         return child
 
-    def _started(self, parent: _Resolved, child_id: str) -> bool:
+    async def _started(self, parent: _Resolved, child_id: str) -> bool:
         source = parent.source
-        if isinstance(source, LogIndex):
-            return child_id in source.subagent_children
-        live = self.sessions.live.get(parent.session_id)
-        assert live is not None
+        if not isinstance(source, EventLog):
+            return await source.has_child(child_id)
         return any(
             type(e) is SubagentStart and e.data.child_session_id == child_id
-            for e in live.log.plain_events()
+            for e in source.plain_events()
         )
 
     async def _open(self, session_id: str) -> _Resolved:
         live = self.sessions.live.get(session_id)
         if live is not None:
             return _Resolved(session_id, live.header, live.log)
-        index = await anyio.to_thread.run_sync(self._index, session_id)
-        return _Resolved(session_id, index.header, index)
-
-    def _index(self, session_id: str) -> LogIndex:
         try:
-            path = self.sessions.store.log_path(session_id)
+            source = await self.sessions.store.history(session_id)
         except SessionNotFound:
             raise UnknownSession(session_id) from None
-        index = self._indexes.get(path)
-        try:
-            if index is None:
-                # The header is checked as every reader checks it (its bound, its id) first.
-                self.sessions.store.header(session_id)
-                index = self._indexes[path] = LogIndex.build(path)
-            else:
-                index.refresh()
-        except FileNotFoundError:  # deleted since it was found
-            self._indexes.pop(path, None)
-            raise UnknownSession(session_id) from None
-        return index
+        return _Resolved(session_id, source.header, source)
 
 
 def _checked_id(session_id: str, where: str) -> str:

@@ -1,16 +1,16 @@
-"""Live sessions and the session lifecycle over the `SessionStore` (SPEC 2.2, 2.5, 4).
+"""Live sessions and the session lifecycle over the store API (SPEC 2.5, 2.6, 4).
 
-A `LiveSession` is a session this process has open for writing: it holds the log's
-`LogWriter` (and so its exclusive lock) from `session/new`, `session/resume` or `session/load`
+A `LiveSession` is a session this process has open for writing: it holds the store's
+`Writer` (and so the session's single-writer claim) from `session/new`, `session/resume` or `session/load`
 until `session/close`, `session/delete` or the end of the connection; a subagent's child session
-is live for the one turn it runs. `SessionRegistry` owns them all
-and runs the store's blocking work (fsyncs, recovery, directory scans) in worker threads, so
-the event loop keeps serving other requests meanwhile. Lifecycle operations on one session id
+is live for the one turn it runs. `SessionRegistry` owns them all;
+the store runs its blocking work (fsyncs, recovery, scans) in its own worker threads, so the
+event loop keeps serving other requests meanwhile. Lifecycle operations on one session id
 are serialized; different sessions never wait for each other.
 
 The `session/list` page logic (ordering, cursors, the cwd filter) is pure and lives in
-`select_page` / `encode_cursor` / `decode_cursor`; `list_summary` reads only what a listed
-session's entry shows (its last title and last event time), not its whole log.
+`select_page` / `encode_cursor` / `decode_cursor`; the store lists each session's header, last
+title and last event time without reading its whole log.
 """
 
 from __future__ import annotations
@@ -18,36 +18,24 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..agent.recorder import SessionRecorder, now_ms
-from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_record
 from ..core.event_log import EventLog
-from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
+from ..core.events import SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..storage.log import (
-    READ_BLOCK,
-    LogError,
-    LogLines,
-    LogLocked,
-    LogWriteFailed,
-    LogWriter,
-    log_compression,
-)
-from ..storage.store import ContinuedLog, SessionNotFound, SessionStore
+from ..storage.api import ListedSession, Opened, Store, Writer
+from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
@@ -62,9 +50,6 @@ log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE: Final = 50
 """Sessions per `session/list` page."""
-
-PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
-"""Failures of this process rather than of one session's files."""
 
 SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
@@ -94,7 +79,7 @@ class LiveSession:
     def __init__(
         self,
         header: SessionHeader,
-        writer: LogWriter,
+        writer: Writer,
         log: EventLog,
         *,
         additional_directories: list[str],
@@ -128,7 +113,7 @@ class LiveSession:
         return self.header.cwd
 
     @property
-    def writer(self) -> LogWriter:
+    def writer(self) -> Writer:
         return self.recorder.writer
 
     @property
@@ -231,7 +216,7 @@ class SessionRegistry:
 
     def __init__(
         self,
-        store: SessionStore,
+        store: Store,
         *,
         clock: Callable[[], int] = now_ms,
         new_id: Callable[[], str] = new_session_id,
@@ -311,9 +296,9 @@ class SessionRegistry:
             ),
         )
         # Shielded: once the log exists, the session must be registered, even if the request
-        # is cancelled meanwhile (otherwise its writer, and lock, would leak).
+        # is cancelled meanwhile (otherwise its writer, and claim, would leak).
         with anyio.CancelScope(shield=True):
-            writer = await anyio.to_thread.run_sync(self.store.create, header)
+            writer = await self.store.create(header)
         session = LiveSession(
             header,
             writer,
@@ -325,9 +310,10 @@ class SessionRegistry:
         log.info("session %s created in %s", header.id, cwd)
         return session
 
-    def create_child(self, header: SessionHeader) -> LiveSession:
+    async def create_child(self, header: SessionHeader) -> LiveSession:
         """A subagent's child session: created and registered live for the one turn it runs."""
-        writer = self.store.create(header)
+        with anyio.CancelScope(shield=True):
+            writer = await self.store.create(header)
         session = LiveSession(
             header,
             writer,
@@ -361,7 +347,7 @@ class SessionRegistry:
                 raise child_refused(session_id)
             if session is None:
                 with anyio.CancelScope(shield=True):
-                    continued = await anyio.to_thread.run_sync(self._continue, session_id, cwd)
+                    continued = await self._continue(session_id, cwd)
                 session = LiveSession(
                     continued.writer.header,
                     continued.writer,
@@ -409,10 +395,8 @@ class SessionRegistry:
         with anyio.CancelScope(shield=True):
             if writer.failure is None and not writer.closed:
                 with contextlib.suppress(LogWriteFailed):
-                    await anyio.to_thread.run_sync(writer.sync)  # keep what is still queued
-            continued = await anyio.to_thread.run_sync(
-                self.store.reopen, writer, session.id, self.clock()
-            )
+                    await writer.sync()  # keep what is still queued
+            continued = await self.store.reopen(writer, session.id, self.clock())
         held = session.recorder.log.length
         kept = continued.log.length - len(continued.closers)
         session.recorder.writer = continued.writer
@@ -426,17 +410,17 @@ class SessionRegistry:
             self._announce(session.id, event)
         failure = continued.writer.failure
         if failure is not None:
-            raise LogWriteFailed(continued.writer.path, failure)
+            raise LogWriteFailed(continued.writer.name, failure)
 
-    def _continue(self, session_id: str, cwd: str) -> ContinuedLog:
+    async def _continue(self, session_id: str, cwd: str) -> Opened:
         try:
             # The header first: a child or a wrong cwd is refused before recovery writes anything.
-            header = self.store.header(session_id)
+            header = await self.store.header(session_id)
             if header.origin == "subagent":
                 raise child_refused(session_id)
             if not _same_path(header.cwd, cwd):
                 raise _cwd_mismatch(header.cwd)
-            return self.store.continue_session(session_id, self.clock())
+            return await self.store.open(session_id, self.clock())
         except SessionNotFound:
             raise UnknownSession(session_id) from None
 
@@ -448,13 +432,13 @@ class SessionRegistry:
         async with self._locked(session_id):
             session = self.live.pop(session_id, None)
             if session is None:
-                if not await anyio.to_thread.run_sync(self.store.exists, session_id):
+                if not await self.store.exists(session_id):
                     raise UnknownSession(session_id)
                 return
             await self._shut(session)
 
     async def delete(self, session_id: str) -> None:
-        """`session/delete`: close it if it is open here, then remove its directory.
+        """`session/delete`: close it if it is open here, then remove it from the store.
 
         A session another process holds open for writing is refused (`LogLocked`).
         """
@@ -466,33 +450,24 @@ class SessionRegistry:
             if session is not None:
                 await self._shut(session)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
+                await self._delete_stored(session_id)
             log.info("session %s deleted", session_id)
             for listener in self.deletion_listeners:
                 listener(session_id)
 
-    def _delete_unlocked(self, session_id: str) -> None:
+    async def _delete_stored(self, session_id: str) -> None:
         try:
-            path = self.store.log_path(session_id)
+            origin = (await self.store.header(session_id)).origin
         except SessionNotFound:
             raise UnknownSession(session_id) from None
-        try:
-            origin = self.store.header(session_id).origin
         except LogError:
             origin = UNSET  # an unreadable log can still be deleted: that is how it goes away
         if origin == "subagent":
             raise child_refused(session_id)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LogLocked(
-                    f"{path}: the session is open for writing in another process"
-                ) from None
-            self.store.delete(session_id)
-        finally:
-            os.close(fd)
+            await self.store.delete(session_id)
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
 
     async def _shut(self, session: LiveSession) -> None:
         session.cancel()
@@ -505,7 +480,7 @@ class SessionRegistry:
                     session.id,
                     SHUTDOWN_WAIT,
                 )
-            await anyio.to_thread.run_sync(session.writer.close)
+            await session.writer.close()
             await close_mcp(session)
         log.info("session %s closed", session.id)
 
@@ -533,123 +508,36 @@ class SessionRegistry:
     async def list(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
         """`session/list`: one page, newest first, optionally only sessions in `cwd`."""
         after = decode_cursor(cursor) if cursor is not None else None
-        if self._root_is_empty():
-            return ListSessionsResponse(sessions=[])  # nothing to read: no worker thread needed
-        return await anyio.to_thread.run_sync(self._list, cwd, after)
-
-    def _root_is_empty(self) -> bool:
-        # One directory read at most (the first entry), cheap enough for the event loop.
-        try:
-            with os.scandir(self.store.root) as entries:
-                return next(entries, None) is None
-        except (FileNotFoundError, NotADirectoryError):
-            return True
-        except OSError:
-            return False  # let the full listing say what is wrong
-
-    def _list(self, cwd: str | None, after: tuple[int, str] | None) -> ListSessionsResponse:
+        listed: dict[str, ListedSession] = {}
         entries = []
-        for session_id in self.store.session_ids():
-            try:
-                header = self.store.header(session_id)
-            except (LogError, OSError) as exc:
-                if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
-                    raise  # not this session's fault: every other one would fail the same way
-                log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
+        for item in await self.store.list_sessions():
+            header = item.header
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
+            listed[header.id] = item
             entries.append(
-                ListEntry(session_id, header.created_at, header.cwd, header.additional_directories)
+                ListEntry(header.id, header.created_at, header.cwd, header.additional_directories)
             )
         page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
-        infos = [self._info(entry) for entry in page]
+        infos = [_info(entry, listed[entry.session_id]) for entry in page]
         return ListSessionsResponse(
             sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET
         )
 
-    def _info(self, entry: ListEntry) -> SessionInfo:
-        info = SessionInfo(
-            session_id=entry.session_id,
-            cwd=entry.cwd,
-            additional_directories=entry.additional_directories or UNSET,
-        )
-        try:
-            title, last_time = list_summary(self.store.log_path(entry.session_id))
-        except (LogError, EventError, ChunkRowError, OSError, ValueError) as exc:
-            # Still listed: the client can see it and delete it; loading it will say what broke.
-            log.warning("session/list: session %s: %s", entry.session_id, exc)
-            return info
-        if title is not None:
-            info.title = title
-        info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
-        return info
 
-
-_TITLE_LINE: Final = b'{"type":"session/title"'
-
-
-def list_summary(path: Path) -> tuple[str | None, int | None]:
-    """A session's latest title and the time of its last event, for `session/list`.
-
-    Listing must stay cheap however long the logs are, so nothing is validated here and only
-    two lines are decoded: the last one, and the last title (found by a byte search for the
-    line prefix the writer produces). Memory stays bounded whatever the file holds: a plain log
-    is searched backwards a block at a time, a Zstandard one read a frame at a time. Loading
-    the session checks everything.
-    """
-    with open(path, "rb") as file:
-        if log_compression(path) == "zstd":
-            return _zstd_summary(path, file)
-        return _plain_summary(file.fileno())
-
-
-def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None]:
-    lines = iter(LogLines(path, file, "zstd"))
-    next(lines, None)  # the header
-    last = title_line = None
-    for line in lines:
-        last = line
-        if line.startswith(_TITLE_LINE):
-            title_line = line
-    return _title(title_line), _last_time(last)
-
-
-def _plain_summary(fd: int) -> tuple[str | None, int | None]:
-    size = os.fstat(fd).st_size
-    end = _rfind(fd, b"\n", size)  # a torn final line is not an event yet
-    start = _rfind(fd, b"\n", end) + 1 if end > 0 else 0
-    last = _line_at(fd, start) if start > 0 else None  # start 0: only the header
-    at = _rfind(fd, b"\n" + _TITLE_LINE, end) if end > 0 else -1
-    return _title(_line_at(fd, at + 1) if at >= 0 else None), _last_time(last)
-
-
-def _rfind(fd: int, needle: bytes, end: int) -> int:
-    """The offset of the last `needle` that ends at or before byte `end`, or -1."""
-    overlap = len(needle) - 1
-    hi = end
-    while hi > overlap:
-        lo = max(0, hi - READ_BLOCK)
-        at = os.pread(fd, hi - lo, lo).rfind(needle)
-        if at >= 0:
-            return lo + at
-        hi = lo + overlap
-        if lo == 0:
-            break
-    return -1
-
-
-def _line_at(fd: int, start: int) -> bytes:
-    """The line starting at byte `start`, up to its newline."""
-    pieces: list[bytes] = []
-    while block := os.pread(fd, READ_BLOCK, start):
-        newline = block.find(b"\n")
-        if newline >= 0:
-            pieces.append(block[:newline])
-            break
-        pieces.append(block)
-        start += len(block)
-    return b"".join(pieces)
+def _info(entry: ListEntry, listed: ListedSession) -> SessionInfo:
+    info = SessionInfo(
+        session_id=entry.session_id,
+        cwd=entry.cwd,
+        additional_directories=entry.additional_directories or UNSET,
+    )
+    if not listed.summarized:
+        return info  # still listed: the client can see it and delete it
+    if listed.title is not None:
+        info.title = listed.title
+    last_time = listed.updated_at
+    info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
+    return info
 
 
 async def close_mcp(session: LiveSession) -> None:
@@ -668,19 +556,6 @@ def child_refused(session_id: str) -> InvalidParams:
         '"childSessionId"} - at `$.sessionId`',
         {"path": "$.sessionId", "check": "origin"},
     )
-
-
-def _title(line: bytes | None) -> str | None:
-    if line is None:
-        return None
-    event = decode_event(line)
-    return event.data.title if isinstance(event, SessionTitle) else None
-
-
-def _last_time(line: bytes | None) -> int | None:
-    if line is None:
-        return None
-    return decode_storage_record(decode_record_json(line))[-1].time
 
 
 def _same_path(a: str, b: str) -> bool:

@@ -19,7 +19,7 @@ from ..core.acp_updates import SessionNotification
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
-from ..storage.log import LogError
+from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 
@@ -133,7 +133,7 @@ class Conversations:
             return BUILTIN_TOOLS
         return BUILTIN_TOOLS.extended(session.mcp.tools)
 
-    def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
+    async def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
 
         The child is registered as a live session so that it can be followed while its parent
@@ -151,7 +151,7 @@ class Conversations:
             origin="subagent",
             additional_directories=parent_header.additional_directories,
         )
-        child = self.sessions.create_child(header)
+        child = await self.sessions.create_child(header)
         self.bind(child)
         env = self._env(child, client_session_id=parent.client_session_id)
         env.tools.allowed_always = parent.tools.allowed_always

@@ -17,11 +17,11 @@ import errno
 import fcntl
 import io
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, NoReturn, cast
+from typing import Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
 
 import msgspec
 import zstandard
@@ -40,6 +40,11 @@ from ..core.events import EventError, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count, record_start
 from ..core.source_range import SourceRanges
+from .errors import CorruptLog as CorruptLog
+from .errors import LogError as LogError
+from .errors import LogLocked as LogLocked
+from .errors import LogWriteFailed as LogWriteFailed
+from .errors import UnsupportedVersion as UnsupportedVersion
 
 Compression = Literal["none", "zstd"]
 
@@ -59,51 +64,6 @@ LONG_LINE: Final = 4 * READ_BLOCK
 
 _encoder: Final = msgspec.json.Encoder()
 _json_decoder: Final = msgspec.json.Decoder()
-
-
-class LogError(Exception):
-    """A session log cannot be used; the message says why."""
-
-
-class CorruptLog(LogError):
-    """A log line is malformed, or the events have a seq gap; names the file and line."""
-
-    def __init__(self, path: Path | str, line: int, reason: str) -> None:
-        super().__init__(f"{path}: line {line}: {reason}")
-        self.path = str(path)
-        self.line = line
-        self.reason = reason
-
-
-class UnsupportedVersion(LogError):
-    """The log was written in another format version than this build reads."""
-
-    def __init__(self, path: Path | str, found: object) -> None:
-        super().__init__(
-            f"{path}: unsupported session format version {found!r} "
-            f"(this build reads version {SESSION_FORMAT_VERSION})"
-        )
-        self.path = str(path)
-        self.found = found
-        self.supported = SESSION_FORMAT_VERSION
-
-
-class LogLocked(LogError):
-    """Another writer holds the log (SPEC 2.4: one writer at a time)."""
-
-
-class LogWriteFailed(LogError):
-    """The log cannot be written: the disk is full, read-only, failing... (`cause` says which).
-
-    Raised by the write that failed and by every later one on the same writer: nothing more
-    is written to the log until it is reopened (`LogWriter.reset`, or a new writer).
-    """
-
-    def __init__(self, path: Path | str, cause: OSError) -> None:
-        super().__init__(f"{path}: cannot write the log: {cause.strerror or cause}")
-        self.path = str(path)
-        self.cause = cause
-        self.errno = cause.errno
 
 
 READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -399,6 +359,22 @@ def read_header(path: Path) -> SessionHeader:
     return parse_header(path, first)
 
 
+class Lines(Protocol):
+    """Complete lines of a log, header first, as `LogLines` gives them (or a database's rows)."""
+
+    @property
+    def path(self) -> Path | str: ...
+
+    @property
+    def count(self) -> int:
+        """Lines yielded so far."""
+
+    @property
+    def torn_tail(self) -> bool: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+
 class LogRecords:
     """A log's header, then its records one at a time, each checked as it is read.
 
@@ -407,7 +383,7 @@ class LogRecords:
     naming the line. `event_count` counts the events of the records read so far.
     """
 
-    def __init__(self, lines: LogLines) -> None:
+    def __init__(self, lines: Lines) -> None:
         self.lines = lines
         self._iterator = iter(lines)
         first = next(self._iterator, None)
@@ -421,9 +397,26 @@ class LogRecords:
         return self.lines.torn_tail
 
     def __iter__(self) -> Iterator[StorageRecord]:
-        path = self.lines.path
+        counted = CheckedRecords(self.lines.path, self._iterator)
+        for record in counted:
+            self.event_count = counted.event_count
+            yield record
+        self.event_count = counted.event_count
+
+
+class CheckedRecords:
+    """The records of consecutive body lines (line 2 on), each decoded and checked as
+    `LogRecords` checks them: every engine reads its stored records through this."""
+
+    def __init__(self, path: Path | str, lines: Iterable[bytes]) -> None:
+        self.path = path
+        self.lines = lines
+        self.event_count = 0
+
+    def __iter__(self) -> Iterator[StorageRecord]:
+        path = self.path
         ranges = SourceRanges()
-        for number, raw in enumerate(self._iterator, start=2):
+        for number, raw in enumerate(self.lines, start=2):
             try:
                 record = decode_record_json(raw)
                 if type(record) in ROW_CLASSES:
@@ -449,7 +442,7 @@ def parse_log(
     progress: Callable[[int, int], None] | None = None,
 ) -> LogContents:
     """Decode a whole log from its bytes, checking every record and the seq chain."""
-    return _contents(LogRecords(LogLines(path, io.BytesIO(data), compression, progress)))
+    return _contents(LogLines(path, io.BytesIO(data), compression, progress))
 
 
 def log_compression(path: Path) -> Compression:
@@ -470,12 +463,12 @@ def read_log_file(
     path: Path, file: BinaryIO, progress: Callable[[int, int], None] | None = None
 ) -> LogContents:
     """`read_log` from an open file (read from its start)."""
-    return _contents(LogRecords(LogLines(path, file, log_compression(path), progress)))
+    return _contents(LogLines(path, file, log_compression(path), progress))
 
 
-def _contents(reader: LogRecords) -> LogContents:
+def _contents(lines: LogLines) -> LogContents:
+    reader = LogRecords(lines)
     records = list(reader)
-    lines = reader.lines
     return LogContents(
         reader.header, records, reader.event_count, lines.valid_size, lines.torn_tail
     )
@@ -620,16 +613,40 @@ class LogWriter:
 
     def flush(self) -> None:
         """Write the queued events as one batch (packed unless `pack` is off)."""
+        self.write_events(self.take_pending())
+
+    def take_pending(self) -> list[SessionEvent]:
+        """The queued events, handed over to be written (`write_events`), in the caller's
+        thread: appends go on queueing meanwhile. Raises `LogWriteFailed` once writing failed."""
         self._check()
-        if not self._pending:
-            return
         batch, self._pending = self._pending, []
-        records = pack_chunk_runs(batch) if self.pack else batch
-        self._write_batch(encode_records(records))
+        return batch
+
+    def write_events(self, batch: Sequence[SessionEvent], *, sync: bool = False) -> None:
+        """Write a batch taken by `take_pending` (then fsync, with `sync`): the blocking half of
+        `flush` and `sync`, which may run in a worker thread."""
+        self._check()
+        if batch:
+            records = pack_chunk_runs(batch) if self.pack else batch
+            self._write_batch(encode_records(records))
+        if sync:
+            self._fsync()
 
     def sync(self) -> None:
         """Flush, then fsync: what was appended is on disk when this returns."""
         self.flush()
+        self._fsync()
+
+    def write_records(self, records: Sequence[StorageRecord]) -> None:
+        """Write records as given (a copy of another store's session), one batch."""
+        self._check()
+        if self._pending:
+            raise ValueError("write_records with events queued")
+        self.next_seq += sum(record_count(r) for r in records)
+        if records:
+            self._write_batch(encode_records(records))
+
+    def _fsync(self) -> None:
         try:
             os.fsync(self.fd)
         except OSError as exc:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, BinaryIO, Final, cast
 
 import msgspec
 import zstandard
@@ -53,7 +53,14 @@ from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, SubagentStar
 from ..core.header import SessionHeader
 from ..core.paging import PageCut, clip_records, message_cut, page_cut
 from ..core.source_range import source_range_problem
-from .log import CorruptLog, complete_frame_after, log_compression, parse_header, zstd_frame_end
+from .log import (
+    READ_BLOCK,
+    CorruptLog,
+    complete_frame_after,
+    log_compression,
+    parse_header,
+    zstd_frame_end,
+)
 
 MIN_BLOCK: Final = 64 * 1024
 """Bytes of a plain log read by the first backward step (later steps are sized to need)."""
@@ -221,14 +228,15 @@ class _ZstdReader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        data = path.read_bytes()
         self.frame_offsets: list[int] = []
         self.frame_ends: list[int] = []
-        self.indexed_bytes = self._walk_frames(memoryview(data), 0)
-        """How far into the file the complete frames reach: any torn tail starts there."""
-        if not self.frame_offsets:
-            raise CorruptLog(path, 1, "the log has no complete header line")
-        first = self._frame_text(data[: self.frame_ends[0]], 0)
+        with open(path, "rb") as file:
+            self.indexed_bytes = self._scan(file)
+            """How far into the file the complete frames reach: any torn tail starts there."""
+            if not self.frame_offsets:
+                raise CorruptLog(path, 1, "the log has no complete header line")
+            file.seek(0)
+            first = self._frame_text(file.read(self.frame_ends[0]), 0)
         newline = first.find(b"\n")
         if newline < 0:
             raise CorruptLog(path, 1, "the log has no complete header line")
@@ -236,8 +244,28 @@ class _ZstdReader:
         self.covered_from = len(self.frame_offsets)
         """The first indexed frame (the indexed lines run from it to the last frame)."""
 
-    def _walk_frames(self, view: memoryview, base: int) -> int:
-        """Add the complete frames of `view` (which starts at byte `base`); where they end."""
+    def _scan(self, file: BinaryIO) -> int:
+        """Add the frames of the whole file, reading a block at a time (only the frame being
+        walked is held, never the file); where the complete frames end."""
+        buffer = bytearray()
+        base = 0
+        """The file offset of `buffer[0]`."""
+        while True:
+            block = file.read(READ_BLOCK)
+            buffer += block
+            view = memoryview(buffer)
+            try:
+                end = self._walk_frames(view, base, at_end=not block)
+            finally:
+                view.release()
+            if not block:
+                return end
+            del buffer[: end - base]
+            base = end
+
+    def _walk_frames(self, view: memoryview, base: int, *, at_end: bool = True) -> int:
+        """Add the complete frames of `view` (which starts at byte `base`); where they end.
+        Unless `at_end`, an incomplete last frame is only one whose rest is still to be read."""
         offset = 0
         while offset < len(view):
             try:
@@ -246,6 +274,8 @@ class _ZstdReader:
                 lines = _zstd_lines_before(self.path, self.frame_ends)
                 raise CorruptLog(self.path, lines, f"at byte {base + offset}: {exc}") from None
             if end is None:
+                if not at_end:
+                    break
                 if complete_frame_after(view, offset):  # damage, not a torn final write
                     raise CorruptLog(
                         self.path,
@@ -585,6 +615,16 @@ class LogIndex:
 
 # ---------------------------------------------------------------------------------------------
 # Decoding and digesting lines.
+
+
+def joined_records(
+    name: Path | str, data: bytes, first_line: int
+) -> tuple[list[StorageRecord], list[int]]:
+    """The records of consecutive stored lines (joined by newlines, the first being line
+    `first_line`), decoded and checked as a page's lines are, the rows that continue one
+    another joined; and the first seq of each. What a database engine reads a page through."""
+    region = _read(Path(name), data, lambda k: first_line + k)
+    return region.records, region.record_starts
 
 
 def _read(path: Path, data: bytes, where: LineNumber) -> _Region:

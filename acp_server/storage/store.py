@@ -24,6 +24,8 @@ from ..core.events import SessionEvent
 from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
 from ..core.recovery import interrupted_turn_closers
+from .errors import SessionExists as SessionExists
+from .errors import SessionNotFound as SessionNotFound
 from .log import (
     PLAIN_LOG_NAME,
     READ_ONLY_ERRNOS,
@@ -38,14 +40,6 @@ from .log import (
     read_log,
     read_log_file,
 )
-
-
-class SessionNotFound(LogError):
-    """No log exists for the session id."""
-
-
-class SessionExists(LogError):
-    """`create` found a session directory already there."""
 
 
 @dataclass

@@ -24,8 +24,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+import anyio
 import msgspec
 from msgspec import UNSET
 
@@ -33,7 +34,9 @@ from ..client.process import SERVE_COMMAND, ServerProcess
 from ..core.events import SubagentStart
 from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
-from ..storage.log import LogError, read_log
+from ..storage.api import StoredLog
+from ..storage.errors import LogError
+from ..storage.url import StoreUrl, open_store, store_url_for_dir
 from .normalize import Normalizer
 from .scenario import (
     INPUT_NAME,
@@ -64,6 +67,8 @@ WORKSPACE_NAME: Final = "workspace"
 DEFAULT_COMMAND: Final = SERVE_COMMAND
 FRAME_TIMEOUT: Final = 60.0
 """Seconds to wait for any one frame (generous: CI machines are busy)."""
+Engine = Literal["jsonl", "sqlite"]
+"""Which store the scenario's server keeps its sessions in."""
 RESOURCE_NOT_FOUND: Final = -32002
 
 
@@ -168,6 +173,7 @@ class _Run:
         command: Sequence[str],
         timeout: float,
         model_args: Sequence[str] | None = None,
+        engine: Engine = "jsonl",
     ) -> None:
         self.directory = directory
         self.scenario = scenario
@@ -177,6 +183,13 @@ class _Run:
         self.sessions = work / "sessions"
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
+        self.store = (
+            StoreUrl(
+                "sqlite", self.sessions / "sessions.db", f"sqlite://{self.sessions}/sessions.db"
+            )
+            if engine == "sqlite"
+            else store_url_for_dir(self.sessions)
+        )
         seed = directory / WORKSPACE_NAME
         if seed.is_dir():
             shutil.copytree(seed, self.workspace, symlinks=True)
@@ -197,6 +210,8 @@ class _Run:
     def start(self) -> None:
         options = self.scenario.server
         argv = [*self.command, "--sessions-dir", str(self.sessions)]
+        if self.store.engine != "jsonl":
+            argv = [*self.command, "--store", self.store.text]
         if self.model_args is not None:
             argv += self.model_args
         else:
@@ -525,12 +540,34 @@ class _Run:
     def _children(self) -> list[str]:
         if self.session_id is None:
             raise ScenarioError("the scenario's session was never created")
-        events = read_log(self.sessions / self.session_id / FIXTURE_NAME).events
+        events = self._read(self.session_id).events
         return [e.data.child_session_id for e in events if type(e) is SubagentStart]
 
     def _last_seq(self, address: dict[str, Any]) -> int:
         session_id = str(address.get("childSessionId", address.get("sessionId")))
-        return read_log(self.sessions / session_id / FIXTURE_NAME).event_count - 1
+        return self._read(session_id).event_count - 1
+
+    def _read(self, session_id: str) -> StoredLog:
+        """A session as the store holds it now (read as any other process would)."""
+
+        async def read() -> StoredLog:
+            store = open_store(self.store)
+            try:
+                return await store.read(session_id)
+            finally:
+                await store.aclose()
+
+        return anyio.run(read)
+
+    def _session_ids(self) -> list[str]:
+        async def listed() -> list[str]:
+            store = open_store(self.store)
+            try:
+                return sorted(item.header.id for item in await store.list_sessions())
+            finally:
+                await store.aclose()
+
+        return anyio.run(listed)
 
     def _page(self, step: PageStep, where: str) -> None:
         address = self._address(step.child if step.child is not UNSET else None, where)
@@ -572,19 +609,21 @@ class _Run:
 
     # -- results -------------------------------------------------------------------------------
 
-    def logs(self) -> list[tuple[str, Path]]:
-        """(fixture name, log path) of every session the run created: the top-level one as
+    def logs(self) -> list[tuple[str, str]]:
+        """(fixture name, session id) of every session the run created: the top-level one as
         `session.jsonl`, the subagents' in the order they started."""
-        found = {p.name: p / FIXTURE_NAME for p in sorted(self.sessions.iterdir()) if p.is_dir()}
-        if self.session_id not in found:
+        found = set(self._session_ids())
+        if self.session_id is None or self.session_id not in found:
             raise ScenarioError("the scenario's session has no log in the sessions directory")
-        named = [(FIXTURE_NAME, found.pop(self.session_id))]
+        found.discard(self.session_id)
+        named = [(FIXTURE_NAME, self.session_id)]
         for number, child in enumerate(self._children(), start=1):
             if child not in found:
                 raise ScenarioError(
                     f"subagent {number} ({child}) has no log in the sessions directory"
                 )
-            named.append((child_fixture_name(number), found.pop(child)))
+            found.discard(child)
+            named.append((child_fixture_name(number), child))
         if found:
             raise ScenarioError(
                 f"sessions nobody started as a subagent of the scenario's session: {sorted(found)}"
@@ -595,7 +634,7 @@ class _Run:
         named = self.logs()
         normalizer = Normalizer(
             [(str(self.workspace), "<workspace>"), (str(self.sessions), "<sessions>")],
-            [path.parent.name for _, path in named],
+            [session_id for _, session_id in named],
             self.all_subscriptions,
         )
         lines = []
@@ -607,9 +646,9 @@ class _Run:
             else:
                 lines.append(encode_line(normalizer.value(value)))
         logs = {}
-        for name, path in named:
+        for name, session_id in named:
             try:
-                contents = read_log(path)
+                contents = self._read(session_id)
             except LogError as exc:
                 raise ScenarioError(f"{name}: the re-persisted log cannot be read: {exc}") from None
             logs[name] = normalizer.log(contents.header, contents.events)
@@ -630,6 +669,7 @@ def run_scenario(
     command: Sequence[str] = DEFAULT_COMMAND,
     timeout: float = FRAME_TIMEOUT,
     model_args: Sequence[str] | None = None,
+    engine: Engine = "jsonl",
 ) -> RunResult:
     """Run the scenario in `directory` (replaying its own fixtures) and return what it produced.
 
@@ -637,7 +677,7 @@ def run_scenario(
     live model provider, e.g. `--provider openai --model NAME --base-url URL`.
 
     `work_dir` (default: a temporary directory, removed afterwards) receives the sessions
-    directory and the workspace. `command` is the server command line before its flags. A run
+    directory (with `engine="sqlite"`, the database in it) and the workspace. `command` is the server command line before its flags. A run
     that does not follow the script raises `ScenarioError` with the last frames exchanged.
     """
     directory = Path(directory).resolve()
@@ -645,7 +685,7 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="acp-snapshot-") as scratch:
         work = Path(work_dir if work_dir is not None else scratch).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        run = _Run(directory, scenario, work, command, timeout, model_args)
+        run = _Run(directory, scenario, work, command, timeout, model_args, engine)
         try:
             run.run()
         except ScenarioError as exc:

@@ -1,0 +1,206 @@
+"""The store API: what the server, the tools and the tests ask of whatever holds session logs.
+
+Nothing here is about files or databases. A `Store` creates sessions, opens them for writing
+(the single-writer claim, then SPEC 2.5's recovery with the closers of `core.recovery`), reads
+headers, records and pages, lists and deletes sessions. A `Writer` queues a live session's
+events in memory (`append_one`, the hot path, never blocks) and writes them a batch at a time
+(`flush`), durably at SPEC 2.4's points (`sync`: an fsync, or a COMMIT). A `HistorySource` is
+one stored session read for the history API: a page or a seq range reads only what it returns.
+
+Every method that touches storage is async: an engine runs its blocking work in its own worker
+threads, never on the event loop, so a slow disk delays nobody but the session it writes.
+
+`follow_stored` is the cross-process half of `session.follow`, the same for every engine: it
+polls a session's stored next seq at a short interval and reads what was appended by seq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import anyio
+
+from ..core.chunk_rows import StorageRecord, decode_storage_record
+from ..core.event_log import EventLog
+from ..core.events import SessionEvent
+from ..core.header import SessionHeader
+from ..core.paging import PageCut
+from .errors import SessionNotFound
+
+FOLLOW_POLL_S: Final = 0.05
+"""How often a follower of a session written by another process looks for appends."""
+
+
+class Writer(Protocol):
+    """The one writer of a session (holding its claim until `close`).
+
+    A write that fails sets `failure`: from then on every append, flush and sync raises
+    `LogWriteFailed` until the store reopens the session (`Store.reopen`).
+    """
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def name(self) -> str:
+        """What names the log in an error: a file path, or the store's URL and the session."""
+
+    @property
+    def next_seq(self) -> int: ...
+
+    @property
+    def failure(self) -> OSError | None: ...
+
+    @property
+    def writable(self) -> bool:
+        """False for a session opened read-only: it can be read, never written."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def has_pending(self) -> bool: ...
+
+    def append(self, events: Sequence[SessionEvent]) -> None:
+        """Queue events (their seqs continuing the log) for the next flush; no I/O."""
+
+    def append_one(self, event: SessionEvent) -> None:
+        """`append` for one event: the hot path while a model streams."""
+
+    async def flush(self) -> None:
+        """Write what is queued as one batch (a crash of this process then loses nothing)."""
+
+    async def sync(self) -> None:
+        """Flush durably (a crash of the machine then loses nothing)."""
+
+    async def close(self) -> None:
+        """Sync (unless writing failed) and give up the claim. Safe to call twice."""
+
+
+@dataclass
+class Opened:
+    """A session opened for continuation: its writer and its (recovered) events."""
+
+    writer: Writer
+    log: EventLog
+    dropped_torn_tail: bool
+    closers: list[SessionEvent]
+    """Events recovery appended to close an interrupted turn (empty if none was needed)."""
+
+    @property
+    def events(self) -> list[SessionEvent]:
+        return self.log.events()
+
+
+@dataclass
+class StoredLog:
+    """A whole session read without changing it: header, records (rows left packed)."""
+
+    header: SessionHeader
+    records: list[StorageRecord]
+    event_count: int
+
+    @property
+    def events(self) -> list[SessionEvent]:
+        return [event for record in self.records for event in decode_storage_record(record)]
+
+
+@dataclass(frozen=True)
+class ListedSession:
+    """What `session/list` shows of a session: its header, last title, last event time."""
+
+    header: SessionHeader
+    title: str | None
+    updated_at: int | None
+    """The time of its last event; None when it has none."""
+    summarized: bool = True
+    """False when its title and last event could not be read (loading it says why)."""
+
+
+class HistorySource(Protocol):
+    """One stored session, read for the history API (SPEC 3.1, 3.2)."""
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def last_seq(self) -> int:
+        """The last stored seq as of the last `refresh` (or the opening)."""
+
+    async def refresh(self) -> None:
+        """Look again for appends (another process may be writing the session)."""
+
+    async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        """SPEC 3.1's page ending before `end`: its canonical records, reading only those."""
+
+    async def records(self, lo: int, hi: int) -> list[StorageRecord]:
+        """The canonical packing of the stored events in `[lo, hi)`."""
+
+    async def has_child(self, child_id: str) -> bool:
+        """Whether the log holds a `subagent/start` for `child_id`."""
+
+
+class Store(Protocol):
+    """Every session of one store (a directory of JSONL logs, a database...)."""
+
+    @property
+    def url(self) -> str:
+        """The store's URL as it may be shown: a password in it is `***`."""
+
+    async def create(self, header: SessionHeader) -> Writer:
+        """A new session, its header stored durably before this returns (`SessionExists`)."""
+
+    async def open(self, session_id: str, now_ms: int) -> Opened:
+        """Claim the session's writer (`LogLocked` if another holds it), then recover it."""
+
+    async def reopen(self, writer: Writer, session_id: str, now_ms: int) -> Opened:
+        """Continue a session again after its writer failed: re-read, recover (SPEC 2.5)."""
+
+    async def header(self, session_id: str) -> SessionHeader:
+        """A session's header (`SessionNotFound`), reading nothing else of it."""
+
+    async def exists(self, session_id: str) -> bool: ...
+
+    async def read(self, session_id: str) -> StoredLog:
+        """A whole session, without changing it (a torn tail is ignored)."""
+
+    async def history(self, session_id: str) -> HistorySource:
+        """The session for paging and following, refreshed (`SessionNotFound`)."""
+
+    async def list_sessions(self) -> list[ListedSession]:
+        """Every readable session (an unreadable one is left out, with a warning)."""
+
+    async def session_ids(self) -> list[str]:
+        """The id of every session the store holds, readable or not, sorted."""
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session (`LogLocked` while another process writes it)."""
+
+    async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        """Store a session as given, record for record (`SessionExists` if it is there)."""
+
+    async def aclose(self) -> None:
+        """Release what the store holds (connections, threads)."""
+
+
+async def follow_stored(
+    store: Store, session_id: str, next_seq: int, interval: float = FOLLOW_POLL_S
+) -> AsyncIterator[list[SessionEvent]]:
+    """The events appended to a stored session from `next_seq` on, a batch per look, in
+    order, gapless: whoever writes it, in this process or another. Ends with
+    `SessionNotFound` once the session is deleted."""
+    source = await store.history(session_id)
+    while True:
+        await source.refresh()
+        if source.last_seq >= next_seq:
+            records = await source.records(next_seq, source.last_seq + 1)
+            events = [e for record in records for e in decode_storage_record(record)]
+            if events:
+                next_seq = events[-1].seq + 1
+                yield events
+                continue
+        if not await store.exists(session_id):
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        await anyio.sleep(interval)

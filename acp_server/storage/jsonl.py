@@ -1,0 +1,389 @@
+"""The JSONL engine of the store API: one directory of session logs (SPEC 2.2), unchanged.
+
+`JsonlStore` puts the API's async face on `SessionStore` (the sessions root), `LogWriter` (one
+log's writer and its lock) and `LogIndex` (a log read backwards, as far as a page needs): their
+blocking work runs in anyio's worker threads. A writer's flushes and syncs take their batch on
+the event loop and write it in a thread, one at a time, so batches keep their order.
+
+The history indexes are kept per session id, the most recently used `INDEX_CACHE` of them,
+and forgotten when their session is deleted.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO, Final
+
+import anyio
+
+from ..core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
+from ..core.events import SessionEvent, SessionTitle, decode_event
+from ..core.header import SessionHeader
+from ..core.paging import PageCut
+from .api import ListedSession, Opened, StoredLog
+from .errors import LogError, LogLocked, SessionNotFound
+from .log import (
+    READ_BLOCK,
+    Compression,
+    LogLines,
+    LogWriter,
+    log_compression,
+)
+from .log_index import LogIndex
+from .store import ContinuedLog, SessionStore
+
+log = logging.getLogger(__name__)
+
+INDEX_CACHE: Final = 64
+"""History indexes kept for sessions that are not live (each holds one entry per record)."""
+
+
+class JsonlWriter:
+    """The store API's `Writer` over a `LogWriter`."""
+
+    def __init__(self, raw: LogWriter) -> None:
+        self.raw = raw
+        self._lock = anyio.Lock()
+
+    @property
+    def header(self) -> SessionHeader:
+        return self.raw.header
+
+    @property
+    def name(self) -> str:
+        return str(self.raw.path)
+
+    @property
+    def next_seq(self) -> int:
+        return self.raw.next_seq
+
+    @property
+    def failure(self) -> OSError | None:
+        return self.raw.failure
+
+    @property
+    def writable(self) -> bool:
+        return self.raw.writable
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    @property
+    def has_pending(self) -> bool:
+        return self.raw.has_pending
+
+    def append(self, events: Sequence[SessionEvent]) -> None:
+        self.raw.append(events)
+
+    def append_one(self, event: SessionEvent) -> None:
+        self.raw.append_one(event)
+
+    async def flush(self) -> None:
+        await self._write(sync=False)
+
+    async def sync(self) -> None:
+        await self._write(sync=True)
+
+    async def _write(self, *, sync: bool) -> None:
+        async with self._lock:
+            batch = self.raw.take_pending()
+            if batch or sync:
+                await anyio.to_thread.run_sync(lambda: self.raw.write_events(batch, sync=sync))
+
+    async def close(self) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self.raw.close)
+
+
+class JsonlHistory:
+    """The store API's `HistorySource` over a `LogIndex`."""
+
+    def __init__(self, index: LogIndex, session_id: str) -> None:
+        self.index = index
+        self.session_id = session_id
+
+    @property
+    def header(self) -> SessionHeader:
+        return self.index.header
+
+    @property
+    def last_seq(self) -> int:
+        return self.index.last_seq
+
+    async def refresh(self) -> None:
+        await anyio.to_thread.run_sync(self._refresh)
+
+    def _refresh(self) -> None:
+        try:
+            self.index.refresh()
+        except FileNotFoundError:
+            raise SessionNotFound(f"unknown session {self.session_id!r}") from None
+
+    async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        try:
+            return await anyio.to_thread.run_sync(self.index.page, end, max_messages)
+        except FileNotFoundError:  # deleted meanwhile
+            raise SessionNotFound(f"unknown session {self.session_id!r}") from None
+
+    async def records(self, lo: int, hi: int) -> list[StorageRecord]:
+        try:
+            return await anyio.to_thread.run_sync(self.index.records_between, lo, hi)
+        except FileNotFoundError:
+            raise SessionNotFound(f"unknown session {self.session_id!r}") from None
+
+    async def has_child(self, child_id: str) -> bool:
+        children = await anyio.to_thread.run_sync(lambda: self.index.subagent_children)
+        return child_id in children
+
+
+class JsonlStore:
+    """The store API over a sessions root of JSONL logs."""
+
+    def __init__(
+        self, root: Path | str, *, pack: bool = True, compression: Compression = "none"
+    ) -> None:
+        self.files = SessionStore(root, pack=pack, compression=compression)
+        self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    @property
+    def root(self) -> Path:
+        return self.files.root
+
+    @property
+    def url(self) -> str:
+        return str(self.files.root)
+
+    async def create(self, header: SessionHeader) -> JsonlWriter:
+        # Shielded: once the log exists its writer (and lock) must reach the caller.
+        with anyio.CancelScope(shield=True):
+            raw = await anyio.to_thread.run_sync(self.files.create, header)
+        return JsonlWriter(raw)
+
+    async def open(self, session_id: str, now_ms: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            continued = await anyio.to_thread.run_sync(
+                self.files.continue_session, session_id, now_ms
+            )
+        return _opened(continued)
+
+    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
+        assert isinstance(writer, JsonlWriter)
+        with anyio.CancelScope(shield=True):
+            continued = await anyio.to_thread.run_sync(
+                self.files.reopen, writer.raw, session_id, now_ms
+            )
+        return _opened(continued)
+
+    async def header(self, session_id: str) -> SessionHeader:
+        return await anyio.to_thread.run_sync(self.files.header, session_id)
+
+    async def exists(self, session_id: str) -> bool:
+        return await anyio.to_thread.run_sync(self.files.exists, session_id)
+
+    async def read(self, session_id: str) -> StoredLog:
+        contents = await anyio.to_thread.run_sync(self.files.read, session_id)
+        return StoredLog(contents.header, contents.records, contents.event_count)
+
+    async def history(self, session_id: str) -> JsonlHistory:
+        return JsonlHistory(await anyio.to_thread.run_sync(self._index, session_id), session_id)
+
+    def _index(self, session_id: str) -> LogIndex:
+        path = self.files.log_path(session_id)
+        with self._cache_lock:  # worker threads of several requests share the cache
+            index = self._indexes.get(session_id)
+            if index is not None:
+                self._indexes.move_to_end(session_id)
+        try:
+            if index is None or index.path != path:
+                # The header is checked as every reader checks it (its bound, its id) first.
+                self.files.header(session_id)
+                index = LogIndex.build(path)
+                with self._cache_lock:
+                    self._indexes[session_id] = index
+                    while len(self._indexes) > INDEX_CACHE:
+                        self._indexes.popitem(last=False)
+            else:
+                index.refresh()
+        except FileNotFoundError:  # deleted since it was found
+            self._forget(session_id)
+            raise SessionNotFound(f"unknown session {session_id!r}") from None
+        return index
+
+    def _forget(self, session_id: str) -> None:
+        with self._cache_lock:
+            self._indexes.pop(session_id, None)
+
+    async def list_sessions(self) -> list[ListedSession]:
+        if self._root_is_empty():
+            return []  # nothing to read: no worker thread needed
+        return await anyio.to_thread.run_sync(self._list)
+
+    def _root_is_empty(self) -> bool:
+        # One directory read at most (the first entry), cheap enough for the event loop.
+        try:
+            with os.scandir(self.files.root) as entries:
+                return next(entries, None) is None
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False  # let the full listing say what is wrong
+
+    def _list(self) -> list[ListedSession]:
+        listed = []
+        for session_id in self.files.session_ids():
+            try:
+                header = self.files.header(session_id)
+            except (LogError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
+                    raise  # not this session's fault: every other one would fail the same way
+                log.warning("session/list: skipped session %s: %s", session_id, exc)
+                continue
+            try:
+                title, last_time = list_summary(self.files.log_path(session_id))
+            except (LogError, OSError, ValueError) as exc:
+                # Still listed: the client can see it and delete it; loading it says what broke.
+                log.warning("session/list: session %s: %s", session_id, exc)
+                listed.append(ListedSession(header, None, None, summarized=False))
+                continue
+            listed.append(ListedSession(header, title, last_time))
+        return listed
+
+    async def session_ids(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self.files.session_ids)
+
+    async def delete(self, session_id: str) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> None:
+        path = self.files.log_path(session_id)  # raises SessionNotFound
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LogLocked(
+                    f"{path}: the session is open for writing in another process"
+                ) from None
+            self.files.delete(session_id)
+        finally:
+            os.close(fd)
+        self._forget(session_id)
+
+    async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        await anyio.to_thread.run_sync(self._write_copy, header, records)
+
+    def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        writer = self.files.create(header)
+        try:
+            writer.write_records(records)
+            writer.sync()
+        finally:
+            writer.close()
+
+    async def aclose(self) -> None:
+        self._indexes.clear()
+
+
+PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Failures of this process rather than of one session's files."""
+
+
+def _opened(continued: ContinuedLog) -> Opened:
+    return Opened(
+        JsonlWriter(continued.writer),
+        continued.log,
+        continued.dropped_torn_tail,
+        continued.closers,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# session/list summaries.
+
+_TITLE_LINE: Final = b'{"type":"session/title"'
+
+
+def list_summary(path: Path) -> tuple[str | None, int | None]:
+    """A session's latest title and the time of its last event, for `session/list`.
+
+    Listing must stay cheap however long the logs are, so nothing is validated here and only
+    two lines are decoded: the last one, and the last title (found by a byte search for the
+    line prefix the writer produces). Memory stays bounded whatever the file holds: a plain log
+    is searched backwards a block at a time, a Zstandard one read a frame at a time. Loading
+    the session checks everything.
+    """
+    with open(path, "rb") as file:
+        if log_compression(path) == "zstd":
+            return _zstd_summary(path, file)
+        return _plain_summary(file.fileno())
+
+
+def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None]:
+    lines = iter(LogLines(path, file, "zstd"))
+    next(lines, None)  # the header
+    last = title_line = None
+    for line in lines:
+        last = line
+        if line.startswith(_TITLE_LINE):
+            title_line = line
+    return _title(title_line), _last_time(last)
+
+
+def _plain_summary(fd: int) -> tuple[str | None, int | None]:
+    size = os.fstat(fd).st_size
+    end = _rfind(fd, b"\n", size)  # a torn final line is not an event yet
+    start = _rfind(fd, b"\n", end) + 1 if end > 0 else 0
+    last = _line_at(fd, start) if start > 0 else None  # start 0: only the header
+    at = _rfind(fd, b"\n" + _TITLE_LINE, end) if end > 0 else -1
+    return _title(_line_at(fd, at + 1) if at >= 0 else None), _last_time(last)
+
+
+def _rfind(fd: int, needle: bytes, end: int) -> int:
+    """The offset of the last `needle` that ends at or before byte `end`, or -1."""
+    overlap = len(needle) - 1
+    hi = end
+    while hi > overlap:
+        lo = max(0, hi - READ_BLOCK)
+        at = os.pread(fd, hi - lo, lo).rfind(needle)
+        if at >= 0:
+            return lo + at
+        hi = lo + overlap
+        if lo == 0:
+            break
+    return -1
+
+
+def _line_at(fd: int, start: int) -> bytes:
+    """The line starting at byte `start`, up to its newline."""
+    pieces: list[bytes] = []
+    while block := os.pread(fd, READ_BLOCK, start):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            pieces.append(block[:newline])
+            break
+        pieces.append(block)
+        start += len(block)
+    return b"".join(pieces)
+
+
+def _title(line: bytes | None) -> str | None:
+    if line is None:
+        return None
+    event = decode_event(line)
+    return event.data.title if isinstance(event, SessionTitle) else None
+
+
+def _last_time(line: bytes | None) -> int | None:
+    if line is None:
+        return None
+    return decode_storage_record(decode_record_json(line))[-1].time

@@ -1,0 +1,727 @@
+"""The SQLite engine of the store API: one database file holding every session (SPEC 2.6).
+
+Tables (all STRICT): `store` (the schema version), `sessions` (each header as written, the next
+seq, the last title and event time for listing), `records` (every storage record as written,
+its JSON text byte for byte: a chunk row stays one row, keyed by session and first seq, with
+the number of events it holds), `messages` (the message index of SPEC 3.1: each message's seq
+and where a page holding it must start) and `children` (the `subagent/start`s). A page reads
+its messages from the index and then only its own records; a follow catch-up is a range read.
+
+Each append batch is one transaction that first moves the session's stored next seq from the
+batch's first seq on: a stale or second writer can never leave a gap or a duplicate. The
+database runs in WAL mode; a flush commits with `synchronous=NORMAL` (safe from a crash of the
+process), a sync with `synchronous=FULL` (safe from a crash of the machine). One writer per
+session across processes: a lock file per session in `<db>.locks/` beside the database
+(`flock`, released with its descriptor when the process dies), and the seq check.
+
+Blocking work runs in anyio's worker threads: each writer has its own connection, the readers
+share one behind a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+import msgspec
+
+from ..core.chunk_rows import (
+    StorageRecord,
+    decode_storage_record,
+    pack_chunk_runs,
+)
+from ..core.event_log import EventLog
+from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.header import SessionHeader
+from ..core.ids import validate_session_id
+from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
+from ..core.recovery import interrupted_turn_closers
+from .api import ListedSession, Opened, StoredLog
+from .errors import (
+    CorruptLog,
+    LogError,
+    LogLocked,
+    LogWriteFailed,
+    SessionExists,
+    SessionNotFound,
+    StaleWriter,
+    UnsupportedStore,
+)
+from .log import CheckedRecords, parse_header
+from .log_index import joined_records
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 1
+"""Bumped whenever the tables change; a database of another version is refused."""
+BUSY_TIMEOUT_MS: Final = 10_000
+"""How long a transaction waits for another connection's write to end."""
+
+_SCHEMA: Final = """
+CREATE TABLE store (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    header TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    title TEXT,
+    updated_at INTEGER
+) STRICT;
+CREATE TABLE records (
+    session TEXT NOT NULL,
+    seq0 INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session, seq0)
+) STRICT;
+CREATE TABLE messages (
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    cut INTEGER NOT NULL,
+    PRIMARY KEY (session, seq)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE children (
+    session TEXT NOT NULL,
+    child TEXT NOT NULL,
+    PRIMARY KEY (session, child)
+) STRICT, WITHOUT ROWID;
+"""
+_TABLES: Final = ("children", "messages", "records", "sessions")
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
+    db.execute(f"BEGIN {mode}")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT leaves the transaction open: it is undone, as a failed body is.
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+
+
+def _os_error(exc: sqlite3.Error) -> OSError:
+    """A database failure as the OSError a writer's `failure` holds."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    number = errno.ENOSPC if code == sqlite3.SQLITE_FULL else errno.EIO
+    return OSError(number, str(exc))
+
+
+class _Claim:
+    """The single-writer claim of one session: an exclusive `flock` on its lock file."""
+
+    def __init__(self, path: Path, owner: str) -> None:
+        path.parent.mkdir(exist_ok=True)
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise LogLocked(
+                f"{owner}: the session is open for writing in another process"
+            ) from None
+
+    def release(self, *, remove: bool = False) -> None:
+        if self.fd < 0:
+            return
+        if remove:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        os.close(self.fd)
+        self.fd = -1
+
+
+class SqliteStore:
+    """The store API over one SQLite database."""
+
+    def __init__(self, path: Path | str, *, pack: bool = True) -> None:
+        self.path = Path(path)
+        self.pack = pack
+        self.locks = self.path.with_name(self.path.name + ".locks")
+        self._read_lock = threading.Lock()
+        self._db = self._open()
+
+    @property
+    def url(self) -> str:
+        return f"sqlite://{self.path}"
+
+    def where(self, session_id: str) -> str:
+        """What names a session in an error."""
+        return f"{self.url} session {session_id}"
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect, creating the schema in a new database; refuse one of another version."""
+        try:
+            db = _connect(self.path)
+            try:
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode != "wal":
+                    raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
+                with _transaction(db):
+                    self._check_schema(db)
+            except BaseException:
+                db.close()
+                raise
+        except sqlite3.Error as exc:
+            raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
+        return db
+
+    def _check_schema(self, db: sqlite3.Connection) -> None:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not names:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT INTO store VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            return
+        if "store" not in names:
+            raise UnsupportedStore(f"{self.url}: not an acp-server session store")
+        row = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
+        found = row[0] if row else None
+        if found != SCHEMA_VERSION:
+            raise UnsupportedStore(
+                f"{self.url}: unsupported store schema version {found!r} "
+                f"(this build reads version {SCHEMA_VERSION})"
+            )
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The shared read connection, in one read transaction (one snapshot)."""
+        with self._read_lock, _transaction(self._db, "DEFERRED"):
+            yield self._db
+
+    def _claim(self, session_id: str) -> _Claim:
+        return _Claim(
+            self.locks / f"{validate_session_id(session_id)}.lock", self.where(session_id)
+        )
+
+    # -- creating and opening ------------------------------------------------------------------
+
+    async def create(self, header: SessionHeader) -> SqliteWriter:
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(self._create, header)
+        return result
+
+    def _create(self, header: SessionHeader) -> SqliteWriter:
+        claim = self._claim(header.id)
+        try:
+            writer = SqliteWriter(self, header, claim, next_seq=0)
+            try:
+                writer.db.execute("PRAGMA synchronous = FULL")
+                with _transaction(writer.db):
+                    _insert_session(writer.db, header)
+                writer.db.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.IntegrityError:
+                writer.db.close()
+                raise SessionExists(f"session {header.id!r} already exists") from None
+            except sqlite3.Error as exc:
+                writer.db.close()
+                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+        except BaseException:
+            claim.release()
+            raise
+        return writer
+
+    async def open(self, session_id: str, now_ms: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(self._continue, session_id, now_ms)
+        return result
+
+    def _continue(self, session_id: str, now_ms: int) -> Opened:
+        claim = self._claim(session_id)
+        try:
+            stored = self._read(session_id)
+            writer = SqliteWriter(self, stored.header, claim, next_seq=stored.event_count)
+        except BaseException:
+            claim.release()
+            raise
+        try:
+            return writer.recover(stored, now_ms)
+        except BaseException:
+            writer.close_now()
+            raise
+
+    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
+        assert isinstance(writer, SqliteWriter)
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(self._reopen, writer, session_id, now_ms)
+        return result
+
+    def _reopen(self, writer: SqliteWriter, session_id: str, now_ms: int) -> Opened:
+        if writer.closed:
+            return self._continue(session_id, now_ms)
+        stored = self._read(session_id)
+        writer.reset(stored.event_count)
+        return writer.recover(stored, now_ms)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def header(self, session_id: str) -> SessionHeader:
+        return await anyio.to_thread.run_sync(self._header, session_id)
+
+    def _header(self, session_id: str) -> SessionHeader:
+        validate_session_id(session_id)
+        with self._reading() as db:
+            row = db.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        return self._parse_header(session_id, row[0])
+
+    def _parse_header(self, session_id: str, text: str) -> SessionHeader:
+        where = self.where(session_id)
+        header = parse_header(where, text.encode())
+        if header.id != session_id:
+            raise CorruptLog(
+                where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+            )
+        return header
+
+    async def exists(self, session_id: str) -> bool:
+        return await anyio.to_thread.run_sync(self._exists, session_id)
+
+    def _exists(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._reading() as db:
+            found = db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return found is not None
+
+    async def read(self, session_id: str) -> StoredLog:
+        return await anyio.to_thread.run_sync(self._read, session_id)
+
+    def _read(self, session_id: str) -> StoredLog:
+        """The whole session, every record checked as a JSONL reader checks its lines."""
+        validate_session_id(session_id)
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT header, next_seq FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"unknown session {session_id!r}")
+            bodies = [
+                body
+                for (body,) in db.execute(
+                    "SELECT CAST(body AS BLOB) FROM records WHERE session = ? ORDER BY seq0",
+                    (session_id,),
+                )
+            ]
+        header = self._parse_header(session_id, row[0])
+        checked = CheckedRecords(self.where(session_id), bodies)
+        records = list(checked)
+        if checked.event_count != row[1]:
+            raise CorruptLog(
+                self.where(session_id),
+                len(bodies) + 1,
+                f"the records hold {checked.event_count} events, the session says {row[1]}",
+            )
+        return StoredLog(header, records, checked.event_count)
+
+    async def history(self, session_id: str) -> SqliteHistory:
+        return await anyio.to_thread.run_sync(self._history, session_id)
+
+    def _history(self, session_id: str) -> SqliteHistory:
+        header = self._header(session_id)
+        source = SqliteHistory(self, header)
+        source.refresh_now()
+        return source
+
+    async def list_sessions(self) -> list[ListedSession]:
+        return await anyio.to_thread.run_sync(self._list)
+
+    def _list(self) -> list[ListedSession]:
+        with self._reading() as db:
+            rows = db.execute("SELECT id, header, title, updated_at FROM sessions").fetchall()
+        listed = []
+        for session_id, text, title, updated_at in rows:
+            try:
+                header = self._parse_header(session_id, text)
+            except LogError as exc:
+                log.warning("session/list: skipped session %s: %s", session_id, exc)
+                continue
+            listed.append(ListedSession(header, title, updated_at))
+        return listed
+
+    async def session_ids(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self._session_ids)
+
+    def _session_ids(self) -> list[str]:
+        with self._reading() as db:
+            return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
+
+    # -- deleting, copying ---------------------------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> None:
+        if not self._exists(session_id):
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        claim = self._claim(session_id)
+        try:
+            db = _connect(self.path)
+            try:
+                with _transaction(db):
+                    for table in _TABLES:
+                        column = "id" if table == "sessions" else "session"
+                        db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+            finally:
+                db.close()
+        finally:
+            claim.release(remove=True)
+
+    async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        await anyio.to_thread.run_sync(self._write_copy, header, records)
+
+    def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        claim = self._claim(header.id)
+        try:
+            db = _connect(self.path)
+            try:
+                db.execute("PRAGMA synchronous = FULL")
+                with _transaction(db):
+                    _insert_session(db, header)
+                    _insert_records(db, self.where(header.id), header.id, records, 0)
+            except sqlite3.IntegrityError:
+                raise SessionExists(f"session {header.id!r} already exists") from None
+            finally:
+                db.close()
+        finally:
+            claim.release()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._read_lock:
+            self._db.close()
+
+
+def _insert_session(db: sqlite3.Connection, header: SessionHeader) -> None:
+    db.execute(
+        "INSERT INTO sessions (id, header, created_at, next_seq) VALUES (?, ?, ?, 0)",
+        (header.id, _encoder.encode(header).decode(), header.created_at),
+    )
+
+
+def _insert_records(
+    db: sqlite3.Connection,
+    where: str,
+    session_id: str,
+    records: Sequence[StorageRecord],
+    first: int,
+) -> int:
+    """Insert records (their seqs from `first` on) and what they add to the indexes, after
+    moving the session's next seq past them: refused (`StaleWriter`) unless it was `first`."""
+    rows: list[tuple[str, int, int, str]] = []
+    messages: list[tuple[str, int, int]] = []
+    children: list[tuple[str, str]] = []
+    title: str | None = None
+    last_time: int | None = None
+    end = first
+    for record in records:
+        start = record_start(record)
+        count = record_count(record)
+        rows.append((session_id, start, count, _encoder.encode(record).decode()))
+        cut = message_cut(record, start)
+        if cut is not None:
+            messages.append((session_id, start, cut))
+        elif type(record) is SubagentStart:
+            children.append((session_id, record.data.child_session_id))
+        elif type(record) is SessionTitle:
+            title = record.data.title
+        end = start + count
+    if records:
+        last_time = decode_storage_record(records[-1])[-1].time
+    moved = db.execute(
+        "UPDATE sessions SET next_seq = ?, title = coalesce(?, title), "
+        "updated_at = coalesce(?, updated_at) WHERE id = ? AND next_seq = ?",
+        (end, title, last_time, session_id, first),
+    )
+    if moved.rowcount != 1:
+        raise StaleWriter(
+            where,
+            f"a batch from seq {first} does not follow what is stored "
+            "(another writer appended to the session)",
+        )
+    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", rows)
+    db.executemany("INSERT INTO messages VALUES (?, ?, ?)", messages)
+    db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", children)
+    return end
+
+
+class SqliteWriter:
+    """The store API's `Writer` of one session: its connection, its claim, its queue."""
+
+    def __init__(self, store: SqliteStore, header: SessionHeader, claim: _Claim, next_seq: int):
+        self.store = store
+        self.header = header
+        self.claim = claim
+        self.next_seq = next_seq
+        self.stored_seq = next_seq
+        """The seq the next batch written starts at."""
+        self.failure: OSError | None = None
+        self.writable = True
+        self.db = _connect(store.path)
+        self._pending: list[SessionEvent] = []
+        self._unsynced = False
+        self._lock = anyio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.store.where(self.header.id)
+
+    @property
+    def closed(self) -> bool:
+        return self.claim.fd < 0
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise LogWriteFailed(self.name, self.failure)
+
+    def append(self, events: Sequence[SessionEvent]) -> None:
+        self._check()
+        for offset, event in enumerate(events):
+            if event.seq != self.next_seq + offset:
+                raise ValueError(
+                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
+                )
+        self.next_seq += len(events)
+        self._pending.extend(events)
+
+    def append_one(self, event: SessionEvent) -> None:
+        if self.failure is not None:
+            self._check()
+        if event.seq != self.next_seq:
+            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
+        self.next_seq += 1
+        self._pending.append(event)
+
+    async def flush(self) -> None:
+        await self._write(sync=False)
+
+    async def sync(self) -> None:
+        await self._write(sync=True)
+
+    async def _write(self, *, sync: bool) -> None:
+        async with self._lock:
+            self._check()
+            batch, self._pending = self._pending, []
+            if batch or (sync and self._unsynced):
+                await anyio.to_thread.run_sync(self.commit, batch, sync)
+
+    def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        """One transaction for the batch (synced with `sync`); blocking."""
+        self._check()
+        db = self.db
+        try:
+            if not batch:
+                self._sync_wal()
+                return
+            records = pack_chunk_runs(batch) if self.store.pack else list(batch)
+            if sync:
+                db.execute("PRAGMA synchronous = FULL")
+            try:
+                with _transaction(db):
+                    self.stored_seq = _insert_records(
+                        db, self.name, self.header.id, records, self.stored_seq
+                    )
+            finally:
+                if sync:
+                    db.execute("PRAGMA synchronous = NORMAL")
+            self._unsynced = not sync
+        except StaleWriter as exc:
+            self.failure = exc.cause
+            self._pending = []
+            raise
+        except sqlite3.Error as exc:
+            self.failure = _os_error(exc)
+            self._pending = []
+            raise LogWriteFailed(self.name, self.failure) from None
+
+    def _sync_wal(self) -> None:
+        """Make the commits made with `synchronous=NORMAL` durable: fsync the WAL."""
+        try:
+            fd = os.open(f"{self.store.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # checkpointed and removed: the database file holds it, synced
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
+
+    def recover(self, stored: StoredLog, now_ms: int) -> Opened:
+        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
+        log_ = EventLog(stored.records)
+        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
+        if closers:
+            try:
+                self.append(closers)
+                batch, self._pending = self._pending, []
+                self.commit(batch, True)
+            except LogWriteFailed:
+                return Opened(self, log_, False, [])
+            for event in closers:
+                log_.append(event)
+        return Opened(self, log_, False, closers)
+
+    def reset(self, stored_seq: int) -> None:
+        """Accept writes again after a failure, from what the database holds."""
+        self.failure = None
+        self._pending = []
+        self.next_seq = self.stored_seq = stored_seq
+
+    async def close(self) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self.failure is None:
+                batch, self._pending = self._pending, []
+                if batch or self._unsynced:
+                    self.commit(batch, True)
+        finally:
+            self.close_now()
+
+    def close_now(self) -> None:
+        """Give up the claim without writing what is queued."""
+        with contextlib.suppress(sqlite3.Error):
+            self.db.close()
+        self.claim.release()
+
+
+class SqliteHistory:
+    """The store API's `HistorySource` of one session in the database."""
+
+    def __init__(self, store: SqliteStore, header: SessionHeader) -> None:
+        self.store = store
+        self.header = header
+        self.last_seq = -1
+
+    async def refresh(self) -> None:
+        await anyio.to_thread.run_sync(self.refresh_now)
+
+    def refresh_now(self) -> None:
+        session_id = self.header.id
+        with self.store._reading() as db:
+            row = db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        self.last_seq = row[0] - 1
+
+    async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        return await anyio.to_thread.run_sync(self._page, end, max_messages)
+
+    def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        session_id = self.header.id
+        with self.store._reading() as db:
+            cuts = [
+                cut
+                for (cut,) in db.execute(
+                    "SELECT cut FROM messages WHERE session = ? AND seq < ? "
+                    "ORDER BY seq DESC LIMIT ?",
+                    (session_id, end, max_messages),
+                )
+            ]
+            start = min(cuts) if len(cuts) == max_messages else 0
+            return PageCut(start, end), self._between(db, start, end)
+
+    async def records(self, lo: int, hi: int) -> list[StorageRecord]:
+        return await anyio.to_thread.run_sync(self._records, lo, hi)
+
+    def _records(self, lo: int, hi: int) -> list[StorageRecord]:
+        with self.store._reading() as db:
+            return self._between(db, lo, hi)
+
+    def _between(self, db: sqlite3.Connection, lo: int, hi: int) -> list[StorageRecord]:
+        if lo >= hi:
+            return []
+        session_id = self.header.id
+        bodies = [
+            body
+            for (body,) in db.execute(
+                "SELECT CAST(body AS BLOB) FROM records WHERE session = ?1 AND seq0 < ?3 "
+                "AND seq0 >= coalesce((SELECT max(seq0) FROM records "
+                "WHERE session = ?1 AND seq0 <= ?2), 0) ORDER BY seq0",
+                (session_id, lo, hi),
+            )
+        ]
+        if not bodies:
+            return []
+        # Decoded a piece at a time, the short rows a stream's flushes left joined.
+        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
+        return pack_chunk_runs(clip_records(records, starts, lo, hi))
+
+    async def has_child(self, child_id: str) -> bool:
+        return await anyio.to_thread.run_sync(self._has_child, child_id)
+
+    def _has_child(self, child_id: str) -> bool:
+        with self.store._reading() as db:
+            found = db.execute(
+                "SELECT 1 FROM children WHERE session = ? AND child = ?", (self.header.id, child_id)
+            ).fetchone()
+        return found is not None
+
+
+class StoredLines:
+    """A session's header and records as the lines of a JSONL log would hold them, streamed
+    from the database in one read transaction: the log tools read every engine as lines."""
+
+    def __init__(self, store: SqliteStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = validate_session_id(session_id)
+        self.path = store.where(session_id)
+        self.count = 0
+        self.torn_tail = False  # a transaction is whole or absent
+        self.size = 0
+        """Bytes of JSON text the lines read so far hold."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        db = _connect(self.store.path)
+        try:
+            with _transaction(db, "DEFERRED"):
+                row = db.execute(
+                    "SELECT header FROM sessions WHERE id = ?", (self.session_id,)
+                ).fetchone()
+                if row is None:
+                    raise SessionNotFound(f"unknown session {self.session_id!r}")
+                yield self._counted(row[0])
+                query = "SELECT body FROM records WHERE session = ? ORDER BY seq0"
+                for (body,) in db.execute(query, (self.session_id,)):
+                    yield self._counted(body)
+        finally:
+            db.close()
+
+    def _counted(self, text: str) -> bytes:
+        line = text.encode()
+        self.count += 1
+        self.size += len(line) + 1
+        return line

@@ -1,0 +1,155 @@
+"""`acp-server store copy SRC DST [--session ID ...]` and `acp-server store verify URL`.
+
+`copy` copies sessions between any two stores (SPEC 2.6), record for record: the same header
+and the same records, so the same logical events. A session the destination already holds is
+left alone when it is the same session (a second copy changes nothing) and refused when it is
+another one of the same id. `verify` runs `log verify` over every session of a store.
+Both show a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Callable, Iterator
+from typing import TextIO
+
+import anyio
+
+from .core.ids import InvalidSessionId, validate_session_id
+from .log_command import Report, run_log_command, verify_lines, write_report
+from .storage.api import Store
+from .storage.errors import LogError
+from .storage.url import StoreUrl, check_store_url, open_store, parse_store_url
+
+
+class _Usage(Exception):
+    """A URL or an id that names nothing: one line, exit status 2."""
+
+
+def _url(text: str, *, must_exist: bool) -> StoreUrl:
+    try:
+        url = parse_store_url(text)
+    except ValueError as exc:
+        raise _Usage(str(exc)) from None
+    problem = check_store_url(url)
+    if problem is None and must_exist and url.path is not None and not url.path.exists():
+        problem = f"{url.shown}: no such store"
+    if problem is not None:
+        raise _Usage(problem)
+    return url
+
+
+@contextlib.contextmanager
+def _progress(total: int, label: str) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr when it is a terminal; `advance()` after each session."""
+    if not sys.stderr.isatty() or total < 2:
+        yield lambda: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda: progress.advance(task)
+
+
+def run_store_command(
+    action: str, urls: list[str], sessions: list[str] | None, out: TextIO = sys.stdout
+) -> int:
+    try:
+        if action == "copy":
+            source = _url(urls[0], must_exist=True)
+            target = _url(urls[1], must_exist=False)
+            for session_id in sessions or []:
+                validate_session_id(session_id)
+            return anyio.run(_copy, source, target, sessions, out)
+        return anyio.run(_verify, _url(urls[0], must_exist=True), out)
+    except (_Usage, InvalidSessionId) as exc:
+        sys.stderr.write(f"acp-server store {action}: error: {exc}\n")
+        return 2
+    except (LogError, OSError) as exc:
+        sys.stderr.write(f"acp-server store {action}: error: {exc}\n")
+        return 1
+
+
+async def _copy(
+    source_url: StoreUrl, target_url: StoreUrl, wanted: list[str] | None, out: TextIO
+) -> int:
+    source = open_store(source_url)
+    try:
+        target = open_store(target_url)
+        try:
+            return await _copy_between(source, target, wanted, out)
+        finally:
+            await target.aclose()
+    finally:
+        await source.aclose()
+
+
+async def _copy_between(source: Store, target: Store, wanted: list[str] | None, out: TextIO) -> int:
+    ids = wanted if wanted else await source.session_ids()
+    copied = unchanged = 0
+    failed = False
+    with _progress(len(ids), "copying") as advance:
+        for session_id in ids:
+            try:
+                log = await source.read(session_id)
+                if await target.exists(session_id):
+                    there = await target.read(session_id)
+                    if there.header != log.header or there.events != log.events:
+                        raise LogError(
+                            f"session {session_id}: {target.url} holds another session of this "
+                            "id: not overwritten"
+                        )
+                    unchanged += 1
+                else:
+                    await target.write_copy(log.header, log.records)
+                    copied += 1
+            except LogError as exc:
+                sys.stderr.write(f"acp-server store copy: {session_id}: {exc}\n")
+                failed = True
+            advance()
+    out.write(f"copied {copied} session{'s' if copied != 1 else ''}")
+    out.write(f", {unchanged} already there unchanged\n" if unchanged else "\n")
+    return 1 if failed else 0
+
+
+async def _verify(url: StoreUrl, out: TextIO) -> int:
+    store = open_store(url)
+    try:
+        ids = await store.session_ids()
+    finally:
+        await store.aclose()
+    failed = 0
+    with _progress(len(ids), "verifying") as advance:
+        for session_id in ids:
+            if url.engine == "jsonl":
+                assert url.path is not None
+                text = io.StringIO()
+                status = await anyio.to_thread.run_sync(
+                    run_log_command, "verify", url.path / session_id, text
+                )
+                out.write(text.getvalue())
+            else:
+                status = await anyio.to_thread.run_sync(_verify_sqlite, url, session_id, out)
+            failed += status != 0
+            advance()
+    out.write(
+        f"{'FAILED' if failed else 'OK'}: {len(ids) - failed} of {len(ids)} "
+        f"session{'s' if len(ids) != 1 else ''} verified\n"
+    )
+    return 1 if failed else 0
+
+
+def _verify_sqlite(url: StoreUrl, session_id: str, out: TextIO) -> int:
+    from .storage.sqlite import SqliteStore, StoredLines
+
+    assert url.path is not None
+    store = SqliteStore(url.path)
+    try:
+        lines = StoredLines(store, session_id)
+        report: Report = verify_lines(lines)
+        return write_report(lines.path, report, out)
+    finally:
+        store.close()

@@ -1,0 +1,239 @@
+"""Store engines side by side: the 417,220-event history on JSONL and on SQLite, in one run.
+
+The session is `history_transport.py`'s (`codec.build_session`, fixed seed): 116 turns, one
+streamed step each, 416,176 text deltas. It is written once as a JSONL log (the loop's flush
+batches) and used as the `--replay` fixture; then, for each engine, through the real server
+(`python -m acp_server serve --store URL`, over stdio; `--replay FIXTURE` for the stream):
+
+- stream: one `session/new` and 116 `session/prompt`s replaying every turn at full speed, each
+  chunk streamed to the client as a `session/update` and stored by the loop (flushed every
+  100 ms, synced at each step and turn end): chunks per second of wall time, from the first
+  prompt sent to the last response read;
+- cold newest page: `session.page` of the newest 50 messages as the first request of each of
+  `--processes` fresh servers (the median);
+- load: `session/load` in a fresh server, from the request to its response (every replayed
+  update read), and with the newest 50 messages only (`_meta` replay tail);
+- whole history: `session.page` of every message in a fresh server;
+- bytes: the store's size on disk once every server has exited (JSONL: the session's log;
+  SQLite: the database file with its WAL and lock directory).
+
+Goals (issue 15): SQLite's cold newest page and load within 1.5x of JSONL's; at least 50,000
+chunks/s streamed on SQLite.
+
+Run from the repository root: `python benchmarks/store.py [--processes N]`. Human-readable lines
+go to stderr; stdout gets exactly one line, `STORE_PERF_RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from codec import SEED, build_session  # noqa: E402
+from history_transport import flush_batches  # noqa: E402
+
+from acp_server.core.events import AssistantChunk, SessionEvent, TurnStart  # noqa: E402
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
+from acp_server.storage.jsonl import JsonlStore  # noqa: E402
+
+NEWEST = 50
+WHOLE = 2**31
+GOALS = {"sqliteColdPageToJsonl": 1.5, "sqliteLoadToJsonl": 1.5, "sqliteChunksPerSecond": 50_000}
+
+
+def log(line: str = "") -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def write_fixture(root: Path, events: list[SessionEvent]) -> Path:
+    store = JsonlStore(root)
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id="fixture", created_at=events[0].time, cwd="/bench"
+    )
+    writer = await store.create(header)
+    for batch in flush_batches(events):
+        writer.append(batch)
+        await writer.flush()
+    await writer.close()
+    return root / "fixture" / "session.jsonl"
+
+
+class Server:
+    """`acp-server serve` over stdio, driven one request at a time."""
+
+    def __init__(self, store: str, fixture: Path | None = None) -> None:
+        replay = ["--replay", str(fixture)] if fixture is not None else []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "acp_server", "serve", "--store", store, *replay],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+        )
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+
+    def request(self, method: str, params: Any) -> tuple[float, Any, int]:
+        """Seconds from the request to its response, its result, and the notifications read."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.next_id += 1
+        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        start = time.perf_counter()
+        self.process.stdin.write(json.dumps(frame).encode() + b"\n")
+        self.process.stdin.flush()
+        notifications = 0
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise SystemExit(f"{method}: the server exited")
+            if b'"id"' in line[:40] or b'"result"' in line or b'"error"' in line:
+                reply = msgspec.json.decode(line)
+                if reply.get("id") == self.next_id and "method" not in reply:
+                    break
+            notifications += 1
+        elapsed = time.perf_counter() - start
+        if "result" not in reply:
+            raise SystemExit(f"{method} failed: {line[:300]!r}")
+        return elapsed, reply["result"], notifications
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+def store_bytes(path: Path) -> int:
+    if path.is_file():
+        return sum(p.stat().st_size for p in path.parent.iterdir() if p.name.startswith(path.name))
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def engine_run(
+    name: str, url: str, where: Path, fixture: Path, turns: list[str], chunks: int, processes: int
+) -> dict[str, Any]:
+    workspace = where.parent / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    server = Server(url, fixture)
+    try:
+        _, created, _ = server.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+        session = created["sessionId"]
+        start = time.perf_counter()
+        for prompt in turns:
+            blocks = [{"type": "text", "text": prompt}]
+            server.request("session/prompt", {"sessionId": session, "prompt": blocks})
+        stream_s = time.perf_counter() - start
+    finally:
+        server.close()
+    address = {"kind": "session", "sessionId": session}
+
+    def fresh(method: str, params: Any) -> tuple[float, Any]:
+        server = Server(url)  # the bundled demo recording, read only if a session goes live
+        try:
+            elapsed, result, _ = server.request(method, params)
+        finally:
+            server.close()
+        return elapsed, result
+
+    # The last seq: the cursor of a follow's snapshot.
+    _, probe = fresh("session.follow", {"address": address, "maxMessages": 1})
+    last_seq = probe["cursor"]
+    pages = [
+        fresh("session.page", {"address": address, "throughSeq": last_seq, "maxMessages": NEWEST})[
+            0
+        ]
+        for _ in range(processes)
+    ]
+    whole_s, whole = fresh(
+        "session.page", {"address": address, "throughSeq": last_seq, "maxMessages": WHOLE}
+    )
+    load_params = {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+    load_s, _ = fresh("session/load", load_params)
+    tail_s, _ = fresh(
+        "session/load",
+        {**load_params, "_meta": {"acp-server": {"replay": {"maxMessages": NEWEST}}}},
+    )
+    result = {
+        "events": last_seq + 1,
+        "streamSeconds": round(stream_s, 2),
+        "chunksPerSecond": round(chunks / stream_s),
+        "coldNewestPageMs": round(statistics.median(pages) * 1000, 1),
+        "coldNewestPageRuns": processes,
+        "loadMs": round(load_s * 1000, 1),
+        "loadTail50Ms": round(tail_s * 1000, 1),
+        "wholeHistoryMs": round(whole_s * 1000, 1),
+        "wholeHistoryRecords": len(whole["records"]),
+        "bytesOnDisk": store_bytes(where),
+    }
+    log(f"{name:<7} " + "  ".join(f"{k} {v}" for k, v in result.items()))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--processes", type=int, default=3, help="cold page runs (default 3)")
+    args = parser.parse_args(argv)
+    events = build_session(SEED)
+    turns = [f"turn {e.data.turn}" for e in events if type(e) is TurnStart]
+    chunk_count = sum(type(e) is AssistantChunk for e in events)
+    log(f"session: {len(events):,} events, {chunk_count:,} chunks, {len(turns)} turns")
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as scratch:
+        root = Path(scratch)
+        fixture = anyio.run(write_fixture, root / "fixture", events)
+        results = {
+            "jsonl": engine_run(
+                "jsonl",
+                str(root / "jsonl"),
+                root / "jsonl",
+                fixture,
+                turns,
+                chunk_count,
+                args.processes,
+            ),
+            "sqlite": engine_run(
+                "sqlite",
+                f"sqlite://{root}/sqlite/sessions.db",
+                root / "sqlite" / "sessions.db",
+                fixture,
+                turns,
+                chunk_count,
+                args.processes,
+            ),
+        }
+    jsonl, sqlite = results["jsonl"], results["sqlite"]
+    measured = {
+        "sqliteColdPageToJsonl": round(sqlite["coldNewestPageMs"] / jsonl["coldNewestPageMs"], 2),
+        "sqliteLoadToJsonl": round(sqlite["loadMs"] / jsonl["loadMs"], 2),
+        "sqliteChunksPerSecond": sqlite["chunksPerSecond"],
+    }
+    met = {
+        "sqliteColdPageToJsonl": measured["sqliteColdPageToJsonl"]
+        <= GOALS["sqliteColdPageToJsonl"],
+        "sqliteLoadToJsonl": measured["sqliteLoadToJsonl"] <= GOALS["sqliteLoadToJsonl"],
+        "sqliteChunksPerSecond": measured["sqliteChunksPerSecond"]
+        >= GOALS["sqliteChunksPerSecond"],
+    }
+    for key, value in measured.items():
+        log(f"goal {key}: {value} (goal {GOALS[key]}): {'met' if met[key] else 'MISSED'}")
+    print(
+        "STORE_PERF_RESULT "
+        + json.dumps({**results, "goals": GOALS, "measured": measured, "met": met})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

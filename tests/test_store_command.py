@@ -1,0 +1,163 @@
+"""`acp-server log ... --store URL SESSION_ID`, `acp-server store copy` and `store verify`."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from test_store_contract import Events, conversation, header
+
+from acp_server.core.events import SessionEvent
+from acp_server.storage.jsonl import JsonlStore
+from acp_server.storage.sqlite import SqliteStore
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def jsonl_store(root: Path, sessions: dict[str, list[SessionEvent]]) -> Path:
+    async def write() -> None:
+        store = JsonlStore(root)
+        for session_id, events in sessions.items():
+            writer = await store.create(header(session_id))
+            for k in range(0, len(events), 5):
+                writer.append(events[k : k + 5])
+                await writer.flush()
+            await writer.close()
+
+    anyio.run(write)
+    return root
+
+
+@pytest.fixture
+def two_sessions(tmp_path: Path) -> Path:
+    return jsonl_store(tmp_path / "jsonl", {"s1": conversation(3), "s2": conversation(1)})
+
+
+def test_copy_jsonl_to_sqlite_and_back_keeps_every_event(
+    two_sessions: Path, tmp_path: Path
+) -> None:
+    db = f"sqlite://{tmp_path}/sessions.db"
+    assert run("store", "copy", str(two_sessions), db).stdout == "copied 2 sessions\n"
+    assert run("store", "copy", db, str(tmp_path / "back")).stdout == "copied 2 sessions\n"
+    for session_id in ("s1", "s2"):
+        original = run("log", "cat", str(two_sessions / session_id)).stdout
+        assert run("log", "cat", "--store", db, session_id).stdout == original
+        assert run("log", "cat", str(tmp_path / "back" / session_id)).stdout == original
+        assert (tmp_path / "back" / session_id / "session.jsonl").read_bytes() == (
+            two_sessions / session_id / "session.jsonl"
+        ).read_bytes()
+
+
+def test_a_second_copy_changes_nothing(two_sessions: Path, tmp_path: Path) -> None:
+    db = f"sqlite://{tmp_path}/sessions.db"
+    run("store", "copy", str(two_sessions), db)
+    again = run("store", "copy", str(two_sessions), db)
+    assert (again.returncode, again.stdout) == (0, "copied 0 sessions, 2 already there unchanged\n")
+
+
+def test_a_copy_refuses_to_overwrite_another_session_of_the_same_id(
+    two_sessions: Path, tmp_path: Path
+) -> None:
+    other = jsonl_store(tmp_path / "other", {"s1": conversation(2)})
+    done = run("store", "copy", str(two_sessions), str(other))
+    assert done.returncode == 1
+    assert done.stdout == "copied 1 session\n"
+    assert done.stderr == (
+        f"acp-server store copy: s1: session s1: {other} holds another session of this id: "
+        "not overwritten\n"
+    )
+
+
+def test_a_copy_of_named_sessions_copies_only_those(two_sessions: Path, tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    assert run("store", "copy", str(two_sessions), f"sqlite://{db}", "--session", "s2").stdout == (
+        "copied 1 session\n"
+    )
+    assert sqlite3.connect(db).execute("SELECT id FROM sessions").fetchall() == [("s2",)]
+
+
+def test_log_stats_and_verify_read_a_session_of_a_sqlite_store(
+    two_sessions: Path, tmp_path: Path
+) -> None:
+    db = f"sqlite://{tmp_path}/sessions.db"
+    run("store", "copy", str(two_sessions), db)
+    verified = run("log", "verify", "--store", db, "s1")
+    # The same rows as the JSONL log's lines: records are kept as written.
+    assert (verified.returncode, verified.stdout) == (
+        0,
+        run("log", "verify", str(two_sessions / "s1")).stdout,
+    )
+    assert verified.stdout == f"OK: {len(conversation(3))} events in 27 lines\n"
+    stats = run("log", "stats", "--store", db, "s1").stdout
+    assert f"log          {db} session s1\n" in stats
+    assert f"events       {len(conversation(3))}\n" in stats
+
+
+def test_log_verify_names_the_row_a_sqlite_store_holds_wrong(
+    two_sessions: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "sessions.db"
+    run("store", "copy", str(two_sessions), f"sqlite://{db}")
+    connection = sqlite3.connect(db)
+    connection.execute(
+        "UPDATE records SET body = replace(body, '\"seq\":1,', '\"seq\":7,') "
+        "WHERE session = 's1' AND seq0 = 1"
+    )
+    connection.commit()
+    connection.close()
+    done = run("log", "verify", "--store", f"sqlite://{db}", "s1")
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == (
+        f"sqlite://{db} session s1:3: seq gap: expected seq 1, found 7"
+    )
+
+
+def test_store_verify_checks_every_session_of_each_engine(
+    two_sessions: Path, tmp_path: Path
+) -> None:
+    db = f"sqlite://{tmp_path}/sessions.db"
+    run("store", "copy", str(two_sessions), db)
+    for url in (str(two_sessions), db):
+        done = run("store", "verify", url)
+        assert (done.returncode, done.stdout.splitlines()[-1]) == (
+            0,
+            "OK: 2 of 2 sessions verified",
+        )
+
+
+def test_log_with_a_store_that_does_not_exist_exits_2(tmp_path: Path) -> None:
+    done = run("log", "cat", "--store", f"sqlite://{tmp_path}/none.db", "s1")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"acp-server log cat: error: sqlite://{tmp_path}/none.db: no such database\n",
+    )
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_an_interrupted_session_copies_as_it_is(tmp_path: Path) -> None:
+    built = Events()
+    built.turn(0, "hi", ["a", "b", "c"], end=False)
+    source = jsonl_store(tmp_path / "jsonl", {"s1": built.events})
+    db = tmp_path / "sessions.db"
+    run("store", "copy", str(source), f"sqlite://{db}")
+
+    async def read() -> list[SessionEvent]:
+        store = SqliteStore(db)
+        try:
+            return (await store.read("s1")).events
+        finally:
+            await store.aclose()
+
+    assert anyio.run(read) == built.events

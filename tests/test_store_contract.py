@@ -1,0 +1,521 @@
+"""The store API's contract (SPEC 2.1 to 2.6), one suite run over every engine.
+
+Each test takes `store` (a JSONL directory, then a SQLite database) and holds it to the same
+behaviour: create, append, recovery, refused and torn batches, SPEC 3.1's page cuts, listing,
+deleting, a second writer refused, a copy round trip, and following a session that another
+process writes. The few tests that only mean something for one engine say so in their name.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from acp_server.core.chunk_rows import TextChunks, pack_chunk_runs
+from acp_server.core.event_log import EventLog
+from acp_server.core.events import (
+    AssistantChunk,
+    AssistantChunkData,
+    AssistantMessage,
+    AssistantMessageData,
+    AssistantMessageEvent,
+    AssistantText,
+    SessionEvent,
+    SessionTitle,
+    SessionTitleData,
+    StepData,
+    StepEnd,
+    StepStart,
+    SubagentStart,
+    SubagentStartData,
+    TextContent,
+    TextDelta,
+    ToolCall,
+    ToolCallData,
+    ToolResult,
+    TurnEnd,
+    TurnEndData,
+    TurnEndReasonCompleted,
+    TurnEndReasonInterrupted,
+    TurnStart,
+    TurnStartData,
+    UserMessage,
+    UserMessageData,
+    UserMessageEvent,
+)
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.storage.api import Store, follow_stored
+from acp_server.storage.errors import (
+    LogLocked,
+    SessionExists,
+    SessionNotFound,
+    StaleWriter,
+    UnsupportedStore,
+    UnsupportedVersion,
+)
+from acp_server.storage.jsonl import JsonlStore
+from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.url import StoreUrl, open_store
+
+pytestmark = pytest.mark.anyio
+
+ENGINES = ["jsonl", "sqlite"]
+
+
+def store_url(engine: str, root: Path) -> StoreUrl:
+    if engine == "sqlite":
+        return StoreUrl("sqlite", root / "sessions.db", f"sqlite://{root}/sessions.db")
+    return StoreUrl("jsonl", root / "sessions", str(root / "sessions"))
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def store(engine: str, tmp_path: Path) -> AsyncIterator[Store]:
+    opened = open_store(store_url(engine, tmp_path))
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+def header(session_id: str = "s1", created_at: int = 1000) -> SessionHeader:
+    return SessionHeader(
+        version=SESSION_FORMAT_VERSION, id=session_id, created_at=created_at, cwd="/work"
+    )
+
+
+class Events:
+    """Events on contiguous seqs, shaped as the agent loop writes them."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.events: list[SessionEvent] = []
+        self.seq = start
+
+    def add(self, cls: Callable[..., Any], data: Any, **envelope: Any) -> SessionEvent:
+        event: SessionEvent = cls(self.seq, 10_000 + self.seq, data, **envelope)
+        self.seq += 1
+        self.events.append(event)
+        return event
+
+    def turn(self, turn: int, prompt: str, answer: list[str], *, end: bool = True) -> None:
+        """One turn of one step; with `end` False, its step and turn left open."""
+        self.add(TurnStart, TurnStartData(turn))
+        self.add(
+            UserMessageEvent, UserMessageData(turn, UserMessage(f"u{turn}", [TextContent(prompt)]))
+        )
+        self.add(StepStart, StepData(turn, 0))
+        first = self.seq
+        for text in answer:
+            self.add(AssistantChunk, AssistantChunkData(turn, 0, TextDelta(0, text)))
+        message = AssistantMessage(f"a{turn}", [AssistantText("".join(answer))])
+        self.add(
+            AssistantMessageEvent,
+            AssistantMessageData(turn, 0, message),
+            source_range=(first, self.seq - 1),
+        )
+        if end:
+            self.add(StepEnd, StepData(turn, 0))
+            self.add(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))
+
+
+def conversation(turns: int = 6) -> list[SessionEvent]:
+    built = Events()
+    for turn in range(turns):
+        built.turn(turn, f"question {turn}", [f"w{turn}.{k} " for k in range(turn + 3)])
+    return built.events
+
+
+def after_turn(events: list[SessionEvent], turn: int) -> int:
+    """How many events there are up to the `turn/end` of `turn`."""
+    ends = [e.seq for e in events if type(e) is TurnEnd]
+    return ends[turn] + 1
+
+
+async def stored(store: Store, events: list[SessionEvent], *, batch: int = 7) -> None:
+    """Session "s1" holding `events`, appended `batch` at a time, then closed."""
+    writer = await store.create(header())
+    for k in range(0, len(events), batch):
+        writer.append(events[k : k + batch])
+        await writer.flush()
+    await writer.close()
+
+
+# -- create, append, read ----------------------------------------------------------------------
+
+
+async def test_a_created_session_has_its_header_and_no_events(store: Store) -> None:
+    writer = await store.create(header())
+    await writer.close()
+    assert await store.header("s1") == header()
+    read = await store.read("s1")
+    assert (read.header, read.records, read.event_count) == (header(), [], 0)
+
+
+async def test_creating_a_session_twice_is_refused(store: Store) -> None:
+    await (await store.create(header())).close()
+    with pytest.raises(SessionExists, match="s1"):
+        await store.create(header())
+
+
+async def test_appended_batches_read_back_as_the_same_events(store: Store) -> None:
+    events = conversation()
+    await stored(store, events)
+    assert (await store.read("s1")).events == events
+
+
+async def test_a_batch_is_stored_packed_as_written_a_chunk_run_one_row(store: Store) -> None:
+    built = Events()
+    built.turn(0, "hi", ["a", "b", "c", "d", "e"])
+    writer = await store.create(header())
+    writer.append(built.events)
+    await writer.sync()
+    await writer.close()
+    records = (await store.read("s1")).records
+    rows = [r for r in records if type(r) is TextChunks]
+    assert [(row.seq0, row.data.texts) for row in rows] == [(3, ["a", "b", "c", "d", "e"])]
+    assert records == pack_chunk_runs(built.events)
+
+
+async def test_a_batch_out_of_order_is_refused_whole(store: Store) -> None:
+    events = conversation(1)
+    writer = await store.create(header())
+    writer.append(events[:2])
+    with pytest.raises(ValueError, match="expected seq 2, got 3"):
+        writer.append(events[3:5])
+    writer.append(events[2:])
+    await writer.close()
+    assert (await store.read("s1")).events == events
+
+
+async def test_an_unknown_session_is_not_found(store: Store) -> None:
+    with pytest.raises(SessionNotFound):
+        await store.header("nobody")
+    with pytest.raises(SessionNotFound):
+        await store.read("nobody")
+    assert await store.exists("nobody") is False
+
+
+async def test_a_header_of_another_format_version_is_refused(store: Store) -> None:
+    newer = msgspec.structs.replace(header(), version=SESSION_FORMAT_VERSION + 1)
+    await (await store.create(newer)).close()
+    with pytest.raises(UnsupportedVersion, match=f"version {SESSION_FORMAT_VERSION + 1}"):
+        await store.header("s1")
+
+
+# -- the single writer, recovery ---------------------------------------------------------------
+
+
+async def test_a_second_writer_is_refused_naming_the_session(store: Store) -> None:
+    writer = await store.create(header("held"))
+    with pytest.raises(LogLocked, match="held"):
+        await store.open("held", 0)
+    await writer.close()
+    await (await store.open("held", 0)).writer.close()  # the claim went with the writer
+
+
+async def test_a_session_that_ended_its_turns_opens_unchanged(store: Store) -> None:
+    events = conversation(2)
+    await stored(store, events)
+    opened = await store.open("s1", 99)
+    await opened.writer.close()
+    assert (opened.closers, opened.events) == ([], events)
+
+
+async def test_opening_closes_an_interrupted_turn_and_stores_the_closers(store: Store) -> None:
+    built = Events()
+    built.turn(0, "hi", ["x", "y", "z"], end=False)
+    call = built.add(ToolCall, ToolCallData(0, 0, "c1", "read_file", "{}"))
+    await stored(store, built.events)
+    opened = await store.open("s1", 777)
+    await opened.writer.close()
+    result, step_end, turn_end = opened.closers
+    assert type(result) is ToolResult and result.data.call_id == "c1"
+    assert result.source_range == (call.seq, call.seq)
+    assert step_end == StepEnd(call.seq + 2, 777, StepData(0, 0))
+    assert turn_end == TurnEnd(call.seq + 3, 777, TurnEndData(0, TurnEndReasonInterrupted()))
+    assert (await store.read("s1")).events == [*built.events, *opened.closers]
+
+
+async def test_appends_after_opening_continue_the_seqs(store: Store) -> None:
+    events = conversation(3)
+    cut = after_turn(events, 1)
+    await stored(store, events[:cut])
+    opened = await store.open("s1", 0)
+    opened.writer.append(events[cut:])
+    await opened.writer.sync()
+    await opened.writer.close()
+    assert (await store.read("s1")).events == events
+
+
+async def test_a_batch_that_never_completed_is_left_out_and_writing_continues(
+    engine: str, store: Store, tmp_path: Path
+) -> None:
+    """A torn JSONL line, or a SQLite transaction that never committed: not an event."""
+    events = conversation(2)
+    cut = after_turn(events, 0)
+    await stored(store, events[:cut])
+    tear(engine, tmp_path, cut)
+    assert (await store.read("s1")).events == events[:cut]
+    opened = await store.open("s1", 0)
+    assert (opened.closers, opened.log.length) == ([], cut)
+    opened.writer.append(events[cut:])
+    await opened.writer.close()
+    assert (await store.read("s1")).events == events
+
+
+def tear(engine: str, root: Path, seq: int) -> None:
+    """What a process killed in the middle of writing a batch of session "s1" leaves."""
+    if engine == "jsonl":
+        with open(root / "sessions" / "s1" / "session.jsonl", "ab") as file:
+            file.write(b'{"type":"turn/start","seq":%d,"ti' % seq)
+        return
+    db = sqlite3.connect(root / "sessions.db", isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO records VALUES ('s1', ?, 1, '{\"type\":\"turn/start\"')", (seq,))
+    db.execute("UPDATE sessions SET next_seq = ? WHERE id = 's1'", (seq + 1,))
+    db.close()  # no COMMIT: rolled back
+
+
+async def test_sqlite_a_writer_behind_the_stored_next_seq_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "sessions.db")
+    events = conversation(1)
+    writer = await store.create(header())
+    writer.append(events[:3])
+    await writer.flush()
+    # Another writer (past the lock) appended meanwhile: the stored next seq moved on.
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    db.execute("UPDATE sessions SET next_seq = 4 WHERE id = 's1'")
+    db.close()
+    writer.append(events[3:5])
+    with pytest.raises(StaleWriter, match=r"s1.*from seq 3"):
+        await writer.flush()
+    assert writer.failure is not None
+    await writer.close()
+    rows = sqlite3.connect(tmp_path / "sessions.db").execute("SELECT seq0 FROM records").fetchall()
+    assert rows == [(0,), (1,), (2,)]
+    await store.aclose()
+
+
+async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    await SqliteStore(tmp_path / "sessions.db").aclose()
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    db.execute("UPDATE store SET value = 99 WHERE key = 'schema_version'")
+    db.close()
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 1"):
+        SqliteStore(tmp_path / "sessions.db")
+
+
+async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.db").write_text("not a database\n" * 100)
+    with pytest.raises(UnsupportedStore, match="cannot open the database"):
+        SqliteStore(tmp_path / "notes.db")
+
+
+# -- history: pages and ranges -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_messages", [1, 2, 3, 5, 50])
+async def test_pages_are_those_of_spec_3_1_for_every_end(store: Store, max_messages: int) -> None:
+    events = conversation()
+    await stored(store, events, batch=4)  # rows split by flushes, as a long stream leaves them
+    expected = EventLog(pack_chunk_runs(events))
+    source = await store.history("s1")
+    assert source.last_seq == len(events) - 1
+    for end in range(len(events) + 1):
+        assert await source.page(end, max_messages) == expected.page(end, max_messages)
+
+
+async def test_a_seq_range_reads_back_its_canonical_records(store: Store) -> None:
+    events = conversation(3)
+    await stored(store, events, batch=5)
+    expected = EventLog(pack_chunk_runs(events))
+    source = await store.history("s1")
+    for lo, hi in [(0, len(events)), (4, 9), (5, 6), (7, 7), (10, len(events))]:
+        assert await source.records(lo, hi) == expected.records_between(lo, hi)
+
+
+async def test_history_sees_what_was_appended_after_it_was_opened(store: Store) -> None:
+    events = conversation(2)
+    writer = await store.create(header())
+    writer.append(events[:5])
+    await writer.flush()
+    source = await store.history("s1")
+    assert source.last_seq == 4
+    writer.append(events[5:])
+    await writer.flush()
+    await source.refresh()
+    assert source.last_seq == len(events) - 1
+    assert await source.records(5, len(events)) == pack_chunk_runs(events[5:])
+    await writer.close()
+
+
+async def test_history_knows_the_children_the_log_started(store: Store) -> None:
+    built = Events()
+    built.turn(0, "hi", ["a"], end=False)
+    built.add(SubagentStart, SubagentStartData(0, 0, "c1", "child1", "one-shot"))
+    await stored(store, built.events)
+    source = await store.history("s1")
+    assert (await source.has_child("child1"), await source.has_child("child2")) == (True, False)
+
+
+# -- list, delete, copy ------------------------------------------------------------------------
+
+
+async def test_list_gives_each_session_its_last_title_and_last_event_time(store: Store) -> None:
+    built = Events()
+    built.add(SessionTitle, SessionTitleData("first"))
+    built.turn(0, "hi", ["a", "b", "c"])
+    built.add(SessionTitle, SessionTitleData("second"))
+    built.turn(1, "again", ["d"])
+    await stored(store, built.events)
+    await (await store.create(header("empty", created_at=5))).close()
+    listed = sorted(await store.list_sessions(), key=lambda item: item.header.id)
+    assert [(i.header.id, i.title, i.updated_at) for i in listed] == [
+        ("empty", None, None),
+        ("s1", "second", built.events[-1].time),
+    ]
+
+
+async def test_a_deleted_session_is_gone(store: Store) -> None:
+    await stored(store, conversation(1))
+    await store.delete("s1")
+    assert await store.exists("s1") is False
+    assert await store.list_sessions() == []
+    with pytest.raises(SessionNotFound):
+        await store.history("s1")
+    await (await store.create(header())).close()  # the id can be used again
+
+
+async def test_a_session_being_written_is_not_deleted(store: Store) -> None:
+    writer = await store.create(header())
+    with pytest.raises(LogLocked, match="s1"):
+        await store.delete("s1")
+    await writer.close()
+    assert await store.exists("s1") is True
+
+
+async def test_deleting_an_unknown_session_is_refused(store: Store) -> None:
+    with pytest.raises(SessionNotFound):
+        await store.delete("nobody")
+
+
+async def test_a_copy_round_trips_jsonl_sqlite_jsonl_with_identical_records(
+    tmp_path: Path,
+) -> None:
+    events = conversation()
+    first = JsonlStore(tmp_path / "a")
+    await stored(first, events, batch=3)
+    middle = SqliteStore(tmp_path / "b.db")
+    last = JsonlStore(tmp_path / "c")
+    source = await first.read("s1")
+    await middle.write_copy(source.header, source.records)
+    copied = await middle.read("s1")
+    await last.write_copy(copied.header, copied.records)
+    final = await last.read("s1")
+    assert (final.header, final.records, final.events) == (
+        source.header,
+        source.records,
+        events,
+    )
+    assert (tmp_path / "c" / "s1" / "session.jsonl").read_bytes() == (
+        tmp_path / "a" / "s1" / "session.jsonl"
+    ).read_bytes()
+    await middle.aclose()
+
+
+async def test_a_copy_onto_an_existing_session_is_refused(store: Store) -> None:
+    await stored(store, conversation(1))
+    with pytest.raises(SessionExists):
+        await store.write_copy(header(), [])
+
+
+# -- following across processes ----------------------------------------------------------------
+
+WRITER_PROCESS = textwrap.dedent(
+    """
+    import sys, anyio, msgspec
+    from acp_server.core.events import KnownEvent
+    from acp_server.storage.url import parse_store_url, open_store
+
+    async def main():
+        store = open_store(parse_store_url(sys.argv[1]))
+        events = msgspec.json.decode(sys.stdin.buffer.read(), type=list[KnownEvent])
+        opened = await store.open("s1", 0)
+        for k in range(0, len(events), 3):
+            opened.writer.append(events[k : k + 3])
+            await opened.writer.flush()
+        await opened.writer.close()
+        await store.aclose()
+
+    anyio.run(main)
+    """
+)
+
+
+async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
+    engine: str, store: Store, tmp_path: Path
+) -> None:
+    events = conversation(4)
+    cut = after_turn(events, 0)
+    await stored(store, events[:cut])
+    url = store_url(engine, tmp_path).text
+    received: list[SessionEvent] = []
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+
+            async def follow() -> None:
+                async for batch in follow_stored(store, "s1", cut, interval=0.01):
+                    received.extend(batch)
+                    if received[-1].seq == events[-1].seq:
+                        tg.cancel_scope.cancel()
+
+            tg.start_soon(follow)
+            process = await anyio.run_process(
+                [sys.executable, "-c", WRITER_PROCESS, url],
+                input=msgspec.json.encode(events[cut:]),
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+            assert process.returncode == 0, process.stderr.decode()
+    assert received == events[cut:]
+
+
+async def test_following_a_deleted_session_ends(store: Store) -> None:
+    await stored(store, conversation(1))
+    with anyio.fail_after(30):
+        follower = follow_stored(store, "s1", 0, interval=0.01)
+        first = await follower.__anext__()
+        await store.delete("s1")
+        with pytest.raises(SessionNotFound):
+            await follower.__anext__()
+    assert [e.seq for e in first] == list(range(len(conversation(1))))
+
+
+async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(
+    tmp_path: Path,
+) -> None:
+    from acp_server.storage.jsonl import INDEX_CACHE
+
+    store = JsonlStore(tmp_path)
+    ids = [f"s{k}" for k in range(INDEX_CACHE + 2)]
+    for session_id in ids:
+        await (await store.create(header(session_id))).close()
+        await store.history(session_id)
+    assert list(store._indexes) == ids[2:]
+    await store.delete(ids[-1])
+    assert list(store._indexes) == ids[2:-1]
