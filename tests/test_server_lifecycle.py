@@ -436,8 +436,9 @@ def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -
     assert server.result("session/resume", {"sessionId": session_id, "cwd": "/w"}) == {}
     assert server.result("session/delete", {"sessionId": session_id}) == {}
     assert not (root / session_id).exists()
-    # Deleted: every method now says it is unknown.
-    for method in ("session/resume", "session/close", "session/delete"):
+    # Deleted: every method now says it is unknown, but deleting it again succeeds.
+    assert server.result("session/delete", {"sessionId": session_id}) == {}
+    for method in ("session/resume", "session/close"):
         error = server.error(method, {"sessionId": session_id, "cwd": "/w"})
         assert error == {
             "code": -32002,
@@ -446,7 +447,7 @@ def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -
         }
 
 
-@pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])
+@pytest.mark.parametrize("method", ["session/resume", "session/close"])
 def test_unknown_session_id_gives_32002(shared: AcpProcess, method: str) -> None:
     error = shared.error(method, {"sessionId": "no-such-session", "cwd": "/w"})
     assert error == {
@@ -454,6 +455,10 @@ def test_unknown_session_id_gives_32002(shared: AcpProcess, method: str) -> None
         "message": "Unknown session: no-such-session",
         "data": {"sessionId": "no-such-session"},
     }
+
+
+def test_deleting_a_well_formed_id_that_names_no_session_succeeds(shared: AcpProcess) -> None:
+    assert shared.result("session/delete", {"sessionId": "no-such-session"}) == {}
 
 
 @pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])

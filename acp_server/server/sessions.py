@@ -438,7 +438,8 @@ class SessionRegistry:
     async def delete(self, session_id: str) -> None:
         """`session/delete`: close it if it is open here, then remove its directory.
 
-        A session another process holds open for writing is refused (`LogLocked`).
+        A session another process holds open for writing is refused (`LogLocked`). A
+        well-formed id that names no session succeeds: there is nothing left to delete (SPEC 4).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
@@ -448,16 +449,20 @@ class SessionRegistry:
             if session is not None:
                 await self._shut(session)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
+                deleted = await anyio.to_thread.run_sync(self._delete_unlocked, session_id)
+            if not deleted:
+                log.info("session/delete of %s: no such session, nothing to delete", session_id)
+                return
             log.info("session %s deleted", session_id)
             for listener in self.deletion_listeners:
                 listener(session_id)
 
-    def _delete_unlocked(self, session_id: str) -> None:
+    def _delete_unlocked(self, session_id: str) -> bool:
+        """Remove the session's directory; False if there was no such session."""
         try:
             path = self.store.log_path(session_id)
         except SessionNotFound:
-            raise UnknownSession(session_id) from None
+            return False
         try:
             origin = self.store.header(session_id).origin
         except LogError:
@@ -475,6 +480,7 @@ class SessionRegistry:
             self.store.delete(session_id)
         finally:
             os.close(fd)
+        return True
 
     async def _shut(self, session: LiveSession) -> None:
         session.cancel()
