@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,6 +11,7 @@ import msgspec
 from msgspec import UNSET
 
 from ...core.events import PlanEntry, TextContent, ToolResultContent
+from ...core.modes import DEFAULT_MODE
 from ..ports import ClientPort
 
 T = TypeVar("T")
@@ -43,6 +45,9 @@ class ToolContext:
     client: ClientPort
     allowed_always: set[str] = field(default_factory=set)
     limits: ToolLimits = field(default_factory=ToolLimits)
+    mode: Callable[[], str] = lambda: DEFAULT_MODE
+    """The session's mode now (SPEC 4.4): read at each permission decision, so a mode set
+    while a turn runs holds for its next tool call."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.
