@@ -72,6 +72,7 @@ from ..core.events import (
     TurnEndReasonRefusal,
     TurnStart,
     TurnStartData,
+    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -119,6 +120,12 @@ class TurnEnv:
     """The session id the client knows: the session's own, or its top-level parent's."""
     on_finished: Callable[[], None] | None = None
     """For a subagent: called once its turn is over and its log closed."""
+    model: Callable[[], str | None] = lambda: None
+    """The session's chosen model and reasoning effort (SPEC 4.4), read at each model call;
+    None leaves them to the provider."""
+    reasoning: Callable[[], str | None] = lambda: None
+    usage_update: Callable[[Usage], SessionUpdate | None] = lambda _usage: None
+    """The `usage_update` to show after a model call that reported usage, if any."""
 
 
 @dataclass
@@ -206,6 +213,8 @@ class Turn:
             session_id=rec.session_id,
             messages=derive_messages(rec.log.plain_events()),
             tools=TOOL_DEFINITIONS,
+            model=env.model(),
+            reasoning_effort=env.reasoning(),
         )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
@@ -250,6 +259,10 @@ class Turn:
             ),
             **self._source_range(),
         )
+        if assembler.usage is not None:
+            update = env.usage_update(assembler.usage)
+            if update is not None:
+                await self._show(update)
         return finish
 
     def _fail(self, exc: ProviderError) -> NoReturn:

@@ -19,6 +19,10 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     session_id: str
     messages: list[ModelMessage]
     tools: list[ToolDefinition]
+    model: str | None = None
+    """The session's chosen model (SPEC 4.4); None: the provider's own."""
+    reasoning_effort: str | None = None
+    """`low`, `medium` or `high` for a provider that takes it; None: its default."""
 
 
 class ProviderError(Exception):

@@ -197,15 +197,18 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         url = f"{self.base_url}/chat/completions"
         shown = shown_url(url)
-        body = msgspec.json.encode(request_body(self.model, request.messages, request.tools))
+        model = request.model or self.model
+        body = msgspec.json.encode(
+            request_body(
+                model, request.messages, request.tools, reasoning_effort=request.reasoning_effort
+            )
+        )
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.api_key is not None:
             headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
         if self._ssl is None:  # made once: building one costs tens of milliseconds
             self._ssl = httpx.create_ssl_context(trust_env=self.trust_env)
-        log.debug(
-            "openai: POST %s (model %s, %d messages)", shown, self.model, len(request.messages)
-        )
+        log.debug("openai: POST %s (model %s, %d messages)", shown, model, len(request.messages))
         attempt = 0
         while True:
             progress = _Progress()

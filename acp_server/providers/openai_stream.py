@@ -91,7 +91,11 @@ _FINISH_REASONS: Final[dict[str, FinishReason]] = {
 
 
 def request_body(
-    model: str, messages: list[ModelMessage], tools: list[ToolDefinition]
+    model: str,
+    messages: list[ModelMessage],
+    tools: list[ToolDefinition],
+    *,
+    reasoning_effort: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a streaming chat completions request.
 
@@ -105,6 +109,8 @@ def request_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
     if tools:
         body["tools"] = [
             {
