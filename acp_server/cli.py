@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+from .core.modes import MODE_IDS, REASONING_LEVELS
 
 if TYPE_CHECKING:
     from .providers.secret import Secret
@@ -62,6 +63,23 @@ def _positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
+
+
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
+    return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty model name in {text!r}")
+    return names
 
 
 def _log_level(text: str) -> str:
@@ -147,6 +165,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest accepted input line; a longer one is answered with an error and skipped "
         "(default 67108864, 64 MiB)",
     )
+    serve.add_argument(
+        "--mode",
+        choices=MODE_IDS,
+        default="default",
+        help="the mode of new sessions: default (asks before writes, edits and commands), "
+        "accept-edits (edits go ahead, commands ask), plan (writes, edits and commands are "
+        "refused) or full-access (nothing asks); sessions switch with session/set_mode or /mode",
+    )
+    serve.add_argument(
+        "--context-window",
+        metavar="TOKENS",
+        type=_positive_int,
+        help="the model's context window for usage_update (default: known models' own, else "
+        "128000)",
+    )
+    serve.add_argument(
+        "--price-input",
+        metavar="USD",
+        type=_price,
+        help="USD per million input tokens; with --price-output, usage_update carries the cost",
+    )
+    serve.add_argument(
+        "--price-output",
+        metavar="USD",
+        type=_price,
+        help="USD per million output tokens",
+    )
     model = serve.add_argument_group(
         "live model (--provider openai)",
         "Any OpenAI-compatible chat completions endpoint: OpenAI, DeepSeek, vLLM, llama.cpp, Ollama. "
@@ -162,6 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         metavar="NAME",
         help="the model name to request (required with --provider openai)",
+    )
+    model.add_argument(
+        "--models",
+        metavar="NAMES",
+        type=_names,
+        help="more model names, comma-separated, that a session may switch to beside --model",
+    )
+    model.add_argument(
+        "--reasoning",
+        choices=REASONING_LEVELS,
+        help="offer a reasoning effort option (low, medium, high) with this default; it is sent "
+        "as reasoning_effort, which only reasoning models take",
     )
     model.add_argument(
         "--base-url",
@@ -299,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 _LIVE_MODEL_FLAGS: Final = {
     "model": "--model",
+    "models": "--models",
+    "reasoning": "--reasoning",
     "base_url": "--base-url",
     "api_key_env": "--api-key-env",
     "connect_timeout": "--connect-timeout",
@@ -402,6 +461,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         pack=not args.no_pack,
         log_level=args.log_level,
         max_line_bytes=args.max_line_bytes,
+        mode=args.mode,
+        context_window=args.context_window,
+        price_input=args.price_input,
+        price_output=args.price_output,
         **model_options,
     )
     from .server.app import run_server

@@ -55,6 +55,9 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/load": schema.LoadSessionResponse,
     "session/list": schema.ListSessionsResponse,
     "session/prompt": schema.PromptResponse,
+    "session/resume": schema.ResumeSessionResponse,
+    "session/set_mode": schema.SetSessionModeResponse,
+    "session/set_config_option": schema.SetSessionConfigOptionResponse,
 }
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from acp_process import AcpProcess
+from surface_values import session_setup
 
 import acp_server
 from acp_server.core.events import (
@@ -155,8 +156,8 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
         "session/new",
         {"cwd": "/home/u/project", "mcpServers": mcp, "additionalDirectories": ["/data"]},
     )
-    assert set(result) == {"sessionId"}
     session_id = result["sessionId"]
+    assert result == {"sessionId": session_id, **session_setup()}
     assert SESSION_ID.fullmatch(session_id)
     lines = (root / session_id / "session.jsonl").read_bytes().splitlines()
     assert len(lines) == 1
@@ -392,13 +393,13 @@ def test_resume_close_and_delete_a_session_from_disk(server: AcpProcess, root: P
     make_session(root, "disk", 1_700_000_000_000, cwd="/proj")
     assert (
         server.result("session/resume", {"sessionId": "disk", "cwd": "/proj", "mcpServers": []})
-        == {}
+        == session_setup()
     )
     # The server holds the writer: another writer is refused while the session is open.
     with pytest.raises(LogLocked):
         SessionStore(root).continue_session("disk", 0)
     # Resuming again is harmless.
-    assert server.result("session/resume", {"sessionId": "disk", "cwd": "/proj"}) == {}
+    assert server.result("session/resume", {"sessionId": "disk", "cwd": "/proj"}) == session_setup()
     assert server.result("session/close", {"sessionId": "disk"}) == {}
     SessionStore(root).continue_session("disk", 0).writer.close()  # the lock is released
     # Closing a session that is not open here does nothing.
@@ -418,7 +419,9 @@ def test_resume_recovers_an_interrupted_turn(server: AcpProcess, root: Path) -> 
             StepStart(1, 1_700_000_000_002, StepData(0, 0)),
         ],
     )
-    assert server.result("session/resume", {"sessionId": "crashed", "cwd": "/work"}) == {}
+    assert (
+        server.result("session/resume", {"sessionId": "crashed", "cwd": "/work"}) == session_setup()
+    )
     lines = (root / "crashed" / "session.jsonl").read_bytes().splitlines()
     assert [json.loads(line)["type"] for line in lines] == [
         "session",
@@ -433,7 +436,9 @@ def test_resume_recovers_an_interrupted_turn(server: AcpProcess, root: Path) -> 
 def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -> None:
     session_id = server.result("session/new", {"cwd": "/w", "mcpServers": []})["sessionId"]
     assert server.result("session/close", {"sessionId": session_id}) == {}
-    assert server.result("session/resume", {"sessionId": session_id, "cwd": "/w"}) == {}
+    assert (
+        server.result("session/resume", {"sessionId": session_id, "cwd": "/w"}) == session_setup()
+    )
     assert server.result("session/delete", {"sessionId": session_id}) == {}
     assert not (root / session_id).exists()
     # Deleted: every method now says it is unknown, but deleting it again succeeds.
@@ -525,7 +530,10 @@ def test_unreadable_logs_give_a_distinct_error(server: AcpProcess, root: Path) -
 def test_a_session_open_in_another_process_is_in_use(root: Path) -> None:
     make_session(root, "shared", 1_700_000_000_000)
     with AcpProcess(root) as first, AcpProcess(root) as second:
-        assert first.result("session/resume", {"sessionId": "shared", "cwd": "/work"}) == {}
+        assert (
+            first.result("session/resume", {"sessionId": "shared", "cwd": "/work"})
+            == session_setup()
+        )
         expected = {
             "code": -32011,
             "message": "Session in use: another process has it open for writing",
@@ -779,8 +787,12 @@ def test_eof_answers_what_was_asked_then_exits_0(root: Path) -> None:
         server.close_stdin()
         assert server.wait() == 0
     frames = [json.loads(line) for line in server.stdout_lines]
-    assert sorted(f["id"] for f in frames) == sorted([*ids, list_id])
-    assert all("result" in f for f in frames)
+    responses = [f for f in frames if "id" in f]
+    assert sorted(f["id"] for f in responses) == sorted([*ids, list_id])
+    assert all("result" in f for f in responses)
+    # Besides the answers, each new session's commands (SPEC 4.4).
+    updates = [f["params"]["update"]["sessionUpdate"] for f in frames if "id" not in f]
+    assert updates == ["available_commands_update"] * 5
     assert server.stdout_tail == b""
     # Every log was closed: another writer can take each one.
     store = SessionStore(root)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from .acp_updates import AvailableCommand, CommandInput
+from .chunk_rows import ROW_CLASSES, StorageRecord
 from .events import (
     AssistantMessageEvent,
     CommandResult,
@@ -25,6 +26,7 @@ from .events import (
     UserMessageEvent,
     event_type,
 )
+from .paging import record_count
 
 COMMANDS: Final[tuple[AvailableCommand, ...]] = (
     AvailableCommand("mode", "Switch the session's mode", CommandInput("mode id")),
@@ -69,13 +71,20 @@ def command_turns(events: Iterable[SessionEvent]) -> frozenset[int]:
     return frozenset(e.data.turn for e in events if type(e) is CommandResult)
 
 
-def session_stats(events: Iterable[SessionEvent]) -> str:
-    """`/stats`: the log's figures as a few lines of text."""
+def session_stats(records: Iterable[StorageRecord]) -> str:
+    """`/stats`: the log's figures as a few lines of text, from its records (chunk rows count
+    as the chunks they hold)."""
     kinds: Counter[str] = Counter()
     turns = model_calls = tool_calls = messages = 0
     input_tokens = output_tokens = 0
     count = 0
-    for event in events:
+    for record in records:
+        if type(record) in ROW_CLASSES:
+            chunks = record_count(record)
+            count += chunks
+            kinds["assistant/chunk"] += chunks
+            continue
+        event = cast(SessionEvent, record)
         count += 1
         kinds[event_type(event)] += 1
         kind = type(event)

@@ -14,6 +14,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
@@ -21,6 +22,8 @@ from .. import __version__
 from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.ids import InvalidSessionId, validate_session_id
+from ..core.modes import REASONING_LEVELS, Choices
+from ..core.usage import Prices
 from .config import ServeConfig
 from .errors import InvalidParams, echoed
 from .history import History
@@ -51,10 +54,15 @@ from .protocol import (
     ReplayedMeta,
     ReplayOptions,
     ResumeSessionRequest,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
 )
-from .rpc import Connection
-from .sessions import SessionRegistry
+from .rpc import Connection, Then
+from .sessions import LiveSession, SessionRegistry
+from .surface import REPLAY_MODEL, Surface, SurfaceConfig
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -158,11 +166,14 @@ class AcpAgent:
         self.client_protocol_version: int | None = None
         self.port = ConnectionPort(self)
         """What the agent loop and tools use to reach the client."""
+        self.surface = Surface(surface_config(config), self.port)
+        """Modes, config options, commands and usage (SPEC 4.4)."""
         self.conversations = Conversations(
             sessions,
             provider,
             self.port,
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
+            surface=self.surface,
         )
 
     def install(self) -> None:
@@ -177,6 +188,8 @@ class AcpAgent:
         route("session/delete", self.delete_session)
         route("session/prompt", self.prompt)
         route("session/load", self.load_session)
+        route("session/set_mode", self.set_mode)
+        route("session/set_config_option", self.set_config_option)
         self.connection.route_notification("session/cancel", self.cancel)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
@@ -202,7 +215,7 @@ class AcpAgent:
         convert(params, AuthenticateRequest)
         return Empty()
 
-    async def new_session(self, params: Any) -> NewSessionResponse:
+    async def new_session(self, params: Any) -> Then:
         request = convert(params, NewSessionRequest)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
@@ -212,9 +225,38 @@ class AcpAgent:
             mcp_servers=request.mcp_servers,
         )
         self.conversations.bind(session)
-        return NewSessionResponse(session_id=session.id)
+        surface = self.surface
+        response = NewSessionResponse(
+            session_id=session.id,
+            modes=surface.modes(session),
+            config_options=surface.options(session),
+        )
+        # The commands go out once the client knows the session's id.
+        return Then(
+            response,
+            lambda: self.connection.start_soon(_announce, surface, session, False),
+        )
 
-    async def resume_session(self, params: Any) -> Empty:
+    async def set_mode(self, params: Any) -> Empty:
+        request = convert(params, SetSessionModeRequest)
+        session = self._settable(request.session_id)
+        await self.surface.set_mode(session, request.mode_id)
+        return Empty()
+
+    async def set_config_option(self, params: Any) -> SetSessionConfigOptionResponse:
+        request = convert(params, SetSessionConfigOptionRequest)
+        session = self._settable(request.session_id)
+        await self.surface.set_option(session, request.config_id, request.value)
+        return SetSessionConfigOptionResponse(self.surface.options(session))
+
+    def _settable(self, session_id: str) -> LiveSession:
+        session = self.sessions.get(check_session_id(session_id))
+        if session.turn is not None:
+            # Its events would land among the running step's chunks, which stay consecutive.
+            raise busy_error(session_id)
+        return session
+
+    async def resume_session(self, params: Any) -> ResumeSessionResponse:
         request = convert(params, ResumeSessionRequest)
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
@@ -226,7 +268,11 @@ class AcpAgent:
             mcp_servers=request.mcp_servers,
         )
         self.conversations.bind(session)
-        return Empty()
+        self.surface.restore(session)
+        await self.surface.announce(session, restored=True)
+        return ResumeSessionResponse(
+            modes=self.surface.modes(session), config_options=self.surface.options(session)
+        )
 
     async def prompt(self, params: Any) -> PromptResponse:
         request = convert(params, PromptRequest)
@@ -257,9 +303,15 @@ class AcpAgent:
         )
         self.conversations.bind(session)
         cut = await self.conversations.replay(session, max_messages)
-        if max_messages is None:
-            return LoadSessionResponse()
-        return LoadSessionResponse(meta={"acp-server": ReplayedMeta(cut.start, cut.has_more)})
+        surface = self.surface
+        surface.restore(session)
+        await surface.announce(session, restored=True)
+        response = LoadSessionResponse(
+            modes=surface.modes(session), config_options=surface.options(session)
+        )
+        if max_messages is not None:
+            response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
+        return response
 
     async def list_sessions(self, params: Any) -> ListSessionsResponse:
         request = convert(params, ListSessionsRequest)
@@ -283,6 +335,31 @@ class AcpAgent:
         request = convert(params, CancelNotification)
         if not self.sessions.cancel(check_session_id(request.session_id)):
             log.info("session/cancel for %s: no such live session", request.session_id)
+
+
+async def _announce(surface: Surface, session: LiveSession, restored: bool) -> None:
+    """`Surface.announce` in a task of its own, after a response: no one waits for it, so
+    an output that closed meanwhile is only logged."""
+    try:
+        await surface.announce(session, restored=restored)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        log.debug("session %s: output closed before its commands could be sent", session.id)
+
+
+def surface_config(config: ServeConfig | None) -> SurfaceConfig:
+    """What every session is offered, from the command line (SPEC 4.4, 8)."""
+    if config is None:
+        return SurfaceConfig()
+    prices = None
+    if config.price_input is not None or config.price_output is not None:
+        prices = Prices(config.price_input or 0.0, config.price_output or 0.0)
+    if config.provider == "openai" and config.model:
+        models = (config.model, *(m for m in config.models if m != config.model))
+        reasoning = REASONING_LEVELS if config.reasoning is not None else ()
+        choices = Choices(models, reasoning)
+    else:
+        choices = Choices((REPLAY_MODEL,))
+    return SurfaceConfig(config.mode, choices, config.context_window, prices, config.reasoning)
 
 
 def _replay_limit(meta: Any) -> int | None:

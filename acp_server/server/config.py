@@ -51,3 +51,14 @@ class ServeConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     max_retries: int = 3
+    mode: str = "default"
+    """The mode of a new session (SPEC 4.4)."""
+    models: tuple[str, ...] = ()
+    """`--provider openai`: more models to offer beside `model`."""
+    reasoning: str | None = None
+    """`--provider openai`: the default reasoning effort; None offers no reasoning option."""
+    context_window: int | None = None
+    """The model's context window for `usage_update`; None: the table of known models."""
+    price_input: float | None = None
+    """USD per million input tokens, for the cost in `usage_update` (with `price_output`)."""
+    price_output: float | None = None

@@ -17,6 +17,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
 from ..core.events import ContentBlock, Meta_, Model
+from ..core.modes import ConfigOption, SessionModeState
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
 PROTOCOL_VERSION: Final = 1
@@ -122,6 +123,33 @@ class NewSessionRequest(Inbound):
 
 class NewSessionResponse(Model):
     session_id: str
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ResumeSessionResponse(Model):
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionModeRequest(Inbound):
+    session_id: str
+    mode_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionConfigOptionRequest(Inbound):
+    session_id: str
+    config_id: str
+    value: str | bool
+    type: str | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionConfigOptionResponse(Model):
+    config_options: list[ConfigOption]
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -209,4 +237,6 @@ class ReplayedMeta(Model):
 
 
 class LoadSessionResponse(Model):
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
     meta: dict[str, ReplayedMeta] | UnsetType = field(default=UNSET, name="_meta")

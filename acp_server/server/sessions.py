@@ -38,6 +38,7 @@ from ..core.chunk_rows import ChunkRowError, decode_record_json, decode_storage_
 from ..core.event_log import EventLog
 from ..core.events import EventError, SessionEvent, SessionTitle, decode_event
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..core.modes import Settings
 from ..storage.log import (
     READ_BLOCK,
     LogError,
@@ -108,6 +109,8 @@ class LiveSession:
         )
         self.additional_directories = additional_directories
         self.mcp_servers = mcp_servers
+        self.settings: Settings | None = None
+        """Its mode, model and reasoning effort (SPEC 4.4), once folded from its log."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
