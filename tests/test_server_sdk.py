@@ -36,6 +36,7 @@ from acp.schema import (
     NewSessionResponse,
     ResumeSessionResponse,
 )
+from acp_process import SETUP_UPDATES
 from pydantic import BaseModel
 
 import acp_server
@@ -218,7 +219,9 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
     frames = validate_frames(transcript.read_bytes(), methods_by_id)
     answered = {f["id"] for f in frames if "id" in f}
     assert answered == set(methods_by_id)  # every request answered, nothing unasked
-    assert client.updates == []
+    # No conversation was replayed: only each session's setup (SPEC 4.4) was shown.
+    assert client.updates
+    assert {update.session_update for _, update in client.updates} <= SETUP_UPDATES
     assert not (root / ids[1]).exists() and (root / ids[0]).is_dir()
 
 
