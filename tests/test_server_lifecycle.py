@@ -36,7 +36,7 @@ EXPECTED_INITIALIZE = {
     "protocolVersion": 1,
     "agentCapabilities": {
         "loadSession": True,
-        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
         "sessionCapabilities": {
             "list": {},
             "resume": {},

@@ -168,7 +168,7 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
                 capabilities.prompt_capabilities.image,
                 capabilities.prompt_capabilities.audio,
                 capabilities.prompt_capabilities.embedded_context,
-            ) == (False, False, True)
+            ) == (True, True, True)
             session_caps = capabilities.session_capabilities
             assert session_caps is not None
             assert all(

@@ -339,3 +339,53 @@ def test_usage_update_carries_the_window_and_cost_given_on_the_command_line(
             "size": 1_000_000,
             "cost": {"amount": 3.2, "currency": "USD"},
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# Rich prompts.
+
+IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+AUDIO = {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}
+RESOURCE = {
+    "type": "resource",
+    "resource": {"uri": "file:///notes/todo.md", "text": "- milk\n", "mimeType": "text/markdown"},
+}
+
+
+def test_initialize_advertises_images_audio_and_embedded_context(tmp_path: Path) -> None:
+    with PromptServer(tmp_path, HELLO) as server:
+        answered = server.request("initialize", {"protocolVersion": 1})
+        assert answered.result["agentCapabilities"]["promptCapabilities"] == {
+            "image": True,
+            "audio": True,
+            "embeddedContext": True,
+        }
+
+
+def test_image_audio_and_resource_blocks_are_kept_exactly_in_the_log(tmp_path: Path) -> None:
+    prompt = [{"type": "text", "text": "hi"}, IMAGE, AUDIO, RESOURCE]
+    with PromptServer(tmp_path, HELLO) as server:
+        session_id, _ = new_session(server)
+        answered = server.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+        assert answered.stop_reason == "end_turn"
+        assert server.log(session_id)[1] == {
+            "type": "user/message",
+            "data": {"turn": 0, "message": {"id": "user-0", "content": prompt}},
+        }
+
+
+def test_a_block_over_20_mib_is_refused_naming_it(tmp_path: Path) -> None:
+    big = {"type": "image", "data": "A" * (20 * 1024 * 1024 + 4), "mimeType": "image/png"}
+    with PromptServer(tmp_path, HELLO) as server:
+        session_id, _ = new_session(server)
+        error = server.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "look"}, big]},
+        ).error
+        assert error == {
+            "code": -32602,
+            "message": "Invalid params: the image block is 20971524 bytes; a prompt block may "
+            "hold at most 20971520 bytes (20 MiB) - at `$.prompt[1]`",
+            "data": {"path": "$.prompt[1]"},
+        }
+        assert server.log(session_id) == []

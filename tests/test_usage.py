@@ -1,4 +1,5 @@
-"""Usage figures (SPEC 4.4 `usage_update`): used, the context window and the session's cost."""
+"""Usage figures (SPEC 4.4 `usage_update`): used, the context window and the session's cost;
+and the size limit of one prompt block."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
+    AudioContent,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceContents,
     SessionEvent,
+    TextContent,
     Usage,
 )
+from acp_server.core.prompt_limits import block_size, oversized_block
 from acp_server.core.usage import DEFAULT_CONTEXT_WINDOW, Prices, context_window, usage_shown
 
 
@@ -48,3 +56,21 @@ def test_an_unknown_model_gets_the_default_context_window() -> None:
 def test_the_usage_update_fits_the_acp_model() -> None:
     value = msgspec.json.decode(msgspec.json.encode(UsageShown(10, 100, Cost(0.5, "USD"))))
     exact_model(schema.UsageUpdate, value, "usage_update")
+
+
+def test_the_first_block_over_the_limit_is_named_with_its_size() -> None:
+    prompt: list[ContentBlock] = [
+        TextContent("look"),
+        ImageContent("A" * 11, "image/png"),
+        AudioContent("B" * 12, "audio/wav"),
+    ]
+    assert oversized_block(prompt, limit=10) == (1, 11)
+
+
+def test_an_embedded_resource_counts_its_text_in_utf8_bytes() -> None:
+    block = EmbeddedResource(ResourceContents("file:///a", text="é" * 6))
+    assert block_size(block) == 12
+
+
+def test_blocks_within_the_limit_pass() -> None:
+    assert oversized_block([TextContent("x" * 10)], limit=10) is None

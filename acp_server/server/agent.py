@@ -23,6 +23,7 @@ from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.modes import REASONING_LEVELS, Choices
+from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
 from .config import ServeConfig
 from .errors import InvalidParams, echoed
@@ -81,7 +82,7 @@ INITIALIZE_RESPONSE: Final = InitializeResponse(
     protocol_version=PROTOCOL_VERSION,
     agent_capabilities=AgentCapabilities(
         load_session=True,
-        prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+        prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
         session_capabilities=SessionCapabilities(
             list=Empty(),
             resume=Empty(),
@@ -276,6 +277,14 @@ class AcpAgent:
 
     async def prompt(self, params: Any) -> PromptResponse:
         request = convert(params, PromptRequest)
+        too_big = oversized_block(request.prompt)
+        if too_big is not None:
+            index, size = too_big
+            raise InvalidParams.at(
+                f"$.prompt[{index}]",
+                f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
+                f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
+            )
         session = self.sessions.get(check_session_id(request.session_id))
         stop = await self.conversations.prompt(session, request.prompt)
         return PromptResponse(stop_reason=stop)
