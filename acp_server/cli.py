@@ -21,7 +21,7 @@ from .core.modes import MODE_IDS, REASONING_LEVELS
 if TYPE_CHECKING:
     from .providers.secret import Secret
 
-COMMANDS = ("serve", "demo", "log", "fixture")
+COMMANDS = ("serve", "demo", "log", "fixture", "login", "logout")
 PROVIDERS = ("llm-replay", "openai")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -252,6 +252,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="retries of a request that fails before its first chunk (429, 5xx, timeouts, "
         "connection errors), with exponential backoff (default 3)",
     )
+    commands.add_parser(
+        "login",
+        help="store the API key for --provider openai (read without echo)",
+        description="Read the API key from the terminal without showing it and store it in the "
+        "platform's config directory, readable by you alone; the server uses it when the "
+        "provider's environment variable is unset. A client's terminal auth method runs this.",
+    )
+    commands.add_parser(
+        "logout",
+        help="remove the stored API key",
+        description="Remove the API key `acp-server login` stored.",
+    )
     demo = commands.add_parser(
         "demo",
         help="run a recorded session end to end and show what it stored",
@@ -334,6 +346,11 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if os.environ.get("ACP_SERVER_LOGIN") == "1":
+        # A client's terminal auth method (SPEC 4.4): the user's own command line, plus this.
+        from .login_command import run_login
+
+        return run_login()
     parser = build_parser()
     args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
     if args.command == "demo":
@@ -342,6 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(keep=args.keep)
     if args.command == "serve":
         return _serve(parser, args, may_reexec=argv is None)
+    if args.command in ("login", "logout"):
+        from .login_command import run_login, run_logout
+
+        return run_login() if args.command == "login" else run_logout()
     if args.command == "log":
         from .log_command import run_log_command
 

@@ -44,9 +44,17 @@ EXPECTED_INITIALIZE = {
             "delete": {},
             "additionalDirectories": {},
         },
+        "auth": {"logout": {}},
         "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
     },
-    "authMethods": [],
+    "authMethods": [
+        {
+            "id": "agent",
+            "name": "API key",
+            "description": "The key from the provider's environment variable (OPENAI_API_KEY "
+            "unless --api-key-env says otherwise), or the one `acp-server login` stored",
+        }
+    ],
     "agentInfo": {"name": "acp-server", "version": acp_server.__version__},
 }
 
@@ -133,7 +141,8 @@ def test_initialize_accepts_unknown_fields_and_meta(shared: AcpProcess) -> None:
 
 
 def test_authenticate(shared: AcpProcess) -> None:
-    assert shared.result("authenticate", {"methodId": "anything"}) == {}
+    # llm-replay needs no key: its one method always succeeds.
+    assert shared.result("authenticate", {"methodId": "agent"}) == {}
     error = shared.error("authenticate", {})
     assert error["code"] == -32602
     assert "methodId" in error["message"]

@@ -178,9 +178,9 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
             assert capabilities.field_meta == {
                 "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
             }
-            assert init.auth_methods == []
+            assert [method.id for method in init.auth_methods] == ["agent"]
 
-            assert isinstance(await conn.authenticate(method_id="none"), AuthenticateResponse)
+            assert isinstance(await conn.authenticate(method_id="agent"), AuthenticateResponse)
 
             work = str(tmp_path / "work")
             created = [await conn.new_session(cwd=work, mcp_servers=[]) for _ in range(3)]

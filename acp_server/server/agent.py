@@ -25,12 +25,15 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
-from .config import ServeConfig
-from .errors import InvalidParams, echoed
+from .auth import Auth, NoAuth
+from .config import LOGIN_ENV, ServeConfig
+from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .protocol import (
     PROTOCOL_VERSION,
     AcpServerLoadMeta,
+    AgentAuthCapabilities,
+    AgentAuthMethod,
     AgentCapabilities,
     AgentInfo,
     AuthenticateRequest,
@@ -47,6 +50,7 @@ from .protocol import (
     LoadMeta,
     LoadSessionRequest,
     LoadSessionResponse,
+    LogoutRequest,
     NewSessionRequest,
     NewSessionResponse,
     PromptCapabilities,
@@ -60,6 +64,7 @@ from .protocol import (
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
+    TerminalAuthMethod,
 )
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry
@@ -78,22 +83,33 @@ HISTORY_META: Final = {
 }
 """Where the history API of SPEC 3 is advertised: `agentCapabilities._meta`."""
 
-INITIALIZE_RESPONSE: Final = InitializeResponse(
-    protocol_version=PROTOCOL_VERSION,
-    agent_capabilities=AgentCapabilities(
-        load_session=True,
-        prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
-        session_capabilities=SessionCapabilities(
-            list=Empty(),
-            resume=Empty(),
-            close=Empty(),
-            delete=Empty(),
-            additional_directories=Empty(),
-        ),
-        meta=HISTORY_META,
+AGENT_CAPABILITIES: Final = AgentCapabilities(
+    load_session=True,
+    prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
+    session_capabilities=SessionCapabilities(
+        list=Empty(),
+        resume=Empty(),
+        close=Empty(),
+        delete=Empty(),
+        additional_directories=Empty(),
     ),
-    auth_methods=[],
-    agent_info=AgentInfo(name="acp-server", version=__version__),
+    auth=AgentAuthCapabilities(logout=Empty()),
+    meta=HISTORY_META,
+)
+AGENT_INFO: Final = AgentInfo(name="acp-server", version=__version__)
+
+AGENT_AUTH: Final = AgentAuthMethod(
+    id="agent",
+    name="API key",
+    description="The key from the provider's environment variable (OPENAI_API_KEY unless "
+    "--api-key-env says otherwise), or the one `acp-server login` stored",
+)
+TERMINAL_AUTH: Final = TerminalAuthMethod(
+    id="terminal",
+    name="Log in in a terminal",
+    description="Runs `acp-server login`: type the API key (it is not shown); it is stored "
+    "readable by you alone",
+    env={LOGIN_ENV: "1"},
 )
 
 
@@ -157,8 +173,11 @@ class AcpAgent:
         sessions: SessionRegistry,
         provider: Provider,
         config: ServeConfig | None = None,
+        auth: Auth | None = None,
     ) -> None:
         self.connection = connection
+        self.auth: Auth = auth if auth is not None else NoAuth()
+        """Whether the provider has its key (SPEC 4.4)."""
         self.sessions = sessions
         self.config = config
         self.client_capabilities = ClientCapabilities()
@@ -182,6 +201,7 @@ class AcpAgent:
         route = self.connection.route
         route("initialize", self.initialize)
         route("authenticate", self.authenticate)
+        route("logout", self.logout)
         route("session/new", self.new_session)
         route("session/resume", self.resume_session)
         route("session/list", self.list_sessions)
@@ -209,16 +229,39 @@ class AcpAgent:
                 request.protocol_version,
                 PROTOCOL_VERSION,
             )
-        return INITIALIZE_RESPONSE
+        # The terminal method only for a client that can run one (SPEC 4.4).
+        methods: list[Any] = [AGENT_AUTH]
+        if self.client_capabilities.auth.terminal:
+            methods.append(TERMINAL_AUTH)
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AGENT_CAPABILITIES,
+            auth_methods=methods,
+            agent_info=AGENT_INFO,
+        )
 
     def authenticate(self, params: Any) -> Empty:
-        # No authentication methods are advertised, so there is nothing to check.
-        convert(params, AuthenticateRequest)
+        request = convert(params, AuthenticateRequest)
+        if request.method_id != AGENT_AUTH.id:
+            raise InvalidParams.at(
+                "$.methodId",
+                f"{echoed(request.method_id)} is not a method for authenticate; it is "
+                f"{AGENT_AUTH.id!r} (the terminal method runs `acp-server login` instead)",
+            )
+        if not self.auth.authenticate():
+            raise auth_required()
+        return Empty()
+
+    def logout(self, params: Any) -> Empty:
+        convert(params, LogoutRequest)
+        self.auth.logout()
         return Empty()
 
     async def new_session(self, params: Any) -> Then:
         request = convert(params, NewSessionRequest)
         check_absolute(request.cwd, "$.cwd")
+        if self.auth.needed():
+            raise auth_required()
         check_directories(request.additional_directories)
         session = await self.sessions.create(
             request.cwd,
@@ -344,6 +387,14 @@ class AcpAgent:
         request = convert(params, CancelNotification)
         if not self.sessions.cancel(check_session_id(request.session_id)):
             log.info("session/cancel for %s: no such live session", request.session_id)
+
+
+def auth_required() -> AuthRequired:
+    return AuthRequired(
+        "Authentication required: the model provider has no API key; set it in the "
+        "provider's environment variable or run `acp-server login`, then authenticate",
+        {"authMethods": [AGENT_AUTH.id]},
+    )
 
 
 async def _announce(surface: Surface, session: LiveSession, restored: bool) -> None:

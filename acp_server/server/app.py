@@ -14,13 +14,14 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
 from ..core.replay_script import ReplayError
 from ..storage.store import SessionStore
 from .agent import AcpAgent
+from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
 from .rpc import Connection
 from .sessions import SessionRegistry
@@ -115,6 +116,14 @@ class BundledDemoProvider:
         return self._provider().stream(request)
 
 
+def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
+    """Whether the provider needs a key (SPEC 4.4): the OpenAI-compatible one does, unless its
+    endpoint is on this machine."""
+    if config.provider != "openai":
+        return NoAuth()
+    return KeyAuth(cast(KeyHolder, provider), key_required=not is_local(config.base_url))
+
+
 async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
@@ -122,7 +131,7 @@ async def serve(config: ServeConfig, fds: StdioFds, provider: Provider) -> int:
     connection = Connection(writer)
     store = SessionStore(config.sessions_dir, pack=config.pack, compression=config.compression)
     sessions = SessionRegistry(store)
-    AcpAgent(connection, sessions, provider, config).install()
+    AcpAgent(connection, sessions, provider, config, provider_auth(config, provider)).install()
     status = 0
 
     async def watch_signals() -> None:

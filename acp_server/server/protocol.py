@@ -51,11 +51,17 @@ class FileSystemCapabilities(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
+class ClientAuthCapabilities(Inbound):
+    terminal: bool = False
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ClientCapabilities(Inbound):
     """What the client can do for us; only the parts the server uses are typed."""
 
     fs: FileSystemCapabilities = msgspec.field(default_factory=FileSystemCapabilities)
     terminal: bool = False
+    auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -82,11 +88,33 @@ class SessionCapabilities(Model):
     additional_directories: Empty | UnsetType = UNSET
 
 
+class AgentAuthCapabilities(Model):
+    logout: Empty | UnsetType = UNSET
+
+
 class AgentCapabilities(Model):
     load_session: bool
     prompt_capabilities: PromptCapabilities
     session_capabilities: SessionCapabilities
+    auth: AgentAuthCapabilities | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class AgentAuthMethod(Model):
+    """An `agent` auth method: the client calls `authenticate` with its id."""
+
+    id: str
+    name: str
+    description: str | UnsetType = UNSET
+
+
+class TerminalAuthMethod(Model, tag="terminal", tag_field="type"):
+    """A `terminal` auth method: the client runs the agent again, with `env` added."""
+
+    id: str
+    name: str
+    description: str | UnsetType = UNSET
+    env: dict[str, str] | UnsetType = UNSET
 
 
 class AgentInfo(Model):
@@ -99,12 +127,17 @@ class InitializeResponse(Model):
     protocol_version: int
     agent_capabilities: AgentCapabilities
     auth_methods: list[Any]
+    """`AgentAuthMethod`s and `TerminalAuthMethod`s."""
     agent_info: AgentInfo
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class AuthenticateRequest(Inbound):
     method_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class LogoutRequest(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
