@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args
+from openai_server import FakeOpenAI, Sse, chunk, text, usage
 from prompt_harness import FakeClient, PromptServer, message_chunks, turn_opening
 from surface_values import COMMANDS, config_options, modes, session_setup
 
@@ -389,3 +391,58 @@ def test_a_block_over_20_mib_is_refused_naming_it(tmp_path: Path) -> None:
             "data": {"path": "$.prompt[1]"},
         }
         assert server.log(session_id) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The model and reasoning options of the OpenAI-compatible provider.
+
+
+def test_the_chosen_model_and_reasoning_effort_go_with_the_next_request(tmp_path: Path) -> None:
+    answer = Sse([chunk(text("Hi.")), chunk(finish="stop"), chunk(usage=usage(30, 3))])
+    with FakeOpenAI([answer]) as model:
+        flags = ("--provider", "openai", "--model", "gpt-4o", "--models", "gpt-4o-mini,o3")
+        flags += ("--reasoning", "low", "--base-url", model.base_url)
+        with AcpProcess(tmp_path / "sessions", *flags) as server:
+            server.initialize()
+            created = server.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            options = {o["id"]: o for o in created["configOptions"]}
+            assert [o["value"] for o in options["model"]["options"]] == [
+                "gpt-4o",
+                "gpt-4o-mini",
+                "o3",
+            ]
+            assert options["reasoning"]["currentValue"] == "low"
+            assert [o["value"] for o in options["reasoning"]["options"]] == [
+                "low",
+                "medium",
+                "high",
+            ]
+            session_id = created["sessionId"]
+            for config_id, value in (("model", "o3"), ("reasoning", "high")):
+                server.result(
+                    "session/set_config_option",
+                    {"sessionId": session_id, "configId": config_id, "value": value},
+                )
+            response, _ = server.exchange(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert response["result"] == {"stopReason": "end_turn"}
+    body = model.requests[0].body
+    assert (body["model"], body["reasoning_effort"]) == ("o3", "high")
+
+
+def test_without_the_reasoning_flag_no_effort_is_sent(tmp_path: Path) -> None:
+    answer = Sse([chunk(text("Hi.")), chunk(finish="stop")])
+    with FakeOpenAI([answer]) as model:
+        flags = ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
+        with AcpProcess(tmp_path / "sessions", *flags) as server:
+            server.initialize()
+            created = server.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            assert [o["id"] for o in created["configOptions"]] == ["mode", "model"]
+            server.exchange(
+                "session/prompt",
+                {"sessionId": created["sessionId"], "prompt": [{"type": "text", "text": "hi"}]},
+            )
+    assert "reasoning_effort" not in model.requests[0].body
+    assert model.requests[0].body["model"] == "gpt-4o"
