@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+from .core.modes import MODE_IDS, REASONING_LEVELS
 from .providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY, live_provider
 
 if TYPE_CHECKING:
     from .providers.secret import Secret
 
-COMMANDS = ("serve", "demo", "log", "store", "fixture")
+COMMANDS = ("serve", "demo", "log", "store", "fixture", "login", "logout")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -62,6 +63,23 @@ def _positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
+
+
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
+    return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty model name in {text!r}")
+    return names
 
 
 def _log_level(text: str) -> str:
@@ -169,6 +187,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a session's MCP servers get to connect; a server not connected by "
         "then is left out of the session (default 10)",
     )
+    serve.add_argument(
+        "--mode",
+        choices=MODE_IDS,
+        default="default",
+        help="the mode of new sessions: default (asks before writes, edits and commands), "
+        "accept-edits (edits go ahead, commands ask), plan (writes, edits and commands are "
+        "refused) or full-access (nothing asks); sessions switch with session/set_mode or /mode",
+    )
+    serve.add_argument(
+        "--context-window",
+        metavar="TOKENS",
+        type=_positive_int,
+        help="the model's context window for usage_update (default: known models' own, else "
+        "128000)",
+    )
+    serve.add_argument(
+        "--price-input",
+        metavar="USD",
+        type=_price,
+        help="USD per million input tokens; with --price-output, usage_update carries the cost",
+    )
+    serve.add_argument(
+        "--price-output",
+        metavar="USD",
+        type=_price,
+        help="USD per million output tokens",
+    )
     model = serve.add_argument_group(
         "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",
         "; ".join(f"{p.name}: {p.summary}" for p in LIVE_PROVIDERS.values())
@@ -186,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         metavar="NAME",
         help="the model name to request (required with a live provider)",
+    )
+    model.add_argument(
+        "--models",
+        metavar="NAMES",
+        type=_names,
+        help="more model names, comma-separated, that a session may switch to beside --model",
+    )
+    model.add_argument(
+        "--reasoning",
+        choices=REASONING_LEVELS,
+        help="offer a reasoning effort option (low, medium, high) with this default; it is sent "
+        "as reasoning_effort, which only reasoning models take",
     )
     model.add_argument(
         "--base-url",
@@ -235,6 +292,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative_int,
         help="retries of a request that fails before its first chunk (429, 5xx, timeouts, "
         "connection errors), with exponential backoff (default 3)",
+    )
+    commands.add_parser(
+        "login",
+        help="store the API key for --provider openai (read without echo)",
+        description="Read the API key from the terminal without showing it and store it in the "
+        "platform's config directory, readable by you alone; the server uses it when the "
+        "provider's environment variable is unset. A client's terminal auth method runs this.",
+    )
+    commands.add_parser(
+        "logout",
+        help="remove the stored API key",
+        description="Remove the API key `acp-server login` stored.",
     )
     demo = commands.add_parser(
         "demo",
@@ -359,6 +428,11 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if os.environ.get("ACP_SERVER_LOGIN") == "1":
+        # A client's terminal auth method (SPEC 4.4): the user's own command line, plus this.
+        from .login_command import run_login
+
+        return run_login()
     parser = build_parser()
     args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
     if args.command == "demo":
@@ -367,6 +441,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(keep=args.keep)
     if args.command == "serve":
         return _serve(parser, args, may_reexec=argv is None)
+    if args.command in ("login", "logout"):
+        from .login_command import run_login, run_logout
+
+        return run_login() if args.command == "login" else run_logout()
     if args.command == "log":
         if args.store is not None:
             from .log_command import run_stored_log_command
@@ -390,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 _LIVE_MODEL_FLAGS: Final = {
     "model": "--model",
+    "models": "--models",
+    "reasoning": "--reasoning",
     "base_url": "--base-url",
     "api_key_env": "--api-key-env",
     "connect_timeout": "--connect-timeout",
@@ -526,6 +606,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         max_line_bytes=args.max_line_bytes,
         mcp_timeout=args.mcp_timeout,
         mcp_connect_timeout=args.mcp_connect_timeout,
+        mode=args.mode,
+        context_window=args.context_window,
+        price_input=args.price_input,
+        price_output=args.price_output,
         **model_options,
     )
     from .server.app import run_server

@@ -25,6 +25,9 @@ TO_AGENT_PARAMS: dict[str, type[BaseModel]] = {
     "session/delete": schema.DeleteSessionRequest,
     "session/prompt": schema.PromptRequest,
     "session/cancel": schema.CancelNotification,
+    "session/set_mode": schema.SetSessionModeRequest,
+    "session/set_config_option": schema.SetSessionConfigOptionRequest,
+    "logout": schema.LogoutRequest,
 }
 TO_CLIENT_PARAMS: dict[str, type[BaseModel]] = {
     "session/update": schema.SessionNotification,
@@ -48,6 +51,9 @@ AGENT_RESULTS: dict[str, type[BaseModel]] = {
     "session/close": schema.CloseSessionResponse,
     "session/delete": schema.DeleteSessionResponse,
     "session/prompt": schema.PromptResponse,
+    "session/set_mode": schema.SetSessionModeResponse,
+    "session/set_config_option": schema.SetSessionConfigOptionResponse,
+    "logout": schema.LogoutResponse,
 }
 CLIENT_RESULTS: dict[str, type[BaseModel]] = {
     "session/request_permission": schema.RequestPermissionResponse,

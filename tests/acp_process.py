@@ -4,6 +4,12 @@
 `ServerProcess` (stdout and stderr drained by threads from the start, every stdout line kept in
 `stdout_lines`), writes whatever bytes a test gives it, and reads JSON-RPC frames with timeouts
 that fail the test.
+
+The session-setup updates of SPEC 4.4 (`available_commands_update` after `session/new`, and the
+mode, options and commands a load or resume sends) are set aside as they are read, into
+`setup_updates`, unless `keep_setup_updates` is set: most tests are about something else, and
+the tests of modes and commands read them there. They stay in `stdout_lines`, where every frame
+is checked.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ from polling import TIMEOUT
 from acp_server.client.process import ServerProcess, serve_command
 
 DEFAULT_TIMEOUT = TIMEOUT
+
+SETUP_UPDATES = frozenset(
+    {"available_commands_update", "current_mode_update", "config_option_update"}
+)
+"""The updates a session's setup sends (SPEC 4.4), set aside by `AcpProcess.read_line`."""
+SETUP_KINDS = tuple(f'"{kind}"'.encode() for kind in SETUP_UPDATES)
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,9 @@ class AcpProcess(ServerProcess):
         self.command = [*argv, *args]
         super().__init__(self.command, env=env)
         self._next_id = 1000
+        self.keep_setup_updates = False
+        self.setup_updates: list[dict[str, Any]] = []
+        """The `session/update` params of the setup updates read so far, in order."""
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -83,24 +98,42 @@ class AcpProcess(ServerProcess):
     # -- reading ------------------------------------------------------------------------------
 
     def read_line(self, timeout: float = DEFAULT_TIMEOUT) -> bytes:
-        try:
-            line = self.next_line(timeout)
-        except TimeoutError:
-            raise AssertionError(f"no frame within {timeout}s; stderr:\n{self.stderr}") from None
-        if line is None:
-            raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
-        return line
+        while True:
+            try:
+                line = self.next_line(timeout)
+            except TimeoutError:
+                raise AssertionError(
+                    f"no frame within {timeout}s; stderr:\n{self.stderr}"
+                ) from None
+            if line is None:
+                raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
+            if self.keep_setup_updates or not self._set_aside(line):
+                return line
+
+    def _set_aside(self, line: bytes) -> bool:
+        """Keep `line` in `setup_updates` if it is a session-setup update."""
+        if b'"session/update"' not in line or not any(kind in line for kind in SETUP_KINDS):
+            return False
+        frame = json.loads(line)
+        params = frame.get("params") if frame.get("method") == "session/update" else None
+        update = params.get("update") if isinstance(params, dict) else None
+        if not isinstance(update, dict) or update.get("sessionUpdate") not in SETUP_UPDATES:
+            return False
+        self.setup_updates.append(params)
+        return True
 
     def poll_line(self, timeout: float) -> bytes | None:
         """The next stdout line, or None if none arrives within `timeout` seconds (which may
         be 0); `ServerExited` once stdout has ended."""
-        try:
-            line = self.next_line(timeout)
-        except TimeoutError:
-            return None
-        if line is None:
-            raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
-        return line
+        while True:
+            try:
+                line = self.next_line(timeout)
+            except TimeoutError:
+                return None
+            if line is None:
+                raise ServerExited(f"the server's stdout ended; stderr:\n{self.stderr}")
+            if self.keep_setup_updates or not self._set_aside(line):
+                return line
 
     def read_frame(self, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         frame = json.loads(self.read_line(timeout))

@@ -13,3 +13,12 @@ import pytest  # noqa: E402
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_config_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every server the tests start keeps its stored credentials (SPEC 4.4) in a directory of
+    the run's own, never in the user's config directory: `logout` removes them."""
+    import os
+
+    os.environ["ACP_SERVER_CONFIG_DIR"] = str(tmp_path_factory.mktemp("config"))

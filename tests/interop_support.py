@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 from acp import schema
 from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
+from acp_process import SETUP_UPDATES
 
 import acp_server
 from acp_server.core.replay_script import derive_script, parse_fixture
@@ -134,7 +135,10 @@ def check_replay_before_response(
     frames: list[dict[str, Any]], load_id: Any, session_id: str
 ) -> list[dict[str, Any]]:
     """The `session/update`s of `session_id` in a process that loaded it: all of them strictly
-    before the `session/load` response, none after. Returns their `update` payloads, in order."""
+    before the `session/load` response, none after. Returns their `update` payloads, in order.
+
+    The session-setup updates (SPEC 4.4: its mode, options and commands, which a later resume
+    sends again) are not replay and are left out."""
     positions = [i for i, f in enumerate(frames) if "method" not in f and f.get("id") == load_id]
     assert len(positions) == 1, (
         f"expected one response to session/load (id {load_id!r}), found {len(positions)}"
@@ -143,7 +147,9 @@ def check_replay_before_response(
     updates = [
         (i, f["params"]["update"])
         for i, f in enumerate(frames)
-        if f.get("method") == "session/update" and f["params"]["sessionId"] == session_id
+        if f.get("method") == "session/update"
+        and f["params"]["sessionId"] == session_id
+        and f["params"]["update"]["sessionUpdate"] not in SETUP_UPDATES
     ]
     late = [u for i, u in updates if i > answered]
     assert not late, (

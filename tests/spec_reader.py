@@ -72,6 +72,9 @@ EVENT_DATA: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
         frozenset({"turn", "step", "callId", "childSessionId", "mode"}),
         frozenset(),
     ),
+    "session/mode": (frozenset({"modeId"}), frozenset()),
+    "session/config": (frozenset({"configId", "value"}), frozenset()),
+    "command/result": (frozenset({"turn", "command", "content"}), frozenset({"isError"})),
 }
 TURN_END_KINDS: Final = frozenset(
     {"completed", "cancelled", "max-tokens", "refusal", "max-steps", "error", "interrupted"}
@@ -298,6 +301,10 @@ def check_event(line: int, event: Any) -> dict[str, Any]:
         _require(line, data["isError"] is True, "isError is present but not true")
     if kind == "subagent/start":
         _require(line, data["mode"] == "one-shot", 'mode is not "one-shot"')
+    if kind == "session/config":
+        _require(line, isinstance(data["value"], (str, bool)), "value is not a string or a boolean")
+    if kind == "command/result" and "isError" in data:
+        _require(line, data["isError"] is True, "isError is present but not true")
     return event
 
 

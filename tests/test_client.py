@@ -16,6 +16,7 @@ import anyio
 import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from polling import TIMEOUT, wait_until
+from surface_values import session_setup
 
 from acp_server.client import (
     AcpClient,
@@ -173,11 +174,16 @@ async def test_a_tail_load_in_a_new_process_and_a_history_walk_before_it_give_th
             )
 
     assert loaded.response == {
-        "_meta": {"acp-server": {"replayedFromSeq": second_turn, "hasMore": True}}
+        **session_setup(),
+        "_meta": {"acp-server": {"replayedFromSeq": second_turn, "hasMore": True}},
     }
     assert [u["sessionUpdate"] for u in loaded.updates] == [
         "user_message_chunk",
         "agent_message_chunk",
+        # then the session's setup (SPEC 4.4)
+        "current_mode_update",
+        "config_option_update",
+        "available_commands_update",
     ]
     assert list(older.events) == log[:second_turn]
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, write_fixture
+from surface_values import session_setup
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
 
@@ -182,7 +183,7 @@ def test_a_follower_of_a_cold_interrupted_session_gets_the_closers_its_load_appe
     response, frames = server.exchange(
         "session/load", {"sessionId": "cut", "cwd": WORK, "mcpServers": []}
     )
-    assert response["result"] == {}
+    assert response["result"] == session_setup()
     delivered = [f["params"] for f in frames if f.get("method") == "session.event"]
     while len(delivered) < 2:  # nothing else is appended: these must come on their own
         frame = server.read_frame()

@@ -42,6 +42,7 @@ import pytest
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks, write_fixture
 from polling import TIMEOUT
+from surface_values import session_setup
 
 from acp_server.core.history import expand_history_records
 from acp_server.log_command import verify_bytes
@@ -522,7 +523,7 @@ def run_trial(tmp_path: Path, trial: int, outcome: dict[str, Any]) -> None:
             {"sessionId": parent, "cwd": str(place.workspace), "mcpServers": []},
             timeout=TIMEOUT,
         )
-        assert loaded["result"] == {}, loaded
+        assert loaded["result"] == session_setup(), loaded
         assert all(
             f.get("method") == "session/update" and f["params"]["sessionId"] == parent
             for f in replay

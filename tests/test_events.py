@@ -27,6 +27,8 @@ from acp_server.core.events import (
     AudioContent,
     BlockEnd,
     BlockStart,
+    CommandResult,
+    CommandResultData,
     DiffContent,
     EmbeddedResource,
     ErrorInfo,
@@ -39,7 +41,11 @@ from acp_server.core.events import (
     ReasoningDelta,
     ResourceContents,
     ResourceLink,
+    SessionConfig,
+    SessionConfigData,
     SessionEvent,
+    SessionMode,
+    SessionModeData,
     SessionTitle,
     SessionTitleData,
     StepData,
@@ -158,6 +164,11 @@ EXAMPLES: dict[str, SessionEvent] = {
         12, 16, SubagentStartData(1, 0, "call_2", "child-1", "one-shot")
     ),
     "unknown ignorable": UnknownEvent("future/event", 13, 17, {"anything": [1, None]}, True),
+    "session/mode": SessionMode(14, 18, SessionModeData("plan")),
+    "session/config": SessionConfig(15, 19, SessionConfigData("model", "gpt-4o")),
+    "command/result": CommandResult(
+        16, 20, CommandResultData(2, "mode", [TextContent("unknown mode")], is_error=True)
+    ),
 }
 
 
@@ -240,6 +251,20 @@ def test_event_type_names_known_and_unknown_events() -> None:
             "unknown ignorable",
             b'{"type":"future/event","seq":13,"time":17,"data":{"anything":[1,null]},'
             b'"ignorable":true}',
+        ),
+        (
+            "session/mode",
+            b'{"type":"session/mode","seq":14,"time":18,"data":{"modeId":"plan"}}',
+        ),
+        (
+            "session/config",
+            b'{"type":"session/config","seq":15,"time":19,'
+            b'"data":{"configId":"model","value":"gpt-4o"}}',
+        ),
+        (
+            "command/result",
+            b'{"type":"command/result","seq":16,"time":20,"data":{"turn":2,"command":"mode",'
+            b'"content":[{"type":"text","text":"unknown mode"}],"isError":true}}',
         ),
     ],
 )

@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import UNSET
 from strategies import batch_cuts, session_events, split
+from surface_values import session_setup
 
 from acp_server.core.chunk_rows import ROW_CLASSES, pack_chunk_runs
 from acp_server.core.event_log import EventLog
@@ -481,7 +482,9 @@ def test_subagent_checks_read_a_live_parent_too(tmp_path: Path) -> None:
     with AcpProcess(root) as server:
         server.initialize()
         # Resuming makes the parent live here: its events come from memory, not the file.
-        assert server.result("session/resume", {"sessionId": "parent", "cwd": "/work"}) == {}
+        assert server.result("session/resume", {"sessionId": "parent", "cwd": "/work"}) == (
+            session_setup()
+        )
         page = server.result(
             "session.page", {"address": subagent("parent", "child"), "throughSeq": 1}
         )

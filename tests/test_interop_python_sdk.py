@@ -287,7 +287,10 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
 
     (load_id,) = wire.ids["session/load"]
     replayed = check_replay_before_response(wire.incoming, load_id, session_id)
-    assert replayed == wire.updates(session_id)  # resume replays nothing
+    setup = [u["sessionUpdate"] for u in wire.updates(session_id) if u not in replayed]
+    # Load and resume each restore the mode and options and list the commands; resume replays
+    # nothing.
+    assert setup == ["current_mode_update", "config_option_update", "available_commands_update"] * 2
     assert [
         u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"
     ] == [PROMPT, "Check it again."]

@@ -32,6 +32,7 @@ from interop_support import (
     check_agent_frames,
     check_replay_before_response,
 )
+from surface_values import session_setup
 from unavailable import unavailable
 
 TS = Path(__file__).resolve().parent / "interop" / "ts"
@@ -123,7 +124,7 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
 
     second = summary["second"]
     assert second["exitCode"] == 0
-    assert second["loadResult"] == {}
+    assert second["loadResult"] == session_setup()
     assert second["replayed"] > 0 and second["replayedAfterResponse"] == 0
     assert second["userTexts"] == [PROMPT, "Check it again."]
     assert [tuple(call) for call in second["toolCalls"]] == DEMO_TOOL_CALLS

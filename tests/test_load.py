@@ -26,6 +26,7 @@ from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks, write_fixture
 from polling import TIMEOUT, wait_until
+from surface_values import session_setup
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.log import read_log
@@ -171,7 +172,8 @@ def prompt_params(session_id: str, text: str) -> dict[str, Any]:
 
 def completed(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Live updates reduced to what they completed: consecutive text (or thought) fragments of
-    one message joined into one chunk, `in_progress` tool updates dropped."""
+    one message joined into one chunk, `in_progress` tool updates and the usage figures of each
+    model call dropped (a replay shows the conversation, not the meter)."""
     done: list[dict[str, Any]] = []
     for update in updates:
         kind = update["sessionUpdate"]
@@ -182,7 +184,9 @@ def completed(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ) == (kind, update["messageId"]):
             joined = last["content"]["text"] + update["content"]["text"]
             done[-1] = {**last, "content": {"type": "text", "text": joined}}
-        elif kind == "tool_call_update" and update.get("status") == "in_progress":
+        elif kind == "usage_update" or (
+            kind == "tool_call_update" and update.get("status") == "in_progress"
+        ):
             continue
         else:
             done.append(update)
@@ -290,7 +294,7 @@ def test_a_fresh_process_replays_the_completed_content_the_first_one_streamed(
     with Server(recorded.place.copy(tmp_path)) as second:
         loaded = second.load(recorded.session_id)
 
-        assert loaded.result == {}
+        assert loaded.result == session_setup()
         assert loaded.updates == [user_chunk(FIRST_PROMPT, 0), *completed(recorded.live)]
         assert all(f["params"]["sessionId"] == recorded.session_id for f in loaded.frames)
 
@@ -347,14 +351,20 @@ def test_every_replayed_update_is_on_the_wire_before_the_load_response(
         kinds.append(
             frame["method"] if "method" in frame else second.methods[frame["id"]] + " response"
         )
+    # The replay, then the session's mode, options and commands (SPEC 4.4), then the answer.
     assert kinds == [
         "initialize response",
-        *["session/update"] * len(loaded.frames),
+        *["session/update"] * (len(loaded.frames) + 3),
         "session/load response",
         "session/list response",
     ]
     assert probe.frames == []
     assert len(loaded.frames) == 9
+    assert [u["update"]["sessionUpdate"] for u in second.process.setup_updates] == [
+        "current_mode_update",
+        "config_option_update",
+        "available_commands_update",
+    ]
 
 
 def test_a_prompt_after_the_load_continues_at_the_next_script_entry(
@@ -411,7 +421,7 @@ def test_a_session_another_process_created_without_a_turn_loads_empty_and_prompt
         loaded = second.load(session_id)
         answered = second.prompt(session_id, "Hello?")
 
-    assert loaded.response["result"] == {} and loaded.frames == []
+    assert loaded.response["result"] == session_setup() and loaded.frames == []
     assert answered.result == {"stopReason": "end_turn"}
     assert answered.updates == message_chunks("Hello there.", "assistant-0-0")
 
@@ -430,7 +440,7 @@ def test_a_session_another_process_holds_is_refused_until_that_process_exits(
             "data": {"reason": "locked"},
         }
         holder.finish()
-        assert other.load(session_id).result == {}
+        assert other.load(session_id).result == session_setup()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -638,7 +648,7 @@ def test_after_a_kill_mid_stream_the_load_shows_the_partial_text(
         loaded = second.load(killed.session_id)
 
     partial = loaded.updates[1]["content"]["text"]
-    assert loaded.result == {}
+    assert loaded.result == session_setup()
     assert loaded.updates == [
         user_chunk(STORY_PROMPT, 0),
         {
@@ -865,7 +875,8 @@ def test_a_tail_replay_starts_at_the_turn_holding_the_oldest_message_asked_for(
         loaded = server.load(four_turns.session_id, max_messages)
 
     assert loaded.result == {
-        "_meta": {"acp-server": {"replayedFromSeq": replayed_from_seq, "hasMore": has_more}}
+        **session_setup(),
+        "_meta": {"acp-server": {"replayedFromSeq": replayed_from_seq, "hasMore": has_more}},
     }
     assert replayed_from_seq == TURN_STARTS[first_turn]
     assert loaded.updates == list(itertools.chain.from_iterable(four_turns.replays[first_turn:]))

@@ -21,6 +21,7 @@ from acp_server.core.events import (
     AssistantReasoning,
     AssistantText,
     AssistantToolCall,
+    CommandResult,
     ErrorInfo,
     Finish,
     PlanEntry,
@@ -205,11 +206,19 @@ def test_derive_messages_is_deterministic(events: list[SessionEvent]) -> None:
 
 @given(session_events())
 def test_only_user_assistant_and_tool_result_events_matter(events: list[SessionEvent]) -> None:
+    # ... and command results, which leave their turn's user message out (SPEC 4.4).
     kept = [
-        e for e in events if isinstance(e, (UserMessageEvent, AssistantMessageEvent, ToolResult))
+        e
+        for e in events
+        if isinstance(e, (UserMessageEvent, AssistantMessageEvent, ToolResult, CommandResult))
     ]
     assert derive_messages(events) == derive_messages(kept)
-    non_empty = [
-        e for e in kept if not isinstance(e, AssistantMessageEvent) or e.data.message.content
+    commands = {e.data.turn for e in kept if isinstance(e, CommandResult)}
+    shown = [
+        e
+        for e in kept
+        if not isinstance(e, CommandResult)
+        and (not isinstance(e, AssistantMessageEvent) or e.data.message.content)
+        and (not isinstance(e, UserMessageEvent) or e.data.turn not in commands)
     ]
-    assert len(derive_messages(events)) == len(non_empty)
+    assert len(derive_messages(events)) == len(shown)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,10 +111,20 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
 
 
 def transcript(server: AcpProcess, session: str, cwd: Path) -> list[str]:
+    """The server's stdout, its session and workspace as placeholders, and the model option's
+    models as `<model>`: they name the provider that ran (the live model, then llm-replay)."""
     return [
-        line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>")
+        MODEL_OPTION.sub(
+            '"currentValue":"<model>","options":[{"value":"<model>","name":"<model>"}]',
+            line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>"),
+        )
         for line in server.stdout_lines
     ]
+
+
+MODEL_OPTION = re.compile(
+    r'"currentValue":"(test|llm-replay)","options":\[\{"value":"\1","name":"\1"\}\]'
+)
 
 
 def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_path: Path) -> None:

@@ -19,9 +19,13 @@ def test_a_text_only_answer_streams_message_chunks_and_ends_the_turn(tmp_path: P
         answered = server.prompt(session, "hi")
 
         assert answered.stop_reason == "end_turn"
-        assert answered.updates == message_chunks(
-            ["Hel", "l", "o! H", "ow", " can ", "I h", "e", "lp?"], "assistant-0-0"
-        )
+        assert answered.updates == [
+            *message_chunks(
+                ["Hel", "l", "o! H", "ow", " can ", "I h", "e", "lp?"], "assistant-0-0"
+            ),
+            # The call reported usage: its input plus output tokens, of llm-replay's window.
+            {"sessionUpdate": "usage_update", "used": 19, "size": 128000},
+        ]
         assert server.log(session) == [
             {"type": "turn/start", "data": {"turn": 0}},
             {

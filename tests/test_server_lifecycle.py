@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from acp_process import AcpProcess
+from surface_values import session_setup
 
 import acp_server
 from acp_server.core.events import (
@@ -35,7 +36,7 @@ EXPECTED_INITIALIZE = {
     "protocolVersion": 1,
     "agentCapabilities": {
         "loadSession": True,
-        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
         "sessionCapabilities": {
             "list": {},
             "resume": {},
@@ -44,9 +45,17 @@ EXPECTED_INITIALIZE = {
             "additionalDirectories": {},
         },
         "mcpCapabilities": {"http": True, "sse": True},
+        "auth": {"logout": {}},
         "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
     },
-    "authMethods": [],
+    "authMethods": [
+        {
+            "id": "agent",
+            "name": "API key",
+            "description": "The key from the provider's environment variable (OPENAI_API_KEY "
+            "unless --api-key-env says otherwise), or the one `acp-server login` stored",
+        }
+    ],
     "agentInfo": {"name": "acp-server", "version": acp_server.__version__},
 }
 
@@ -133,7 +142,8 @@ def test_initialize_accepts_unknown_fields_and_meta(shared: AcpProcess) -> None:
 
 
 def test_authenticate(shared: AcpProcess) -> None:
-    assert shared.result("authenticate", {"methodId": "anything"}) == {}
+    # llm-replay needs no key: its one method always succeeds.
+    assert shared.result("authenticate", {"methodId": "agent"}) == {}
     error = shared.error("authenticate", {})
     assert error["code"] == -32602
     assert "methodId" in error["message"]
@@ -156,8 +166,8 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
         "session/new",
         {"cwd": "/home/u/project", "mcpServers": mcp, "additionalDirectories": ["/data"]},
     )
-    assert set(result) == {"sessionId"}
     session_id = result["sessionId"]
+    assert result == {"sessionId": session_id, **session_setup()}
     assert SESSION_ID.fullmatch(session_id)
     lines = (root / session_id / "session.jsonl").read_bytes().splitlines()
     assert len(lines) == 1
@@ -394,13 +404,13 @@ def test_resume_close_and_delete_a_session_from_disk(server: AcpProcess, root: P
     make_session(root, "disk", 1_700_000_000_000, cwd="/proj")
     assert (
         server.result("session/resume", {"sessionId": "disk", "cwd": "/proj", "mcpServers": []})
-        == {}
+        == session_setup()
     )
     # The server holds the writer: another writer is refused while the session is open.
     with pytest.raises(LogLocked):
         SessionStore(root).continue_session("disk", 0)
     # Resuming again is harmless.
-    assert server.result("session/resume", {"sessionId": "disk", "cwd": "/proj"}) == {}
+    assert server.result("session/resume", {"sessionId": "disk", "cwd": "/proj"}) == session_setup()
     assert server.result("session/close", {"sessionId": "disk"}) == {}
     SessionStore(root).continue_session("disk", 0).writer.close()  # the lock is released
     # Closing a session that is not open here does nothing.
@@ -420,7 +430,9 @@ def test_resume_recovers_an_interrupted_turn(server: AcpProcess, root: Path) -> 
             StepStart(1, 1_700_000_000_002, StepData(0, 0)),
         ],
     )
-    assert server.result("session/resume", {"sessionId": "crashed", "cwd": "/work"}) == {}
+    assert (
+        server.result("session/resume", {"sessionId": "crashed", "cwd": "/work"}) == session_setup()
+    )
     lines = (root / "crashed" / "session.jsonl").read_bytes().splitlines()
     assert [json.loads(line)["type"] for line in lines] == [
         "session",
@@ -435,11 +447,14 @@ def test_resume_recovers_an_interrupted_turn(server: AcpProcess, root: Path) -> 
 def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -> None:
     session_id = server.result("session/new", {"cwd": "/w", "mcpServers": []})["sessionId"]
     assert server.result("session/close", {"sessionId": session_id}) == {}
-    assert server.result("session/resume", {"sessionId": session_id, "cwd": "/w"}) == {}
+    assert (
+        server.result("session/resume", {"sessionId": session_id, "cwd": "/w"}) == session_setup()
+    )
     assert server.result("session/delete", {"sessionId": session_id}) == {}
     assert not (root / session_id).exists()
-    # Deleted: every method now says it is unknown.
-    for method in ("session/resume", "session/close", "session/delete"):
+    # Deleted: every method now says it is unknown, but deleting it again succeeds.
+    assert server.result("session/delete", {"sessionId": session_id}) == {}
+    for method in ("session/resume", "session/close"):
         error = server.error(method, {"sessionId": session_id, "cwd": "/w"})
         assert error == {
             "code": -32002,
@@ -448,7 +463,7 @@ def test_new_session_can_be_closed_and_resumed(server: AcpProcess, root: Path) -
         }
 
 
-@pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])
+@pytest.mark.parametrize("method", ["session/resume", "session/close"])
 def test_unknown_session_id_gives_32002(shared: AcpProcess, method: str) -> None:
     error = shared.error(method, {"sessionId": "no-such-session", "cwd": "/w"})
     assert error == {
@@ -456,6 +471,10 @@ def test_unknown_session_id_gives_32002(shared: AcpProcess, method: str) -> None
         "message": "Unknown session: no-such-session",
         "data": {"sessionId": "no-such-session"},
     }
+
+
+def test_deleting_a_well_formed_id_that_names_no_session_succeeds(shared: AcpProcess) -> None:
+    assert shared.result("session/delete", {"sessionId": "no-such-session"}) == {}
 
 
 @pytest.mark.parametrize("method", ["session/resume", "session/close", "session/delete"])
@@ -522,7 +541,10 @@ def test_unreadable_logs_give_a_distinct_error(server: AcpProcess, root: Path) -
 def test_a_session_open_in_another_process_is_in_use(root: Path) -> None:
     make_session(root, "shared", 1_700_000_000_000)
     with AcpProcess(root) as first, AcpProcess(root) as second:
-        assert first.result("session/resume", {"sessionId": "shared", "cwd": "/work"}) == {}
+        assert (
+            first.result("session/resume", {"sessionId": "shared", "cwd": "/work"})
+            == session_setup()
+        )
         expected = {
             "code": -32011,
             "message": "Session in use: another process has it open for writing",
@@ -776,8 +798,12 @@ def test_eof_answers_what_was_asked_then_exits_0(root: Path) -> None:
         server.close_stdin()
         assert server.wait() == 0
     frames = [json.loads(line) for line in server.stdout_lines]
-    assert sorted(f["id"] for f in frames) == sorted([*ids, list_id])
-    assert all("result" in f for f in frames)
+    responses = [f for f in frames if "id" in f]
+    assert sorted(f["id"] for f in responses) == sorted([*ids, list_id])
+    assert all("result" in f for f in responses)
+    # Besides the answers, each new session's commands (SPEC 4.4).
+    updates = [f["params"]["update"]["sessionUpdate"] for f in frames if "id" not in f]
+    assert updates == ["available_commands_update"] * 5
     assert server.stdout_tail == b""
     # Every log was closed: another writer can take each one.
     store = SessionStore(root)

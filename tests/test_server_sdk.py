@@ -31,6 +31,7 @@ from acp.schema import (
     Implementation,
 )
 from acp_models import AGENT_RESULTS, exact
+from acp_process import SETUP_UPDATES
 
 import acp_server
 
@@ -147,7 +148,7 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
                 capabilities.prompt_capabilities.image,
                 capabilities.prompt_capabilities.audio,
                 capabilities.prompt_capabilities.embedded_context,
-            ) == (False, False, True)
+            ) == (True, True, True)
             session_caps = capabilities.session_capabilities
             assert session_caps is not None
             assert all(
@@ -157,9 +158,9 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
             assert capabilities.field_meta == {
                 "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
             }
-            assert init.auth_methods == []
+            assert [method.id for method in init.auth_methods] == ["agent"]
 
-            assert isinstance(await conn.authenticate(method_id="none"), AuthenticateResponse)
+            assert isinstance(await conn.authenticate(method_id="agent"), AuthenticateResponse)
 
             work = str(tmp_path / "work")
             created = [await conn.new_session(cwd=work, mcp_servers=[]) for _ in range(3)]
@@ -198,7 +199,9 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
     frames = validate_frames(transcript.read_bytes(), methods_by_id)
     answered = {f["id"] for f in frames if "id" in f}
     assert answered == set(methods_by_id)  # every request answered, nothing unasked
-    assert client.updates == []
+    # No conversation was replayed: only each session's setup (SPEC 4.4) was shown.
+    assert client.updates
+    assert {update.session_update for _, update in client.updates} <= SETUP_UPDATES
     assert not (root / ids[1]).exists() and (root / ids[0]).is_dir()
 
 

@@ -30,6 +30,7 @@ from fixtures_builder import Scenario, Step, step_chunks
 from mounts import BALLAST_NAME, fill, read_only_bind, tmpfs
 from polling import wait_until
 from prompt_harness import PromptServer
+from surface_values import session_setup
 
 from acp_server.storage.log import read_log
 
@@ -125,7 +126,7 @@ def assert_loads_and_verifies(tmp_path: Path, session_id: str, path: Path, *flag
             "session/load",
             {"sessionId": session_id, "cwd": str(fresh.workspace), "mcpServers": []},
         )
-        assert loaded.result == {}
+        assert loaded.result == session_setup()
         assert loaded.text().endswith("Done.")
     verify = subprocess.run(
         [sys.executable, "-m", "acp_server", "log", "verify", str(path)],
@@ -293,7 +294,7 @@ def test_session_load_without_file_descriptors_fails_as_too_many_open_files_and_
 
         resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
         assert answered.error == NO_DESCRIPTORS
-        assert server.request("session/load", params).result == {}
+        assert server.request("session/load", params).result == session_setup()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +324,7 @@ def test_an_intact_session_loads_from_a_read_only_directory_and_a_prompt_says_re
         PromptServer(tmp_path, tmp_path / "fixture") as server,
     ):
         loaded = server.request("session/load", load_params(server, session))
-        assert loaded.result == {}
+        assert loaded.result == session_setup()
         assert loaded.text() == NOISE
 
         assert server.prompt(session, "second").error == READ_ONLY_LOG
@@ -353,7 +354,7 @@ def test_a_session_needing_recovery_loads_read_only_unchanged_and_is_recovered_o
     with PromptServer(tmp_path, tmp_path / "fixture") as server:
         with read_only_bind(server.sessions_dir):
             loaded = server.request("session/load", load_params(server, session))
-            assert loaded.result == {}
+            assert loaded.result == session_setup()
             assert loaded.text() == NOISE
             assert server.prompt(session, "second").error == READ_ONLY_LOG
             assert path.read_bytes() == before  # no closers: nothing can be written

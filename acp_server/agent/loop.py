@@ -72,6 +72,7 @@ from ..core.events import (
     TurnEndReasonRefusal,
     TurnStart,
     TurnStartData,
+    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -129,6 +130,12 @@ class TurnEnv:
     """For a subagent: called once its turn is over and its log closed."""
     registry: ToolRegistry = BUILTIN_TOOLS
     """The session's tools: the built-in ones and those of its MCP servers."""
+    model: Callable[[], str | None] = lambda: None
+    """The session's chosen model and reasoning effort (SPEC 4.4), read at each model call;
+    None leaves them to the provider."""
+    reasoning: Callable[[], str | None] = lambda: None
+    usage_update: Callable[[Usage], SessionUpdate | None] = lambda _usage: None
+    """The `usage_update` to show after a model call that reported usage, if any."""
 
 
 @dataclass
@@ -222,6 +229,8 @@ class Turn:
             session_id=rec.session_id,
             messages=derive_messages(rec.log.plain_events()),
             tools=env.registry.definitions,
+            model=env.model(),
+            reasoning_effort=env.reasoning(),
         )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
@@ -266,6 +275,10 @@ class Turn:
             ),
             **self._source_range(),
         )
+        if assembler.usage is not None:
+            update = env.usage_update(assembler.usage)
+            if update is not None:
+                await self._show(update)
         return finish
 
     async def _fail(self, exc: ProviderError) -> NoReturn:

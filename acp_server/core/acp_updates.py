@@ -18,6 +18,7 @@ from .events import (
     PlanEntry,
     ToolResultData,
 )
+from .modes import ConfigOption
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -92,6 +93,39 @@ class SessionInfoUpdate(Update, tag="session_info_update"):
     title: str | UnsetType | None = UNSET
 
 
+class CurrentModeUpdate(Update, tag="current_mode_update"):
+    current_mode_id: str
+
+
+class ConfigOptionUpdate(Update, tag="config_option_update"):
+    config_options: list[ConfigOption]
+
+
+class CommandInput(Struct, gc=False):
+    hint: str
+
+
+class AvailableCommand(Struct, omit_defaults=True, gc=False):
+    name: str
+    description: str
+    input: CommandInput | UnsetType = UNSET
+
+
+class AvailableCommandsUpdate(Update, tag="available_commands_update"):
+    available_commands: list[AvailableCommand]
+
+
+class Cost(Struct, gc=False):
+    amount: float
+    currency: str
+
+
+class UsageShown(Update, tag="usage_update"):
+    used: int
+    size: int
+    cost: Cost | UnsetType = UNSET
+
+
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
@@ -100,6 +134,10 @@ SessionUpdate = (
     | ToolCallUpdated
     | PlanShown
     | SessionInfoUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+    | AvailableCommandsUpdate
+    | UsageShown
 )
 
 
@@ -185,9 +223,17 @@ def user_message_id(turn: int) -> str:
     return f"user-{turn}"
 
 
+def command_message_id(turn: int) -> str:
+    """The id of the agent message that shows a command's answer (SPEC 4.4)."""
+    return f"command-{turn}"
+
+
 __all__ = [
     "AgentMessageChunk",
     "AgentThoughtChunk",
+    "AvailableCommandsUpdate",
+    "ConfigOptionUpdate",
+    "CurrentModeUpdate",
     "PlanShown",
     "SessionInfoUpdate",
     "SessionNotification",
@@ -198,9 +244,11 @@ __all__ = [
     "ToolDiff",
     "ToolPresentation",
     "ToolPresenter",
+    "UsageShown",
     "UserMessageChunk",
     "assistant_message_id",
     "clip_title",
+    "command_message_id",
     "tool_call_finished",
     "tool_call_in_progress",
     "tool_call_started",

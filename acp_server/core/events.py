@@ -341,6 +341,22 @@ class SubagentStartData(Model):
     mode: Literal["one-shot"]
 
 
+class SessionModeData(Model):
+    mode_id: str
+
+
+class SessionConfigData(Model):
+    config_id: str
+    value: str | bool
+
+
+class CommandResultData(Model):
+    turn: int
+    command: str
+    content: list[ContentBlock]
+    is_error: Literal[True] | UnsetType = UNSET
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -405,6 +421,18 @@ class SubagentStart(Event, tag="subagent/start"):
     data: SubagentStartData
 
 
+class SessionMode(Event, tag="session/mode"):
+    data: SessionModeData
+
+
+class SessionConfig(Event, tag="session/config"):
+    data: SessionConfigData
+
+
+class CommandResult(Event, tag="command/result"):
+    data: CommandResultData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -418,6 +446,9 @@ KnownEvent = (
     | PlanUpdate
     | SessionTitle
     | SubagentStart
+    | SessionMode
+    | SessionConfig
+    | CommandResult
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 from .events import (
     AssistantBlock,
     AssistantMessageEvent,
+    CommandResult,
     ContentBlock,
     Model,
     SessionEvent,
@@ -56,12 +57,16 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[ModelMessage]:
     """The provider history of a session, in log order.
 
     An assistant message with no content (a stream cancelled before anything arrived) is left
-    out: providers reject empty assistant turns, and it carried nothing the model must see.
+    out: providers reject empty assistant turns, and it carried nothing the model must see. So
+    is a command's turn (SPEC 4.4): its user message ran `/title` or `/stats`, not the model.
     """
+    events = list(events)
+    commands = {e.data.turn for e in events if type(e) is CommandResult}
     history: list[ModelMessage] = []
     for event in events:
         if type(event) is UserMessageEvent:
-            history.append(UserTurn(list(event.data.message.content)))
+            if event.data.turn not in commands:
+                history.append(UserTurn(list(event.data.message.content)))
         elif type(event) is AssistantMessageEvent:
             content = event.data.message.content
             if content:

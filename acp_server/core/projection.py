@@ -3,7 +3,7 @@
 The replay shows completed content, not a token tape: each step's `assistant/message` as whole
 blocks (thoughts, text, then each tool call followed by its result), and for a step whose
 stream failed or was cut by a crash, the text and reasoning its chunks had delivered. Plans and
-the title are shown where they happened.
+the title are shown where they happened, and a command's answer as an agent message.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .acp_updates import (
     ToolPresenter,
     UserMessageChunk,
     assistant_message_id,
+    command_message_id,
     tool_call_finished,
     tool_call_started,
     unknown_tool_presentation,
@@ -35,6 +36,7 @@ from .events import (
     AssistantReasoning,
     AssistantText,
     AssistantToolCall,
+    CommandResult,
     PlanUpdate,
     SessionTitle,
     StepEnd,
@@ -111,6 +113,9 @@ def project_load(
             updates.append(PlanShown(event.data.entries))
         elif type(event) is SessionTitle:
             updates.append(SessionInfoUpdate(event.data.title))
+        elif type(event) is CommandResult:
+            message_id = command_message_id(event.data.turn)
+            updates.extend(AgentMessageChunk(block, message_id) for block in event.data.content)
     flush_pending()
     return updates
 

@@ -97,13 +97,14 @@ class AnthropicProvider:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         url = f"{self.base_url}/v1/messages"
+        model = request.model or self.model
         max_tokens = request.max_tokens or self.max_tokens
         budget = self.thinking_budget
         if budget is not None and budget >= max_tokens:
             budget = None  # a request that caps its answer below the budget goes without
         body = msgspec.json.encode(
             request_body(
-                self.model,
+                model,
                 request.messages,
                 request.tools,
                 system=request.system,
@@ -122,7 +123,7 @@ class AnthropicProvider:
         log.debug(
             "anthropic: POST %s (model %s, %d messages)",
             shown_url(url),
-            self.model,
+            model,
             len(request.messages),
         )
         policy = RetryPolicy(

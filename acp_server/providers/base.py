@@ -27,6 +27,10 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     """The system prompt, sent in the provider's own place for it; None: no system prompt."""
     max_tokens: int | None = None
     """The most output tokens the answer may take; None: the provider's default."""
+    model: str | None = None
+    """The session's chosen model (SPEC 4.4); None: the provider's own."""
+    reasoning_effort: str | None = None
+    """`low`, `medium` or `high` for a provider that takes it; None: its default."""
 
 
 class ProviderError(Exception):

@@ -144,13 +144,15 @@ class OpenAIProvider:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         url = f"{self.base_url}/chat/completions"
+        model = request.model or self.model
         body = msgspec.json.encode(
             request_body(
-                self.model,
+                model,
                 request.messages,
                 request.tools,
                 system=request.system,
                 max_tokens=request.max_tokens or self.max_tokens,
+                reasoning_effort=request.reasoning_effort,
             )
         )
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -159,7 +161,7 @@ class OpenAIProvider:
         log.debug(
             "openai: POST %s (model %s, %d messages)",
             shown_url(url),
-            self.model,
+            model,
             len(request.messages),
         )
         policy = RetryPolicy(

@@ -88,6 +88,7 @@ def request_body(
     *,
     system: str | None = None,
     max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a streaming chat completions request.
 
@@ -106,6 +107,8 @@ def request_body(
     }
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
     if tools:
         body["tools"] = [
             {

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
@@ -31,12 +32,18 @@ from ..agent.mcp_config import (
 from ..core.acp_updates import AgentMessageChunk, SessionNotification
 from ..core.events import TextContent
 from ..core.ids import InvalidSessionId, validate_session_id
-from .config import ServeConfig
-from .errors import InvalidParams, echoed
+from ..core.modes import REASONING_LEVELS, Choices
+from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
+from ..core.usage import Prices
+from .auth import Auth, NoAuth
+from .config import LOGIN_ENV, ServeConfig
+from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .protocol import (
     PROTOCOL_VERSION,
     AcpServerLoadMeta,
+    AgentAuthCapabilities,
+    AgentAuthMethod,
     AgentCapabilities,
     AgentInfo,
     AuthenticateRequest,
@@ -53,6 +60,7 @@ from .protocol import (
     LoadMeta,
     LoadSessionRequest,
     LoadSessionResponse,
+    LogoutRequest,
     McpCapabilities,
     NewSessionRequest,
     NewSessionResponse,
@@ -62,10 +70,16 @@ from .protocol import (
     ReplayedMeta,
     ReplayOptions,
     ResumeSessionRequest,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
+    TerminalAuthMethod,
 )
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry, close_mcp
+from .surface import REPLAY_MODEL, Surface, SurfaceConfig
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -80,23 +94,34 @@ HISTORY_META: Final = {
 }
 """Where the history API of SPEC 3 is advertised: `agentCapabilities._meta`."""
 
-INITIALIZE_RESPONSE: Final = InitializeResponse(
-    protocol_version=PROTOCOL_VERSION,
-    agent_capabilities=AgentCapabilities(
-        load_session=True,
-        prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-        session_capabilities=SessionCapabilities(
-            list=Empty(),
-            resume=Empty(),
-            close=Empty(),
-            delete=Empty(),
-            additional_directories=Empty(),
-        ),
-        mcp_capabilities=McpCapabilities(http=True, sse=True),
-        meta=HISTORY_META,
+AGENT_CAPABILITIES: Final = AgentCapabilities(
+    load_session=True,
+    prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
+    session_capabilities=SessionCapabilities(
+        list=Empty(),
+        resume=Empty(),
+        close=Empty(),
+        delete=Empty(),
+        additional_directories=Empty(),
     ),
-    auth_methods=[],
-    agent_info=AgentInfo(name="acp-server", version=__version__),
+    mcp_capabilities=McpCapabilities(http=True, sse=True),
+    auth=AgentAuthCapabilities(logout=Empty()),
+    meta=HISTORY_META,
+)
+AGENT_INFO: Final = AgentInfo(name="acp-server", version=__version__)
+
+AGENT_AUTH: Final = AgentAuthMethod(
+    id="agent",
+    name="API key",
+    description="The key from the provider's environment variable (OPENAI_API_KEY unless "
+    "--api-key-env says otherwise), or the one `acp-server login` stored",
+)
+TERMINAL_AUTH: Final = TerminalAuthMethod(
+    id="terminal",
+    name="Log in in a terminal",
+    description="Runs `acp-server login`: type the API key (it is not shown); it is stored "
+    "readable by you alone",
+    env={LOGIN_ENV: "1"},
 )
 
 
@@ -170,8 +195,11 @@ class AcpAgent:
         sessions: SessionRegistry,
         provider: Provider,
         config: ServeConfig | None = None,
+        auth: Auth | None = None,
     ) -> None:
         self.connection = connection
+        self.auth: Auth = auth if auth is not None else NoAuth()
+        """Whether the provider has its key (SPEC 4.4)."""
         self.sessions = sessions
         self.config = config
         self.client_capabilities = ClientCapabilities()
@@ -180,11 +208,14 @@ class AcpAgent:
         self.client_protocol_version: int | None = None
         self.port = ConnectionPort(self)
         """What the agent loop and tools use to reach the client."""
+        self.surface = Surface(surface_config(config), self.port)
+        """Modes, config options, commands and usage (SPEC 4.4)."""
         self.conversations = Conversations(
             sessions,
             provider,
             self.port,
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
+            surface=self.surface,
         )
 
     def install(self) -> None:
@@ -192,6 +223,7 @@ class AcpAgent:
         route = self.connection.route
         route("initialize", self.initialize)
         route("authenticate", self.authenticate)
+        route("logout", self.logout)
         route("session/new", self.new_session)
         route("session/resume", self.resume_session)
         route("session/list", self.list_sessions)
@@ -199,6 +231,8 @@ class AcpAgent:
         route("session/delete", self.delete_session)
         route("session/prompt", self.prompt)
         route("session/load", self.load_session)
+        route("session/set_mode", self.set_mode)
+        route("session/set_config_option", self.set_config_option)
         self.connection.route_notification("session/cancel", self.cancel)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
@@ -217,16 +251,39 @@ class AcpAgent:
                 request.protocol_version,
                 PROTOCOL_VERSION,
             )
-        return INITIALIZE_RESPONSE
+        # The terminal method only for a client that can run one (SPEC 4.4).
+        methods: list[Any] = [AGENT_AUTH]
+        if self.client_capabilities.auth.terminal:
+            methods.append(TERMINAL_AUTH)
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AGENT_CAPABILITIES,
+            auth_methods=methods,
+            agent_info=AGENT_INFO,
+        )
 
     def authenticate(self, params: Any) -> Empty:
-        # No authentication methods are advertised, so there is nothing to check.
-        convert(params, AuthenticateRequest)
+        request = convert(params, AuthenticateRequest)
+        if request.method_id != AGENT_AUTH.id:
+            raise InvalidParams.at(
+                "$.methodId",
+                f"{echoed(request.method_id)} is not a method for authenticate; it is "
+                f"{AGENT_AUTH.id!r} (the terminal method runs `acp-server login` instead)",
+            )
+        if not self.auth.authenticate():
+            raise auth_required()
+        return Empty()
+
+    def logout(self, params: Any) -> Empty:
+        convert(params, LogoutRequest)
+        self.auth.logout()
         return Empty()
 
     async def new_session(self, params: Any) -> Then:
         request = convert(params, NewSessionRequest)
         check_absolute(request.cwd, "$.cwd")
+        if self.auth.needed():
+            raise auth_required()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
         session = await self.sessions.create(
@@ -236,7 +293,39 @@ class AcpAgent:
         )
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
-        return Then(NewSessionResponse(session_id=session.id), self._reporter(session, failures))
+        surface = self.surface
+        response = NewSessionResponse(
+            session_id=session.id,
+            modes=surface.modes(session),
+            config_options=surface.options(session),
+        )
+        report = self._reporter(session, failures)
+
+        def then() -> None:
+            # The commands go out once the client knows the session's id.
+            self.connection.start_soon(_announce, surface, session, False)
+            report()
+
+        return Then(response, then)
+
+    async def set_mode(self, params: Any) -> Empty:
+        request = convert(params, SetSessionModeRequest)
+        session = self._settable(request.session_id)
+        await self.surface.set_mode(session, request.mode_id)
+        return Empty()
+
+    async def set_config_option(self, params: Any) -> SetSessionConfigOptionResponse:
+        request = convert(params, SetSessionConfigOptionRequest)
+        session = self._settable(request.session_id)
+        await self.surface.set_option(session, request.config_id, request.value)
+        return SetSessionConfigOptionResponse(self.surface.options(session))
+
+    def _settable(self, session_id: str) -> LiveSession:
+        session = self.sessions.get(check_session_id(session_id))
+        if session.turn is not None:
+            # Its events would land among the running step's chunks, which stay consecutive.
+            raise busy_error(session_id)
+        return session
 
     async def resume_session(self, params: Any) -> Then:
         request = convert(params, ResumeSessionRequest)
@@ -251,7 +340,12 @@ class AcpAgent:
         )
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
-        return Then(Empty(), self._reporter(session, failures))
+        self.surface.restore(session)
+        await self.surface.announce(session, restored=True)
+        response = ResumeSessionResponse(
+            modes=self.surface.modes(session), config_options=self.surface.options(session)
+        )
+        return Then(response, self._reporter(session, failures))
 
     async def _connect_mcp(self, session: LiveSession) -> list[tuple[str, str]]:
         """Connect the session's MCP servers (SPEC 4.5), unless they are connected already;
@@ -298,6 +392,14 @@ class AcpAgent:
 
     async def prompt(self, params: Any) -> PromptResponse:
         request = convert(params, PromptRequest)
+        too_big = oversized_block(request.prompt)
+        if too_big is not None:
+            index, size = too_big
+            raise InvalidParams.at(
+                f"$.prompt[{index}]",
+                f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
+                f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
+            )
         session = self.sessions.get(check_session_id(request.session_id))
         stop = await self.conversations.prompt(session, request.prompt)
         return PromptResponse(stop_reason=stop)
@@ -326,11 +428,15 @@ class AcpAgent:
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         cut = await self.conversations.replay(session, max_messages)
-        report = self._reporter(session, failures)
-        if max_messages is None:
-            return Then(LoadSessionResponse(), report)
-        meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(LoadSessionResponse(meta=meta), report)
+        surface = self.surface
+        surface.restore(session)
+        await surface.announce(session, restored=True)
+        response = LoadSessionResponse(
+            modes=surface.modes(session), config_options=surface.options(session)
+        )
+        if max_messages is not None:
+            response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
+        return Then(response, self._reporter(session, failures))
 
     async def list_sessions(self, params: Any) -> ListSessionsResponse:
         request = convert(params, ListSessionsRequest)
@@ -354,6 +460,39 @@ class AcpAgent:
         request = convert(params, CancelNotification)
         if not self.sessions.cancel(check_session_id(request.session_id)):
             log.info("session/cancel for %s: no such live session", request.session_id)
+
+
+def auth_required() -> AuthRequired:
+    return AuthRequired(
+        "Authentication required: the model provider has no API key; set it in the "
+        "provider's environment variable or run `acp-server login`, then authenticate",
+        {"authMethods": [AGENT_AUTH.id]},
+    )
+
+
+async def _announce(surface: Surface, session: LiveSession, restored: bool) -> None:
+    """`Surface.announce` in a task of its own, after a response: no one waits for it, so
+    an output that closed meanwhile is only logged."""
+    try:
+        await surface.announce(session, restored=restored)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        log.debug("session %s: output closed before its commands could be sent", session.id)
+
+
+def surface_config(config: ServeConfig | None) -> SurfaceConfig:
+    """What every session is offered, from the command line (SPEC 4.4, 8)."""
+    if config is None:
+        return SurfaceConfig()
+    prices = None
+    if config.price_input is not None or config.price_output is not None:
+        prices = Prices(config.price_input or 0.0, config.price_output or 0.0)
+    if config.provider == "openai" and config.model:
+        models = (config.model, *(m for m in config.models if m != config.model))
+        reasoning = REASONING_LEVELS if config.reasoning is not None else ()
+        choices = Choices(models, reasoning)
+    else:
+        choices = Choices((REPLAY_MODEL,))
+    return SurfaceConfig(config.mode, choices, config.context_window, prices, config.reasoning)
 
 
 def _replay_limit(meta: Any) -> int | None:

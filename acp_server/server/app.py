@@ -14,15 +14,17 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
 from ..core.replay_script import ReplayError
+from ..providers.registry import live_provider
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
 from .agent import AcpAgent
+from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
 from .rpc import Connection
 from .sessions import SessionRegistry
@@ -50,7 +52,6 @@ def load_provider(config: ServeConfig) -> Provider:
     """The model provider the flags name: a live one of the registry, or `llm-replay` over
     `--replay` or the bundled demo. Raises `ValueError` (or `ReplayError`, `OSError`) when it
     cannot be set up."""
-    from ..providers.registry import live_provider
     from ..providers.settings import LiveSettings
 
     spec = live_provider(config.provider)
@@ -116,6 +117,16 @@ class BundledDemoProvider:
         return self._provider().stream(request)
 
 
+def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
+    """Whether the provider needs a key (SPEC 4.4): a live one does, unless its endpoint is on
+    this machine."""
+    live = live_provider(config.provider)
+    if live is None:
+        return NoAuth()
+    base_url = config.base_url or live.default_base_url
+    return KeyAuth(cast(KeyHolder, provider), key_required=not is_local(base_url))
+
+
 async def serve(
     config: ServeConfig, fds: StdioFds, provider: Provider, store: Store | None = None
 ) -> int:
@@ -126,7 +137,7 @@ async def serve(
     if store is None:
         store = open_config_store(config)
     sessions = SessionRegistry(store)
-    AcpAgent(connection, sessions, provider, config).install()
+    AcpAgent(connection, sessions, provider, config, provider_auth(config, provider)).install()
     status = 0
 
     async def watch_signals() -> None:

@@ -17,6 +17,9 @@ from .transport import DEFAULT_MAX_LINE_BYTES
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 STORE_ENV: Final = "ACP_SERVER_STORE"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
+LOGIN_ENV: Final = "ACP_SERVER_LOGIN"
+"""Set by a client running the terminal auth method (SPEC 4.4): `acp-server` logs in instead of
+serving, whatever its arguments."""
 
 
 def default_sessions_dir() -> Path:
@@ -63,3 +66,14 @@ class ServeConfig:
     """Seconds an MCP tool call may take before it is an error result (`--mcp-timeout`)."""
     mcp_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     """Seconds a session's MCP servers get to connect (`--mcp-connect-timeout`)."""
+    mode: str = "default"
+    """The mode of a new session (SPEC 4.4)."""
+    models: tuple[str, ...] = ()
+    """`--provider openai`: more models to offer beside `model`."""
+    reasoning: str | None = None
+    """`--provider openai`: the default reasoning effort; None offers no reasoning option."""
+    context_window: int | None = None
+    """The model's context window for `usage_update`; None: the table of known models."""
+    price_input: float | None = None
+    """USD per million input tokens, for the cost in `usage_update` (with `price_output`)."""
+    price_output: float | None = None

@@ -12,6 +12,7 @@ traceback goes to the log on stderr and never to the wire.
 | -32601 | `MethodNotFound`     | an unknown method, `_`-prefixed extensions included           |
 | -32602 | `InvalidParams`      | params of the wrong shape; the message names the field        |
 | -32603 | `InternalError`      | a bug: no exception text on the wire, the traceback on stderr |
+| -32000 | `AuthRequired`       | the model provider needs an API key and has none (SPEC 4.4)   |
 | -32002 | `UnknownSession`     | a well-formed session id with no session (ACP's "resource not found") |
 | -32800 | `RequestCancelled`   | the request was cancelled by `$/cancel_request` or shutdown   |
 | -32010 | `SessionUnreadable`  | the session's log cannot be read: `data.reason` is `"corrupt"` (with `line` and `detail`) or `"unsupported-version"` (with `found` and `supported`) |
@@ -99,6 +100,13 @@ class UnknownSession(RpcError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Unknown session: {session_id}", {"sessionId": session_id})
+
+
+class AuthRequired(RpcError):
+    """ACP's "authentication required": the provider needs a key it does not have."""
+
+    CODE = -32000
+    MESSAGE = "Authentication required"
 
 
 class RequestCancelled(RpcError):

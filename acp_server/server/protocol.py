@@ -17,6 +17,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
 from ..core.events import ContentBlock, Meta_, Model
+from ..core.modes import ConfigOption, SessionModeState
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
 PROTOCOL_VERSION: Final = 1
@@ -50,11 +51,17 @@ class FileSystemCapabilities(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
+class ClientAuthCapabilities(Inbound):
+    terminal: bool = False
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ClientCapabilities(Inbound):
     """What the client can do for us; only the parts the server uses are typed."""
 
     fs: FileSystemCapabilities = msgspec.field(default_factory=FileSystemCapabilities)
     terminal: bool = False
+    auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -88,12 +95,34 @@ class McpCapabilities(Model):
     sse: bool
 
 
+class AgentAuthCapabilities(Model):
+    logout: Empty | UnsetType = UNSET
+
+
 class AgentCapabilities(Model):
     load_session: bool
     prompt_capabilities: PromptCapabilities
     session_capabilities: SessionCapabilities
     mcp_capabilities: McpCapabilities | UnsetType = UNSET
+    auth: AgentAuthCapabilities | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class AgentAuthMethod(Model):
+    """An `agent` auth method: the client calls `authenticate` with its id."""
+
+    id: str
+    name: str
+    description: str | UnsetType = UNSET
+
+
+class TerminalAuthMethod(Model, tag="terminal", tag_field="type"):
+    """A `terminal` auth method: the client runs the agent again, with `env` added."""
+
+    id: str
+    name: str
+    description: str | UnsetType = UNSET
+    env: dict[str, str] | UnsetType = UNSET
 
 
 class AgentInfo(Model):
@@ -106,12 +135,17 @@ class InitializeResponse(Model):
     protocol_version: int
     agent_capabilities: AgentCapabilities
     auth_methods: list[Any]
+    """`AgentAuthMethod`s and `TerminalAuthMethod`s."""
     agent_info: AgentInfo
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class AuthenticateRequest(Inbound):
     method_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class LogoutRequest(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -130,6 +164,33 @@ class NewSessionRequest(Inbound):
 
 class NewSessionResponse(Model):
     session_id: str
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class ResumeSessionResponse(Model):
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionModeRequest(Inbound):
+    session_id: str
+    mode_id: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionConfigOptionRequest(Inbound):
+    session_id: str
+    config_id: str
+    value: str | bool
+    type: str | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionConfigOptionResponse(Model):
+    config_options: list[ConfigOption]
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -217,4 +278,6 @@ class ReplayedMeta(Model):
 
 
 class LoadSessionResponse(Model):
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
     meta: dict[str, ReplayedMeta] | UnsetType = field(default=UNSET, name="_meta")

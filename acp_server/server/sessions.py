@@ -34,6 +34,7 @@ from ..agent.recorder import SessionRecorder, now_ms
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..core.modes import Settings
 from ..storage.api import ListedSession, Opened, Store, Writer
 from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
@@ -100,6 +101,8 @@ class LiveSession:
         """The MCP servers the client configured, secrets included (never written anywhere)."""
         self.mcp: McpServers | None = None
         """Their connections while the session is live, if it has any."""
+        self.settings: Settings | None = None
+        """Its mode, model and reasoning effort (SPEC 4.4), once folded from its log."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -440,7 +443,8 @@ class SessionRegistry:
     async def delete(self, session_id: str) -> None:
         """`session/delete`: close it if it is open here, then remove it from the store.
 
-        A session another process holds open for writing is refused (`LogLocked`).
+        A session another process holds open for writing is refused (`LogLocked`). A
+        well-formed id that names no session succeeds: there is nothing left to delete (SPEC 4).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
@@ -450,16 +454,20 @@ class SessionRegistry:
             if session is not None:
                 await self._shut(session)
             with anyio.CancelScope(shield=True):
-                await self._delete_stored(session_id)
+                deleted = await self._delete_stored(session_id)
+            if not deleted:
+                log.info("session/delete of %s: no such session, nothing to delete", session_id)
+                return
             log.info("session %s deleted", session_id)
             for listener in self.deletion_listeners:
                 listener(session_id)
 
-    async def _delete_stored(self, session_id: str) -> None:
+    async def _delete_stored(self, session_id: str) -> bool:
+        """Remove the session from the store; False if there was no such session."""
         try:
             origin = (await self.store.header(session_id)).origin
         except SessionNotFound:
-            raise UnknownSession(session_id) from None
+            return False
         except LogError:
             origin = UNSET  # an unreadable log can still be deleted: that is how it goes away
         if origin == "subagent":
@@ -467,7 +475,8 @@ class SessionRegistry:
         try:
             await self.store.delete(session_id)
         except SessionNotFound:
-            raise UnknownSession(session_id) from None
+            return False
+        return True
 
     async def _shut(self, session: LiveSession) -> None:
         session.cancel()

@@ -16,12 +16,14 @@ import anyio
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientPort
 from ..core.acp_updates import SessionNotification
+from ..core.commands import parse_command
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
+from .surface import Surface, SurfaceConfig
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
@@ -33,12 +35,19 @@ log = logging.getLogger(__name__)
 
 class Conversations:
     def __init__(
-        self, sessions: SessionRegistry, provider: Provider, client: ClientPort, *, max_steps: int
+        self,
+        sessions: SessionRegistry,
+        provider: Provider,
+        client: ClientPort,
+        *,
+        max_steps: int,
+        surface: Surface | None = None,
     ) -> None:
         self.sessions = sessions
         self.provider = provider
         self.client = client
         self.max_steps = max_steps
+        self.surface = surface if surface is not None else Surface(SurfaceConfig(), client)
 
     def bind(self, session: LiveSession) -> None:
         """Tell the provider a session went live (new, resumed or loaded), if it keeps state
@@ -61,6 +70,13 @@ class Conversations:
 
         if session.turn is not None:
             raise busy_error(session.id)
+        command = parse_command(prompt)
+        if command is not None:
+            if session.writer.failure is not None:
+                await self.sessions.reopen(session)
+                self.bind(session)
+            await self.surface.run_command(session, command, prompt)
+            return "end_turn"
         turn = Turn(self._env(session), prompt)
         session.turn = turn  # claimed before anything awaits: a second prompt is refused
         failure: Exception | None = None
@@ -104,6 +120,10 @@ class Conversations:
         from ..agent.loop import TurnEnv
         from ..agent.tools import ToolContext
 
+        surface = self.surface
+        # A subagent's child runs under its parent's mode, model and prompt: the client knows
+        # only the parent.
+        top = self.sessions.live.get(client_session_id, session) if client_session_id else session
         directories = [Path(d) for d in session.additional_directories]
         tools = ToolContext(
             client_session_id or session.id,
@@ -111,6 +131,7 @@ class Conversations:
             directories,
             self.client,
             session.allowed_always,
+            mode=lambda: surface.mode_of(top),
         )
         return TurnEnv(
             recorder=session.recorder,
@@ -122,6 +143,9 @@ class Conversations:
             create_subagent=self._create_subagent if client_session_id is None else None,
             live_updates=client_session_id is None,
             client_session_id=client_session_id or session.id,
+            model=lambda: surface.settings(top).model,
+            reasoning=lambda: surface.settings(top).reasoning,
+            usage_update=lambda usage: surface.usage_update(top, usage),
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:

@@ -8,7 +8,9 @@ A run's volatile values are replaced, in wire frames and in logs alike:
 - the workspace (the sessions' cwd) by `<workspace>`, the sessions directory by `<sessions>`;
 - times: an event's `time`, a chunk row's `time0` and every `dt` gap, a header's `createdAt`
   become 0; `updatedAt` (an ISO string) becomes `<time>`;
-- the server's version in `initialize`'s `agentInfo` becomes `<version>`.
+- the server's version in `initialize`'s `agentInfo` becomes `<version>`;
+- the models of the `model` config option (SPEC 4.4) become `<model>`: they name the provider
+  that ran (a live model when recording, llm-replay when replaying), not the conversation.
 
 Everything else (message ids, request ids, seqs, texts) is deterministic and kept.
 """
@@ -29,6 +31,7 @@ from ..core.replay_script import render_fixture
 _HEX_ID: Final = re.compile(r"[0-9a-f]{32}")
 TIME_PLACEHOLDER: Final = "<time>"
 VERSION_PLACEHOLDER: Final = "<version>"
+MODEL_PLACEHOLDER: Final = "<model>"
 
 
 class Normalizer:
@@ -107,6 +110,9 @@ def _normalize_times(value: dict[str, Any]) -> None:
     info = value.get("agentInfo")
     if isinstance(info, dict) and isinstance(info.get("version"), str):
         info["version"] = VERSION_PLACEHOLDER
+    if value.get("id") == "model" and value.get("category") == "model" and "currentValue" in value:
+        value["currentValue"] = MODEL_PLACEHOLDER
+        value["options"] = [{"value": MODEL_PLACEHOLDER, "name": MODEL_PLACEHOLDER}]
 
 
-__all__ = ["TIME_PLACEHOLDER", "VERSION_PLACEHOLDER", "Normalizer"]
+__all__ = ["MODEL_PLACEHOLDER", "TIME_PLACEHOLDER", "VERSION_PLACEHOLDER", "Normalizer"]

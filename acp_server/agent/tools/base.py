@@ -11,6 +11,7 @@ import msgspec
 from msgspec import UNSET
 
 from ...core.events import PlanEntry, TextContent, ToolResultContent
+from ...core.modes import DEFAULT_MODE
 from ..ports import ClientPort
 
 T = TypeVar("T")
@@ -49,6 +50,9 @@ class ToolContext:
     limits: ToolLimits = field(default_factory=ToolLimits)
     subagents: SubagentRunner | None = None
     """Set by a turn that can run subagents; None where `task` is not available."""
+    mode: Callable[[], str] = lambda: DEFAULT_MODE
+    """The session's mode now (SPEC 4.4): read at each permission decision, so a mode set
+    while a turn runs holds for its next tool call."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.

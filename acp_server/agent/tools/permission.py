@@ -1,5 +1,8 @@
 """Asking the user before a tool changes something: `session/request_permission` (SPEC 4.3).
 
+The session's mode decides first (SPEC 4.4, `core.modes.permission_decision`): plan mode
+refuses without asking, `accept-edits` lets edits through, `full-access` everything.
+
 Three options are offered: `allow_once`, `allow_always` (remembered for that tool for the rest
 of the session, in `ToolContext.allowed_always`) and `reject_once`. Anything but an allowing
 answer ends the call with an error outcome the model reads; a cancelled turn propagates as
@@ -14,6 +17,7 @@ import msgspec
 from msgspec import Struct
 
 from ...core.acp_updates import parse_arguments
+from ...core.modes import permission_decision, plan_mode_refusal
 from .base import ToolCallInfo, ToolContext, ToolError
 
 PERMISSION_OPTIONS: Final[list[dict[str, str]]] = [
@@ -56,7 +60,10 @@ async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
 
     `ClientRequestError` from the request propagates (the caller turns it into an outcome).
     """
-    if call.name in ctx.allowed_always:
+    decision = permission_decision(ctx.mode(), call.kind)
+    if decision == "refuse":
+        raise ToolError(plan_mode_refusal(call.name))
+    if decision == "allow" or call.name in ctx.allowed_always:
         return
     result = await ctx.client.request("session/request_permission", permission_params(ctx, call))
     try:

@@ -127,10 +127,18 @@ function validate(name, frames, requests) {
   return methods;
 }
 
+// The session's setup (its mode, options and commands) is sent again by resume: not replay.
+const SETUP_UPDATES = new Set(["available_commands_update", "current_mode_update", "config_option_update"]);
+
 function updatesOf(frames, sessionId) {
   return frames
     .map((frame, index) => ({ frame, index }))
-    .filter(({ frame }) => frame.method === "session/update" && frame.params.sessionId === sessionId);
+    .filter(
+      ({ frame }) =>
+        frame.method === "session/update" &&
+        frame.params.sessionId === sessionId &&
+        !SETUP_UPDATES.has(frame.params.update.sessionUpdate),
+    );
 }
 
 function toolCalls(updates) {

@@ -1,0 +1,114 @@
+"""Slash commands (SPEC 4.4): which there are, and how a prompt names one, without I/O.
+
+A prompt whose text starts with `/<name>` of a listed command runs that command instead of
+calling the model; any other `/word` is text for the model. `session_stats` is what `/stats`
+answers: figures read from the log alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, cast
+
+from .acp_updates import AvailableCommand, CommandInput
+from .chunk_rows import ROW_CLASSES, StorageRecord
+from .events import (
+    AssistantMessageEvent,
+    CommandResult,
+    ContentBlock,
+    SessionEvent,
+    StepStart,
+    TextContent,
+    ToolCall,
+    TurnStart,
+    UserMessageEvent,
+    event_type,
+)
+from .paging import record_count
+
+COMMANDS: Final[tuple[AvailableCommand, ...]] = (
+    AvailableCommand("mode", "Switch the session's mode", CommandInput("mode id")),
+    AvailableCommand("model", "Switch the session's model", CommandInput("model id")),
+    AvailableCommand("title", "Set the session's title", CommandInput("title")),
+    AvailableCommand("stats", "Show the session log's figures"),
+)
+COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    name: str
+    argument: str
+    """The text after the name, stripped (empty when none was given)."""
+
+
+def parse_command(
+    prompt: Sequence[ContentBlock], names: Iterable[str] = COMMAND_NAMES
+) -> CommandCall | None:
+    """The command a prompt runs, or None when it is a prompt for the model.
+
+    Only a prompt whose first block is text starting with `/<name>` (followed by the end or
+    whitespace) of a listed command runs it; the argument is the rest of that text.
+    """
+    if not prompt or type(prompt[0]) is not TextContent:
+        return None
+    text = prompt[0].text.lstrip()
+    if not text.startswith("/"):
+        return None
+    head, _, rest = text[1:].partition(" ")
+    name, newline, more = head.partition("\n")
+    if newline:
+        rest = more + (" " + rest if rest else "")
+    if name not in set(names):
+        return None
+    return CommandCall(name, rest.strip())
+
+
+def command_turns(events: Iterable[SessionEvent]) -> frozenset[int]:
+    """The turns of a log that ran a command (they hold a `command/result`)."""
+    return frozenset(e.data.turn for e in events if type(e) is CommandResult)
+
+
+def session_stats(records: Iterable[StorageRecord]) -> str:
+    """`/stats`: the log's figures as a few lines of text, from its records (chunk rows count
+    as the chunks they hold)."""
+    kinds: Counter[str] = Counter()
+    turns = model_calls = tool_calls = messages = 0
+    input_tokens = output_tokens = 0
+    count = 0
+    for record in records:
+        if type(record) in ROW_CLASSES:
+            chunks = record_count(record)
+            count += chunks
+            kinds["assistant/chunk"] += chunks
+            continue
+        event = cast(SessionEvent, record)
+        count += 1
+        kinds[event_type(event)] += 1
+        kind = type(event)
+        if kind is TurnStart:
+            turns += 1
+        elif kind is StepStart:
+            model_calls += 1
+        elif kind is ToolCall:
+            tool_calls += 1
+        elif kind is UserMessageEvent:
+            messages += 1
+        elif type(event) is AssistantMessageEvent:
+            messages += 1
+            usage = event.data.usage
+            if usage:
+                input_tokens += usage.input_tokens
+                output_tokens += usage.output_tokens
+    lines = [
+        f"Events: {count}",
+        f"Turns: {turns}",
+        f"Messages: {messages}",
+        f"Model calls: {model_calls}",
+        f"Tool calls: {tool_calls}",
+        f"Tokens: {input_tokens} in, {output_tokens} out",
+        "By type: " + ", ".join(f"{name} {n}" for name, n in sorted(kinds.items())),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""Context usage and cost figures (SPEC 4.4 `usage_update`), without I/O.
+
+`used` is the last model call's input plus output tokens; `size` the model's context window
+(given, or from `KNOWN_CONTEXT_WINDOWS`); `cost` the whole session's, summed over every
+`assistant/message` usage in the log at the given USD prices per million tokens, so a loaded
+session's cost counts what came before the load too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from msgspec import UNSET
+
+from .acp_updates import Cost, UsageShown
+from .events import AssistantMessageEvent, SessionEvent, Usage
+
+DEFAULT_CONTEXT_WINDOW: Final = 128_000
+"""The window assumed for a model nobody gave one for (llm-replay's recordings included)."""
+
+KNOWN_CONTEXT_WINDOWS: Final[dict[str, int]] = {
+    "gpt-4o": 128_000,
+    "gpt-4o-mini": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-4.1-nano": 1_047_576,
+    "gpt-5": 400_000,
+    "gpt-5-mini": 400_000,
+    "gpt-5-nano": 400_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    "deepseek-chat": 128_000,
+    "deepseek-reasoner": 128_000,
+}
+
+
+def context_window(model: str, configured: int | None) -> int:
+    """The context window of `model`: the configured one, else the table's, else the default."""
+    if configured is not None:
+        return configured
+    return KNOWN_CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+
+    def of(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1_000_000
+
+
+def usage_shown(
+    usage: Usage, size: int, prices: Prices | None, events: Iterable[SessionEvent]
+) -> UsageShown:
+    """The `usage_update` after a model call that reported `usage`; `events` is the log
+    (its assistant messages' usages make the cost)."""
+    used = usage.input_tokens + usage.output_tokens
+    if prices is None:
+        return UsageShown(used, size)
+    total = 0.0
+    for event in events:
+        if type(event) is AssistantMessageEvent and event.data.usage is not UNSET:
+            total += prices.of(event.data.usage)
+    return UsageShown(used, size, Cost(round(total, 6), "USD"))
