@@ -26,7 +26,7 @@ TO_AGENT_PARAMS: dict[str, type[BaseModel]] = {
     "session/prompt": schema.PromptRequest,
     "session/cancel": schema.CancelNotification,
     "session/set_mode": schema.SetSessionModeRequest,
-    "session/set_config_option": schema.SetSessionConfigOptionRequest,
+    "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
     "logout": schema.LogoutRequest,
 }
 TO_CLIENT_PARAMS: dict[str, type[BaseModel]] = {
