@@ -39,12 +39,6 @@ class _Layer:
     prefilter: re.Pattern[str] | None
     """Matches every path some pattern matches (None: the layer has no patterns)."""
 
-    def decide(self, relative: str) -> bool | None:
-        """True (ignored), False (re-included by a `!` pattern) or None (no pattern matched)."""
-        if self.prefilter is None or self.prefilter.match(relative) is None:
-            return None
-        return self.spec.check_file(relative).include
-
 
 def _layer(base: str, lines: Iterable[str]) -> _Layer | None:
     spec = GitIgnoreSpec.from_lines(list(lines))
@@ -86,10 +80,15 @@ class IgnoreRules:
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether `path` (relative to the walk's root, "/"-separated) is ignored."""
         for layer in reversed(self.layers):
-            if layer.base and not path.startswith(layer.base):
+            base = layer.base
+            if base and not path.startswith(base):
                 continue
-            relative = path[len(layer.base) :]
-            decision = layer.decide(relative + "/" if is_dir else relative)
+            relative = path[len(base) :] if base else path
+            if is_dir:
+                relative += "/"
+            if layer.prefilter is None or layer.prefilter.match(relative) is None:
+                continue
+            decision = layer.spec.check_file(relative).include
             if decision is not None:
                 return decision
         return False

@@ -126,12 +126,10 @@ def glob(
     tree = open_tree(args.path, cwd, additional_directories)
     if not tree.top.is_dir():
         raise ToolError(f"{args.path} is not a directory")
-    matcher = compile_glob(_relative_pattern(args.pattern, tree, args.path)).fullmatch
-    skip = len(tree.top_relative) + 1 if tree.top_relative else 0
+    keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
     found = [
         (_mtime_ns(target), relative)
-        for target, relative in walk_files(tree, tree.starting_rules())
-        if matcher(relative[skip:])
+        for target, relative in walk_files(tree, tree.starting_rules(), keep)
     ]
     found.sort(key=lambda item: (-item[0], item[1]))
     shown = found[: limits.glob_paths]
@@ -196,7 +194,10 @@ def _clip(line: str, cap: int) -> str:
 class _Grep:
     """One grep call's state: what it found so far, and whether it has seen enough."""
 
-    def __init__(self, regex: re.Pattern[str], args: GrepArgs, limits: TreeLimits) -> None:
+    def __init__(
+        self, tree: Tree, regex: re.Pattern[str], args: GrepArgs, limits: TreeLimits
+    ) -> None:
+        self.tree = tree
         self.regex = regex
         self.context = args.context_lines
         self.max_results = args.max_results
@@ -208,8 +209,9 @@ class _Grep:
         self.files_with_matches = 0
         self.skipped_large = 0
 
-    def search(self, path: str, shown: str, location: str) -> None:
-        """Search one file; sets `more` when a match beyond `maxResults` exists."""
+    def search(self, path: str, relative: str) -> None:
+        """Search one file (`relative` to `tree.root`); sets `more` when a match beyond
+        `maxResults` exists."""
         data = _read(path, self.limits.file_bytes)
         if data is None:
             return
@@ -236,7 +238,7 @@ class _Grep:
             return
         self.files_with_matches += 1
         self.matches += len(hits)
-        self._show(lines, hits, shown, location)
+        self._show(lines, hits, self.tree.shown(relative), self.tree.absolute(relative))
 
     def _show(self, lines: list[str], hits: list[int], shown: str, location: str) -> None:
         hit_set = set(hits)
@@ -270,21 +272,14 @@ def grep(
     """The lines matching `args.pattern` below `args.path` (a directory or one file)."""
     regex = compile_regex(args.pattern, args.ignore_case)
     tree = open_tree(args.path, cwd, additional_directories)
-    state = _Grep(regex, args, limits)
+    state = _Grep(tree, regex, args, limits)
     if tree.top.is_file():
-        relative = tree.top_relative
-        state.search(str(tree.top), tree.shown(relative), tree.absolute(relative))
+        state.search(str(tree.top), tree.top_relative)
     else:
-        if args.glob is not None:
-            matcher = compile_glob(args.glob).fullmatch
-            by_name = "/" not in args.glob
-            skip = len(tree.top_relative) + 1 if tree.top_relative else 0
-        for target, relative in walk_files(tree, tree.starting_rules()):
-            if args.glob is not None:
-                subject = relative.rsplit("/", 1)[-1] if by_name else relative[skip:]
-                if not matcher(subject):
-                    continue
-            state.search(target, tree.shown(relative), tree.absolute(relative))
+        keep = None if args.glob is None else compile_glob(args.glob)
+        by_name = args.glob is not None and "/" not in args.glob
+        for target, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
+            state.search(target, relative)
             if state.done:
                 break
     notes = []

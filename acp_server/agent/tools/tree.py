@@ -11,8 +11,10 @@ results is the same on every run and every machine.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -117,31 +119,49 @@ def open_tree(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Tr
     return Tree(top, root, roots, resolve(cwd))
 
 
+_BY_NAME: Final = attrgetter("name")
+
+
 def scan(directory: str) -> list[os.DirEntry[str]]:
     """The entries of `directory` sorted by name; an unreadable directory has none."""
     try:
         with os.scandir(directory) as entries:
-            return sorted(entries, key=lambda entry: entry.name)
+            return sorted(entries, key=_BY_NAME)
     except OSError:
         return []
 
 
-def walk_files(tree: Tree, rules: IgnoreRules) -> Iterator[tuple[str, str]]:
+def walk_files(
+    tree: Tree, rules: IgnoreRules, keep: re.Pattern[str] | None = None, by_name: bool = False
+) -> Iterator[tuple[str, str]]:
     """(path to read, path relative to `tree.root`) for each file the walk takes, depth first:
-    a directory's files before its subdirectories."""
+    a directory's files before its subdirectories.
+
+    `keep`, when given, must `fullmatch` a file's path relative to `tree.top` (its name alone
+    when `by_name`); it is asked before the `.gitignore` rules, which cost more.
+    """
+    skip = len(tree.top_relative) + 1 if tree.top_relative else 0
+    keep_match = keep.fullmatch if keep is not None else None
     stack: list[tuple[str, str, IgnoreRules]] = [(str(tree.top), tree.top_relative, rules)]
     while stack:
         directory, relative, rules = stack.pop()
         entries = scan(directory)
-        if any(entry.name == GITIGNORE for entry in entries):
-            rules = rules.with_gitignore_of(relative, directory)
+        for entry in entries:
+            if entry.name == GITIGNORE:
+                rules = rules.with_gitignore_of(relative, directory)
+                break
+        ignored = rules.ignored if rules.layers else None
+        prefix = f"{relative}/" if relative else ""
         subdirectories: list[tuple[str, str, IgnoreRules]] = []
         for entry in entries:
-            child = f"{relative}/{entry.name}" if relative else entry.name
+            name = entry.name
+            child = prefix + name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRECTORIES and not rules.ignored(child, True):
+                    if name not in SKIPPED_DIRECTORIES and not (ignored and ignored(child, True)):
                         subdirectories.append((entry.path, child, rules))
+                    continue
+                if keep_match is not None and not keep_match(name if by_name else child[skip:]):
                     continue
                 if entry.is_file(follow_symlinks=False):
                     target = entry.path
@@ -153,7 +173,7 @@ def walk_files(tree: Tree, rules: IgnoreRules) -> Iterator[tuple[str, str]]:
                     continue  # FIFOs, sockets, devices: nothing to list or search
             except OSError:
                 continue
-            if not rules.ignored(child, False):
+            if not (ignored and ignored(child, False)):
                 yield target, child
         stack.extend(reversed(subdirectories))
 
