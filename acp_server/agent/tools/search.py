@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Final
 
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from ...core.acp_updates import ToolCallLocation
 from .arguments import Arguments
@@ -28,12 +28,20 @@ GREP_KIND: Final = "search"
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK: Final = 1 << 20
 
-SearchPath = Annotated[
+GlobRoot = Annotated[
     str,
     Meta(
         min_length=1,
-        description="Where to search: a directory (grep: or a file), absolute or relative to "
-        "the working directory (default: the working directory).",
+        description="The directory to search, absolute or relative to the working directory "
+        "(default: the working directory).",
+    ),
+]
+GrepRoot = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description="The directory or file to search, absolute or relative to the working "
+        "directory (default: the working directory).",
     ),
 ]
 GlobPattern = Annotated[
@@ -61,13 +69,13 @@ ContextLines = Annotated[
 
 class GlobArgs(Arguments):
     pattern: GlobPattern
-    path: SearchPath = "."
+    path: GlobRoot = "."
 
 
 class GrepArgs(Arguments):
     pattern: Regex
-    path: SearchPath = "."
-    glob: FileFilter | None = None
+    path: GrepRoot = "."
+    glob: FileFilter | UnsetType = UNSET
     ignore_case: Annotated[bool, Meta(description="Match regardless of case.")] = False
     context_lines: ContextLines = 0
     max_results: Annotated[
@@ -276,8 +284,8 @@ def grep(
     if tree.top.is_file():
         state.search(str(tree.top), tree.top_relative)
     else:
-        keep = None if args.glob is None else compile_glob(args.glob)
-        by_name = args.glob is not None and "/" not in args.glob
+        keep = None if args.glob is UNSET else compile_glob(args.glob)
+        by_name = args.glob is not UNSET and "/" not in args.glob
         for target, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
             state.search(target, relative)
             if state.done:
