@@ -83,9 +83,7 @@ def test_matches_are_counted_left_to_right_without_overlap() -> None:
 
 
 def test_old_text_may_span_lines() -> None:
-    assert apply_edit(TEXT, edit("beta\ngamma\n", ""), "f.txt") == Edit(
-        "alpha\nbeta\ndelta\n", [2]
-    )
+    assert apply_edit(TEXT, edit("beta\ngamma\n", ""), "f.txt") == Edit("alpha\nbeta\ndelta\n", [2])
 
 
 def test_the_content_is_a_summary_and_a_diff_of_the_whole_file() -> None:
