@@ -348,3 +348,12 @@ def test_the_schemas_the_model_sees_come_from_the_structs() -> None:
         ),
     }
     assert all(schema["additionalProperties"] is False for schema in schemas.values())
+
+
+def test_grep_refuses_a_fifo_without_opening_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ToolError) as caught:
+        grep(GrepArgs("hit", "pipe"), tmp_path, [])
+    assert str(caught.value) == (
+        "refused: pipe is a FIFO (named pipe), not a regular file or a directory"
+    )

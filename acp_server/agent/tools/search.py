@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Final
@@ -17,6 +18,7 @@ from typing import Annotated, Final
 from msgspec import UNSET, Meta, UnsetType
 
 from ...core.acp_updates import ToolCallLocation
+from ..confinement import non_regular_kind
 from .arguments import Arguments
 from .base import ToolError
 from .globs import compile_glob
@@ -281,7 +283,10 @@ def grep(
     regex = compile_regex(args.pattern, args.ignore_case)
     tree = open_tree(args.path, cwd, additional_directories)
     state = _Grep(tree, regex, args, limits)
-    if tree.top.is_file():
+    mode = tree.top.stat().st_mode
+    if not stat.S_ISDIR(mode) and (kind := non_regular_kind(mode)) is not None:
+        raise ToolError(f"refused: {args.path} is {kind}, not a regular file or a directory")
+    if stat.S_ISREG(mode):
         state.search(str(tree.top), tree.top_relative)
     else:
         keep = None if args.glob is UNSET else compile_glob(args.glob)
