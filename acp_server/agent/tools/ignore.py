@@ -36,12 +36,37 @@ class _Layer:
     """The directory the patterns are relative to, relative to the walk's root ("" for the
     root itself), with a trailing "/" unless empty."""
     spec: GitIgnoreSpec
-    prefilter: re.Pattern[str] | None
-    """Matches every path some pattern matches (None: the layer has no patterns)."""
+    prefilter: re.Pattern[str]
+    """Matches every path some pattern matches (and maybe more)."""
+
+
+def _parses(line: str) -> bool:
+    try:
+        GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error):
+        return False
+    return True
+
+
+def _spec(lines: list[str]) -> GitIgnoreSpec:
+    """The spec of `lines`; like git, a line that is not a valid pattern is skipped, not fatal."""
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except (ValueError, re.error):
+        return GitIgnoreSpec.from_lines([line for line in lines if _parses(line)])
+
+
+def _union(regexes: list[str]) -> re.Pattern[str]:
+    try:
+        return re.compile("|".join(f"(?:{regex})" for regex in regexes))
+    except re.error:
+        # Some pattern's expression does not survive being joined: every path then goes to
+        # `check_file`, slower but still pathspec's answer.
+        return re.compile("")
 
 
 def _layer(base: str, lines: Iterable[str]) -> _Layer | None:
-    spec = GitIgnoreSpec.from_lines(list(lines))
+    spec = _spec(list(lines))
     regexes = [
         _NAMED_GROUP.sub("(?:", pattern.regex.pattern)
         for pattern in spec.patterns
@@ -51,8 +76,7 @@ def _layer(base: str, lines: Iterable[str]) -> _Layer | None:
     ]
     if not regexes:
         return None
-    prefilter = re.compile("|".join(f"(?:{regex})" for regex in regexes))
-    return _Layer(base, spec, prefilter)
+    return _Layer(base, spec, _union(regexes))
 
 
 @dataclass(frozen=True)
@@ -86,7 +110,7 @@ class IgnoreRules:
             relative = path[len(base) :] if base else path
             if is_dir:
                 relative += "/"
-            if layer.prefilter is None or layer.prefilter.match(relative) is None:
+            if layer.prefilter.match(relative) is None:
                 continue
             decision = layer.spec.check_file(relative).include
             if decision is not None:
