@@ -357,3 +357,13 @@ def test_grep_refuses_a_fifo_without_opening_it(tmp_path: Path) -> None:
     assert str(caught.value) == (
         "refused: pipe is a FIFO (named pipe), not a regular file or a directory"
     )
+
+
+def test_an_absolute_glob_pattern_outside_path_is_an_error(tmp_path: Path) -> None:
+    make(tmp_path, {"s/a.py": ""})
+    with pytest.raises(ToolError) as caught:
+        glob(GlobArgs("/etc/*.conf", "s"), tmp_path, [])
+    assert str(caught.value) == (
+        "the pattern '/etc/*.conf' is absolute but not below s: give the directory as `path` "
+        "and a pattern relative to it"
+    )

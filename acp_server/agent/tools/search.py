@@ -183,8 +183,13 @@ def _read(path: str, cap: int) -> bytes | int | None:
         size = os.fstat(fd).st_size
         if size > cap:
             return size
-        chunks = []
-        total = 0
+        # One read is usually the whole file: asking for a byte more than its size shows EOF
+        # without a second system call.
+        first = os.read(fd, size + 1)
+        if len(first) == size:
+            return first
+        chunks = [first]
+        total = len(first)
         while chunk := os.read(fd, _CHUNK):
             total += len(chunk)
             if total > cap:  # it grew since the fstat
