@@ -367,3 +367,8 @@ def test_an_absolute_glob_pattern_outside_path_is_an_error(tmp_path: Path) -> No
         "the pattern '/etc/*.conf' is absolute but not below s: give the directory as `path` "
         "and a pattern relative to it"
     )
+
+
+def test_grep_end_anchors_match_at_the_end_of_crlf_lines(tmp_path: Path) -> None:
+    make(tmp_path, {"a.txt": b"a hit\r\nhit b\r\n"})
+    assert grep_text(tmp_path, "hit$") == "a.txt:1:a hit"

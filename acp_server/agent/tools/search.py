@@ -236,13 +236,16 @@ class _Grep:
         if b"\0" in data:
             return  # binary
         text = data.decode("utf-8", errors="replace")
+        if "\r" in text:
+            # Lines end at "\n"; a CRLF file's "\r" must not stop `$` matching at line ends.
+            text = text.replace("\r\n", "\n")
         if self.regex.search(text) is None:
             return
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         search = self.regex.search
-        hits = [index for index, line in enumerate(lines) if search(line.rstrip("\r"))]
+        hits = [index for index, line in enumerate(lines) if search(line)]
         if not hits:
             return  # the match spans lines: grep matches line by line
         room = self.max_results - self.matches
@@ -268,14 +271,10 @@ class _Grep:
                 if index <= last:
                     continue
                 separator = ":" if index in hit_set else "-"
-                text = _clip(lines[index].rstrip("\r"), self.limits.line_chars)
+                text = _clip(lines[index], self.limits.line_chars)
                 self.lines.append(f"{shown}{separator}{index + 1}{separator}{text}")
             last = max(last, end)
             self.locations.append(ToolCallLocation(location, hit + 1))
-
-    @property
-    def done(self) -> bool:
-        return self.more
 
 
 def grep(
@@ -298,7 +297,7 @@ def grep(
         by_name = args.glob is not UNSET and "/" not in args.glob
         for target, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
             state.search(target, relative)
-            if state.done:
+            if state.more:
                 break
     notes = []
     if state.more:
