@@ -1,0 +1,188 @@
+"""`edit_file`: replace an exact piece of a file's text (`apply_edit` is pure).
+
+The replacement is literal, never a pattern: `oldText` must occur exactly once, or `replaceAll`
+must say that every occurrence is meant. Anything else is an error the model can act on, with
+the number of matches and their lines. Occurrences are counted as `str.count` counts them (left
+to right, not overlapping), which is also what `str.replace` replaces.
+
+The I/O around it is the caller's: the file's text comes from the client's `fs/read_text_file`
+or from `prepare_local_edit` (confined, like `write_file`), and goes back the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Final
+
+from msgspec import Meta
+
+from ...core.acp_updates import ToolCallLocation
+from ...core.events import DiffContent, TextContent, ToolResultContent
+from ..confinement import absolute_path, local_path
+from .arguments import Arguments, FilePath
+from .base import ToolError
+from .files import _open_regular, _write_locally
+
+KIND: Final = "edit"
+
+_LISTED_LINES: Final = 20
+"""An error lists the lines of at most this many matches."""
+
+
+class EditFileArgs(Arguments):
+    path: FilePath
+    old_text: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            description="The exact text to replace, whitespace and line breaks included; it "
+            "must occur once in the file unless replaceAll is set.",
+        ),
+    ]
+    new_text: Annotated[str, Meta(description="The text to put in its place.")]
+    replace_all: Annotated[
+        bool, Meta(description="Replace every occurrence of oldText (default false).")
+    ] = False
+
+
+DESCRIPTION: Final = (
+    "Edit a text file by replacing an exact piece of it: `oldText` (matched literally, "
+    "whitespace included) becomes `newText`. `oldText` must occur exactly once, so include "
+    "enough surrounding lines to make it unique; set `replaceAll` to replace every occurrence "
+    "instead. If it occurs zero or several times nothing is changed and the error says where "
+    "it matched. The user is asked for permission first; the result shows the change as a diff."
+)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A successful edit: the file's new text, and where the replacements landed in it."""
+
+    text: str
+    lines: list[int]
+    """The 1-based line, in the new text, where each replacement starts."""
+
+    @property
+    def count(self) -> int:
+        return len(self.lines)
+
+
+def match_lines(text: str, needle: str) -> list[int]:
+    """The 1-based line where each occurrence of `needle` in `text` starts (as `str.count`)."""
+    lines: list[int] = []
+    line = 1
+    counted_to = 0
+    position = text.find(needle)
+    while position >= 0:
+        line += text.count("\n", counted_to, position)
+        counted_to = position
+        lines.append(line)
+        position = text.find(needle, position + len(needle))
+    return lines
+
+
+def _listed(lines: list[int]) -> str:
+    shown = ", ".join(str(line) for line in lines[:_LISTED_LINES])
+    more = len(lines) - _LISTED_LINES
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def apply_edit(text: str, args: EditFileArgs, shown: str) -> Edit:
+    """`text` with the edit applied, or a `ToolError` (naming the file as `shown`)."""
+    if args.old_text == args.new_text:
+        raise ToolError(f"oldText and newText are the same: nothing to change in {shown}")
+    found = match_lines(text, args.old_text)
+    if not found:
+        raise ToolError(
+            f"oldText was not found in {shown}: it must match the file exactly, whitespace "
+            "and line breaks included (read the file again to see its current text)"
+        )
+    if len(found) > 1 and not args.replace_all:
+        raise ToolError(
+            f"oldText occurs {len(found)} times in {shown} (lines {_listed(found)}): include "
+            "more surrounding text to make it unique, or set replaceAll to replace every "
+            "occurrence"
+        )
+    # Each earlier replacement moves the later ones by the difference in line breaks.
+    shift = args.new_text.count("\n") - args.old_text.count("\n")
+    landed = [line + index * shift for index, line in enumerate(found)]
+    return Edit(text.replace(args.old_text, args.new_text), landed)
+
+
+def edit_summary(shown: str, edit: Edit) -> str:
+    if edit.count == 1:
+        return f"Edited {shown}: 1 replacement (line {edit.lines[0]})."
+    return f"Edited {shown}: {edit.count} replacements (lines {_listed(edit.lines)})."
+
+
+def edit_content(shown: str, old_text: str, edit: Edit) -> list[ToolResultContent]:
+    """The `tool/result` content of an edit: its summary, and the change as a diff."""
+    return [
+        TextContent(edit_summary(shown, edit)),
+        DiffContent(path=shown, new_text=edit.text, old_text=old_text),
+    ]
+
+
+def edit_locations(path: str, edit: Edit) -> list[ToolCallLocation]:
+    """Where the edit touched the file, for the tool call's `locations`."""
+    return [ToolCallLocation(path, line) for line in edit.lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# On the server's own file system (blocking: worker threads).
+
+
+@dataclass(frozen=True)
+class LocalEdit:
+    """An edit worked out on a local file but not yet written."""
+
+    target: Path
+    """The resolved path that passed confinement: what is read and then written."""
+    shown: Path
+    """The path as the model and the user see it (absolute, unresolved)."""
+    old_text: str
+    edit: Edit
+
+
+def _read_text(path: Path, raw: str, cap: int) -> str:
+    """The UTF-8 text of the file to edit. Text that is not UTF-8 is refused: written back
+    with U+FFFD in place of its undecodable bytes, it would be corrupted."""
+    if not os.path.lexists(path):
+        raise ToolError(
+            f"{raw} does not exist: edit_file changes an existing file (write_file creates one)"
+        )
+    with os.fdopen(_open_regular(path, raw, os.O_RDONLY, "read"), "rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > cap:
+            raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
+        try:
+            data = stream.read()
+        except OSError as exc:
+            raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(
+            f"refused: {raw} is not UTF-8 text, which edit_file would corrupt"
+        ) from None
+
+
+def prepare_local_edit(
+    args: EditFileArgs, cwd: Path, additional_directories: Sequence[Path], cap: int
+) -> LocalEdit:
+    """Confine, read and edit `args.path` (nothing written), or `PathRefused` / `ToolError`.
+
+    Everything that can refuse the edit happens here, before the user is asked for permission.
+    """
+    shown = absolute_path(args.path, cwd)
+    target = local_path(args.path, cwd, additional_directories)
+    old_text = _read_text(target, args.path, cap)
+    return LocalEdit(target, shown, old_text, apply_edit(old_text, args, str(shown)))
+
+
+def write_local_edit(prepared: LocalEdit, raw: str) -> None:
+    """Write a prepared edit (after permission), as `write_file` writes."""
+    _write_locally(prepared.target, raw, prepared.edit.text.encode("utf-8"))

@@ -1,0 +1,323 @@
+"""`glob` and `grep`: finding files and lines in the session's directories (blocking: threads).
+
+Both walk the tree with `tree.walk_files` (confined, `.gitignore` honoured, `.git` skipped).
+`grep` reads each file once, whole, and asks one C-level regular-expression search whether it
+matches at all before it splits anything into lines; it skips binary files (a NUL byte, as git
+and ripgrep decide) and files over the size cap, and stops reading files at `maxResults`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Final
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ...core.acp_updates import ToolCallLocation
+from ..confinement import non_regular_kind
+from .arguments import Arguments
+from .base import ToolError
+from .globs import compile_glob
+from .tree import DEFAULT_LIMITS, Tree, TreeLimits, TreeResult, capped_note, open_tree, walk_files
+
+GLOB_KIND: Final = "search"
+GREP_KIND: Final = "search"
+
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CHUNK: Final = 1 << 20
+
+GlobRoot = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description="The directory to search, absolute or relative to the working directory "
+        "(default: the working directory).",
+    ),
+]
+GrepRoot = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description="The directory or file to search, absolute or relative to the working "
+        "directory (default: the working directory).",
+    ),
+]
+GlobPattern = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description='A glob over paths relative to `path`, e.g. "**/*.py" or "src/*.{ts,tsx}".',
+    ),
+]
+Regex = Annotated[
+    str, Meta(min_length=1, description="A regular expression (Python syntax), matched per line.")
+]
+FileFilter = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description='Only search files matching this glob, e.g. "*.py" (a pattern without "/" '
+        "matches file names at any depth).",
+    ),
+]
+ContextLines = Annotated[
+    int, Meta(ge=0, le=20, description="Lines to show before and after each match (default 0).")
+]
+
+
+class GlobArgs(Arguments):
+    pattern: GlobPattern
+    path: GlobRoot = "."
+
+
+class GrepArgs(Arguments):
+    pattern: Regex
+    path: GrepRoot = "."
+    glob: FileFilter | UnsetType = UNSET
+    ignore_case: Annotated[bool, Meta(description="Match regardless of case.")] = False
+    context_lines: ContextLines = 0
+    max_results: Annotated[
+        int,
+        Meta(ge=1, le=TreeLimits.grep_max_matches, description="The most matches (default 100)."),
+    ] = TreeLimits.grep_default_matches
+
+
+GLOB_DESCRIPTION: Final = (
+    "Find files by path pattern, e.g. `**/*.py` or `src/**/test_*.ts` (`*` stays within one "
+    "directory, `**` spans any number, `{a,b}` is either). Paths are relative to `path` "
+    "(default: the working directory) and listed newest first. Files ignored by .gitignore "
+    "are left out; long results are capped, with a note."
+)
+GREP_DESCRIPTION: Final = (
+    "Search file contents with a regular expression (Python syntax, matched line by line). "
+    "Each match is shown as `path:line:text`, with `contextLines` lines around it as "
+    "`path-line-text`. `path` is a directory or a file (default: the working directory); "
+    '`glob` keeps only matching files (e.g. "*.py"). Files ignored by .gitignore and binary '
+    "files are skipped. At most `maxResults` matches (default 100) are shown, with a note "
+    "when there are more."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# glob
+
+
+def _relative_pattern(pattern: str, tree: Tree, raw_path: str) -> str:
+    """`pattern` relative to the walk's start; an absolute one must lie below it."""
+    if not pattern.startswith("/"):
+        return pattern
+    prefix = f"{tree.top}/"
+    if pattern.startswith(prefix):
+        return pattern[len(prefix) :]
+    raise ToolError(
+        f"the pattern {pattern!r} is absolute but not below {raw_path}: give the directory "
+        "as `path` and a pattern relative to it"
+    )
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def glob(
+    args: GlobArgs,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    limits: TreeLimits = DEFAULT_LIMITS,
+) -> TreeResult:
+    """The files below `args.path` matching `args.pattern`, newest first (ties by path)."""
+    tree = open_tree(args.path, cwd, additional_directories)
+    if not tree.top.is_dir():
+        raise ToolError(f"{args.path} is not a directory")
+    keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
+    found = [
+        (_mtime_ns(target), relative)
+        for target, relative in walk_files(tree, tree.starting_rules(), keep)
+    ]
+    found.sort(key=lambda item: (-item[0], item[1]))
+    shown = found[: limits.glob_paths]
+    paths = [tree.shown(relative) for _, relative in shown]
+    truncated = len(shown) < len(found)
+    lines = paths or [f"No files match {args.pattern!r} in {args.path}."]
+    if truncated:
+        lines.append(
+            capped_note(len(shown), len(found), "files, newest first", "narrow the pattern")
+        )
+    return TreeResult(
+        "\n".join(lines),
+        [],
+        truncated,
+        {"paths": paths, "count": len(found), "truncated": truncated},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# grep
+
+
+def compile_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    """`pattern` compiled, or a `ToolError` saying where it is wrong."""
+    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+    except (OverflowError, RecursionError):
+        raise ToolError(f"invalid regular expression {pattern!r}: too large or too deep") from None
+
+
+def _read(path: str, cap: int) -> bytes | int | None:
+    """The file's bytes; its size when that is over `cap` (unread); None when unreadable."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size > cap:
+            return size
+        # One read is usually the whole file: asking for a byte more than its size shows EOF
+        # without a second system call.
+        first = os.read(fd, size + 1)
+        if len(first) == size:
+            return first
+        chunks = [first]
+        total = len(first)
+        while chunk := os.read(fd, _CHUNK):
+            total += len(chunk)
+            if total > cap:  # it grew since the fstat
+                return total
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _clip(line: str, cap: int) -> str:
+    return line if len(line) <= cap else f"{line[:cap]} [... {len(line) - cap} more characters]"
+
+
+class _Grep:
+    """One grep call's state: what it found so far, and whether it has seen enough."""
+
+    def __init__(
+        self, tree: Tree, regex: re.Pattern[str], args: GrepArgs, limits: TreeLimits
+    ) -> None:
+        self.tree = tree
+        self.regex = regex
+        self.context = args.context_lines
+        self.max_results = args.max_results
+        self.limits = limits
+        self.lines: list[str] = []
+        self.locations: list[ToolCallLocation] = []
+        self.matches = 0
+        self.more = False
+        self.files_with_matches = 0
+        self.skipped_large = 0
+
+    def search(self, path: str, relative: str) -> None:
+        """Search one file (`relative` to `tree.root`); sets `more` when a match beyond
+        `maxResults` exists."""
+        data = _read(path, self.limits.file_bytes)
+        if data is None:
+            return
+        if isinstance(data, int):
+            self.skipped_large += 1
+            return
+        if b"\0" in data:
+            return  # binary
+        text = data.decode("utf-8", errors="replace")
+        if "\r" in text:
+            # Lines end at "\n"; a CRLF file's "\r" must not stop `$` matching at line ends.
+            text = text.replace("\r\n", "\n")
+        if self.regex.search(text) is None:
+            return
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        search = self.regex.search
+        hits = [index for index, line in enumerate(lines) if search(line)]
+        if not hits:
+            return  # the match spans lines: grep matches line by line
+        room = self.max_results - self.matches
+        if len(hits) > room:
+            self.more = True
+            hits = hits[:room]
+        if not hits:
+            return
+        self.files_with_matches += 1
+        self.matches += len(hits)
+        self._show(lines, hits, self.tree.shown(relative), self.tree.absolute(relative))
+
+    def _show(self, lines: list[str], hits: list[int], shown: str, location: str) -> None:
+        hit_set = set(hits)
+        last = -1
+        for hit in hits:
+            start = max(hit - self.context, last + 1)
+            end = min(hit + self.context, len(lines) - 1)
+            # "--" parts groups that are not adjacent, in this file or after another file's.
+            if self.context and self.lines and (last < 0 or start > last + 1):
+                self.lines.append("--")
+            for index in range(start, end + 1):
+                if index <= last:
+                    continue
+                separator = ":" if index in hit_set else "-"
+                text = _clip(lines[index], self.limits.line_chars)
+                self.lines.append(f"{shown}{separator}{index + 1}{separator}{text}")
+            last = max(last, end)
+            self.locations.append(ToolCallLocation(location, hit + 1))
+
+
+def grep(
+    args: GrepArgs,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    limits: TreeLimits = DEFAULT_LIMITS,
+) -> TreeResult:
+    """The lines matching `args.pattern` below `args.path` (a directory or one file)."""
+    regex = compile_regex(args.pattern, args.ignore_case)
+    tree = open_tree(args.path, cwd, additional_directories)
+    state = _Grep(tree, regex, args, limits)
+    mode = tree.top.stat().st_mode
+    if not stat.S_ISDIR(mode) and (kind := non_regular_kind(mode)) is not None:
+        raise ToolError(f"refused: {args.path} is {kind}, not a regular file or a directory")
+    if stat.S_ISREG(mode):
+        state.search(str(tree.top), tree.top_relative)
+    else:
+        keep = None if args.glob is UNSET else compile_glob(args.glob)
+        by_name = args.glob is not UNSET and "/" not in args.glob
+        for target, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
+            state.search(target, relative)
+            if state.more:
+                break
+    notes = []
+    if state.more:
+        notes.append(
+            capped_note(
+                state.matches, None, "matches", "narrow the pattern or path, or raise maxResults"
+            )
+        )
+    if state.skipped_large:
+        notes.append(
+            f"[{state.skipped_large} files over {limits.file_bytes} bytes were not searched]"
+        )
+    lines = state.lines or [f"No matches for {args.pattern!r} in {args.path}."]
+    return TreeResult(
+        "\n".join([*lines, *notes]),
+        state.locations,
+        state.more,
+        {
+            "matches": state.matches,
+            "files": state.files_with_matches,
+            "truncated": state.more,
+        },
+    )
