@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from acp import schema
-from prompt_harness import exact_model
+from acp_models import exact
 
 from acp_server.core.acp_updates import AgentMessageChunk, AvailableCommandsUpdate
 from acp_server.core.chunk_rows import StorageRecord
@@ -70,7 +70,7 @@ def test_a_prompt_opening_with_an_image_is_not_a_command() -> None:
 
 def test_the_commands_update_fits_the_acp_model() -> None:
     value = msgspec.json.decode(msgspec.json.encode(AvailableCommandsUpdate(list(COMMANDS))))
-    exact_model(schema.AvailableCommandsUpdate, value, "available_commands_update")
+    exact(schema.AvailableCommandsUpdate, value, "available_commands_update")
     assert [c["name"] for c in value["availableCommands"]] == ["mode", "model", "title", "stats"]
 
 

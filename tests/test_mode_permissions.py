@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from acp_server.agent.ports import ClientCapabilities
-from acp_server.agent.tools import ToolContext, ToolOutcome, run_tool
-from acp_server.core.acp_updates import TOOL_KINDS
+from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
 from acp_server.core.events import TextContent
 
 
@@ -43,12 +42,13 @@ async def noop() -> None:
 
 async def call(ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutcome:
     return await run_tool(
+        BUILTIN_TOOLS,
         ctx,
         "call-1",
         name,
         json.dumps(args),
         title=name,
-        kind=TOOL_KINDS[name],
+        kind=BUILTIN_TOOLS.present(name, {}).kind,
         on_started=noop,
     )
 

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 from acp import schema
-from prompt_harness import exact_model
+from acp_models import exact
 
 from acp_server.core.events import (
     SessionConfig,
@@ -140,7 +140,7 @@ def test_check_setting_refuses_a_boolean_for_a_select() -> None:
 
 def test_mode_state_fits_the_acp_model() -> None:
     value = as_json(mode_state("plan"))
-    exact_model(schema.SessionModeState, value, "modes")
+    exact(schema.SessionModeState, value, "modes")
     assert value["currentModeId"] == "plan"
     assert [m["id"] for m in value["availableModes"]] == list(MODE_IDS)
 
@@ -148,7 +148,7 @@ def test_mode_state_fits_the_acp_model() -> None:
 def test_config_options_fit_the_acp_model_with_their_current_values() -> None:
     options = as_json(config_options(Settings("plan", "gpt-4o-mini", "high"), CHOICES))
     for option in options:
-        exact_model(schema.SessionConfigOptionSelect, option, option["id"])
+        exact(schema.SessionConfigOptionSelect, option, option["id"])
     assert [(o["id"], o["category"], o["currentValue"]) for o in options] == [
         ("mode", "mode", "plan"),
         ("model", "model", "gpt-4o-mini"),

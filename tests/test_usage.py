@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 from acp import schema
-from prompt_harness import exact_model
+from acp_models import exact
 
 from acp_server.core.acp_updates import Cost, UsageShown
 from acp_server.core.events import (
@@ -55,7 +55,7 @@ def test_an_unknown_model_gets_the_default_context_window() -> None:
 
 def test_the_usage_update_fits_the_acp_model() -> None:
     value = msgspec.json.decode(msgspec.json.encode(UsageShown(10, 100, Cost(0.5, "USD"))))
-    exact_model(schema.UsageUpdate, value, "usage_update")
+    exact(schema.UsageUpdate, value, "usage_update")
 
 
 def test_the_first_block_over_the_limit_is_named_with_its_size() -> None:
