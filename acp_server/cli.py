@@ -479,7 +479,7 @@ _LIVE_MODEL_FLAGS: Final = {
     "thinking_budget": "--thinking-budget",
 }
 _COMMON_LIVE_OPTIONS: Final = frozenset(
-    {"model", "base_url", "api_key_env", "connect_timeout", "read_timeout", "max_retries"}
+    {"model", "models", "base_url", "api_key_env", "connect_timeout", "read_timeout", "max_retries"}
 )
 
 

@@ -60,7 +60,7 @@ LIVE_PROVIDERS: Final[dict[str, LiveProvider]] = {
             "https://api.openai.com/v1",
             "OPENAI_API_KEY",
             _openai,
-            frozenset({"max_tokens"}),
+            frozenset({"max_tokens", "reasoning"}),
         ),
         LiveProvider(
             "anthropic",
