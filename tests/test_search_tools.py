@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from acp_server.agent.confinement import PathRefused
-from acp_server.agent.tools.arguments import _parameters_schema
+from acp_server.agent.tools.arguments import parameters_schema
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.edit import EditFileArgs
 from acp_server.agent.tools.listing import ListDirectoryArgs, list_directory
@@ -330,7 +330,7 @@ def test_grep_arguments_are_camel_case_with_bounds() -> None:
 
 def test_the_schemas_the_model_sees_come_from_the_structs() -> None:
     schemas = {
-        args_type.__name__: _parameters_schema(args_type)
+        args_type.__name__: parameters_schema(args_type)
         for args_type in (EditFileArgs, ListDirectoryArgs, GlobArgs, GrepArgs)
     }
     assert {
