@@ -327,7 +327,11 @@ def test_listing_a_symlink_to_a_directory_outside_is_refused(tmp_path: Path) -> 
             "refused: link (resolved to <tmp>/outside) is outside the session's directories "
             "(allowed: <cwd>)"
         )
-        assert answered.updates[2:] == [failed(call, message), *DONE_UPDATES]
+        assert answered.updates == [
+            announced(call, "List link", "read"),
+            failed(call, message),
+            *DONE_UPDATES,
+        ]
 
 
 # -- glob --------------------------------------------------------------------------------------
@@ -367,7 +371,11 @@ def test_glob_below_an_absolute_path_outside_the_session_is_refused(tmp_path: Pa
         answered = server.prompt(session, "go")
 
         message = "refused: /etc is outside the session's directories (allowed: <cwd>)"
-        assert answered.updates[2:] == [failed(call, message), *DONE_UPDATES]
+        assert answered.updates == [
+            announced(call, "Find * in /etc", "search"),
+            failed(call, message),
+            *DONE_UPDATES,
+        ]
         assert server.log(session) == one_tool_log(call, error_log(message))
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
 from msgspec import Struct
 
 from ...core.events import TextContent
-from ..confinement import client_path
+from ..confinement import client_path, local_path
 from .base import ToolCallInfo, ToolContext, ToolOutcome, decode_client_result
 from .edit import (
     Edit,
@@ -31,8 +31,6 @@ from .edit import (
 from .permission import ensure_permission
 from .registry import OnStarted
 from .tree import TreeResult
-
-A = TypeVar("A")
 
 
 class _ReadTextFileResult(Struct):
@@ -79,6 +77,12 @@ async def edit_file(
     return _edit_outcome(str(prepared.shown), prepared.old_text, prepared.edit)
 
 
+class _PathArgs(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+A = TypeVar("A", bound=_PathArgs)
 TreeEngine = Callable[[A, Path, Sequence[Path]], TreeResult]
 
 
@@ -89,6 +93,9 @@ def tree_runner(engine: TreeEngine[A]) -> Any:
     async def run(
         ctx: ToolContext, call: ToolCallInfo, args: A, on_started: OnStarted
     ) -> ToolOutcome:
+        # A path outside the session is refused before the call shows as started, as
+        # read_file's is; the engine confines it again, on what it actually opens.
+        await anyio.to_thread.run_sync(local_path, args.path, ctx.cwd, ctx.additional_directories)
         await on_started()
         found = await anyio.to_thread.run_sync(engine, args, ctx.cwd, ctx.additional_directories)
         return ToolOutcome(
