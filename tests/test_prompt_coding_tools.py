@@ -456,3 +456,23 @@ def test_grep_with_an_invalid_pattern_is_an_error_result(tmp_path: Path) -> None
             "position 0"
         )
         assert answered.updates[2:] == [failed(call, message), *DONE_UPDATES]
+
+
+def test_a_load_replays_the_hits_as_the_closing_updates_locations(tmp_path: Path) -> None:
+    call = ToolUse("call_grep", "grep", args(pattern="TODO", path="src"))
+    with PromptServer(tmp_path, one_tool_turn(call)) as server:
+        grep_workspace(server.workspace, server.tmp / "outside")
+        session = server.new_session()
+        live = server.prompt(session, "go")
+        loaded = server.request(
+            "session/load",
+            {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []},
+        )
+
+        closing = [
+            u
+            for u in loaded.updates
+            if u["sessionUpdate"] == "tool_call_update" and u["status"] == "completed"
+        ]
+        assert closing == [live.updates[2]]
+        assert closing[0]["locations"] == [{"path": "<cwd>/src/b.py", "line": 1}]
