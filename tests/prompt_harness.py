@@ -25,7 +25,7 @@ import msgspec
 from acp import schema
 from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
-from fixtures_builder import Scenario, write_fixture
+from fixtures_builder import Scenario, Step, ToolUse, step_chunks, write_fixture
 from polling import TIMEOUT
 
 from acp_server.core.json_values import map_strings
@@ -360,3 +360,97 @@ def turn_opening(turn: int, prompt: str) -> list[dict[str, Any]]:
 def text_result(text: str) -> list[dict[str, Any]]:
     """A `tool_call_update`'s content holding one text block."""
     return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+# -- one tool call in a turn ---------------------------------------------------------------------
+# A turn of two model calls: a step that calls one tool, then a step that answers "Done.".
+
+DONE = Step(text="Done.")
+DONE_UPDATES = message_chunks(["Don", "e", "."], "assistant-0-1")
+
+
+def one_tool_turn(call: ToolUse) -> Scenario:
+    return Scenario([("go", [Step(calls=[call]), DONE])])
+
+
+def one_tool_log(call: ToolUse, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The log of `one_tool_turn(call)`, with `result` as the tool/result's data (after
+    turn, step and callId)."""
+    tool_step = Step(calls=[call])
+    n0, n1 = len(step_chunks(tool_step)), len(step_chunks(DONE))
+    call_seq = 3 + n0 + 1
+    second = call_seq + 4  # after the result, step/end and step/start
+    return [
+        *turn_opening(0, "go"),
+        {"type": "step/start", "data": {"turn": 0, "step": 0}},
+        *chunk_events(0, 0, step_chunks(tool_step)),
+        {
+            "type": "assistant/message",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "message": {
+                    "id": "assistant-0-0",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                        }
+                    ],
+                },
+            },
+            "sourceRange": [3, 2 + n0],
+        },
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 0,
+                "step": 0,
+                "callId": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+            },
+        },
+        {
+            "type": "tool/result",
+            "data": {"turn": 0, "step": 0, "callId": call.id, **result},
+            "sourceRange": [call_seq, call_seq],
+        },
+        {"type": "step/end", "data": {"turn": 0, "step": 0}},
+        {"type": "step/start", "data": {"turn": 0, "step": 1}},
+        *chunk_events(0, 1, step_chunks(DONE)),
+        {
+            "type": "assistant/message",
+            "data": {
+                "turn": 0,
+                "step": 1,
+                "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Done."}]},
+            },
+            "sourceRange": [second, second + n1 - 1],
+        },
+        {"type": "step/end", "data": {"turn": 0, "step": 1}},
+        {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "completed"}}},
+    ]
+
+
+def permission_request(call_id: str, title: str, kind: str, raw_input: Any) -> dict[str, Any]:
+    return {
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "<session>",
+            "toolCall": {
+                "toolCallId": call_id,
+                "title": title,
+                "kind": kind,
+                "status": "pending",
+                "rawInput": raw_input,
+            },
+            "options": PERMISSION_OPTIONS,
+        },
+    }
+
+
+def in_progress(call_id: str) -> dict[str, Any]:
+    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}

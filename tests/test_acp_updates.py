@@ -36,6 +36,7 @@ from acp_server.core.events import (
     ResourceContents,
     ResourceLink,
     TextContent,
+    ToolCallLocation,
     ToolResultData,
 )
 
@@ -128,16 +129,27 @@ present = BUILTIN_TOOLS.present
 
 def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -> None:
     assert wire(
-        tool_call_started("call-1", "read_file", '{"path": "src/app.py", "line": 3}', present)
+        tool_call_started("call-1", "read_file", '{"path": "/w/src/app.py", "line": 3}', present)
     ) == {
         "sessionUpdate": "tool_call",
         "toolCallId": "call-1",
-        "title": "Read src/app.py",
+        "title": "Read /w/src/app.py",
         "kind": "read",
         "status": "pending",
-        "rawInput": {"path": "src/app.py", "line": 3},
-        "locations": [{"path": "src/app.py"}],
+        "rawInput": {"path": "/w/src/app.py", "line": 3},
+        "locations": [{"path": "/w/src/app.py", "line": 3}],
     }
+
+
+def test_a_relative_path_is_left_to_the_results_locations() -> None:
+    # ACP locations are absolute; the result names the file once the cwd has made it so.
+    shown = wire(tool_call_started("c", "read_file", '{"path": "src/app.py"}', present))
+    assert "locations" not in shown
+
+
+def test_an_absolute_location_is_folded_lexically() -> None:
+    shown = wire(tool_call_started("c", "edit_file", '{"path": "/w/a/../b.txt"}', present))
+    assert shown["locations"] == [{"path": "/w/b.txt"}]
 
 
 @pytest.mark.parametrize(
@@ -147,6 +159,10 @@ def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -
         ("run_command", '{"command": "ls", "args": ["-l", "src"]}', "execute", "Run ls -l src"),
         ("todo_write", '{"todos": []}', "think", "Update the plan"),
         ("task", '{"prompt": "summarise the repo"}', "other", "Subagent: summarise the repo"),
+        ("edit_file", '{"path": "a.py", "oldText": "x", "newText": "y"}', "edit", "Edit a.py"),
+        ("list_directory", '{"path": "src"}', "read", "List src"),
+        ("glob", '{"pattern": "**/*.py"}', "search", "Find **/*.py"),
+        ("grep", '{"pattern": "TODO", "path": "src"}', "search", "Search TODO in src"),
         ("web_search", '{"q": "x"}', "other", "web_search"),
     ],
 )
@@ -159,9 +175,9 @@ def test_tool_call_kind_and_title_follow_the_tool(
 
 
 def test_only_file_tools_carry_locations() -> None:
-    assert wire(tool_call_started("c", "write_file", '{"path": "o.txt", "content": ""}', present))[
-        "locations"
-    ] == [{"path": "o.txt"}]
+    assert wire(
+        tool_call_started("c", "write_file", '{"path": "/w/o.txt", "content": ""}', present)
+    )["locations"] == [{"path": "/w/o.txt"}]
     assert "locations" not in wire(
         tool_call_started("c", "run_command", '{"command": "ls"}', present)
     )
@@ -207,6 +223,33 @@ def test_tool_result_becomes_a_completed_update_with_content_and_raw_output() ->
         "status": "completed",
         "content": [{"type": "content", "content": {"type": "text", "text": "file text"}}],
         "rawOutput": {"bytes": 9},
+    }
+
+
+def test_tool_call_in_progress_embeds_a_terminal() -> None:
+    assert wire(tool_call_in_progress("call-1", [ToolTerminal("term-1")])) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call-1",
+        "status": "in_progress",
+        "content": [{"type": "terminal", "terminalId": "term-1"}],
+    }
+
+
+def test_tool_result_locations_become_the_updates_locations() -> None:
+    result = ToolResultData(
+        0,
+        0,
+        "call-1",
+        [TextContent("a.py:3:x")],
+        locations=[ToolCallLocation("/w/a.py", 3), ToolCallLocation("/w/b.py")],
+    )
+
+    assert wire(tool_call_finished(result)) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call-1",
+        "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "a.py:3:x"}}],
+        "locations": [{"path": "/w/a.py", "line": 3}, {"path": "/w/b.py"}],
     }
 
 

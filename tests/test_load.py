@@ -748,7 +748,6 @@ def test_after_a_kill_in_a_tool_call_the_load_shows_the_call_failed_as_interrupt
             "kind": "edit",
             "status": "pending",
             "rawInput": {"path": "out.txt", "content": "hello\n"},
-            "locations": [{"path": "out.txt"}],
         },
         {
             "sessionUpdate": "tool_call_update",

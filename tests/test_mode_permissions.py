@@ -36,11 +36,13 @@ class Client:
         raise AssertionError("tools send no notifications")
 
 
-async def noop() -> None:
+async def noop(content: object = None) -> None:
     pass
 
 
 async def call(ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutcome:
+    tool = BUILTIN_TOOLS.get(name)
+    assert tool is not None
     return await run_tool(
         BUILTIN_TOOLS,
         ctx,
@@ -48,7 +50,7 @@ async def call(ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutcome
         name,
         json.dumps(args),
         title=name,
-        kind=BUILTIN_TOOLS.present(name, {}).kind,
+        kind=tool.kind,
         on_started=noop,
     )
 
@@ -60,6 +62,7 @@ def context(tmp_path: Path, mode: str | list[str], client: Client) -> ToolContex
 
 
 WRITE = ("write_file", {"path": "a.txt", "content": "new\n"})
+EDIT = ("edit_file", {"path": "a.txt", "oldText": "old", "newText": "new"})
 COMMAND = ("run_command", {"command": sys.executable, "args": ["-c", "print(1)"]})
 
 
@@ -68,16 +71,20 @@ COMMAND = ("run_command", {"command": sys.executable, "args": ["-c", "print(1)"]
     ("mode", "tool", "asked"),
     [
         ("default", WRITE, ["session/request_permission"]),
+        ("default", EDIT, ["session/request_permission"]),
         ("default", COMMAND, ["session/request_permission"]),
         ("accept-edits", WRITE, []),
+        ("accept-edits", EDIT, []),
         ("accept-edits", COMMAND, ["session/request_permission"]),
         ("full-access", WRITE, []),
+        ("full-access", EDIT, []),
         ("full-access", COMMAND, []),
     ],
 )
 async def test_a_tool_asks_only_when_the_mode_says_so(
     tmp_path: Path, mode: str, tool: tuple[str, dict[str, Any]], asked: list[str]
 ) -> None:
+    (tmp_path / "a.txt").write_text("old\n")
     client = Client()
     outcome = await call(context(tmp_path, mode, client), *tool)
     assert client.methods == asked
@@ -85,10 +92,12 @@ async def test_a_tool_asks_only_when_the_mode_says_so(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("tool", [WRITE, COMMAND])
+@pytest.mark.parametrize("tool", [WRITE, EDIT, COMMAND])
 async def test_plan_mode_refuses_without_asking(
     tmp_path: Path, tool: tuple[str, dict[str, Any]]
 ) -> None:
+    (tmp_path / "b.txt").write_text("old\n")
+    tool = (tool[0], {**tool[1], "path": "b.txt"}) if "path" in tool[1] else tool
     client = Client()
     outcome = await call(context(tmp_path, "plan", client), *tool)
     assert client.methods == []
@@ -100,7 +109,7 @@ async def test_plan_mode_refuses_without_asking(
             "make it."
         )
     ]
-    assert not (tmp_path / "a.txt").exists()
+    assert (tmp_path / "b.txt").read_text() == "old\n"
 
 
 @pytest.mark.anyio

@@ -241,7 +241,6 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
             "kind": "read",
             "status": "pending",
             "rawInput": {"path": "a.txt"},
-            "locations": [{"path": "a.txt"}],
         },
         {
             "sessionUpdate": "tool_call_update",
@@ -257,7 +256,6 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
             "kind": "read",
             "status": "pending",
             "rawInput": {"path": "b.txt"},
-            "locations": [{"path": "b.txt"}],
         },
         {
             "sessionUpdate": "tool_call_update",

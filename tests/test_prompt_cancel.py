@@ -348,7 +348,6 @@ WRITE_ANNOUNCED = {
     "kind": "edit",
     "status": "pending",
     "rawInput": {"path": "notes.txt", "content": "x"},
-    "locations": [{"path": "notes.txt"}],
 }
 WRITE_CANCELLED = {
     "sessionUpdate": "tool_call_update",

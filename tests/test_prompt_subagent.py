@@ -249,6 +249,7 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(
                         },
                     ],
                     "rawOutput": {"path": "<cwd>/count.txt", "created": True, "bytes": 1},
+                    "locations": [{"path": "<cwd>/count.txt"}],
                 },
                 "sourceRange": [
                     4 + len(step_chunks(Step(calls=[CHILD_WRITE]))),

@@ -12,108 +12,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
+from fixtures_builder import Scenario, Step, ToolUse, args
 from prompt_harness import (
     ALL_CAPABILITIES,
-    PERMISSION_OPTIONS,
+    DONE,
+    DONE_UPDATES,
     FakeClient,
     PromptServer,
-    chunk_events,
-    message_chunks,
+    in_progress,
+    one_tool_log,
+    one_tool_turn,
+    permission_request,
     replace_strings,
     text_result,
-    turn_opening,
 )
 
-DONE = Step(text="Done.")
-DONE_UPDATES = message_chunks(["Don", "e", "."], "assistant-0-1")
-
-
-def one_tool_turn(call: ToolUse) -> Scenario:
-    return Scenario([("go", [Step(calls=[call]), DONE])])
-
-
-def one_tool_log(call: ToolUse, result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The log of `one_tool_turn(call)`, with `result` as the tool/result's data (after
-    turn, step and callId)."""
-    tool_step = Step(calls=[call])
-    n0, n1 = len(step_chunks(tool_step)), len(step_chunks(DONE))
-    call_seq = 3 + n0 + 1
-    second = call_seq + 4  # after the result, step/end and step/start
-    return [
-        *turn_opening(0, "go"),
-        {"type": "step/start", "data": {"turn": 0, "step": 0}},
-        *chunk_events(0, 0, step_chunks(tool_step)),
-        {
-            "type": "assistant/message",
-            "data": {
-                "turn": 0,
-                "step": 0,
-                "message": {
-                    "id": "assistant-0-0",
-                    "content": [
-                        {
-                            "type": "tool-call",
-                            "id": call.id,
-                            "name": call.name,
-                            "arguments": call.arguments,
-                        }
-                    ],
-                },
-            },
-            "sourceRange": [3, 2 + n0],
-        },
-        {
-            "type": "tool/call",
-            "data": {
-                "turn": 0,
-                "step": 0,
-                "callId": call.id,
-                "name": call.name,
-                "arguments": call.arguments,
-            },
-        },
-        {
-            "type": "tool/result",
-            "data": {"turn": 0, "step": 0, "callId": call.id, **result},
-            "sourceRange": [call_seq, call_seq],
-        },
-        {"type": "step/end", "data": {"turn": 0, "step": 0}},
-        {"type": "step/start", "data": {"turn": 0, "step": 1}},
-        *chunk_events(0, 1, step_chunks(DONE)),
-        {
-            "type": "assistant/message",
-            "data": {
-                "turn": 0,
-                "step": 1,
-                "message": {"id": "assistant-0-1", "content": [{"type": "text", "text": "Done."}]},
-            },
-            "sourceRange": [second, second + n1 - 1],
-        },
-        {"type": "step/end", "data": {"turn": 0, "step": 1}},
-        {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "completed"}}},
-    ]
-
-
-def permission_request(call_id: str, title: str, kind: str, raw_input: Any) -> dict[str, Any]:
-    return {
-        "method": "session/request_permission",
-        "params": {
-            "sessionId": "<session>",
-            "toolCall": {
-                "toolCallId": call_id,
-                "title": title,
-                "kind": kind,
-                "status": "pending",
-                "rawInput": raw_input,
-            },
-            "options": PERMISSION_OPTIONS,
-        },
-    }
-
-
-def in_progress(call_id: str) -> dict[str, Any]:
-    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}
+NOTES = [{"path": "<cwd>/notes.txt"}]
+"""The locations of a call that touched notes.txt, once its result names it absolutely."""
 
 
 # -- read_file ---------------------------------------------------------------------------------
@@ -126,7 +41,6 @@ READ_ANNOUNCED = {
     "kind": "read",
     "status": "pending",
     "rawInput": {"path": "notes.txt"},
-    "locations": [{"path": "notes.txt"}],
 }
 
 
@@ -147,6 +61,7 @@ def test_read_file_goes_through_fs_read_text_file_when_the_client_offers_it(tmp_
         result = {
             "content": [{"type": "text", "text": "unsaved buffer\n"}],
             "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False},
+            "locations": NOTES,
         }
         assert answered.updates == [
             READ_ANNOUNCED,
@@ -156,6 +71,7 @@ def test_read_file_goes_through_fs_read_text_file_when_the_client_offers_it(tmp_
                 "toolCallId": "call_read",
                 "status": "completed",
                 "content": text_result("unsaved buffer\n"),
+                "locations": NOTES,
                 "rawOutput": result["rawOutput"],
             },
             *DONE_UPDATES,
@@ -174,6 +90,7 @@ def test_read_file_reads_the_workspace_itself_without_the_capability(tmp_path: P
         result = {
             "content": [{"type": "text", "text": "on disk\n"}],
             "rawOutput": {"path": "<cwd>/notes.txt", "truncated": False},
+            "locations": NOTES,
         }
         assert answered.updates == [
             READ_ANNOUNCED,
@@ -183,6 +100,7 @@ def test_read_file_reads_the_workspace_itself_without_the_capability(tmp_path: P
                 "toolCallId": "call_read",
                 "status": "completed",
                 "content": text_result("on disk\n"),
+                "locations": NOTES,
                 "rawOutput": result["rawOutput"],
             },
             *DONE_UPDATES,
@@ -200,7 +118,6 @@ WRITE_ANNOUNCED = {
     "kind": "edit",
     "status": "pending",
     "rawInput": {"path": "notes.txt", "content": "new text\n"},
-    "locations": [{"path": "notes.txt"}],
 }
 WRITE_PERMISSION = permission_request(
     "call_write", "Write notes.txt", "edit", {"path": "notes.txt", "content": "new text\n"}
@@ -253,6 +170,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                         "oldText": "old\n",
                     },
                 ],
+                "locations": NOTES,
                 "rawOutput": raw_output,
             },
             *DONE_UPDATES,
@@ -270,6 +188,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                     },
                 ],
                 "rawOutput": raw_output,
+                "locations": NOTES,
             },
         )
 
@@ -304,7 +223,6 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 "kind": "edit",
                 "status": "pending",
                 "rawInput": {"path": "out/new.txt", "content": "hello\n"},
-                "locations": [{"path": "out/new.txt"}],
             },
             in_progress("call_write"),
             {
@@ -315,12 +233,18 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                     {"type": "content", "content": {"type": "text", "text": summary}},
                     diff,
                 ],
+                "locations": [{"path": "<cwd>/out/new.txt"}],
                 "rawOutput": raw_output,
             },
             *DONE_UPDATES,
         ]
         assert server.log(session) == one_tool_log(
-            call, {"content": [{"type": "text", "text": summary}, diff], "rawOutput": raw_output}
+            call,
+            {
+                "content": [{"type": "text", "text": summary}, diff],
+                "rawOutput": raw_output,
+                "locations": [{"path": "<cwd>/out/new.txt"}],
+            },
         )
 
 
@@ -366,7 +290,10 @@ def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> N
                 "status": "pending",
                 "rawInput": {"command": "make", "args": ["test"]},
             },
-            in_progress("call_run"),
+            {
+                **in_progress("call_run"),
+                "content": [{"type": "terminal", "terminalId": "term-1"}],
+            },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_run",
@@ -504,6 +431,7 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
                     {"type": "diff", "path": "<cwd>/a.txt", "newText": "A", "oldText": None},
                 ],
                 "rawOutput": {"path": "<cwd>/a.txt", "created": True, "bytes": 1},
+                "locations": [{"path": "<cwd>/a.txt"}],
             },
             {
                 "turn": 0,
@@ -514,6 +442,7 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
                     {"type": "diff", "path": "<cwd>/b.txt", "newText": "B", "oldText": None},
                 ],
                 "rawOutput": {"path": "<cwd>/b.txt", "created": True, "bytes": 1},
+                "locations": [{"path": "<cwd>/b.txt"}],
             },
         ]
 
@@ -594,7 +523,6 @@ def test_reading_a_path_outside_cwd_is_refused(tmp_path: Path) -> None:
                 "kind": "read",
                 "status": "pending",
                 "rawInput": {"path": "../secret.txt"},
-                "locations": [{"path": "../secret.txt"}],
             },
             {
                 "sessionUpdate": "tool_call_update",
@@ -672,7 +600,10 @@ def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
         session = server.new_session()
         answered = server.prompt(session, "go")
 
-        message = "unknown tool 'delete_everything'; the tools are: read_file, write_file, run_command, todo_write, task"
+        message = (
+            "unknown tool 'delete_everything'; the tools are: read_file, write_file, "
+            "run_command, todo_write, task, edit_file, list_directory, glob, grep"
+        )
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
             {

@@ -55,6 +55,10 @@ def test_a_registered_tool_is_offered_after_the_builtin_ones() -> None:
         "run_command",
         "todo_write",
         "task",
+        "edit_file",
+        "list_directory",
+        "glob",
+        "grep",
         "echo",
     ]
     assert registry.definitions[-1].name == "echo"

@@ -52,7 +52,8 @@ from acp_server.agent.tools.excerpts import (
     read_excerpt,
     render_excerpt,
 )
-from acp_server.core.events import DiffContent, PlanEntry, TextContent
+from acp_server.core.acp_updates import ToolCallContent, ToolTerminal
+from acp_server.core.events import DiffContent, PlanEntry, TextContent, ToolCallLocation
 
 
 @pytest.fixture
@@ -124,9 +125,12 @@ class Started:
 
     def __init__(self) -> None:
         self.count = 0
+        self.content: list[list[ToolCallContent] | None] = []
+        """What each call showed while it ran (None: nothing)."""
 
-    async def __call__(self) -> None:
+    async def __call__(self, content: list[ToolCallContent] | None = None) -> None:
         self.count += 1
+        self.content.append(content)
 
 
 @pytest.fixture
@@ -361,7 +365,8 @@ async def test_unknown_tool_is_an_error_outcome(work: Path) -> None:
     outcome = await call(make_ctx(work), "delete_everything", {})
     assert outcome == error(
         "unknown tool 'delete_everything'; the tools are: "
-        "read_file, write_file, run_command, todo_write, task"
+        "read_file, write_file, run_command, todo_write, task, edit_file, list_directory, "
+        "glob, grep"
     )
 
 
@@ -441,6 +446,10 @@ def test_tool_definitions_name_every_tool_in_order() -> None:
         "run_command",
         "todo_write",
         "task",
+        "edit_file",
+        "list_directory",
+        "glob",
+        "grep",
     ]
 
 
@@ -491,7 +500,10 @@ async def test_read_file_reads_a_relative_path_locally(work: Path) -> None:
     (work / "a.txt").write_text("hello\n")
     outcome = await call(make_ctx(work), "read_file", {"path": "a.txt"})
     assert outcome == ToolOutcome(
-        [TextContent("hello\n")], False, {"path": str(work / "a.txt"), "truncated": False}
+        [TextContent("hello\n")],
+        False,
+        {"path": str(work / "a.txt"), "truncated": False},
+        locations=[ToolCallLocation(str(work / "a.txt"))],
     )
 
 
@@ -553,6 +565,7 @@ async def test_read_file_caps_a_huge_file_with_a_note(work: Path) -> None:
         ],
         False,
         {"path": str(work / "big.txt"), "truncated": True},
+        locations=[ToolCallLocation(str(work / "big.txt"))],
     )
 
 
@@ -662,7 +675,10 @@ async def test_read_file_uses_the_clients_fs_when_advertised(work: Path) -> None
             )
         ],
         ToolOutcome(
-            [TextContent("from editor")], False, {"path": str(work / "a.txt"), "truncated": False}
+            [TextContent("from editor")],
+            False,
+            {"path": str(work / "a.txt"), "truncated": False},
+            locations=[ToolCallLocation(str(work / "a.txt"), 3)],
         ),
     )
 
@@ -898,6 +914,7 @@ async def test_write_file_creates_a_file_and_its_parents_locally(work: Path) -> 
             ],
             False,
             {"path": str(path), "created": True, "bytes": 3},
+            locations=[ToolCallLocation(str(path))],
         ),
         "hi\n",
     )
@@ -1267,12 +1284,14 @@ def terminal_client(**overrides: Answer) -> FakeClient:
 @pytest.mark.anyio
 async def test_run_command_uses_a_client_terminal_when_advertised(work: Path) -> None:
     client = terminal_client()
+    started = Started()
     outcome = await call(
         make_ctx(work, client, allowed={"run_command"}),
         "run_command",
         {"command": "ls", "args": ["-l"]},
+        started,
     )
-    assert (client.requests, outcome) == (
+    assert (client.requests, started.content, outcome) == (
         [
             (
                 "terminal/create",
@@ -1288,6 +1307,7 @@ async def test_run_command_uses_a_client_terminal_when_advertised(work: Path) ->
             ("terminal/output", IDS),
             ("terminal/release", IDS),
         ],
+        [[ToolTerminal("term-1")]],
         ToolOutcome(
             [TextContent("hi\n[exit code 0]")],
             False,

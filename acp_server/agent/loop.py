@@ -27,6 +27,7 @@ from ..core.acp_updates import (
     PlanShown,
     SessionNotification,
     SessionUpdate,
+    ToolCallContent,
     ToolCallUpdated,
     assistant_message_id,
     tool_call_finished,
@@ -58,6 +59,7 @@ from ..core.events import (
     TextDelta,
     ToolCall,
     ToolCallData,
+    ToolCallLocation,
     ToolResult,
     ToolResultContent,
     ToolResultData,
@@ -322,8 +324,11 @@ class Turn:
         for block, announcement in zip(calls, announcements, strict=True):
             await rec.sync()  # before each tool runs
 
-            async def on_started(call_id: str = block.id) -> None:
-                await self._show(tool_call_in_progress(call_id))
+            async def on_started(
+                content: list[ToolCallContent] | None = None, call_id: str = block.id
+            ) -> None:
+                shown = UNSET if content is None else content
+                await self._show(tool_call_in_progress(call_id, shown))
 
             outcome = await run_tool(
                 env.registry,
@@ -336,7 +341,13 @@ class Turn:
                 on_started=on_started,
             )
             await self._show(
-                self._record_result(block.id, outcome.content, outcome.is_error, outcome.raw_output)
+                self._record_result(
+                    block.id,
+                    outcome.content,
+                    outcome.is_error,
+                    outcome.raw_output,
+                    outcome.locations,
+                )
             )
             if outcome.plan is not None:
                 rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
@@ -383,12 +394,23 @@ class Turn:
         )
 
     def _record_result(
-        self, call_id: str, content: list[ToolResultContent], is_error: bool, raw_output: Any
+        self,
+        call_id: str,
+        content: list[ToolResultContent],
+        is_error: bool,
+        raw_output: Any,
+        locations: list[ToolCallLocation] | None = None,
     ) -> ToolCallUpdated:
         state = self._state
         call = state.open_calls.pop(call_id)
         result = ToolResultData(
-            state.turn, state.step, call_id, content, True if is_error else UNSET, raw_output
+            state.turn,
+            state.step,
+            call_id,
+            content,
+            True if is_error else UNSET,
+            raw_output,
+            UNSET if locations is None else locations,
         )
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
         return tool_call_finished(result)

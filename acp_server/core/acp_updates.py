@@ -16,6 +16,7 @@ from .events import (
     ContentBlock,
     DiffContent,
     PlanEntry,
+    ToolCallLocation,
     ToolResultData,
 )
 from .modes import ConfigOption
@@ -64,11 +65,6 @@ class ToolTerminal(Struct, tag="terminal", tag_field="type", rename="camel"):
 ToolCallContent = ToolContent | ToolDiff | ToolTerminal
 
 
-class ToolCallLocation(Struct, omit_defaults=True):
-    path: str
-    line: int | UnsetType = UNSET
-
-
 class ToolCallStarted(Update, tag="tool_call"):
     tool_call_id: str
     title: str
@@ -82,6 +78,7 @@ class ToolCallUpdated(Update, tag="tool_call_update"):
     tool_call_id: str
     status: ToolCallStatus | UnsetType = UNSET
     content: list[ToolCallContent] | UnsetType = UNSET
+    locations: list[ToolCallLocation] | UnsetType = UNSET
     raw_output: Any | UnsetType = UNSET
 
 
@@ -198,8 +195,11 @@ def tool_call_started(
     return ToolCallStarted(call_id, shown.title, shown.kind, "pending", args, shown.locations)
 
 
-def tool_call_in_progress(call_id: str) -> ToolCallUpdated:
-    return ToolCallUpdated(call_id, "in_progress")
+def tool_call_in_progress(
+    call_id: str, content: list[ToolCallContent] | UnsetType = UNSET
+) -> ToolCallUpdated:
+    """The update saying a call has started, with what it shows while it runs (a terminal)."""
+    return ToolCallUpdated(call_id, "in_progress", content)
 
 
 def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
@@ -211,7 +211,7 @@ def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
         else:
             content.append(ToolContent(item))
     status: ToolCallStatus = "failed" if result.is_error is True else "completed"
-    return ToolCallUpdated(result.call_id, status, content, result.raw_output)
+    return ToolCallUpdated(result.call_id, status, content, result.locations, result.raw_output)
 
 
 def assistant_message_id(turn: int, step: int) -> str:
@@ -238,6 +238,7 @@ __all__ = [
     "SessionInfoUpdate",
     "SessionNotification",
     "SessionUpdate",
+    "ToolCallLocation",
     "ToolCallStarted",
     "ToolCallUpdated",
     "ToolContent",

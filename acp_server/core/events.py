@@ -305,6 +305,13 @@ class ToolCallData(Model):
     arguments: str
 
 
+class ToolCallLocation(Model):
+    """A place a tool call touched (ACP's `ToolCallLocation`): an absolute path, and a line."""
+
+    path: str
+    line: int | UnsetType = UNSET
+
+
 class ToolResultData(Model):
     turn: int
     step: int
@@ -312,6 +319,9 @@ class ToolResultData(Model):
     content: list[ToolResultContent]
     is_error: Literal[True] | UnsetType = UNSET
     raw_output: Any | UnsetType = UNSET
+    locations: list[ToolCallLocation] | UnsetType = UNSET
+    """Where the call found out what it touched (an edit's lines, grep's hits); shown as the
+    closing update's `locations`, which replace those of the `tool_call`."""
 
 
 PlanPriority = Literal["high", "medium", "low"]

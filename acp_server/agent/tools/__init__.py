@@ -9,6 +9,8 @@ The package's public face is `run_tool` with its `ToolContext` and `ToolOutcome`
 - `runner`: dispatch, and the one place failures become error outcomes;
 - `permission`: `session/request_permission`;
 - `files`, `commands`, `plan`: the built-in tools' work; `excerpts`: caps and line ranges;
+- `coding`: the runners of `edit_file`, `list_directory`, `glob` and `grep`, over their engines
+  `edit`, `listing` and `search` (with `tree`, `ignore` and `globs` beneath them);
 - `mcp`: the tools of a session's MCP servers (imported only by sessions that have some).
 
 Path confinement lives beside this package, in `acp_server.agent.confinement`.

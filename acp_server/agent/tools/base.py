@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from ...core.events import PlanEntry, TextContent, ToolResultContent
+from ...core.events import PlanEntry, TextContent, ToolCallLocation, ToolResultContent
 from ...core.modes import DEFAULT_MODE
 from ..ports import ClientPort
 
@@ -70,6 +70,9 @@ class ToolOutcome:
     raw_output: Any = UNSET
     """JSON-able output for `rawOutput`, or `UNSET` to omit it."""
     plan: list[PlanEntry] | None = None
+    locations: list[ToolCallLocation] | None = None
+    """The places the call touched, when it knows more than its arguments say (absolute paths,
+    lines): they replace the `tool_call`'s locations."""
 
 
 @dataclass(frozen=True)

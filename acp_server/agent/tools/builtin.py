@@ -7,9 +7,11 @@ subagent), a `task` call gets an error result.
 
 from __future__ import annotations
 
+import os.path
 from typing import Any, Final
 
 from ...core.acp_updates import ToolCallLocation
+from . import edit, listing, search
 from .arguments import (
     ReadFileArgs,
     RunCommandArgs,
@@ -19,6 +21,7 @@ from .arguments import (
     parameters_schema,
 )
 from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
+from .coding import edit_file, tree_runner
 from .commands import run_command
 from .files import read_file, write_file
 from .plan import todo_write
@@ -38,8 +41,28 @@ def _path_title(verb: str) -> Any:
 
 
 def _path_location(args: Any) -> list[ToolCallLocation] | None:
+    """The file named by an absolute `path` argument, folded lexically. A relative one is
+    left to the result's locations: ACP locations are absolute, and the cwd is not known
+    here."""
     path = _get(args, "path")
-    return [ToolCallLocation(path)] if isinstance(path, str) else None
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return None
+    line = _get(args, "line")
+    folded = os.path.normpath(path)
+    if isinstance(line, int) and not isinstance(line, bool) and line >= 1:
+        return [ToolCallLocation(folded, line)]
+    return [ToolCallLocation(folded)]
+
+
+def _search_title(verb: str) -> Any:
+    def title(args: Any) -> str | None:
+        pattern = _get(args, "pattern")
+        if not isinstance(pattern, str):
+            return None
+        path = _get(args, "path")
+        return f"{verb} {pattern} in {path}" if isinstance(path, str) else f"{verb} {pattern}"
+
+    return title
 
 
 def _command_title(args: Any) -> str | None:
@@ -139,6 +162,39 @@ BUILTIN_TOOLS: Final = ToolRegistry(
             _run_task,
             _raw,
             title=_task_title,
+        ),
+        Tool.typed(
+            "edit_file",
+            edit.DESCRIPTION,
+            edit.EditFileArgs,
+            edit.KIND,
+            edit_file,
+            title=_path_title("Edit"),
+            locations=_path_location,
+        ),
+        Tool.typed(
+            "list_directory",
+            listing.DESCRIPTION,
+            listing.ListDirectoryArgs,
+            listing.KIND,
+            tree_runner(listing.list_directory),
+            title=_path_title("List"),
+        ),
+        Tool.typed(
+            "glob",
+            search.GLOB_DESCRIPTION,
+            search.GlobArgs,
+            search.GLOB_KIND,
+            tree_runner(search.glob),
+            title=_search_title("Find"),
+        ),
+        Tool.typed(
+            "grep",
+            search.GREP_DESCRIPTION,
+            search.GrepArgs,
+            search.GREP_KIND,
+            tree_runner(search.grep),
+            title=_search_title("Search"),
         ),
     ]
 )

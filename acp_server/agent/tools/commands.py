@@ -19,21 +19,20 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
 from anyio.abc import Process
 from msgspec import UNSET, Struct
 
+from ...core.acp_updates import ToolTerminal
 from ...core.events import TextContent
 from ..ports import ClientRequestError
 from .arguments import RunCommandArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
 from .excerpts import complete_utf8_suffix
 from .permission import ensure_permission
-
-OnStarted = Callable[[], Awaitable[None]]
+from .registry import OnStarted
 
 
 @dataclass(frozen=True)
@@ -77,9 +76,9 @@ async def run_command(
 ) -> ToolOutcome:
     timeout_ms = ctx.limits.default_timeout_ms if args.timeout_ms is UNSET else args.timeout_ms
     await ensure_permission(ctx, call)
-    await on_started()
     if ctx.client.capabilities.terminal:
-        return await _run_in_terminal(ctx, args, timeout_ms)
+        return await _run_in_terminal(ctx, args, timeout_ms, on_started)
+    await on_started()
     return await _run_locally(ctx, args, timeout_ms)
 
 
@@ -102,7 +101,9 @@ class _TerminalOutputResult(Struct):
     exitStatus: _ExitStatus | None = None
 
 
-async def _run_in_terminal(ctx: ToolContext, args: RunCommandArgs, timeout_ms: int) -> ToolOutcome:
+async def _run_in_terminal(
+    ctx: ToolContext, args: RunCommandArgs, timeout_ms: int, on_started: OnStarted
+) -> ToolOutcome:
     client = ctx.client
     limit = ctx.limits.output_bytes
     created = await client.request(
@@ -118,6 +119,9 @@ async def _run_in_terminal(ctx: ToolContext, args: RunCommandArgs, timeout_ms: i
     terminal_id = decode_client_result("terminal/create", created, _CreateTerminalResult).terminalId
     ids = {"sessionId": ctx.session_id, "terminalId": terminal_id}
     try:
+        # Embedded in the call while it runs, so the editor shows the output live; it must be
+        # added before the release (ACP), and the result's text replaces it at the end.
+        await on_started([ToolTerminal(terminal_id)])
         exit_status: _ExitStatus | None = None
         with anyio.move_on_after(timeout_ms / 1000) as deadline:
             waited = await client.request("terminal/wait_for_exit", ids)

@@ -17,7 +17,7 @@ from typing import Any
 import anyio.to_thread
 from msgspec import UNSET, Struct
 
-from ...core.events import DiffContent, TextContent
+from ...core.events import DiffContent, TextContent, ToolCallLocation
 from ..confinement import absolute_path, client_path, local_path, non_regular_kind
 from ..ports import ClientRequestError
 from .arguments import ReadFileArgs, WriteFileArgs
@@ -154,7 +154,14 @@ async def read_file(
         text, truncated = await anyio.to_thread.run_sync(
             _read_locally, path, args.path, line, limit, ctx.limits.read_bytes
         )
-    return ToolOutcome([TextContent(text)], False, {"path": str(path), "truncated": truncated})
+    shown = str(absolute_path(args.path, ctx.cwd))
+    location = ToolCallLocation(shown) if line is None else ToolCallLocation(shown, line)
+    return ToolOutcome(
+        [TextContent(text)],
+        False,
+        {"path": str(path), "truncated": truncated},
+        locations=[location],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,4 +220,5 @@ async def write_file(
         ],
         False,
         {"path": str(shown), "created": old is None, "bytes": len(new)},
+        locations=[ToolCallLocation(str(shown))],
     )

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from ...core.acp_updates import (
+    ToolCallContent,
     ToolCallLocation,
     ToolKind,
     ToolPresentation,
@@ -26,7 +27,14 @@ from ...core.messages import ToolDefinition
 from .arguments import Arguments, parameters_schema
 from .base import ToolCallInfo, ToolContext, ToolOutcome
 
-OnStarted = Callable[[], Awaitable[None]]
+
+class OnStarted(Protocol):
+    """Says that a call's real work starts (its `in_progress` update), with what the call
+    shows while it runs, if anything (the terminal a command runs in)."""
+
+    def __call__(self, content: list[ToolCallContent] | None = None) -> Awaitable[None]: ...
+
+
 Runner = Callable[[ToolContext, ToolCallInfo, Any, OnStarted], Awaitable[ToolOutcome]]
 """Runs one call with its decoded arguments; awaits `on_started` right before the real work."""
 
