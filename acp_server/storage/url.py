@@ -98,7 +98,15 @@ def check_store_url(url: StoreUrl) -> str | None:
     """Why the store cannot be used, in one line, or None (checked before serving)."""
     path = url.path
     if url.engine == "postgresql":
-        return f"{url.shown}: PostgreSQL stores are not available in this build"
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            return (
+                f"{url.shown}: PostgreSQL stores need the driver: "
+                "pip install 'acp-server[postgres]'"
+            )
+        return None
     assert path is not None
     if url.engine == "jsonl":
         if path.exists() and not path.is_dir():
@@ -118,6 +126,10 @@ def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "
     problem = check_store_url(url)
     if problem is not None:
         raise UnsupportedStore(problem)
+    if url.engine == "postgresql":
+        from .postgres import PostgresStore
+
+        return PostgresStore(url.text, pack=pack)
     assert url.path is not None
     if url.engine == "sqlite":
         from .sqlite import SqliteStore
