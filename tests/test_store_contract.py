@@ -1,6 +1,7 @@
 """The store API's contract (SPEC 2.1 to 2.6), one suite run over every engine.
 
-Each test takes `store` (a JSONL directory, then a SQLite database) and holds it to the same
+Each test takes `store` (a JSONL directory, a SQLite database, then a PostgreSQL database on
+the server `postgres_url` gives) and holds it to the same
 behaviour: create, append, recovery, refused and torn batches, SPEC 3.1's page cuts, listing,
 deleting, a second writer refused, a copy round trip, and following a session that another
 process writes. The few tests that only mean something for one engine say so in their name.
@@ -64,11 +65,11 @@ from acp_server.storage.errors import (
 )
 from acp_server.storage.jsonl import JsonlStore
 from acp_server.storage.sqlite import SqliteStore
-from acp_server.storage.url import StoreUrl, open_store
+from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
 
-ENGINES = ["jsonl", "sqlite"]
+ENGINES = ["jsonl", "sqlite", "postgresql"]
 
 
 def store_url(engine: str, root: Path) -> StoreUrl:
@@ -83,8 +84,15 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def store(engine: str, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = open_store(store_url(engine, tmp_path))
+def url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreUrl:
+    if engine == "postgresql":
+        return parse_store_url(request.getfixturevalue("postgres_url"))
+    return store_url(engine, tmp_path)
+
+
+@pytest.fixture
+async def store(url: StoreUrl) -> AsyncIterator[Store]:
+    opened = open_store(url)
     try:
         yield opened
     finally:
@@ -261,13 +269,13 @@ async def test_appends_after_opening_continue_the_seqs(store: Store) -> None:
 
 
 async def test_a_batch_that_never_completed_is_left_out_and_writing_continues(
-    engine: str, store: Store, tmp_path: Path
+    engine: str, store: Store, url: StoreUrl, tmp_path: Path
 ) -> None:
-    """A torn JSONL line, or a SQLite transaction that never committed: not an event."""
+    """A torn JSONL line, or a database transaction that never committed: not an event."""
     events = conversation(2)
     cut = after_turn(events, 0)
     await stored(store, events[:cut])
-    tear(engine, tmp_path, cut)
+    tear(engine, url, tmp_path, cut)
     assert (await store.read("s1")).events == events[:cut]
     opened = await store.open("s1", 0)
     assert (opened.closers, opened.log.length) == ([], cut)
@@ -276,11 +284,21 @@ async def test_a_batch_that_never_completed_is_left_out_and_writing_continues(
     assert (await store.read("s1")).events == events
 
 
-def tear(engine: str, root: Path, seq: int) -> None:
+def tear(engine: str, url: StoreUrl, root: Path, seq: int) -> None:
     """What a process killed in the middle of writing a batch of session "s1" leaves."""
     if engine == "jsonl":
         with open(root / "sessions" / "s1" / "session.jsonl", "ab") as file:
             file.write(b'{"type":"turn/start","seq":%d,"ti' % seq)
+        return
+    if engine == "postgresql":
+        import psycopg
+
+        conn = psycopg.connect(url.text)  # a transaction begins with the first statement
+        conn.execute(
+            "INSERT INTO acp_records VALUES ('s1', %s, 1, '{\"type\":\"turn/start\"}')", (seq,)
+        )
+        conn.execute("UPDATE acp_sessions SET next_seq = %s WHERE id = 's1'", (seq + 1,))
+        conn.close()  # no COMMIT: rolled back
         return
     db = sqlite3.connect(root / "sessions.db", isolation_level=None)
     db.execute("BEGIN IMMEDIATE")
@@ -468,12 +486,11 @@ WRITER_PROCESS = textwrap.dedent(
 
 
 async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
-    engine: str, store: Store, tmp_path: Path
+    store: Store, url: StoreUrl
 ) -> None:
     events = conversation(4)
     cut = after_turn(events, 0)
     await stored(store, events[:cut])
-    url = store_url(engine, tmp_path).text
     received: list[SessionEvent] = []
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
@@ -486,7 +503,7 @@ async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
 
             tg.start_soon(follow)
             process = await anyio.run_process(
-                [sys.executable, "-c", WRITER_PROCESS, url],
+                [sys.executable, "-c", WRITER_PROCESS, url.text],
                 input=msgspec.json.encode(events[cut:]),
                 stderr=subprocess.PIPE,
                 check=False,
