@@ -28,10 +28,12 @@ def words(count: int) -> str:
 STREAM = Scenario([("stream", [Step(text=words(600))])])
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
+@pytest.fixture(params=["jsonl", "sqlite", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite://{tmp_path}/sessions.db"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
     return f"file://{tmp_path}/sessions"
 
 
