@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
 import anyio
@@ -58,7 +58,7 @@ from .errors import (
 )
 from .log import CheckedRecords, parse_header
 from .log_index import joined_records
-from .url import redact_url
+from .redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -364,6 +364,24 @@ class PostgresStore:
         async with self.reading() as conn:
             cur = await conn.execute("SELECT id FROM acp_sessions ORDER BY id")
             return [row[0] for row in await cur.fetchall()]
+
+    async def stored_lines(self, session_id: str) -> StoredRows:
+        """A session's header and records as the lines of a JSONL log would hold them, read
+        in one transaction: the log tools read every engine as lines."""
+        validate_session_id(session_id)
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise SessionNotFound(f"unknown session {session_id!r}")
+            cur = await conn.execute(
+                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
+                (session_id,),
+            )
+            lines = [row[0].encode(), *(body.encode() for (body,) in await cur.fetchall())]
+        return StoredRows(self.where(session_id), lines)
 
     def watch(self, session_id: str) -> PostgresWatch:
         """A watch woken when the session may have grown (registered from now on)."""
@@ -681,6 +699,24 @@ class PostgresHistory:
                 (self.header.id, child_id),
             )
             return await cur.fetchone() is not None
+
+
+class StoredRows:
+    """The `Lines` of a session read from the database (see `PostgresStore.stored_lines`)."""
+
+    def __init__(self, path: str, lines: list[bytes]) -> None:
+        self.path = path
+        self.lines = lines
+        self.count = 0
+        self.torn_tail = False  # a transaction is whole or absent
+        self.size = 0
+        """Bytes of JSON text the lines read so far hold."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.lines:
+            self.count += 1
+            self.size += len(line) + 1
+            yield line
 
 
 class PostgresWatch:
