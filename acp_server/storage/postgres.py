@@ -116,8 +116,14 @@ def _said(exc: psycopg.Error) -> str:
 
 
 def _os_error(exc: psycopg.Error) -> OSError:
-    """A database failure as the OSError a writer's `failure` holds."""
-    number = errno.ENOSPC if isinstance(exc, errors.DiskFull) else errno.EIO
+    """A database failure as the OSError a writer's `failure` holds: a lost or refused
+    connection is ECONNRESET (the request says the database is unavailable)."""
+    if isinstance(exc, errors.DiskFull):
+        number = errno.ENOSPC
+    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        number = errno.ECONNRESET
+    else:
+        number = errno.EIO
     return OSError(number, _said(exc))
 
 
