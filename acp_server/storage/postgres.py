@@ -157,8 +157,12 @@ class PostgresStore:
     async def reading(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection in one transaction (one snapshot), the schema checked first."""
         pool = await self._open()
-        async with pool.connection() as conn:
-            yield conn
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # The database is unreachable: a storage failure of the request, not a bug.
+            raise OSError(errno.ECONNRESET, f"{self.url}: {_said(exc)}") from None
 
     async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         if self._pool is not None:
