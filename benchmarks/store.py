@@ -15,6 +15,10 @@ batches) and used as the `--replay` fixture; then, for each engine, through the 
 - load: `session/load` in a fresh server, from the request to its response (every replayed
   update read), and with the newest 50 messages only (`_meta` replay tail);
 - whole history: `session.page` of every message in a fresh server;
+- follow latency: another process appends one event per batch (200, 10 ms apart) to a session
+  this process follows with `follow_stored`: from the writer's clock just before its flush to
+  this process holding the event, p50 and p99 (files and SQLite poll every 50 ms, PostgreSQL
+  is notified);
 - bytes: the store's size on disk once every server has exited (JSONL: the session's log;
   SQLite: the database file with its WAL and lock directory; PostgreSQL: the store's tables
   with their indexes and TOAST).
@@ -65,6 +69,7 @@ GOALS = {
     "postgresqlColdPageToJsonl": 2.0,
     "postgresqlLoadToJsonl": 2.0,
     "postgresqlChunksPerSecond": 30_000,
+    "postgresqlFollowP99Ms": 100,
 }
 
 
@@ -212,6 +217,61 @@ def engine_run(
     return result
 
 
+LATENCY_WRITER = """
+import sys, time, anyio
+from acp_server.core.events import SessionTitle, SessionTitleData
+from acp_server.storage.url import open_store, parse_store_url
+
+async def main():
+    store = open_store(parse_store_url(sys.argv[1]))
+    writer = (await store.open("latency", 0)).writer
+    for k in range(int(sys.argv[2])):
+        writer.append_one(SessionTitle(k, time.time_ns() // 1000, SessionTitleData(f"t{k}")))
+        await writer.flush()
+        await anyio.sleep(0.01)
+    await writer.close()
+    await store.aclose()
+
+anyio.run(main)
+"""
+LATENCY_EVENTS = 200
+
+
+async def follow_latency(url: str) -> dict[str, float]:
+    """Append-to-follower latency across two processes (event times in microseconds here)."""
+    from acp_server.storage.api import follow_stored
+    from acp_server.storage.url import open_store, parse_store_url
+
+    store = open_store(parse_store_url(url))
+    try:
+        header = SessionHeader(
+            version=SESSION_FORMAT_VERSION, id="latency", created_at=0, cwd="/work"
+        )
+        await (await store.create(header)).close()
+        latencies: list[float] = []
+        async with anyio.create_task_group() as tasks:
+
+            async def follow() -> None:
+                async for batch in follow_stored(store, "latency", 0):
+                    now = time.time_ns() // 1000
+                    latencies.extend((now - e.time) / 1000 for e in batch)
+                    if len(latencies) >= LATENCY_EVENTS:
+                        tasks.cancel_scope.cancel()
+
+            tasks.start_soon(follow)
+            await anyio.run_process(
+                [sys.executable, "-c", LATENCY_WRITER, url, str(LATENCY_EVENTS)],
+                stdout=None,
+                stderr=None,
+            )
+            with anyio.fail_after(60):
+                await anyio.sleep_forever()
+    finally:
+        await store.aclose()
+    cuts = statistics.quantiles(latencies, n=100)
+    return {"followP50Ms": round(cuts[49], 1), "followP99Ms": round(cuts[98], 1)}
+
+
 def postgres_database(given: str | None) -> tuple[str | None, Any]:
     """The database to run on, and the throwaway cluster to stop afterwards (or None)."""
     if given:
@@ -259,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.processes,
                     root / "workspaces" / name,
                 )
+                latency = anyio.run(follow_latency, url)
+                results[name].update(latency)
+                log(f"{name:<10} " + "  ".join(f"{k} {v}" for k, v in latency.items()))
         finally:
             if cluster is not None:
                 cluster.stop()
@@ -272,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         measured[f"{name}LoadToJsonl"] = round(engine["loadMs"] / jsonl["loadMs"], 2)
         measured[f"{name}ChunksPerSecond"] = engine["chunksPerSecond"]
+    if "postgresql" in results:
+        measured["postgresqlFollowP99Ms"] = results["postgresql"]["followP99Ms"]
     for key, value in measured.items():
         met[key] = value >= GOALS[key] if key.endswith("PerSecond") else value <= GOALS[key]
         log(f"goal {key}: {value} (goal {GOALS[key]}): {'met' if met[key] else 'MISSED'}")
