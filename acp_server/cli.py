@@ -346,9 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
     store = commands.add_parser(
         "store",
-        help="copy sessions between stores, or verify a store",
-        description="Work with session stores (a directory, file:///abs/dir or "
-        "sqlite:///abs/path.db).",
+        help="copy sessions between stores, verify a store, or set one up",
+        description="Work with session stores (a directory, file:///abs/dir, "
+        "sqlite:///abs/path.db or postgresql://user@host:port/db).",
     )
     store_actions = store.add_subparsers(
         dest="action", metavar="ACTION", parser_class=_Parser, required=True
@@ -376,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
         "exit status 1 when one fails.",
     )
     verify.add_argument("source", metavar="URL", help="the store to check")
+    init = store_actions.add_parser(
+        "init",
+        help="create a database store's tables",
+        description="Create the tables of the store URL names (a database is also set up on "
+        "first use); a store of another schema version is refused.",
+    )
+    init.add_argument("source", metavar="URL", help="the store to set up")
     fixture = commands.add_parser(
         "fixture",
         help="turn a recorded session into a replay fixture",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TextIO, cast
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 import msgspec
 
@@ -64,6 +64,10 @@ from .storage.log import (
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
+
+if TYPE_CHECKING:
+    from .storage.postgres import StoredRows
+    from .storage.sqlite import StoredLines
 
 
 class UsageError(Exception):
@@ -391,14 +395,41 @@ def run_stored_log_command(
     except (ValueError, InvalidSessionId, UsageError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 2
-    assert url.path is not None
     if url.engine == "jsonl":
+        assert url.path is not None
         return run_log_command(action, url.path / session_id, out)
     try:
+        if url.engine == "postgresql":
+            return _run_postgres(action, url.text, session_id, out)
+        assert url.path is not None
         return _run_sqlite(action, url.path, session_id, out)
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 1
+
+
+def _run_lines(action: str, lines: StoredRows | StoredLines, out: TextIO) -> int:
+    if action == "verify":
+        return write_report(lines.path, verify_lines(lines), out)
+    reader = LogRecords(lines)
+    if action == "cat":
+        return _cat(reader, out)
+    return _stats(lines.path, reader, lambda: ("in the database", lines.size), out)
+
+
+def _run_postgres(action: str, url: str, session_id: str, out: TextIO) -> int:
+    import anyio
+
+    from .storage.postgres import PostgresStore
+
+    async def read() -> StoredRows:
+        store = PostgresStore(url)
+        try:
+            return await store.stored_lines(session_id)
+        finally:
+            await store.aclose()
+
+    return _run_lines(action, anyio.run(read), out)
 
 
 def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
@@ -406,12 +437,6 @@ def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
 
     store = SqliteStore(path)
     try:
-        lines = StoredLines(store, session_id)
-        if action == "verify":
-            return write_report(lines.path, verify_lines(lines), out)
-        reader = LogRecords(lines)
-        if action == "cat":
-            return _cat(reader, out)
-        return _stats(lines.path, reader, lambda: ("in the database", lines.size), out)
+        return _run_lines(action, StoredLines(store, session_id), out)
     finally:
         store.close()

@@ -1,9 +1,11 @@
-"""`acp-server store copy SRC DST [--session ID ...]` and `acp-server store verify URL`.
+"""`acp-server store copy SRC DST [--session ID ...]`, `store verify URL` and `store init URL`.
 
 `copy` copies sessions between any two stores (SPEC 2.6), record for record: the same header
 and the same records, so the same logical events. A session the destination already holds is
 left alone when it is the same session (a second copy changes nothing) and refused when it is
-another one of the same id. `verify` runs `log verify` over every session of a store.
+another one of the same id. `verify` runs `log verify` over every session of a store. `init`
+creates a database store's tables (a store is also made on first use): it says which schema
+version the store has, and refuses one of another version.
 Both show a progress bar on a terminal.
 """
 
@@ -64,6 +66,8 @@ def run_store_command(
             for session_id in sessions or []:
                 validate_session_id(session_id)
             return anyio.run(_copy, source, target, sessions, out)
+        if action == "init":
+            return anyio.run(_init, _url(urls[0], must_exist=False), out)
         return anyio.run(_verify, _url(urls[0], must_exist=True), out)
     except (_Usage, InvalidSessionId) as exc:
         sys.stderr.write(f"acp-server store {action}: error: {exc}\n")
@@ -115,6 +119,16 @@ async def _copy_between(source: Store, target: Store, wanted: list[str] | None, 
     return 1 if failed else 0
 
 
+async def _init(url: StoreUrl, out: TextIO) -> int:
+    store = open_store(url)
+    try:
+        await store.prepare()
+    finally:
+        await store.aclose()
+    out.write(f"{url.shown}: ready\n")
+    return 0
+
+
 async def _verify(url: StoreUrl, out: TextIO) -> int:
     store = open_store(url)
     try:
@@ -131,6 +145,8 @@ async def _verify(url: StoreUrl, out: TextIO) -> int:
                     run_log_command, "verify", url.path / session_id, text
                 )
                 out.write(text.getvalue())
+            elif url.engine == "postgresql":
+                status = await _verify_postgres(url, session_id, out)
             else:
                 status = await anyio.to_thread.run_sync(_verify_sqlite, url, session_id, out)
             failed += status != 0
@@ -140,6 +156,17 @@ async def _verify(url: StoreUrl, out: TextIO) -> int:
         f"session{'s' if len(ids) != 1 else ''} verified\n"
     )
     return 1 if failed else 0
+
+
+async def _verify_postgres(url: StoreUrl, session_id: str, out: TextIO) -> int:
+    from .storage.postgres import PostgresStore
+
+    store = PostgresStore(url.text)
+    try:
+        lines = await store.stored_lines(session_id)
+    finally:
+        await store.aclose()
+    return write_report(lines.path, verify_lines(lines), out)
 
 
 def _verify_sqlite(url: StoreUrl, session_id: str, out: TextIO) -> int:

@@ -1,4 +1,8 @@
-"""Hypothesis profiles: "ci" (no deadline, 100 examples) is loaded by default."""
+"""Hypothesis profiles: "ci" (no deadline, 100 examples) is loaded by default; the
+PostgreSQL server of the tests that need one (`postgres_url`)."""
+
+import os
+from collections.abc import Iterator
 
 from hypothesis import settings
 
@@ -19,6 +23,32 @@ def anyio_backend() -> str:
 def _private_config_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every server the tests start keeps its stored credentials (SPEC 4.4) in a directory of
     the run's own, never in the user's config directory: `logout` removes them."""
-    import os
-
     os.environ["ACP_SERVER_CONFIG_DIR"] = str(tmp_path_factory.mktemp("config"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server for the test session (see `postgres_server.py`)."""
+    from postgres_server import ENV, Cluster, server_binaries
+    from unavailable import unavailable
+
+    given = os.environ.get(ENV)
+    if given:
+        yield given
+        return
+    binaries = server_binaries()
+    if binaries is None:
+        unavailable(f"no PostgreSQL server: set {ENV} or install PostgreSQL's server binaries")
+    cluster = Cluster(binaries)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A new, empty database of its own for one test."""
+    from postgres_server import fresh_database
+
+    return fresh_database(postgres_server)

@@ -108,6 +108,20 @@ def test_scenario_on_sqlite(scenario: Path, tmp_path: Path) -> None:
         pytest.fail(f"{scenario.name} on SQLite:\n\n" + describe(mismatches), pytrace=False)
 
 
+@pytest.mark.skipif(MODE != "replay", reason="refresh and record write JSONL fixtures")
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
+def test_scenario_on_postgresql(scenario: Path, tmp_path: Path, postgres_url: str) -> None:
+    """The same run with the server's sessions in a PostgreSQL database (SPEC 2.6): the same
+    transcript, and the same logical events in every session."""
+    try:
+        result = run_scenario(scenario, work_dir=tmp_path, store=postgres_url)
+    except ScenarioError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    mismatches = compare(scenario, result)
+    if mismatches:
+        pytest.fail(f"{scenario.name} on PostgreSQL:\n\n" + describe(mismatches), pytrace=False)
+
+
 def record(scenario: Path, tmp_path: Path) -> None:
     """ACP_SNAPSHOT=record: run against the live model `ACP_SNAPSHOT_SERVER_ARGS` names, write
     the scenario's fixtures and transcript from that run, then prove they replay identically."""

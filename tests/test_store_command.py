@@ -161,3 +161,29 @@ def test_an_interrupted_session_copies_as_it_is(tmp_path: Path) -> None:
             await store.aclose()
 
     assert anyio.run(read) == built.events
+
+
+def test_copy_jsonl_to_postgresql_and_back_is_identical_and_verifies(
+    two_sessions: Path, tmp_path: Path, postgres_url: str
+) -> None:
+    assert run("store", "init", postgres_url).stdout == f"{postgres_url}: ready\n"
+    assert run("store", "copy", str(two_sessions), postgres_url).stdout == "copied 2 sessions\n"
+    back = tmp_path / "back"
+    assert run("store", "copy", postgres_url, str(back)).stdout == "copied 2 sessions\n"
+    for session_id in ("s1", "s2"):
+        original = run("log", "cat", str(two_sessions / session_id)).stdout
+        assert run("log", "cat", "--store", postgres_url, session_id).stdout == original
+        assert (back / session_id / "session.jsonl").read_bytes() == (
+            two_sessions / session_id / "session.jsonl"
+        ).read_bytes()
+    done = run("store", "verify", postgres_url)
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "OK: 2 of 2 sessions verified")
+
+
+def test_store_init_of_a_postgresql_url_hides_its_password() -> None:
+    done = run("store", "init", "postgresql://acp:secret@db.invalid/acp")
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "acp-server store init: error: postgresql://acp:***@db.invalid/acp: cannot connect: "
+    )
+    assert "secret" not in done.stderr

@@ -1,6 +1,7 @@
 """The store API's contract (SPEC 2.1 to 2.6), one suite run over every engine.
 
-Each test takes `store` (a JSONL directory, then a SQLite database) and holds it to the same
+Each test takes `store` (a JSONL directory, a SQLite database, then a PostgreSQL database on
+the server `postgres_url` gives) and holds it to the same
 behaviour: create, append, recovery, refused and torn batches, SPEC 3.1's page cuts, listing,
 deleting, a second writer refused, a copy round trip, and following a session that another
 process writes. The few tests that only mean something for one engine say so in their name.
@@ -53,9 +54,11 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.storage import postgres
 from acp_server.storage.api import Store, follow_stored
 from acp_server.storage.errors import (
     LogLocked,
+    LogWriteFailed,
     SessionExists,
     SessionNotFound,
     StaleWriter,
@@ -63,12 +66,13 @@ from acp_server.storage.errors import (
     UnsupportedVersion,
 )
 from acp_server.storage.jsonl import JsonlStore
+from acp_server.storage.postgres import PostgresStore
 from acp_server.storage.sqlite import SqliteStore
-from acp_server.storage.url import StoreUrl, open_store
+from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
 
-ENGINES = ["jsonl", "sqlite"]
+ENGINES = ["jsonl", "sqlite", "postgresql"]
 
 
 def store_url(engine: str, root: Path) -> StoreUrl:
@@ -83,8 +87,15 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def store(engine: str, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = open_store(store_url(engine, tmp_path))
+def url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreUrl:
+    if engine == "postgresql":
+        return parse_store_url(request.getfixturevalue("postgres_url"))
+    return store_url(engine, tmp_path)
+
+
+@pytest.fixture
+async def store(url: StoreUrl) -> AsyncIterator[Store]:
+    opened = open_store(url)
     try:
         yield opened
     finally:
@@ -261,13 +272,13 @@ async def test_appends_after_opening_continue_the_seqs(store: Store) -> None:
 
 
 async def test_a_batch_that_never_completed_is_left_out_and_writing_continues(
-    engine: str, store: Store, tmp_path: Path
+    engine: str, store: Store, url: StoreUrl, tmp_path: Path
 ) -> None:
-    """A torn JSONL line, or a SQLite transaction that never committed: not an event."""
+    """A torn JSONL line, or a database transaction that never committed: not an event."""
     events = conversation(2)
     cut = after_turn(events, 0)
     await stored(store, events[:cut])
-    tear(engine, tmp_path, cut)
+    tear(engine, url, tmp_path, cut)
     assert (await store.read("s1")).events == events[:cut]
     opened = await store.open("s1", 0)
     assert (opened.closers, opened.log.length) == ([], cut)
@@ -276,11 +287,21 @@ async def test_a_batch_that_never_completed_is_left_out_and_writing_continues(
     assert (await store.read("s1")).events == events
 
 
-def tear(engine: str, root: Path, seq: int) -> None:
+def tear(engine: str, url: StoreUrl, root: Path, seq: int) -> None:
     """What a process killed in the middle of writing a batch of session "s1" leaves."""
     if engine == "jsonl":
         with open(root / "sessions" / "s1" / "session.jsonl", "ab") as file:
             file.write(b'{"type":"turn/start","seq":%d,"ti' % seq)
+        return
+    if engine == "postgresql":
+        import psycopg
+
+        conn = psycopg.connect(url.text)  # a transaction begins with the first statement
+        conn.execute(
+            "INSERT INTO acp_records VALUES ('s1', %s, 1, '{\"type\":\"turn/start\"}')", (seq,)
+        )
+        conn.execute("UPDATE acp_sessions SET next_seq = %s WHERE id = 's1'", (seq + 1,))
+        conn.close()  # no COMMIT: rolled back
         return
     db = sqlite3.connect(root / "sessions.db", isolation_level=None)
     db.execute("BEGIN IMMEDIATE")
@@ -324,6 +345,162 @@ async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -
     (tmp_path / "notes.db").write_text("not a database\n" * 100)
     with pytest.raises(UnsupportedStore, match="cannot open the database"):
         SqliteStore(tmp_path / "notes.db")
+
+
+def sql(url: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
+    """One statement on a connection of its own (committed); the rows it returned."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+
+async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_writes_nothing(
+    postgres_url: str,
+) -> None:
+    store = PostgresStore(postgres_url)
+    events = conversation(1)
+    writer = await store.create(header())
+    writer.append(events[:3])
+    await writer.flush()
+    sql(postgres_url, "UPDATE acp_sessions SET next_seq = 4 WHERE id = 's1'")
+    writer.append(events[3:5])
+    with pytest.raises(StaleWriter, match=r"s1.*from seq 3"):
+        await writer.flush()
+    assert writer.failure is not None
+    await writer.close()
+    assert sql(postgres_url, "SELECT seq0 FROM acp_records ORDER BY seq0") == [(0,), (1,), (2,)]
+    await store.aclose()
+
+
+async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
+    postgres_url: str,
+) -> None:
+    store = PostgresStore(postgres_url)
+    events = conversation(1)
+    writer = await store.create(header())
+    writer.append(events[:3])
+    await writer.flush()
+    # What a writer that claimed the session after this one lost its lock does first.
+    sql(postgres_url, "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = 's1'")
+    writer.append(events[3:5])
+    with pytest.raises(StaleWriter, match="s1"):
+        await writer.flush()
+    await writer.close()
+    assert sql(postgres_url, "SELECT next_seq FROM acp_sessions") == [(3,)]
+    await store.aclose()
+
+
+async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_from_the_database(
+    postgres_url: str,
+) -> None:
+    store = PostgresStore(postgres_url)
+    events = conversation(2)
+    cut = after_turn(events, 0)
+    writer = await store.create(header())
+    writer.append(events[:cut])
+    await writer.sync()
+    sql(
+        postgres_url,
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'",
+    )
+    writer.append(events[cut : cut + 2])
+    with pytest.raises(LogWriteFailed, match="s1"):
+        await writer.flush()
+    opened = await store.reopen(writer, "s1", 5)
+    assert opened.events == events[:cut]
+    opened.writer.append(events[cut:])
+    await opened.writer.close()
+    assert (await store.read("s1")).events == events
+    await store.aclose()
+
+
+async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
+    postgres_url: str,
+) -> None:
+    store = PostgresStore(postgres_url)
+    built = Events()
+    built.turn(0, "nul \u0000 and keys", ["a\u0000b"])
+    await stored(store, built.events, batch=100)
+    await store.aclose()
+    columns = sql(
+        postgres_url,
+        "SELECT table_name, data_type FROM information_schema.columns "
+        "WHERE column_name IN ('body', 'header') ORDER BY table_name",
+    )
+    assert columns == [("acp_records", "json"), ("acp_sessions", "json")]
+    bodies = [
+        row[0] for row in sql(postgres_url, "SELECT body::text FROM acp_records ORDER BY seq0")
+    ]
+    assert bodies == [msgspec.json.encode(r).decode() for r in pack_chunk_runs(built.events)]
+
+
+async def test_postgresql_a_database_of_another_schema_version_is_refused(
+    postgres_url: str,
+) -> None:
+    first = PostgresStore(postgres_url)
+    await first.prepare()
+    await first.aclose()
+    sql(postgres_url, "UPDATE acp_store SET value = 99 WHERE key = 'schema_version'")
+    store = PostgresStore(postgres_url)
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 1"):
+        await store.prepare()
+    await store.aclose()
+
+
+async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the safety poll an hour long, only `LISTEN/NOTIFY` (and the catch-up after the
+    listening connection reconnects) can bring the appends to the follower."""
+    monkeypatch.setattr(postgres, "SAFETY_POLL_S", 3600.0)
+    store = PostgresStore(postgres_url)
+    events = conversation(4)
+    cut = after_turn(events, 0)
+    await stored(store, events[:cut])
+    writer = (await store.open("s1", 0)).writer
+    received: list[SessionEvent] = []
+    arrived = anyio.Event()
+    waiting = anyio.Event()
+    wait = postgres.PostgresWatch.wait
+
+    async def watched_wait(watch: postgres.PostgresWatch, poll: float) -> None:
+        if not watch._woken.is_set():
+            waiting.set()  # the follower has read all there is: only a wake-up brings more
+        await wait(watch, poll)
+
+    monkeypatch.setattr(postgres.PostgresWatch, "wait", watched_wait)
+
+    async def follow(until: int) -> None:
+        async for batch in follow_stored(store, "s1", cut):
+            received.extend(batch)
+            if received[-1].seq >= until:
+                arrived.set()
+            if received[-1].seq == events[-1].seq:
+                return
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            probe = store.watch("s1")  # the store's listening connection starts
+            assert store._listener is not None
+            await store._listener.listening.wait()
+            probe.close()
+            tasks.start_soon(follow, cut + 1)
+            await waiting.wait()
+            writer.append(events[cut : cut + 2])
+            await writer.flush()
+            await arrived.wait()
+            arrived = anyio.Event()
+            sql(
+                postgres_url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN%%'",
+            )
+            writer.append(events[cut + 2 :])
+            await writer.close()
+    assert received == events[cut:]
+    await store.aclose()
 
 
 # -- history: pages and ranges -----------------------------------------------------------------
@@ -468,12 +645,11 @@ WRITER_PROCESS = textwrap.dedent(
 
 
 async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
-    engine: str, store: Store, tmp_path: Path
+    store: Store, url: StoreUrl
 ) -> None:
     events = conversation(4)
     cut = after_turn(events, 0)
     await stored(store, events[:cut])
-    url = store_url(engine, tmp_path).text
     received: list[SessionEvent] = []
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
@@ -486,7 +662,7 @@ async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
 
             tg.start_soon(follow)
             process = await anyio.run_process(
-                [sys.executable, "-c", WRITER_PROCESS, url],
+                [sys.executable, "-c", WRITER_PROCESS, url.text],
                 input=msgspec.json.encode(events[cut:]),
                 stderr=subprocess.PIPE,
                 check=False,

@@ -13,7 +13,12 @@ import pytest
 from fixtures_builder import Scenario, Step, write_fixture
 
 from acp_server.client import AcpClient, ConnectionClosed, Follow, RpcError, session_address
-from acp_server.core.events import SessionEvent, TurnEnd, TurnEndReasonInterrupted
+from acp_server.core.events import (
+    SessionEvent,
+    TurnEnd,
+    TurnEndReasonCompleted,
+    TurnEndReasonInterrupted,
+)
 from acp_server.storage.url import open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
@@ -25,13 +30,15 @@ def words(count: int) -> str:
     return " ".join(f"word{k % 13}" for k in range(count))
 
 
-STREAM = Scenario([("stream", [Step(text=words(600))])])
+STREAM = Scenario([("stream", [Step(text=words(600))]), ("again", [Step(text="Done.")])])
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
+@pytest.fixture(params=["jsonl", "sqlite", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite://{tmp_path}/sessions.db"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
     return f"file://{tmp_path}/sessions"
 
 
@@ -125,4 +132,49 @@ async def test_a_writer_killed_mid_stream_is_recovered_by_the_next_process(
     log = await stored_events(url, session)
     assert type(log[-1]) is TurnEnd
     assert log[-1].data.reason == TurnEndReasonInterrupted()
+    assert [e.seq for e in log] == list(range(len(log)))
+
+
+async def test_postgresql_a_connection_dropped_mid_turn_fails_the_turn_and_the_next_one_works(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The writer's connection is dropped (as a database restart does) while a prompt streams:
+    the process stays up, the turn fails saying the database is unavailable, the next prompt
+    works, and the log holds the first turn closed by recovery, gapless."""
+    import psycopg
+
+    (tmp_path / "workspace").mkdir()
+    with anyio.fail_after(TIMEOUT):
+        async with (
+            spawn(tmp_path, postgres_url, "--pace-ms", "2") as writer,
+            spawn(tmp_path, postgres_url) as reader,
+        ):
+            await writer.initialize()
+            await reader.initialize()
+            session = await writer.new_session(tmp_path / "workspace")
+            follow = await reader.follow(session_address(session))
+            async with anyio.create_task_group() as tasks:
+
+                async def prompt() -> None:
+                    with pytest.raises(RpcError) as failed:
+                        await writer.prompt(session, "stream", lambda update: None)
+                    assert (failed.value.code, failed.value.data["reason"]) == (
+                        -32013,
+                        "database-unavailable",
+                    )
+
+                tasks.start_soon(prompt)
+                async for event in follow:
+                    if event.seq >= 100:  # chunks are stored: drop the writer's connection
+                        with psycopg.connect(postgres_url, autocommit=True) as conn:
+                            conn.execute(
+                                "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                                "WHERE locktype = 'advisory'"
+                            )
+                        break
+            await follow.aclose()
+            assert await writer.prompt(session, "again") == "end_turn"
+    log = await stored_events(postgres_url, session)
+    ends = [e for e in log if type(e) is TurnEnd]
+    assert [e.data.reason for e in ends] == [TurnEndReasonInterrupted(), TurnEndReasonCompleted()]
     assert [e.seq for e in log] == list(range(len(log)))

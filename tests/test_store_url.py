@@ -98,13 +98,13 @@ def test_serve_with_an_unknown_scheme_exits_2_with_one_line() -> None:
     ]
 
 
-def test_serve_with_a_postgresql_url_says_it_is_not_available_hiding_the_password() -> None:
-    done = serve("--store", "postgresql://acp:pw@db/acp")
-    assert (done.returncode, done.stderr) == (
-        2,
-        "acp-server serve: error: --store: postgresql://acp:***@db/acp: PostgreSQL stores "
-        "are not available in this build\n",
+def test_serve_with_a_postgresql_server_it_cannot_reach_exits_2_hiding_the_password() -> None:
+    done = serve("--store", "postgresql://acp:pw@db.invalid/acp")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "acp-server serve: error: postgresql://acp:***@db.invalid/acp: cannot connect: "
     )
+    assert (len(done.stderr.splitlines()), "pw" in done.stderr) == (1, False)
 
 
 def test_serve_with_a_database_that_is_not_sqlite_exits_2_with_one_line(tmp_path: Path) -> None:

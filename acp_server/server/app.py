@@ -136,6 +136,12 @@ async def serve(
     connection = Connection(writer)
     if store is None:
         store = open_config_store(config)
+    try:
+        await store.prepare()
+    except (LogError, OSError) as exc:
+        sys.stderr.write(f"acp-server serve: error: {exc}\n")
+        await store.aclose()
+        return 2
     sessions = SessionRegistry(store)
     AcpAgent(connection, sessions, provider, config, provider_auth(config, provider)).install()
     status = 0

@@ -145,6 +145,7 @@ STORAGE_REASONS: Final[dict[int, tuple[str, str]]] = {
     errno.EMFILE: ("too-many-open-files", "the server has no file descriptors left"),
     errno.ENFILE: ("too-many-open-files", "the system has no file descriptors left"),
     errno.ENOMEM: ("out-of-memory", "the system is out of memory"),
+    errno.ECONNRESET: ("database-unavailable", "the connection to the store's database was lost"),
 }
 """errno -> (`data.reason`, what the message says): failures of the machine, not bugs."""
 

@@ -53,7 +53,7 @@ from ..core.history import (
 )
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.paging import PageCut
-from ..storage.api import FOLLOW_POLL_S, HistorySource
+from ..storage.api import FOLLOW_POLL_S, HistorySource, Watch
 from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
@@ -262,10 +262,17 @@ class History:
     async def _poll(self, subscription: _Subscription) -> None:
         """Take the events another process appends to the session from the store, until the
         subscription ends. While the session is live here its events come from `_publish`."""
+        watch = self.sessions.store.watch(subscription.session_id)
+        try:
+            await self._catch_up(subscription, watch)
+        finally:
+            watch.close()
+
+    async def _catch_up(self, subscription: _Subscription, watch: Watch) -> None:
         session_id, store = subscription.session_id, self.sessions.store
         source: HistorySource | None = None
         while True:
-            await anyio.sleep(FOLLOW_POLL_S)
+            await watch.wait(FOLLOW_POLL_S)
             if subscription.end_reason is not None:
                 return
             if session_id in self.sessions.live:

@@ -11,7 +11,8 @@ Every method that touches storage is async: an engine runs its blocking work in 
 threads, never on the event loop, so a slow disk delays nobody but the session it writes.
 
 `follow_stored` is the cross-process half of `session.follow`, the same for every engine: it
-polls a session's stored next seq at a short interval and reads what was appended by seq.
+waits on the store's `Watch` of the session (a short poll of the stored next seq for files and
+SQLite, PostgreSQL's notifications) and reads what was appended by seq after every wake-up.
 """
 
 from __future__ import annotations
@@ -142,12 +143,37 @@ class HistorySource(Protocol):
         """Whether the log holds a `subagent/start` for `child_id`."""
 
 
+class Watch(Protocol):
+    """A follower's wake-ups for one session, registered before its first read: whatever is
+    appended after that wakes a `wait` (or the poll does), so a read by seq after each wake
+    misses nothing."""
+
+    async def wait(self, poll: float) -> None:
+        """Until the session may have grown: `poll` seconds for an engine that polls."""
+
+    def close(self) -> None: ...
+
+
+class PollingWatch:
+    """The `Watch` of an engine with no notifications: every wait is the poll."""
+
+    async def wait(self, poll: float) -> None:
+        await anyio.sleep(poll)
+
+    def close(self) -> None:
+        pass
+
+
 class Store(Protocol):
     """Every session of one store (a directory of JSONL logs, a database...)."""
 
     @property
     def url(self) -> str:
         """The store's URL as it may be shown: a password in it is `***`."""
+
+    async def prepare(self) -> None:
+        """Check that the store can be used (a database: connect, create or check its tables)
+        before serving, so that one that cannot says why at once (`LogError`, `OSError`)."""
 
     async def create(self, header: SessionHeader) -> Writer:
         """A new session, its header stored durably before this returns (`SessionExists`)."""
@@ -175,6 +201,9 @@ class Store(Protocol):
     async def session_ids(self) -> list[str]:
         """The id of every session the store holds, readable or not, sorted."""
 
+    def watch(self, session_id: str) -> Watch:
+        """Wake-ups for the appends to a session from now on (`close` it when done)."""
+
     async def delete(self, session_id: str) -> None:
         """Remove a session (`LogLocked` while another process writes it)."""
 
@@ -191,16 +220,20 @@ async def follow_stored(
     """The events appended to a stored session from `next_seq` on, a batch per look, in
     order, gapless: whoever writes it, in this process or another. Ends with
     `SessionNotFound` once the session is deleted."""
-    source = await store.history(session_id)
-    while True:
-        await source.refresh()
-        if source.last_seq >= next_seq:
-            records = await source.records(next_seq, source.last_seq + 1)
-            events = [e for record in records for e in decode_storage_record(record)]
-            if events:
-                next_seq = events[-1].seq + 1
-                yield events
-                continue
-        if not await store.exists(session_id):
-            raise SessionNotFound(f"unknown session {session_id!r}")
-        await anyio.sleep(interval)
+    watch = store.watch(session_id)
+    try:
+        source = await store.history(session_id)
+        while True:
+            await source.refresh()
+            if source.last_seq >= next_seq:
+                records = await source.records(next_seq, source.last_seq + 1)
+                events = [e for record in records for e in decode_storage_record(record)]
+                if events:
+                    next_seq = events[-1].seq + 1
+                    yield events
+                    continue
+            if not await store.exists(session_id):
+                raise SessionNotFound(f"unknown session {session_id!r}")
+            await watch.wait(interval)
+    finally:
+        watch.close()

@@ -27,7 +27,7 @@ from ..core.chunk_rows import StorageRecord, decode_record_json, decode_storage_
 from ..core.events import SessionEvent, SessionTitle, decode_event
 from ..core.header import SessionHeader
 from ..core.paging import PageCut
-from .api import ListedSession, Opened, StoredLog
+from .api import ListedSession, Opened, PollingWatch, StoredLog
 from .errors import LogError, LogLocked, SessionNotFound
 from .log import (
     READ_BLOCK,
@@ -259,6 +259,12 @@ class JsonlStore:
 
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self.files.session_ids)
+
+    async def prepare(self) -> None:
+        pass  # checked when the store was built
+
+    def watch(self, session_id: str) -> PollingWatch:
+        return PollingWatch()
 
     async def delete(self, session_id: str) -> None:
         with anyio.CancelScope(shield=True):

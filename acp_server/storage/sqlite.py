@@ -45,7 +45,7 @@ from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
 from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
 from ..core.recovery import interrupted_turn_closers
-from .api import ListedSession, Opened, StoredLog
+from .api import ListedSession, Opened, PollingWatch, StoredLog
 from .errors import (
     CorruptLog,
     LogError,
@@ -369,6 +369,12 @@ class SqliteStore:
             return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
 
     # -- deleting, copying ---------------------------------------------------------------------
+
+    async def prepare(self) -> None:
+        pass  # checked when the store was built
+
+    def watch(self, session_id: str) -> PollingWatch:
+        return PollingWatch()
 
     async def delete(self, session_id: str) -> None:
         with anyio.CancelScope(shield=True):

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
+
+from .redact import redact_url
 
 if TYPE_CHECKING:
     from .api import Store
@@ -71,24 +74,6 @@ def parse_store_url(text: str) -> StoreUrl:
     return StoreUrl(engine, Path(path), text)
 
 
-def redact_url(text: str) -> str:
-    """`text` with the password of its user info, if any, shown as `***`."""
-    if _SCHEME.match(text) is None:
-        return text
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", text)
-    netloc = parts.netloc
-    if "@" not in netloc:
-        return text
-    userinfo, host = netloc.rsplit("@", 1)
-    if ":" not in userinfo:
-        return text
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 def store_url_for_dir(directory: Path) -> StoreUrl:
     """The JSONL store of a sessions directory (`--sessions-dir`)."""
     return StoreUrl("jsonl", directory, str(directory))
@@ -98,7 +83,12 @@ def check_store_url(url: StoreUrl) -> str | None:
     """Why the store cannot be used, in one line, or None (checked before serving)."""
     path = url.path
     if url.engine == "postgresql":
-        return f"{url.shown}: PostgreSQL stores are not available in this build"
+        if find_spec("psycopg") is None or find_spec("psycopg_pool") is None:
+            return (
+                f"{url.shown}: PostgreSQL stores need the driver: "
+                "pip install 'acp-server[postgres]'"
+            )
+        return None
     assert path is not None
     if url.engine == "jsonl":
         if path.exists() and not path.is_dir():
@@ -118,6 +108,10 @@ def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "
     problem = check_store_url(url)
     if problem is not None:
         raise UnsupportedStore(problem)
+    if url.engine == "postgresql":
+        from .postgres import PostgresStore
+
+        return PostgresStore(url.text, pack=pack)
     assert url.path is not None
     if url.engine == "sqlite":
         from .sqlite import SqliteStore

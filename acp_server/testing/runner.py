@@ -36,7 +36,7 @@ from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
 from ..storage.api import StoredLog
 from ..storage.errors import LogError
-from ..storage.url import StoreUrl, open_store, store_url_for_dir
+from ..storage.url import StoreUrl, open_store, parse_store_url, store_url_for_dir
 from .normalize import Normalizer
 from .scenario import (
     INPUT_NAME,
@@ -174,6 +174,7 @@ class _Run:
         timeout: float,
         model_args: Sequence[str] | None = None,
         engine: Engine = "jsonl",
+        store: str | None = None,
     ) -> None:
         self.directory = directory
         self.scenario = scenario
@@ -184,7 +185,9 @@ class _Run:
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
         self.store = (
-            StoreUrl(
+            parse_store_url(store)
+            if store is not None
+            else StoreUrl(
                 "sqlite", self.sessions / "sessions.db", f"sqlite://{self.sessions}/sessions.db"
             )
             if engine == "sqlite"
@@ -670,6 +673,7 @@ def run_scenario(
     timeout: float = FRAME_TIMEOUT,
     model_args: Sequence[str] | None = None,
     engine: Engine = "jsonl",
+    store: str | None = None,
 ) -> RunResult:
     """Run the scenario in `directory` (replaying its own fixtures) and return what it produced.
 
@@ -677,7 +681,8 @@ def run_scenario(
     live model provider, e.g. `--provider openai --model NAME --base-url URL`.
 
     `work_dir` (default: a temporary directory, removed afterwards) receives the sessions
-    directory (with `engine="sqlite"`, the database in it) and the workspace. `command` is the server command line before its flags. A run
+    directory (with `engine="sqlite"`, the database in it) and the workspace; `store`, a store
+    URL (a PostgreSQL database), holds the sessions instead. `command` is the server command line before its flags. A run
     that does not follow the script raises `ScenarioError` with the last frames exchanged.
     """
     directory = Path(directory).resolve()
@@ -685,7 +690,7 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="acp-snapshot-") as scratch:
         work = Path(work_dir if work_dir is not None else scratch).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        run = _Run(directory, scenario, work, command, timeout, model_args, engine)
+        run = _Run(directory, scenario, work, command, timeout, model_args, engine, store)
         try:
             run.run()
         except ScenarioError as exc:

@@ -1,0 +1,815 @@
+"""The PostgreSQL engine of the store API: one database shared by many hosts (SPEC 2.6).
+
+Tables (`acp_` before each name, so that the store can share a database): `acp_store` (the
+schema version), `acp_sessions` (each header as written, the next seq, the writer's epoch, the
+last title and event time for listing), `acp_records` (every storage record as written, in a
+`json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
+`\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
+(SPEC 3.1's message index, so a page reads only what it returns) and `acp_children`. They are
+created on first use; a database of another schema version is refused.
+
+One writer per session across hosts: the writer holds a session-level advisory lock on its own
+connection for as long as it has the session open, and takes a new epoch when it claims it.
+Each batch is one transaction on that connection: the session's next seq moves from the batch's
+first seq only under the writer's epoch, then the rows go in, then a `pg_notify` names the
+session. A writer that lost its lock (its connection dropped) and one behind the stored next
+seq can never commit. A flush commits with `synchronous_commit` off (safe from a crash of this
+process), a sync with it on (safe from a crash of the database server).
+
+Reads borrow short-lived connections from a `psycopg_pool` pool, each in one repeatable-read
+transaction. Following is fed by the database: one listening connection per store (never one
+of the pool) wakes the watches of a session on its notifications, and all of them after every
+reconnect (notifications sent while it was disconnected are lost); a watch also wakes on a
+slow safety poll. Whoever wakes reads by seq from what it has: never by a global order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Final
+
+import anyio
+import msgspec
+import psycopg
+from psycopg import AsyncConnection, errors, sql
+from psycopg_pool import AsyncConnectionPool
+
+from ..core.chunk_rows import StorageRecord, decode_storage_record, pack_chunk_runs
+from ..core.event_log import EventLog
+from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.header import SessionHeader
+from ..core.ids import validate_session_id
+from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
+from ..core.recovery import interrupted_turn_closers
+from .api import ListedSession, Opened, StoredLog
+from .errors import (
+    CorruptLog,
+    LogError,
+    LogLocked,
+    LogWriteFailed,
+    SessionExists,
+    SessionNotFound,
+    StaleWriter,
+    UnsupportedStore,
+)
+from .log import CheckedRecords, parse_header
+from .log_index import joined_records
+from .redact import redact_url
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 1
+"""Bumped whenever the tables change; a database of another version is refused."""
+CHANNEL: Final = "acp_appends"
+"""The `LISTEN` channel: each committed batch notifies its session id."""
+SAFETY_POLL_S: Final = 1.0
+"""How often a follower looks for appends even without a notification."""
+RECONNECT_S: Final = 0.5
+"""How long the listening connection waits before connecting again after losing the server."""
+LOCK_CLASS: Final = 0x61637053
+"""The first key of every session's advisory lock ("acpS"), the second is the id's hash."""
+
+_SCHEMA: Final = """
+CREATE TABLE acp_store (key text PRIMARY KEY, value integer NOT NULL);
+CREATE TABLE acp_sessions (
+    id text PRIMARY KEY,
+    header json NOT NULL,
+    created_at bigint NOT NULL,
+    next_seq bigint NOT NULL,
+    epoch bigint NOT NULL,
+    title text,
+    updated_at bigint
+);
+CREATE TABLE acp_records (
+    session text NOT NULL,
+    seq0 bigint NOT NULL,
+    count integer NOT NULL,
+    body json NOT NULL,
+    PRIMARY KEY (session, seq0)
+);
+CREATE TABLE acp_messages (
+    session text NOT NULL,
+    seq bigint NOT NULL,
+    cut bigint NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE TABLE acp_children (
+    session text NOT NULL,
+    child text NOT NULL,
+    PRIMARY KEY (session, child)
+)
+"""
+_TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
+_LOCK_KEY: Final = "%s, hashtext(%s)"
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _said(exc: psycopg.Error) -> str:
+    """What the driver said, on one line (libpq's connection errors take several)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines) or type(exc).__name__
+
+
+def _os_error(exc: psycopg.Error) -> OSError:
+    """A database failure as the OSError a writer's `failure` holds: a lost or refused
+    connection is ECONNRESET (the request says the database is unavailable)."""
+    if isinstance(exc, errors.DiskFull):
+        number = errno.ENOSPC
+    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        number = errno.ECONNRESET
+    else:
+        number = errno.EIO
+    return OSError(number, _said(exc))
+
+
+class PostgresStore:
+    """The store API over one PostgreSQL database (`conninfo`: a URL or libpq string)."""
+
+    def __init__(self, conninfo: str, *, pack: bool = True) -> None:
+        self.conninfo = conninfo
+        self.pack = pack
+        self._shown = redact_url(conninfo)
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._ready = anyio.Lock()
+        self._listener: _Listener | None = None
+
+    @property
+    def url(self) -> str:
+        return self._shown
+
+    def where(self, session_id: str) -> str:
+        """What names a session in an error."""
+        return f"{self.url} session {session_id}"
+
+    async def connect(self) -> AsyncConnection[Any]:
+        """A connection of its own (a writer's, the listener's), in autocommit mode."""
+        try:
+            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise LogWriteFailed(self.url, _os_error(exc)) from None
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection in one transaction (one snapshot), the schema checked first."""
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # The database is unreachable: a storage failure of the request, not a bug.
+            raise OSError(errno.ECONNRESET, f"{self.url}: {_said(exc)}") from None
+
+    async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        if self._pool is not None:
+            return self._pool
+        async with self._ready:
+            if self._pool is None:
+                conn = await self._connect_checked()
+                try:
+                    await self._check_schema(conn)
+                finally:
+                    await conn.close()
+                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=4,
+                    open=False,
+                    configure=_repeatable_reads,
+                    check=AsyncConnectionPool.check_connection,
+                )
+                await pool.open()
+                self._pool = pool
+        return self._pool
+
+    async def _connect_checked(self) -> AsyncConnection[Any]:
+        try:
+            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise UnsupportedStore(f"{self.url}: cannot connect: {_said(exc)}") from None
+
+    async def _check_schema(self, conn: AsyncConnection[Any]) -> None:
+        """Create the tables in a database that has none; refuse one of another version."""
+        async with conn.transaction():
+            # Two processes starting on an empty database: one creates, the other waits.
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS,))
+            cur = await conn.execute("SELECT to_regclass('acp_store') IS NOT NULL")
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                for statement in _SCHEMA.split(";"):
+                    await conn.execute(statement.encode())
+                await conn.execute(
+                    "INSERT INTO acp_store VALUES ('schema_version', %s)", (SCHEMA_VERSION,)
+                )
+                return
+            cur = await conn.execute("SELECT value FROM acp_store WHERE key = 'schema_version'")
+            row = await cur.fetchone()
+        found = row[0] if row else None
+        if found != SCHEMA_VERSION:
+            raise UnsupportedStore(
+                f"{self.url}: unsupported store schema version {found!r} "
+                f"(this build reads version {SCHEMA_VERSION})"
+            )
+
+    async def prepare(self) -> None:
+        """Connect and create the tables now (`serve`, `acp-server store init`), or check the
+        schema version of those there."""
+        await self._open()
+
+    # -- creating and opening ------------------------------------------------------------------
+
+    async def _claimed(self, session_id: str) -> AsyncConnection[Any]:
+        """A writer's connection holding the session's advisory lock (`LogLocked`)."""
+        await self._open()
+        conn = await self.connect()
+        try:
+            cur = await conn.execute(
+                f"SELECT pg_try_advisory_lock({_LOCK_KEY})", (LOCK_CLASS, session_id)
+            )
+            row = await cur.fetchone()
+        except psycopg.Error as exc:
+            await conn.close()
+            raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+        if row is None or not row[0]:
+            await conn.close()
+            raise LogLocked(
+                f"{self.where(session_id)}: the session is open for writing in another process"
+            )
+        return conn
+
+    async def create(self, header: SessionHeader) -> PostgresWriter:
+        validate_session_id(header.id)
+        with anyio.CancelScope(shield=True):
+            conn = await self._claimed(header.id)
+            try:
+                await conn.execute(
+                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch) "
+                    "VALUES (%s, %s::json, %s, 0, 1)",
+                    (header.id, _encoder.encode(header).decode(), header.created_at),
+                )
+            except errors.UniqueViolation:
+                await conn.close()
+                raise SessionExists(f"session {header.id!r} already exists") from None
+            except psycopg.Error as exc:
+                await conn.close()
+                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+        return PostgresWriter(self, header, conn, next_seq=0, epoch=1)
+
+    async def open(self, session_id: str, now_ms: int) -> Opened:
+        validate_session_id(session_id)
+        with anyio.CancelScope(shield=True):
+            conn = await self._claimed(session_id)
+            try:
+                # The new epoch first: a writer that lost the lock can commit nothing after.
+                cur = await conn.execute(
+                    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch",
+                    (session_id,),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise SessionNotFound(f"unknown session {session_id!r}")
+                stored = await self._read(session_id)
+            except psycopg.Error as exc:
+                await conn.close()
+                raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+            except BaseException:
+                await conn.close()
+                raise
+            writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
+            try:
+                opened = await writer.recover(stored, now_ms)
+            except BaseException:
+                await writer.close_now()
+                raise
+        return opened
+
+    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
+        """A failed writer's connection may be gone, and its lock with it: claim anew."""
+        assert isinstance(writer, PostgresWriter)
+        with anyio.CancelScope(shield=True):
+            await writer.close_now()
+        return await self.open(session_id, now_ms)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def header(self, session_id: str) -> SessionHeader:
+        validate_session_id(session_id)
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        return self._parse_header(session_id, row[0])
+
+    def _parse_header(self, session_id: str, text: str) -> SessionHeader:
+        where = self.where(session_id)
+        header = parse_header(where, text.encode())
+        if header.id != session_id:
+            raise CorruptLog(
+                where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+            )
+        return header
+
+    async def exists(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        async with self.reading() as conn:
+            cur = await conn.execute("SELECT 1 FROM acp_sessions WHERE id = %s", (session_id,))
+            return await cur.fetchone() is not None
+
+    async def read(self, session_id: str) -> StoredLog:
+        validate_session_id(session_id)
+        return await self._read(session_id)
+
+    async def _read(self, session_id: str) -> StoredLog:
+        """The whole session, every record checked as a JSONL reader checks its lines."""
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT header::text, next_seq FROM acp_sessions WHERE id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise SessionNotFound(f"unknown session {session_id!r}")
+            cur = await conn.execute(
+                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
+                (session_id,),
+            )
+            bodies = [body.encode() for (body,) in await cur.fetchall()]
+        header = self._parse_header(session_id, row[0])
+        checked = CheckedRecords(self.where(session_id), bodies)
+        records = list(checked)
+        if checked.event_count != row[1]:
+            raise CorruptLog(
+                self.where(session_id),
+                len(bodies) + 1,
+                f"the records hold {checked.event_count} events, the session says {row[1]}",
+            )
+        return StoredLog(header, records, checked.event_count)
+
+    async def history(self, session_id: str) -> PostgresHistory:
+        source = PostgresHistory(self, await self.header(session_id))
+        await source.refresh()
+        return source
+
+    async def list_sessions(self) -> list[ListedSession]:
+        async with self.reading() as conn:
+            cur = await conn.execute("SELECT id, header::text, title, updated_at FROM acp_sessions")
+            rows = await cur.fetchall()
+        listed = []
+        for session_id, text, title, updated_at in rows:
+            try:
+                header = self._parse_header(session_id, text)
+            except LogError as exc:
+                log.warning("session/list: skipped session %s: %s", session_id, exc)
+                continue
+            listed.append(ListedSession(header, title, updated_at))
+        return listed
+
+    async def session_ids(self) -> list[str]:
+        async with self.reading() as conn:
+            cur = await conn.execute("SELECT id FROM acp_sessions ORDER BY id")
+            return [row[0] for row in await cur.fetchall()]
+
+    async def stored_lines(self, session_id: str) -> StoredRows:
+        """A session's header and records as the lines of a JSONL log would hold them, read
+        in one transaction: the log tools read every engine as lines."""
+        validate_session_id(session_id)
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise SessionNotFound(f"unknown session {session_id!r}")
+            cur = await conn.execute(
+                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
+                (session_id,),
+            )
+            lines = [row[0].encode(), *(body.encode() for (body,) in await cur.fetchall())]
+        return StoredRows(self.where(session_id), lines)
+
+    def watch(self, session_id: str) -> PostgresWatch:
+        """A watch woken when the session may have grown (registered from now on)."""
+        if self._listener is None:
+            self._listener = _Listener(self)
+        return self._listener.watch(session_id)
+
+    # -- deleting, copying ---------------------------------------------------------------------
+
+    async def delete(self, session_id: str) -> None:
+        validate_session_id(session_id)
+        with anyio.CancelScope(shield=True):
+            async with self.reading() as conn:
+                cur = await conn.execute(
+                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", (LOCK_CLASS, session_id)
+                )
+                row = await cur.fetchone()
+                if row is None or not row[0]:
+                    raise LogLocked(
+                        f"{self.where(session_id)}: the session is open for writing "
+                        "in another process"
+                    )
+                cur = await conn.execute("DELETE FROM acp_sessions WHERE id = %s", (session_id,))
+                if cur.rowcount != 1:
+                    raise SessionNotFound(f"unknown session {session_id!r}")
+                for table in _TABLES[:-1]:
+                    await conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE session = %s").format(sql.Identifier(table)),
+                        (session_id,),
+                    )
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+
+    async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
+        validate_session_id(header.id)
+        try:
+            async with self.reading() as conn:
+                cur = await conn.execute(
+                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", (LOCK_CLASS, header.id)
+                )
+                row = await cur.fetchone()
+                if row is None or not row[0]:
+                    raise LogLocked(
+                        f"{self.where(header.id)}: the session is open for writing "
+                        "in another process"
+                    )
+                await conn.execute(
+                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch) "
+                    "VALUES (%s, %s::json, %s, 0, 0)",
+                    (header.id, _encoder.encode(header).decode(), header.created_at),
+                )
+                await _insert_records(conn, self.where(header.id), header.id, records, 0, 0)
+        except errors.UniqueViolation:
+            raise SessionExists(f"session {header.id!r} already exists") from None
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._listener is not None:
+                await self._listener.aclose()
+                self._listener = None
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+
+
+async def _repeatable_reads(conn: AsyncConnection[Any]) -> None:
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+
+
+async def _insert_records(
+    conn: AsyncConnection[Any],
+    where: str,
+    session_id: str,
+    records: Sequence[StorageRecord],
+    first: int,
+    epoch: int,
+) -> int:
+    """In the caller's transaction: move the session's next seq past `records` (their seqs from
+    `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`; then
+    insert them and what they add to the indexes, and notify the session's followers."""
+    rows: list[tuple[str, int, int, str]] = []
+    messages: list[tuple[str, int, int]] = []
+    children: list[tuple[str, str]] = []
+    title: str | None = None
+    last_time: int | None = None
+    end = first
+    for record in records:
+        start = record_start(record)
+        count = record_count(record)
+        rows.append((session_id, start, count, _encoder.encode(record).decode()))
+        cut = message_cut(record, start)
+        if cut is not None:
+            messages.append((session_id, start, cut))
+        elif type(record) is SubagentStart:
+            children.append((session_id, record.data.child_session_id))
+        elif type(record) is SessionTitle:
+            title = record.data.title
+        end = start + count
+    if records:
+        last_time = decode_storage_record(records[-1])[-1].time
+    cur = await conn.execute(
+        "UPDATE acp_sessions SET next_seq = %s, title = coalesce(%s, title), "
+        "updated_at = coalesce(%s, updated_at) WHERE id = %s AND next_seq = %s AND epoch = %s",
+        (end, title, last_time, session_id, first, epoch),
+    )
+    if cur.rowcount != 1:
+        raise StaleWriter(
+            where,
+            f"a batch from seq {first} does not follow what is stored "
+            "(another writer appended to the session, or took it over)",
+        )
+    async with conn.cursor() as many:
+        if rows:
+            await many.executemany("INSERT INTO acp_records VALUES (%s, %s, %s, %s::json)", rows)
+        if messages:
+            await many.executemany("INSERT INTO acp_messages VALUES (%s, %s, %s)", messages)
+        if children:
+            await many.executemany(
+                "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", children
+            )
+    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+    return end
+
+
+class PostgresWriter:
+    """The store API's `Writer` of one session: its connection (holding the session's
+    advisory lock), its epoch, its queue."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        header: SessionHeader,
+        conn: AsyncConnection[Any],
+        next_seq: int,
+        epoch: int,
+    ) -> None:
+        self.store = store
+        self.header = header
+        self.conn = conn
+        self.epoch = epoch
+        self.next_seq = next_seq
+        self.stored_seq = next_seq
+        """The seq the next batch written starts at."""
+        self.failure: OSError | None = None
+        self.writable = True
+        self.closed = False
+        self._pending: list[SessionEvent] = []
+        self._unsynced = False
+        self._lock = anyio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.store.where(self.header.id)
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise LogWriteFailed(self.name, self.failure)
+
+    def append(self, events: Sequence[SessionEvent]) -> None:
+        self._check()
+        for offset, event in enumerate(events):
+            if event.seq != self.next_seq + offset:
+                raise ValueError(
+                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
+                )
+        self.next_seq += len(events)
+        self._pending.extend(events)
+
+    def append_one(self, event: SessionEvent) -> None:
+        if self.failure is not None:
+            self._check()
+        if event.seq != self.next_seq:
+            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
+        self.next_seq += 1
+        self._pending.append(event)
+
+    async def flush(self) -> None:
+        await self._write(sync=False)
+
+    async def sync(self) -> None:
+        await self._write(sync=True)
+
+    async def _write(self, *, sync: bool) -> None:
+        async with self._lock:
+            self._check()
+            batch, self._pending = self._pending, []
+            if batch or (sync and self._unsynced):
+                with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
+                    await self.commit(batch, sync)
+
+    async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        """One transaction for the batch; with `sync`, durable once this returns."""
+        self._check()
+        conn = self.conn
+        try:
+            async with conn.transaction():
+                if not sync:
+                    await conn.execute("SET LOCAL synchronous_commit TO off")
+                if batch:
+                    records = pack_chunk_runs(batch) if self.store.pack else list(batch)
+                    self.stored_seq = await _insert_records(
+                        conn, self.name, self.header.id, records, self.stored_seq, self.epoch
+                    )
+                else:
+                    # Nothing new: a synchronous commit that writes flushes the WAL past every
+                    # earlier asynchronous one, and checks that the epoch is still this one.
+                    cur = await conn.execute(
+                        "UPDATE acp_sessions SET epoch = epoch WHERE id = %s AND epoch = %s",
+                        (self.header.id, self.epoch),
+                    )
+                    if cur.rowcount != 1:
+                        raise StaleWriter(self.name, "another writer took the session over")
+            self._unsynced = not sync
+        except StaleWriter as exc:
+            self.failure = exc.cause
+            self._pending = []
+            raise
+        except psycopg.Error as exc:
+            self.failure = _os_error(exc)
+            self._pending = []
+            raise LogWriteFailed(self.name, self.failure) from None
+
+    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
+        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
+        log_ = EventLog(stored.records)
+        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
+        if closers:
+            try:
+                self.append(closers)
+                batch, self._pending = self._pending, []
+                await self.commit(batch, True)
+            except LogWriteFailed:
+                return Opened(self, log_, False, [])
+            for event in closers:
+                log_.append(event)
+        return Opened(self, log_, False, closers)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self.closed:
+                return
+            with anyio.CancelScope(shield=True):
+                try:
+                    if self.failure is None:
+                        batch, self._pending = self._pending, []
+                        if batch or self._unsynced:
+                            await self.commit(batch, True)
+                finally:
+                    await self.close_now()
+
+    async def close_now(self) -> None:
+        """Give up the claim (closing the connection drops its lock), writing nothing."""
+        self.closed = True
+        with contextlib.suppress(psycopg.Error, OSError):
+            await self.conn.close()
+
+
+class PostgresHistory:
+    """The store API's `HistorySource` of one session in the database."""
+
+    def __init__(self, store: PostgresStore, header: SessionHeader) -> None:
+        self.store = store
+        self.header = header
+        self.last_seq = -1
+
+    async def refresh(self) -> None:
+        session_id = self.header.id
+        async with self.store.reading() as conn:
+            cur = await conn.execute(
+                "SELECT next_seq FROM acp_sessions WHERE id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        self.last_seq = row[0] - 1
+
+    async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        async with self.store.reading() as conn:
+            cur = await conn.execute(
+                "SELECT cut FROM acp_messages WHERE session = %s AND seq < %s "
+                "ORDER BY seq DESC LIMIT %s",
+                (self.header.id, end, max_messages),
+            )
+            cuts = [cut for (cut,) in await cur.fetchall()]
+            start = min(cuts) if len(cuts) == max_messages else 0
+            return PageCut(start, end), await self._between(conn, start, end)
+
+    async def records(self, lo: int, hi: int) -> list[StorageRecord]:
+        async with self.store.reading() as conn:
+            return await self._between(conn, lo, hi)
+
+    async def _between(self, conn: AsyncConnection[Any], lo: int, hi: int) -> list[StorageRecord]:
+        if lo >= hi:
+            return []
+        session_id = self.header.id
+        cur = await conn.execute(
+            "SELECT body::text FROM acp_records WHERE session = %(s)s AND seq0 < %(hi)s "
+            "AND seq0 >= coalesce((SELECT max(seq0) FROM acp_records "
+            "WHERE session = %(s)s AND seq0 <= %(lo)s), 0) ORDER BY seq0",
+            {"s": session_id, "lo": lo, "hi": hi},
+        )
+        bodies = [body.encode() for (body,) in await cur.fetchall()]
+        if not bodies:
+            return []
+        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
+        return pack_chunk_runs(clip_records(records, starts, lo, hi))
+
+    async def has_child(self, child_id: str) -> bool:
+        async with self.store.reading() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM acp_children WHERE session = %s AND child = %s",
+                (self.header.id, child_id),
+            )
+            return await cur.fetchone() is not None
+
+
+class StoredRows:
+    """The `Lines` of a session read from the database (see `PostgresStore.stored_lines`)."""
+
+    def __init__(self, path: str, lines: list[bytes]) -> None:
+        self.path = path
+        self.lines = lines
+        self.count = 0
+        self.torn_tail = False  # a transaction is whole or absent
+        self.size = 0
+        """Bytes of JSON text the lines read so far hold."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.lines:
+            self.count += 1
+            self.size += len(line) + 1
+            yield line
+
+
+class PostgresWatch:
+    """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
+
+    def __init__(self, listener: _Listener, session_id: str) -> None:
+        self.listener = listener
+        self.session_id = session_id
+        self._woken = anyio.Event()
+        # Woken from the start: the first wait is the catch-up read of what was appended
+        # between the follower's snapshot and this registration.
+        self._woken.set()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def wait(self, poll: float) -> None:
+        """Until a notification since the last wait, or the safety poll (`poll` is for the
+        engines that only poll)."""
+        with anyio.move_on_after(SAFETY_POLL_S):
+            await self._woken.wait()
+        self._woken = anyio.Event()
+
+    def close(self) -> None:
+        self.listener.forget(self)
+
+
+class _Listener:
+    """The store's one `LISTEN` connection, run by a task of its own while anyone watches."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.watches: dict[str, set[PostgresWatch]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.listening = anyio.Event()
+        """Set once the connection listens (tests wait for it before counting on a wake)."""
+
+    def watch(self, session_id: str) -> PostgresWatch:
+        watch = PostgresWatch(self, session_id)
+        self.watches.setdefault(session_id, set()).add(watch)
+        if self._task is None:
+            # psycopg's async connections run on asyncio: so does this engine's listener.
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        return watch
+
+    def forget(self, watch: PostgresWatch) -> None:
+        watches = self.watches.get(watch.session_id)
+        if watches is not None:
+            watches.discard(watch)
+            if not watches:
+                del self.watches[watch.session_id]
+
+    def _wake_all(self) -> None:
+        for watches in self.watches.values():
+            for watch in watches:
+                watch.wake()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                conn = await AsyncConnection.connect(self.store.conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                log.warning("%s: cannot listen for appends: %s", self.store.url, _said(exc))
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            try:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening.set()
+                self._wake_all()  # what was notified while not listening is read by seq
+                async for note in conn.notifies():
+                    for watch in self.watches.get(note.payload, ()):
+                        watch.wake()
+            except psycopg.Error as exc:
+                log.warning("%s: lost the listening connection: %s", self.store.url, _said(exc))
+            finally:
+                with contextlib.suppress(psycopg.Error, OSError):
+                    await conn.close()
+            self._wake_all()
+            await asyncio.sleep(RECONNECT_S)
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
