@@ -350,6 +350,13 @@ class SessionConfigData(Model):
     value: str | bool
 
 
+class ContextCompactionData(Model):
+    turn: int
+    step: int
+    through_seq: Seq
+    """The last seq the summary stands for: the provider history restarts after it."""
+
+
 class CommandResultData(Model):
     turn: int
     command: str
@@ -429,6 +436,13 @@ class SessionConfig(Event, tag="session/config"):
     data: SessionConfigData
 
 
+class ContextCompaction(Event, tag="context/compaction"):
+    """The `assistant/message` of step `(turn, step)` summarises every event up to
+    `throughSeq` (SPEC 4.6)."""
+
+    data: ContextCompactionData
+
+
 class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
@@ -448,6 +462,7 @@ KnownEvent = (
     | SubagentStart
     | SessionMode
     | SessionConfig
+    | ContextCompaction
     | CommandResult
 )
 
