@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_process import AcpProcess
-from openai_server import FakeOpenAI, Response, Sse, chunk, text, usage
+from openai_server import FakeOpenAI, Response, Sse, call, chunk, text, usage
 
 from acp_server.core.compaction import COMPACTED_NOTICE, SUMMARY_PREAMBLE, SUMMARY_SYSTEM
 from acp_server.core.events import (
@@ -160,3 +160,30 @@ def test_below_compact_at_nothing_is_compacted(tmp_path: Path) -> None:
         ("assistant", "Hello Ada."),
         ("user", "Who am I?"),
     ]
+
+
+def test_search_history_finds_a_detail_from_before_the_compaction(tmp_path: Path) -> None:
+    search = call(0, id="call_s", name="search_history", arguments='{"pattern": "secret \\\\w+"}')
+    script: list[Response] = [
+        answer("Noted."),
+        answer(SUMMARY),
+        Sse([search, chunk(finish="tool_calls")]),
+        answer("The secret word is plum."),
+    ]
+    with FakeOpenAI(script) as model, serve(tmp_path, model) as server:
+        session_id = new_session(server, tmp_path)
+        prompt(server, session_id, "My name is Ada.\nThe secret word is plum.")
+        prompt(server, session_id, "/compact")
+        shown = prompt(server, session_id, "What was the secret word?")
+    assert messages(model.requests[3].body)[:2] == [
+        ("user", SUMMARY_PREAMBLE + SUMMARY),
+        ("user", "What was the secret word?"),
+    ]
+    assert model.requests[3].body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_s",
+        "content": "[seq 25, turn 2, user] What was the secret word?\n"
+        "[seq 1, turn 0, user] The secret word is plum.",
+    }
+    started = [u for u in shown if u["sessionUpdate"] == "tool_call"]
+    assert [(u["kind"], u["title"]) for u in started] == [("search", "Search history: secret \\w+")]

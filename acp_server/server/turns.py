@@ -135,6 +135,7 @@ class Conversations:
             self.client,
             session.allowed_always,
             mode=lambda: surface.mode_of(top),
+            history=lambda: session.log.plain_events(),  # the log as it is at the call
         )
         return TurnEnv(
             recorder=session.recorder,

@@ -21,6 +21,7 @@ from .arguments import (
 from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
 from .commands import run_command
 from .files import read_file, write_file
+from .history import SearchHistoryArgs, run_search_history
 from .plan import todo_write
 from .registry import OnStarted, Tool, ToolRegistry
 
@@ -54,6 +55,11 @@ def _command_title(args: Any) -> str | None:
 def _task_title(args: Any) -> str | None:
     prompt = _get(args, "prompt")
     return f"Subagent: {prompt}" if isinstance(prompt, str) else None
+
+
+def _search_title(args: Any) -> str | None:
+    pattern = _get(args, "pattern")
+    return f"Search history: {pattern}" if isinstance(pattern, str) else None
 
 
 async def _run_task(
@@ -139,6 +145,18 @@ BUILTIN_TOOLS: Final = ToolRegistry(
             _run_task,
             _raw,
             title=_task_title,
+        ),
+        Tool.typed(
+            "search_history",
+            (
+                "Search this session's own earlier messages and tool results with a regular "
+                "expression, newest first, for details a summary of the conversation left out. "
+                "Each matching line comes with its seq, turn and source."
+            ),
+            SearchHistoryArgs,
+            "search",
+            run_search_history,
+            title=_search_title,
         ),
     ]
 )
