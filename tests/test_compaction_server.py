@@ -187,3 +187,18 @@ def test_search_history_finds_a_detail_from_before_the_compaction(tmp_path: Path
     }
     started = [u for u in shown if u["sessionUpdate"] == "tool_call"]
     assert [(u["kind"], u["title"]) for u in started] == [("search", "Search history: secret \\w+")]
+
+
+def test_compact_with_nothing_before_it_calls_no_model(tmp_path: Path) -> None:
+    with FakeOpenAI([]) as model, serve(tmp_path, model) as server:
+        session_id = new_session(server, tmp_path)
+        shown = prompt(server, session_id, "/compact")
+    assert model.requests == []
+    assert [u["content"]["text"] for u in shown] == ["There is no conversation to compact yet."]
+    events = read_log(tmp_path / "sessions" / session_id / "session.jsonl").events
+    assert [type(e).__name__ for e in events] == [
+        "TurnStart",
+        "UserMessageEvent",
+        "CommandResult",
+        "TurnEnd",
+    ]
