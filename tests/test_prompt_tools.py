@@ -672,7 +672,7 @@ def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
         session = server.new_session()
         answered = server.prompt(session, "go")
 
-        message = "unknown tool 'delete_everything'; the tools are: read_file, write_file, run_command, todo_write, task"
+        message = "unknown tool 'delete_everything'; the tools are: read_file, write_file, run_command, todo_write, task, search_history"
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [
             {

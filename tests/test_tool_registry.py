@@ -55,6 +55,7 @@ def test_a_registered_tool_is_offered_after_the_builtin_ones() -> None:
         "run_command",
         "todo_write",
         "task",
+        "search_history",
         "echo",
     ]
     assert registry.definitions[-1].name == "echo"

@@ -361,7 +361,7 @@ async def test_unknown_tool_is_an_error_outcome(work: Path) -> None:
     outcome = await call(make_ctx(work), "delete_everything", {})
     assert outcome == error(
         "unknown tool 'delete_everything'; the tools are: "
-        "read_file, write_file, run_command, todo_write, task"
+        "read_file, write_file, run_command, todo_write, task, search_history"
     )
 
 
@@ -441,6 +441,7 @@ def test_tool_definitions_name_every_tool_in_order() -> None:
         "run_command",
         "todo_write",
         "task",
+        "search_history",
     ]
 
 
