@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from acp_process import AcpProcess
+from fixtures_builder import Scenario, Step
 from openai_server import FakeOpenAI, Response, Sse, call, chunk, text, usage
+from polling import wait_until
+from prompt_harness import PromptServer
 
 from acp_server.core.compaction import COMPACTED_NOTICE, SUMMARY_PREAMBLE, SUMMARY_SYSTEM
 from acp_server.core.events import (
@@ -201,4 +204,34 @@ def test_compact_with_nothing_before_it_calls_no_model(tmp_path: Path) -> None:
         "UserMessageEvent",
         "CommandResult",
         "TurnEnd",
+    ]
+
+
+def test_a_cancelled_compact_ends_as_a_failed_command_and_compacts_nothing(
+    tmp_path: Path,
+) -> None:
+    scenario = Scenario(
+        [("hi", [Step(text="Hello.")]), ("/compact", [Step(text="never")])],
+        override={"patches": [{"at": 1, "entry": {"kind": "hang", "readyFile": "ready.txt"}}]},
+    )
+    with PromptServer(tmp_path, scenario) as server:
+        session = server.new_session()
+        server.prompt(session, "hi")
+        request = server.send_request("session/prompt", server.prompt_params(session, "/compact"))
+        wait_until((server.workspace / "ready.txt").exists, "the summarising call started")
+        server.cancel(session)
+        assert server.read_until_response(request).stop_reason == "cancelled"
+        tail = server.log(session)[-3:]
+    assert tail == [
+        {"type": "step/end", "data": {"turn": 1, "step": 0}},
+        {
+            "type": "command/result",
+            "data": {
+                "turn": 1,
+                "command": "compact",
+                "content": [{"type": "text", "text": "The compaction was cancelled."}],
+                "isError": True,
+            },
+        },
+        {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "cancelled"}}},
     ]
