@@ -175,6 +175,8 @@ class Turn:
         self.env = env
         self.prompt = prompt
         self.compact = compact
+        self._turn_start = -1
+        """The seq of this turn's `turn/start`, once written."""
         self._scope = anyio.CancelScope()
         self._state = _TurnState(turn=env.recorder.log.turns)
         # The calls of this turn may run subagents when the session can create them.
