@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
+from .core.compaction import DEFAULT_COMPACT_AT
 from .core.modes import MODE_IDS, REASONING_LEVELS
 from .providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY, live_provider
 
@@ -36,6 +37,16 @@ def _path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     return Path(text)
+
+
+def _compact_share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -201,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="the model's context window for usage_update (default: known models' own, else "
         "128000)",
+    )
+    serve.add_argument(
+        "--compact-at",
+        metavar="SHARE",
+        type=_compact_share,
+        default=DEFAULT_COMPACT_AT,
+        help="compact the conversation before a model call when the last usage reached this "
+        "share of the context window (default 0.8; 0 never compacts by itself)",
     )
     serve.add_argument(
         "--price-input",
@@ -615,6 +634,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         mcp_connect_timeout=args.mcp_connect_timeout,
         mode=args.mode,
         context_window=args.context_window,
+        compact_at=args.compact_at,
         price_input=args.price_input,
         price_output=args.price_output,
         **model_options,

@@ -34,6 +34,8 @@ from acp_server.core.events import (
     BlockStart,
     CommandResult,
     CommandResultData,
+    ContextCompaction,
+    ContextCompactionData,
     ErrorInfo,
     Finish,
     ImageContent,
@@ -291,6 +293,12 @@ def plain_events() -> st.SearchStrategy[SessionEvent]:
             st.lists(content_blocks, max_size=2),
             st.sampled_from([UNSET, True]),
         ),
+        st.builds(
+            lambda t, s, q: _event(ContextCompaction, ContextCompactionData(t, s, q)),
+            small_ints,
+            small_ints,
+            st.integers(0, 40),
+        ),
         st.builds(lambda t, s, c: _chunk_event(t, s, c), small_ints, small_ints, non_delta_chunks),
         st.builds(
             lambda d: UnknownEvent("future/event", 0, 0, d, True),
@@ -416,3 +424,124 @@ def split(items: list[Any], cuts: list[int]) -> list[list[Any]]:
     """`items` cut at the given positions (empty batches included, as a writer may flush one)."""
     bounds = [0, *cuts, len(items)]
     return [items[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Logs shaped as the loop writes them: turns that complete, are cancelled, fail, crash (closed
+# by recovery), run commands, and compact (by `/compact` or before a model call).
+
+TURN_ENDINGS = ("completed", "cancelled-stream", "cancelled-tool", "failed", "crash", "stop-calls")
+
+
+class _LogBuilder:
+    def __init__(self) -> None:
+        self.events: list[SessionEvent] = []
+        self.turn = 0
+
+    def add(self, cls: type, data: Any) -> None:
+        self.events.append(cls(len(self.events), 0, data))
+
+    @property
+    def last_seq(self) -> int:
+        return len(self.events) - 1
+
+    def message(self, turn: int, step: int, blocks: list[Any], **extra: Any) -> None:
+        message = AssistantMessage(f"m{turn}.{step}", blocks)
+        self.add(AssistantMessageEvent, AssistantMessageData(turn, step, message, **extra))
+
+    def summary_step(self, turn: int, step: int, through: int, outcome: str) -> None:
+        """A summarising step, then its compaction unless it was cut short."""
+        self.add(StepStart, StepData(turn, step))
+        self.add(AssistantChunk, AssistantChunkData(turn, step, TextDelta(0, "sum")))
+        if outcome == "cancelled":
+            self.message(turn, step, [AssistantText("sum")], interrupted=True)
+        elif outcome == "done":
+            self.message(turn, step, [AssistantText(f"summary {turn}.{step}")], usage=Usage(9, 1))
+        self.add(StepEnd, StepData(turn, step))
+        if outcome == "done":
+            self.add(ContextCompaction, ContextCompactionData(turn, step, through))
+
+
+@st.composite
+def loop_logs(draw: st.DrawFn, max_turns: int = 6) -> list[SessionEvent]:
+    """A session log on seqs from 0 whose turns end in every way the loop and recovery know."""
+    log = _LogBuilder()
+    for turn in range(draw(st.integers(0, max_turns))):
+        kind = draw(st.sampled_from(["prompt", "prompt", "command", "compact"]))
+        before_turn = log.last_seq
+        log.add(TurnStart, TurnStartData(turn))
+        text = "/compact" if kind == "compact" else f"prompt {turn}"
+        log.add(
+            UserMessageEvent, UserMessageData(turn, UserMessage(f"u{turn}", [TextContent(text)]))
+        )
+        if kind == "command":
+            log.add(CommandResult, CommandResultData(turn, "title", [TextContent("Title set")]))
+            log.add(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))
+            continue
+        if kind == "compact":
+            outcome = draw(st.sampled_from(["done", "done", "cancelled", "failed"]))
+            log.summary_step(turn, 0, before_turn, outcome)
+            if outcome == "done":
+                log.add(CommandResult, CommandResultData(turn, "compact", [TextContent("ok")]))
+            reason: Any = (
+                TurnEndReasonCompleted() if outcome == "done" else TurnEndReasonCancelled()
+            )
+            log.add(TurnEnd, TurnEndData(turn, reason))
+            continue
+        _prompt_turn(draw, log, turn, before_turn)
+    return log.events
+
+
+def _prompt_turn(draw: st.DrawFn, log: _LogBuilder, turn: int, before_turn: int) -> None:
+    ending = draw(st.sampled_from(TURN_ENDINGS))
+    tool_steps = draw(st.integers(0, 2))
+    step = 0
+    if draw(st.booleans()):  # compacted before the first model call: the prompt stays after it
+        log.summary_step(turn, step, before_turn, draw(st.sampled_from(["done", "cancelled"])))
+        step += 1
+    for _ in range(tool_steps):
+        if draw(st.booleans()):  # compacted between steps: the results are summarised too
+            log.summary_step(turn, step, log.last_seq, "done")
+            step += 1
+        ids = [f"call_{turn}_{step}_{k}" for k in range(draw(st.integers(1, 2)))]
+        calls = [AssistantToolCall(i, "read_file", "{}") for i in ids]
+        log.add(StepStart, StepData(turn, step))
+        log.add(AssistantChunk, AssistantChunkData(turn, step, ToolCallDelta(0, ids[0], "{}")))
+        log.message(turn, step, [AssistantText("looking"), *calls])
+        for i in ids:
+            log.add(ToolCall, ToolCallData(turn, step, i, "read_file", "{}"))
+        if ending == "crash" and draw(st.booleans()):  # died while a tool ran
+            log.add(TurnEnd, TurnEndData(turn, TurnEndReasonInterrupted()))
+            return
+        if ending == "cancelled-tool":
+            for k, i in enumerate(ids):
+                content: list[Any] = [TextContent("cancelled" if k else f"read {i}")]
+                log.add(ToolResult, ToolResultData(turn, step, i, content, True if k else UNSET))
+            log.add(StepEnd, StepData(turn, step))
+            log.add(TurnEnd, TurnEndData(turn, TurnEndReasonCancelled()))
+            return
+        for i in ids:
+            log.add(ToolResult, ToolResultData(turn, step, i, [TextContent(f"read {i}")]))
+        log.add(StepEnd, StepData(turn, step))
+        step += 1
+    log.add(StepStart, StepData(turn, step))
+    log.add(AssistantChunk, AssistantChunkData(turn, step, TextDelta(0, "ans")))
+    if ending == "failed":
+        log.add(StepEnd, StepData(turn, step))
+        log.add(TurnEnd, TurnEndData(turn, TurnEndReasonError(ErrorInfo("provider failed"))))
+        return
+    if ending == "cancelled-stream":
+        blocks: list[Any] = draw(st.sampled_from([[], [AssistantText("an")]]))
+        log.message(turn, step, blocks, interrupted=True)
+        log.add(StepEnd, StepData(turn, step))
+        log.add(TurnEnd, TurnEndData(turn, TurnEndReasonCancelled()))
+        return
+    if ending == "crash":
+        log.add(TurnEnd, TurnEndData(turn, TurnEndReasonInterrupted()))
+        return
+    blocks = [AssistantText(f"answer {turn}")]
+    if ending == "stop-calls":  # the model called a tool but finished with `stop`
+        blocks.append(AssistantToolCall(f"call_{turn}_{step}_x", "read_file", "{}"))
+    log.message(turn, step, blocks, usage=Usage(50, 5))
+    log.add(StepEnd, StepData(turn, step))
+    log.add(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))

@@ -60,4 +60,9 @@ COMMANDS: list[dict[str, Any]] = [
     {"name": "model", "description": "Switch the session's model", "input": {"hint": "model id"}},
     {"name": "title", "description": "Set the session's title", "input": {"hint": "title"}},
     {"name": "stats", "description": "Show the session log's figures"},
+    {
+        "name": "compact",
+        "description": "Summarise the conversation so far to free the model's context",
+        "input": {"hint": "instructions for the summary (optional)"},
+    },
 ]

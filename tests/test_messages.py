@@ -22,6 +22,7 @@ from acp_server.core.events import (
     AssistantText,
     AssistantToolCall,
     CommandResult,
+    ContextCompaction,
     ErrorInfo,
     Finish,
     PlanEntry,
@@ -46,6 +47,7 @@ from acp_server.core.events import (
     TurnEndData,
     TurnEndReasonCompleted,
     TurnEndReasonError,
+    TurnEndReasonInterrupted,
     TurnStart,
     TurnStartData,
     UnknownEvent,
@@ -53,7 +55,13 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
-from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn, derive_messages
+from acp_server.core.messages import (
+    UNANSWERED_CALL_TEXT,
+    AssistantTurn,
+    ToolTurn,
+    UserTurn,
+    derive_messages,
+)
 
 READ_ARGS = '{"path":"a.txt"}'
 
@@ -126,9 +134,12 @@ def test_user_assistant_and_tool_results_come_in_log_order() -> None:
 
 
 def test_the_history_encodes_with_roles_and_camel_case_keys() -> None:
-    history = derive_messages(numbered(user(0, "Hi"), result(0, 0, "call_1", "no", is_error=True)))
-    assert msgspec.json.encode(history) == (
+    call = AssistantToolCall("call_1", "read_file", READ_ARGS)
+    events = numbered(user(0, "Hi"), assistant(0, 0, call), result(0, 0, "call_1", "no", True))
+    assert msgspec.json.encode(derive_messages(events)) == (
         b'[{"role":"user","content":[{"type":"text","text":"Hi"}]},'
+        b'{"role":"assistant","content":[{"type":"tool-call","id":"call_1","name":"read_file",'
+        b'"arguments":"{\\"path\\":\\"a.txt\\"}"}]},'
         b'{"role":"tool","callId":"call_1","content":[{"type":"text","text":"no"}],"isError":true}]'
     )
 
@@ -189,8 +200,47 @@ def test_a_failed_stream_adds_nothing() -> None:
 
 
 def test_a_tool_error_result_keeps_its_flag() -> None:
-    history = derive_messages(numbered(result(0, 0, "call_9", "denied", is_error=True)))
-    assert history == [ToolTurn("call_9", [TextContent("denied")], True)]
+    call = AssistantToolCall("call_9", "write_file", "{}")
+    events = numbered(assistant(0, 0, call), result(0, 0, "call_9", "denied", is_error=True))
+    assert derive_messages(events)[1:] == [ToolTurn("call_9", [TextContent("denied")], True)]
+
+
+def test_a_call_left_without_a_result_gets_an_error_result_saying_so() -> None:
+    call = AssistantToolCall("call_1", "read_file", READ_ARGS)
+    events = numbered(
+        TurnStart(0, 0, TurnStartData(0)),
+        user(0, "Read a.txt"),
+        StepStart(0, 0, StepData(0, 0)),
+        assistant(0, 0, call),
+        TurnEnd(0, 0, TurnEndData(0, TurnEndReasonInterrupted())),
+        user(1, "Again"),
+    )
+    assert derive_messages(events) == [
+        UserTurn([TextContent("Read a.txt")]),
+        AssistantTurn([call]),
+        ToolTurn("call_1", [TextContent(UNANSWERED_CALL_TEXT)], True),
+        UserTurn([TextContent("Again")]),
+    ]
+
+
+def test_a_result_without_its_call_is_left_out() -> None:
+    events = numbered(user(0, "Hi"), result(0, 0, "call_9", "stray"))
+    assert derive_messages(events) == [UserTurn([TextContent("Hi")])]
+
+
+def test_results_follow_their_calls_in_call_order() -> None:
+    first = AssistantToolCall("call_1", "read_file", READ_ARGS)
+    second = AssistantToolCall("call_2", "read_file", READ_ARGS)
+    events = numbered(
+        user(0, "Read twice"),
+        assistant(0, 0, first, second),
+        result(0, 0, "call_2", "two"),
+        result(0, 0, "call_1", "one"),
+    )
+    assert derive_messages(events)[2:] == [
+        ToolTurn("call_1", [TextContent("one")]),
+        ToolTurn("call_2", [TextContent("two")]),
+    ]
 
 
 def test_no_events_give_no_history() -> None:
@@ -206,19 +256,8 @@ def test_derive_messages_is_deterministic(events: list[SessionEvent]) -> None:
 
 @given(session_events())
 def test_only_user_assistant_and_tool_result_events_matter(events: list[SessionEvent]) -> None:
-    # ... and command results, which leave their turn's user message out (SPEC 4.4).
-    kept = [
-        e
-        for e in events
-        if isinstance(e, (UserMessageEvent, AssistantMessageEvent, ToolResult, CommandResult))
-    ]
+    # ... and command results, which leave their turn's messages out (SPEC 4.4), and
+    # compactions, where the history restarts (SPEC 1.2).
+    kinds = (UserMessageEvent, AssistantMessageEvent, ToolResult, CommandResult, ContextCompaction)
+    kept = [e for e in events if isinstance(e, kinds)]
     assert derive_messages(events) == derive_messages(kept)
-    commands = {e.data.turn for e in kept if isinstance(e, CommandResult)}
-    shown = [
-        e
-        for e in kept
-        if not isinstance(e, CommandResult)
-        and (not isinstance(e, AssistantMessageEvent) or e.data.message.content)
-        and (not isinstance(e, UserMessageEvent) or e.data.turn not in commands)
-    ]
-    assert len(derive_messages(events)) == len(shown)

@@ -31,6 +31,8 @@ from acp_server.core.events import (
     BlockEnd,
     BlockStart,
     ContentBlock,
+    ContextCompaction,
+    ContextCompactionData,
     ErrorInfo,
     Finish,
     ImageContent,
@@ -146,6 +148,10 @@ class Log:
 
     def title(self, title: str) -> Log:
         self._add(SessionTitle, SessionTitleData(title))
+        return self
+
+    def compaction(self, through: int) -> Log:
+        self._add(ContextCompaction, ContextCompactionData(self.turn, self.step, through))
         return self
 
     def answer(self, text: str) -> Log:
@@ -414,6 +420,17 @@ def test_plan_and_title_are_shown_where_they_happened() -> None:
                 {"content": "Write", "priority": "low", "status": "pending"},
             ],
         },
+    ]
+
+
+def test_a_compaction_shows_as_an_agent_message_with_the_summary() -> None:
+    log = Log().user(TextContent("I am Ada")).answer("Hello Ada").turn_end()
+    through = len(log.events) - 1
+    log.user(TextContent("/compact")).answer("The user is Ada.").compaction(through).turn_end()
+
+    assert shown(project_load(log.events))[2:] == [
+        user_chunk("/compact", "u1"),
+        agent_chunk("The conversation was compacted. Summary:\n\nThe user is Ada.", "a1-0"),
     ]
 
 

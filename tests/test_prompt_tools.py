@@ -602,7 +602,8 @@ def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
 
         message = (
             "unknown tool 'delete_everything'; the tools are: read_file, write_file, "
-            "run_command, todo_write, task, edit_file, list_directory, glob, grep"
+            "run_command, todo_write, task, edit_file, list_directory, glob, grep, "
+            "search_history"
         )
         assert answered.stop_reason == "end_turn"
         assert answered.updates == [

@@ -48,6 +48,10 @@ def test_serve_help_names_every_flag() -> None:
             "acp-server serve: error: argument --max-steps: must be a positive integer, got '0'",
         ),
         (
+            ["--compact-at", "1.5"],
+            "acp-server serve: error: argument --compact-at: must be a number from 0 to 1, got '1.5'",
+        ),
+        (
             ["--pace-ms", "-1"],
             "acp-server serve: error: argument --pace-ms: must not be negative, got '-1'",
         ),

@@ -59,6 +59,7 @@ def test_a_registered_tool_is_offered_after_the_builtin_ones() -> None:
         "list_directory",
         "glob",
         "grep",
+        "search_history",
         "echo",
     ]
     assert registry.definitions[-1].name == "echo"

@@ -366,7 +366,7 @@ async def test_unknown_tool_is_an_error_outcome(work: Path) -> None:
     assert outcome == error(
         "unknown tool 'delete_everything'; the tools are: "
         "read_file, write_file, run_command, todo_write, task, edit_file, list_directory, "
-        "glob, grep"
+        "glob, grep, search_history"
     )
 
 
@@ -450,6 +450,7 @@ def test_tool_definitions_name_every_tool_in_order() -> None:
         "list_directory",
         "glob",
         "grep",
+        "search_history",
     ]
 
 

@@ -30,12 +30,14 @@ from ..core.acp_updates import (
     ToolCallContent,
     ToolCallUpdated,
     assistant_message_id,
+    command_message_id,
     tool_call_finished,
     tool_call_in_progress,
     tool_call_started,
     user_message_id,
 )
 from ..core.assembly import MessageAssembler
+from ..core.compaction import SUMMARY_SYSTEM, due, summary_request
 from ..core.events import (
     AssistantChunk,
     AssistantChunkData,
@@ -43,7 +45,11 @@ from ..core.events import (
     AssistantMessageData,
     AssistantMessageEvent,
     AssistantText,
+    CommandResult,
+    CommandResultData,
     ContentBlock,
+    ContextCompaction,
+    ContextCompactionData,
     ErrorInfo,
     FinishReason,
     PlanUpdate,
@@ -79,7 +85,7 @@ from ..core.events import (
     UserMessageData,
     UserMessageEvent,
 )
-from ..core.messages import derive_messages
+from ..core.messages import UserTurn, derive_messages
 from ..providers.base import ModelRequest, Provider, ProviderError
 from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
@@ -138,6 +144,9 @@ class TurnEnv:
     reasoning: Callable[[], str | None] = lambda: None
     usage_update: Callable[[Usage], SessionUpdate | None] = lambda _usage: None
     """The `usage_update` to show after a model call that reported usage, if any."""
+    compact_limit: Callable[[], int | None] = lambda: None
+    """The tokens of the last usage at which the next model call compacts first (SPEC 4.6);
+    None never compacts by itself."""
 
 
 @dataclass
@@ -157,11 +166,19 @@ class Turn:
 
     `cancel()` (from `session/cancel`) stops the stream or the tool at once; the turn then
     records what was received and answers `cancelled`.
+
+    With `compact` (the instructions of `/compact`, possibly empty) the turn is that command's:
+    one summarising step, its `context/compaction` and a `command/result` (SPEC 4.4, 4.6).
     """
 
-    def __init__(self, env: TurnEnv, prompt: list[ContentBlock]) -> None:
+    def __init__(
+        self, env: TurnEnv, prompt: list[ContentBlock], *, compact: str | None = None
+    ) -> None:
         self.env = env
         self.prompt = prompt
+        self.compact = compact
+        self._turn_start = -1
+        """The seq of this turn's `turn/start`, once written."""
         self._scope = anyio.CancelScope()
         self._state = _TurnState(turn=env.recorder.log.turns)
         # The calls of this turn may run subagents when the session can create them.
@@ -177,7 +194,7 @@ class Turn:
     async def run(self) -> StopReason:
         rec = self.env.recorder
         state = self._state
-        rec.append(TurnStart, TurnStartData(state.turn))
+        self._turn_start = rec.append(TurnStart, TurnStartData(state.turn)).seq
         rec.append(
             UserMessageEvent,
             UserMessageData(
@@ -187,7 +204,7 @@ class Turn:
         stop: StopReason | None = None
         try:
             with self._scope:
-                stop = await self._steps()
+                stop = await (self._steps() if self.compact is None else self._compact_turn())
         except anyio.get_cancelled_exc_class():
             # The request itself was cancelled from outside: close the turn, then let go.
             with anyio.CancelScope(shield=True):
@@ -202,12 +219,21 @@ class Turn:
 
     async def _steps(self) -> StopReason:
         env, rec, state = self.env, self.env.recorder, self._state
-        for step in range(env.max_steps):
+        step = 0
+        while step < env.max_steps:
+            limit = env.compact_limit() if step + 1 < env.max_steps else None
+            if limit is not None and due(list(rec.log.plain_events()), limit):
+                # The prompt of a turn's first call stays after the summary, verbatim.
+                through = self._turn_start - 1 if step == 0 else rec.last_seq
+                if through >= 0:
+                    await self._summarise(step, through, "")
+                    step += 1
             state.step = step
             rec.append(StepStart, StepData(state.turn, step))
             state.step_open = True
             await rec.sync()  # before the model request
             finish = await self._stream_step()
+            step += 1
             calls = state.assembler.tool_calls()
             if finish == "tool-calls" and calls:
                 await self._run_tools()
@@ -223,17 +249,63 @@ class Turn:
         await rec.sync()
         return "max_turn_requests"
 
-    async def _stream_step(self) -> FinishReason:
-        """Stream one model call into the log; returns its finish reason."""
+    async def _compact_turn(self) -> StopReason:
+        """`/compact`: summarise everything before this turn, then say so."""
+        rec, state = self.env.recorder, self._state
+        through = self._turn_start - 1
+        if not derive_messages(_through(rec, through)):
+            text, failed = "There is no conversation to compact yet.", True
+        else:
+            await self._summarise(0, through, self.compact or "")
+            text, failed = "The conversation was compacted.", False
+        await self._command_result(text, failed)
+        rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCompleted()))
+        await rec.sync()
+        return "end_turn"
+
+    async def _summarise(self, step: int, through: int, instructions: str) -> None:
+        """One summarising model call as step `step`, then `context/compaction` (SPEC 4.6)."""
         env, rec, state = self.env, self.env.recorder, self._state
-        turn, step = state.turn, state.step
+        state.step = step
+        rec.append(StepStart, StepData(state.turn, step))
+        state.step_open = True
+        await rec.sync()  # before the model request
+        history = derive_messages(_through(rec, through))
+        history.append(UserTurn([TextContent(summary_request(instructions))]))
         request = ModelRequest(
             session_id=rec.session_id,
-            messages=derive_messages(rec.log.plain_events()),
-            tools=env.registry.definitions,
+            messages=history,
+            tools=[],
+            system=SUMMARY_SYSTEM,
             model=env.model(),
             reasoning_effort=env.reasoning(),
         )
+        await self._stream_step(request)
+        self._end_step()
+        rec.append(ContextCompaction, ContextCompactionData(state.turn, step, through))
+        await rec.sync()
+
+    async def _command_result(self, text: str, failed: bool) -> None:
+        content: list[ContentBlock] = [TextContent(text)]
+        self.env.recorder.append(
+            CommandResult,
+            CommandResultData(self._state.turn, "compact", content, True if failed else UNSET),
+        )
+        await self._show(AgentMessageChunk(content[0], command_message_id(self._state.turn)))
+
+    async def _stream_step(self, request: ModelRequest | None = None) -> FinishReason:
+        """Stream one model call into the log (the next step's, unless `request` is given);
+        returns its finish reason."""
+        env, rec, state = self.env, self.env.recorder, self._state
+        turn, step = state.turn, state.step
+        if request is None:
+            request = ModelRequest(
+                session_id=rec.session_id,
+                messages=derive_messages(rec.log.plain_events()),
+                tools=env.registry.definitions,
+                model=env.model(),
+                reasoning_effort=env.reasoning(),
+            )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
         message_id = assistant_message_id(turn, step)
@@ -288,6 +360,8 @@ class Turn:
         and the turn are closed with the error, which is raised as `ModelRequestFailed`."""
         rec, state = self.env.recorder, self._state
         self._end_step()
+        if self.compact is not None:
+            await self._command_result(f"The conversation was not compacted: {exc.message}", True)
         error = ErrorInfo(exc.message, exc.code if exc.code is not None else UNSET)
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonError(error)))
         await rec.sync()
@@ -437,6 +511,13 @@ class Turn:
             for call_id in list(state.open_calls)
         ]
         self._end_step()
+        if self.compact is not None:  # the command's turn, so that the model never sees it
+            rec.append(
+                CommandResult,
+                CommandResultData(
+                    state.turn, "compact", [TextContent("The compaction was cancelled.")], True
+                ),
+            )
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
         await rec.sync()
         for update in finished:
@@ -466,6 +547,11 @@ async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopRea
     if failure is not None:
         raise failure  # unwrapped: a failed model request must not arrive as an ExceptionGroup
     return stop
+
+
+def _through(rec: SessionRecorder, seq: int) -> list[SessionEvent]:
+    """The events up to `seq`, as far as the provider history reads them (no packed chunks)."""
+    return [e for e in rec.log.plain_events() if e.seq <= seq]
 
 
 def _final_text(events: list[SessionEvent]) -> str:

@@ -33,6 +33,11 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
     AvailableCommand("model", "Switch the session's model", CommandInput("model id")),
     AvailableCommand("title", "Set the session's title", CommandInput("title")),
     AvailableCommand("stats", "Show the session log's figures"),
+    AvailableCommand(
+        "compact",
+        "Summarise the conversation so far to free the model's context",
+        CommandInput("instructions for the summary (optional)"),
+    ),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 

@@ -360,6 +360,13 @@ class SessionConfigData(Model):
     value: str | bool
 
 
+class ContextCompactionData(Model):
+    turn: int
+    step: int
+    through_seq: Seq
+    """The last seq the summary stands for: the provider history restarts after it."""
+
+
 class CommandResultData(Model):
     turn: int
     command: str
@@ -439,6 +446,13 @@ class SessionConfig(Event, tag="session/config"):
     data: SessionConfigData
 
 
+class ContextCompaction(Event, tag="context/compaction"):
+    """The `assistant/message` of step `(turn, step)` summarises every event up to
+    `throughSeq` (SPEC 4.6)."""
+
+    data: ContextCompactionData
+
+
 class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
@@ -458,6 +472,7 @@ KnownEvent = (
     | SubagentStart
     | SessionMode
     | SessionConfig
+    | ContextCompaction
     | CommandResult
 )
 

@@ -3,7 +3,9 @@
 The replay shows completed content, not a token tape: each step's `assistant/message` as whole
 blocks (thoughts, text, then each tool call followed by its result), and for a step whose
 stream failed or was cut by a crash, the text and reasoning its chunks had delivered. Plans and
-the title are shown where they happened, and a command's answer as an agent message.
+the title are shown where they happened, and a command's answer as an agent message. A
+compaction's summarising step is shown as one agent message saying the conversation was
+compacted, with the summary.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .acp_updates import (
 )
 from .assembly import MessageAssembler
 from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord
+from .compaction import COMPACTED_NOTICE, summary_text
 from .event_log import EventLog
 from .events import (
     AssistantBlock,
@@ -37,6 +40,7 @@ from .events import (
     AssistantText,
     AssistantToolCall,
     CommandResult,
+    ContextCompaction,
     PlanUpdate,
     SessionTitle,
     StepEnd,
@@ -63,6 +67,7 @@ def project_load(
     results = {
         (e.data.turn, e.data.step, e.data.call_id): e for e in records if type(e) is ToolResult
     }
+    summaries = {(e.data.turn, e.data.step) for e in records if type(e) is ContextCompaction}
     updates: list[SessionUpdate] = []
     # The chunk records of the current step, kept until we know whether a message will stand
     # for them; only a step that ends without one pays for assembling them.
@@ -92,6 +97,12 @@ def project_load(
             pending.clear()  # the message stands for its chunks
             d = event.data
             message = d.message
+            if (d.turn, d.step) in summaries:
+                # The mark of a compaction (SPEC 4.6): what the model was given instead of
+                # everything before it.
+                notice = TextContent(COMPACTED_NOTICE + summary_text(event))
+                updates.append(AgentMessageChunk(notice, message.id))
+                continue
             updates.extend(_show_blocks(message.content, message.id))
             for block in message.content:
                 if type(block) is AssistantToolCall:

@@ -492,7 +492,14 @@ def surface_config(config: ServeConfig | None) -> SurfaceConfig:
         choices = Choices(models, reasoning)
     else:
         choices = Choices((REPLAY_MODEL,))
-    return SurfaceConfig(config.mode, choices, config.context_window, prices, config.reasoning)
+    return SurfaceConfig(
+        config.mode,
+        choices,
+        config.context_window,
+        prices,
+        config.reasoning,
+        compact_at=config.compact_at,
+    )
 
 
 def _replay_limit(meta: Any) -> int | None:

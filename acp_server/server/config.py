@@ -9,6 +9,7 @@ from typing import Final
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
+from ..core.compaction import DEFAULT_COMPACT_AT
 from ..providers.secret import Secret
 from ..storage.log import Compression
 from ..storage.url import StoreUrl
@@ -74,6 +75,8 @@ class ServeConfig:
     """`--provider openai`: the default reasoning effort; None offers no reasoning option."""
     context_window: int | None = None
     """The model's context window for `usage_update`; None: the table of known models."""
+    compact_at: float = DEFAULT_COMPACT_AT
+    """The share of the context window at which a session compacts by itself (SPEC 4.6)."""
     price_input: float | None = None
     """USD per million input tokens, for the cost in `usage_update` (with `price_output`)."""
     price_output: float | None = None

@@ -28,6 +28,7 @@ from ..core.acp_updates import (
     user_message_id,
 )
 from ..core.commands import COMMANDS, CommandCall, session_stats
+from ..core.compaction import DEFAULT_COMPACT_AT, compact_limit
 from ..core.events import (
     CommandResult,
     CommandResultData,
@@ -85,6 +86,8 @@ class SurfaceConfig:
     prices: Prices | None = None
     reasoning: str | None = None
     """The default reasoning effort, one of `choices.reasoning`."""
+    compact_at: float = DEFAULT_COMPACT_AT
+    """The share of the context window at which a session compacts before a model call."""
 
 
 class Surface:
@@ -220,6 +223,11 @@ class Surface:
         return f"unknown command /{call.name}", True  # not reached: only listed ones parse
 
     # -- usage --------------------------------------------------------------------------------
+
+    def compact_limit(self, session: LiveSession) -> int | None:
+        """The tokens at which the session compacts before its next model call (SPEC 4.6)."""
+        size = context_window(self.settings(session).model, self.config.context_window)
+        return compact_limit(size, self.config.compact_at)
 
     def usage_update(self, session: LiveSession, usage: Usage) -> UsageShown:
         size = context_window(self.settings(session).model, self.config.context_window)

@@ -71,13 +71,16 @@ class Conversations:
         if session.turn is not None:
             raise busy_error(session.id)
         command = parse_command(prompt)
-        if command is not None:
+        compact: str | None = None
+        if command is not None and command.name == "compact":
+            compact = command.argument  # a command that calls the model: a turn of the loop's
+        elif command is not None:
             if session.writer.failure is not None:
                 await self.sessions.reopen(session)
                 self.bind(session)
             await self.surface.run_command(session, command, prompt)
             return "end_turn"
-        turn = Turn(self._env(session), prompt)
+        turn = Turn(self._env(session), prompt, compact=compact)
         session.turn = turn  # claimed before anything awaits: a second prompt is refused
         failure: Exception | None = None
         try:
@@ -87,7 +90,7 @@ class Conversations:
                     # first, or say why it still cannot be written.
                     await self.sessions.reopen(session)
                     self.bind(session)
-                    turn = session.turn = Turn(self._env(session), prompt)
+                    turn = session.turn = Turn(self._env(session), prompt, compact=compact)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
@@ -132,6 +135,7 @@ class Conversations:
             self.client,
             session.allowed_always,
             mode=lambda: surface.mode_of(top),
+            history=lambda: session.log.plain_events(),  # the log as it is at the call
         )
         return TurnEnv(
             recorder=session.recorder,
@@ -146,6 +150,7 @@ class Conversations:
             model=lambda: surface.settings(top).model,
             reasoning=lambda: surface.settings(top).reasoning,
             usage_update=lambda usage: surface.usage_update(top, usage),
+            compact_limit=lambda: surface.compact_limit(top),
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:

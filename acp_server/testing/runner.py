@@ -223,6 +223,10 @@ class _Run:
                 argv += ["--pace-ms", str(options.pace_ms)]
         if options.max_steps is not UNSET:
             argv += ["--max-steps", str(options.max_steps)]
+        if options.context_window is not UNSET:
+            argv += ["--context-window", str(options.context_window)]
+        if options.compact_at is not UNSET:
+            argv += ["--compact-at", str(options.compact_at)]
         self.process = _ScenarioProcess(argv)
         self.processes += 1
         self.request_ids = 0

@@ -186,10 +186,13 @@ Step = (
 
 
 class ServerOptions(_Spec):
-    """Flags for `acp-server serve`: `--pace-ms` (tests must not depend on it) and `--max-steps`."""
+    """Flags for `acp-server serve`: `--pace-ms` (tests must not depend on it), `--max-steps`,
+    and `--context-window` with `--compact-at` for a scenario that compacts by itself."""
 
     pace_ms: Annotated[int, Meta(ge=0)] = 0
     max_steps: Positive | UnsetType = UNSET
+    context_window: Positive | UnsetType = UNSET
+    compact_at: Annotated[float, Meta(ge=0, le=1)] | UnsetType = UNSET
 
 
 class ScenarioInput(_Spec):

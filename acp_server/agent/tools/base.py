@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,7 +10,13 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from ...core.events import PlanEntry, TextContent, ToolCallLocation, ToolResultContent
+from ...core.events import (
+    PlanEntry,
+    SessionEvent,
+    TextContent,
+    ToolCallLocation,
+    ToolResultContent,
+)
 from ...core.modes import DEFAULT_MODE
 from ..ports import ClientPort
 
@@ -53,6 +59,8 @@ class ToolContext:
     mode: Callable[[], str] = lambda: DEFAULT_MODE
     """The session's mode now (SPEC 4.4): read at each permission decision, so a mode set
     while a turn runs holds for its next tool call."""
+    history: Callable[[], Iterable[SessionEvent]] | None = None
+    """The session's events so far, for `search_history`; None where there are none."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.

@@ -24,6 +24,7 @@ from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
 from .coding import edit_file, tree_runner
 from .commands import run_command
 from .files import read_file, write_file
+from .history import SearchHistoryArgs, run_search_history
 from .plan import todo_write
 from .registry import OnStarted, Tool, ToolRegistry
 
@@ -77,6 +78,11 @@ def _command_title(args: Any) -> str | None:
 def _task_title(args: Any) -> str | None:
     prompt = _get(args, "prompt")
     return f"Subagent: {prompt}" if isinstance(prompt, str) else None
+
+
+def _history_title(args: Any) -> str | None:
+    pattern = _get(args, "pattern")
+    return f"Search history: {pattern}" if isinstance(pattern, str) else None
 
 
 async def _run_task(
@@ -195,6 +201,18 @@ BUILTIN_TOOLS: Final = ToolRegistry(
             search.GREP_KIND,
             tree_runner(search.grep),
             title=_search_title("Search"),
+        ),
+        Tool.typed(
+            "search_history",
+            (
+                "Search this session's own earlier messages and tool results with a regular "
+                "expression, newest first, for details a summary of the conversation left out. "
+                "Each matching line comes with its seq, turn and source."
+            ),
+            SearchHistoryArgs,
+            "search",
+            run_search_history,
+            title=_history_title,
         ),
     ]
 )

@@ -1,0 +1,55 @@
+"""`search_history` (SPEC 4.3): the session's own earlier messages and tool results, searched.
+
+The work is `core.history_search`; this is its registration's runner, reading the session's
+events through `ToolContext.history`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final
+
+from msgspec import UNSET, Meta, UnsetType
+
+from ...core.events import TextContent
+from ...core.history_search import render_hits, search_history
+from .arguments import Arguments
+from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome
+from .registry import OnStarted
+
+DEFAULT_MAX_RESULTS: Final = 20
+MAX_RESULTS: Final = 200
+
+
+class SearchHistoryArgs(Arguments):
+    pattern: Annotated[
+        str,
+        Meta(min_length=1, description="A regular expression (Python syntax), matched per line."),
+    ]
+    max_results: (
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                le=MAX_RESULTS,
+                description=f"The most matching lines to return (default {DEFAULT_MAX_RESULTS}).",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+async def run_search_history(
+    ctx: ToolContext, call: ToolCallInfo, args: SearchHistoryArgs, on_started: OnStarted
+) -> ToolOutcome:
+    try:
+        pattern = re.compile(args.pattern)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from None
+    if ctx.history is None:
+        raise ToolError("this session has no history to search")
+    await on_started()
+    limit = DEFAULT_MAX_RESULTS if args.max_results is UNSET else args.max_results
+    hits, more = search_history(ctx.history(), pattern, limit)
+    raw = {"matches": len(hits), "truncated": more}
+    return ToolOutcome([TextContent(render_hits(hits, more))], False, raw)

@@ -1,0 +1,94 @@
+"""`search_history` without I/O (SPEC 4.3, 4.6): a regular expression over a session's own
+messages and tool results, newest first, so details a compaction's summary left out can still
+be found. The log keeps every event; this only reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from .events import (
+    AssistantMessageEvent,
+    AssistantReasoning,
+    AssistantText,
+    CommandResult,
+    SessionEvent,
+    TextContent,
+    ToolResult,
+    UserMessageEvent,
+)
+
+LINE_CHARS: Final = 400
+"""The most of one matching line a hit quotes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    seq: int
+    turn: int
+    source: str
+    """What the line is from: `user`, `assistant`, or `tool result <callId>`."""
+    line: str
+
+
+def _texts(event: SessionEvent) -> tuple[int, str, list[str]] | None:
+    """The turn, the source and the texts of an event that holds conversation."""
+    if type(event) is UserMessageEvent:
+        blocks = event.data.message.content
+        return event.data.turn, "user", [b.text for b in blocks if type(b) is TextContent]
+    if type(event) is AssistantMessageEvent:
+        texts = [
+            b.text
+            for b in event.data.message.content
+            if type(b) is AssistantText or type(b) is AssistantReasoning
+        ]
+        return event.data.turn, "assistant", texts
+    if type(event) is ToolResult:
+        d = event.data
+        texts = [b.text for b in d.content if type(b) is TextContent]
+        return d.turn, f"tool result {d.call_id}", texts
+    return None
+
+
+def search_history(
+    events: Iterable[SessionEvent], pattern: re.Pattern[str], max_results: int
+) -> tuple[list[Hit], bool]:
+    """The lines matching `pattern`, newest message first (lines of one message in order),
+    at most `max_results`; and whether more matched. Command turns are left out: they are not
+    the conversation."""
+    events = list(events)
+    commands = {e.data.turn for e in events if type(e) is CommandResult}
+    hits: list[Hit] = []
+    for event in reversed(events):
+        found = _texts(event)
+        if found is None or found[0] in commands:
+            continue
+        turn, source, texts = found
+        for line in _lines(texts):
+            if pattern.search(line):
+                if len(hits) == max_results:
+                    return hits, True
+                hits.append(Hit(event.seq, turn, source, _clip(line)))
+    return hits, False
+
+
+def _lines(texts: list[str]) -> Iterator[str]:
+    for text in texts:
+        yield from text.splitlines()
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "..."
+
+
+def render_hits(hits: list[Hit], more: bool) -> str:
+    """The tool's answer: one hit a line, then a note when the cap cut the list."""
+    if not hits:
+        return "No earlier message or tool result matches."
+    lines = [f"[seq {h.seq}, turn {h.turn}, {h.source}] {h.line}" for h in hits]
+    if more:
+        lines.append(f"(only the newest {len(hits)} matches are shown; narrow the pattern)")
+    return "\n".join(lines)
