@@ -40,6 +40,7 @@ from ..core.events import EventError, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count, record_start
 from ..core.source_range import SourceRanges
+from .appends import QueuedAppends
 from .errors import CorruptLog as CorruptLog
 from .errors import LogError as LogError
 from .errors import LogLocked as LogLocked
@@ -485,7 +486,7 @@ def encode_records(records: Sequence[Any]) -> bytes:
 
 
 @dataclass
-class LogWriter:
+class LogWriter(QueuedAppends):
     """The one writer of a log: buffers appended events, writes them as one batch per flush.
 
     `flush()` hands the batch to the OS (a crash of this process then loses nothing);
@@ -566,10 +567,6 @@ class LogWriter:
     def closed(self) -> bool:
         return self.fd < 0
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
     def reset(self) -> None:
         """Accept writes again after a failure: only once the log has been re-read and
         `next_seq` set from what the file holds."""
@@ -587,29 +584,6 @@ class LogWriter:
             raise LogWriteFailed(self.path, exc) from exc
         self._size = os.lseek(self.fd, 0, os.SEEK_END)
         self._synced_size = min(self._synced_size, self._size)
-
-    def append(self, events: Sequence[SessionEvent]) -> None:
-        """Queue events for the next flush; their seqs must continue the log without a gap.
-
-        An out-of-order batch is refused whole: nothing of it is queued.
-        """
-        self._check()
-        for offset, event in enumerate(events):
-            if event.seq != self.next_seq + offset:
-                raise ValueError(
-                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
-                )
-        self.next_seq += len(events)
-        self._pending.extend(events)
-
-    def append_one(self, event: SessionEvent) -> None:
-        """`append` for a single event: the hot path while a model streams."""
-        if self.failure is not None:
-            self._check()
-        if event.seq != self.next_seq:
-            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
-        self.next_seq += 1
-        self._pending.append(event)
 
     def flush(self) -> None:
         """Write the queued events as one batch (packed unless `pack` is off)."""
@@ -665,9 +639,8 @@ class LogWriter:
             os.close(self.fd)  # closing the descriptor releases the flock
             self.fd = -1
 
-    def _check(self) -> None:
-        if self.failure is not None:
-            raise LogWriteFailed(self.path, self.failure)
+    def _location(self) -> Path:
+        return self.path
 
     def _write_batch(self, payload: bytes) -> None:
         if self._compressor is not None:

@@ -46,6 +46,7 @@ from ..core.ids import validate_session_id
 from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
 from ..core.recovery import interrupted_turn_closers
 from .api import ListedSession, Opened, StoredLog
+from .appends import QueuedAppends
 from .errors import (
     CorruptLog,
     LogError,
@@ -515,7 +516,7 @@ async def _insert_records(
     return end
 
 
-class PostgresWriter:
+class PostgresWriter(QueuedAppends):
     """The store API's `Writer` of one session: its connection (holding the session's
     advisory lock), its epoch, its queue."""
 
@@ -545,31 +546,8 @@ class PostgresWriter:
     def name(self) -> str:
         return self.store.where(self.header.id)
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
-    def _check(self) -> None:
-        if self.failure is not None:
-            raise LogWriteFailed(self.name, self.failure)
-
-    def append(self, events: Sequence[SessionEvent]) -> None:
-        self._check()
-        for offset, event in enumerate(events):
-            if event.seq != self.next_seq + offset:
-                raise ValueError(
-                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
-                )
-        self.next_seq += len(events)
-        self._pending.extend(events)
-
-    def append_one(self, event: SessionEvent) -> None:
-        if self.failure is not None:
-            self._check()
-        if event.seq != self.next_seq:
-            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
-        self.next_seq += 1
-        self._pending.append(event)
+    def _location(self) -> str:
+        return self.name
 
     async def flush(self) -> None:
         await self._write(sync=False)

@@ -46,6 +46,7 @@ from ..core.ids import validate_session_id
 from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
 from ..core.recovery import interrupted_turn_closers
 from .api import ListedSession, Opened, PollingWatch, StoredLog
+from .appends import QueuedAppends
 from .errors import (
     CorruptLog,
     LogError,
@@ -476,7 +477,7 @@ def _insert_records(
     return end
 
 
-class SqliteWriter:
+class SqliteWriter(QueuedAppends):
     """The store API's `Writer` of one session: its connection, its claim, its queue."""
 
     def __init__(self, store: SqliteStore, header: SessionHeader, claim: _Claim, next_seq: int):
@@ -501,31 +502,8 @@ class SqliteWriter:
     def closed(self) -> bool:
         return self.claim.fd < 0
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
-    def _check(self) -> None:
-        if self.failure is not None:
-            raise LogWriteFailed(self.name, self.failure)
-
-    def append(self, events: Sequence[SessionEvent]) -> None:
-        self._check()
-        for offset, event in enumerate(events):
-            if event.seq != self.next_seq + offset:
-                raise ValueError(
-                    f"append out of order: expected seq {self.next_seq + offset}, got {event.seq}"
-                )
-        self.next_seq += len(events)
-        self._pending.extend(events)
-
-    def append_one(self, event: SessionEvent) -> None:
-        if self.failure is not None:
-            self._check()
-        if event.seq != self.next_seq:
-            raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
-        self.next_seq += 1
-        self._pending.append(event)
+    def _location(self) -> str:
+        return self.name
 
     async def flush(self) -> None:
         await self._write(sync=False)
