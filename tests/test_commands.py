@@ -71,7 +71,13 @@ def test_a_prompt_opening_with_an_image_is_not_a_command() -> None:
 def test_the_commands_update_fits_the_acp_model() -> None:
     value = msgspec.json.decode(msgspec.json.encode(AvailableCommandsUpdate(list(COMMANDS))))
     exact(schema.AvailableCommandsUpdate, value, "available_commands_update")
-    assert [c["name"] for c in value["availableCommands"]] == ["mode", "model", "title", "stats", "compact"]
+    assert [c["name"] for c in value["availableCommands"]] == [
+        "mode",
+        "model",
+        "title",
+        "stats",
+        "compact",
+    ]
 
 
 def command_turn(turn: int, seq: int, prompt: str, answer: str) -> list[SessionEvent]:
