@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from pathspec import GitIgnoreSpec
-from pathspec.pattern import RegexPattern
+if TYPE_CHECKING:  # pathspec is imported by the first walk, not by loading the tools
+    from pathspec import GitIgnoreSpec
 
 GITIGNORE: Final = ".gitignore"
 
@@ -41,6 +41,8 @@ class _Layer:
 
 
 def _parses(line: str) -> bool:
+    from pathspec import GitIgnoreSpec
+
     try:
         GitIgnoreSpec.from_lines([line])
     except (ValueError, re.error):
@@ -50,6 +52,8 @@ def _parses(line: str) -> bool:
 
 def _spec(lines: list[str]) -> GitIgnoreSpec:
     """The spec of `lines`; like git, a line that is not a valid pattern is skipped, not fatal."""
+    from pathspec import GitIgnoreSpec
+
     try:
         return GitIgnoreSpec.from_lines(lines)
     except (ValueError, re.error):
@@ -66,6 +70,8 @@ def _union(regexes: list[str]) -> re.Pattern[str]:
 
 
 def _layer(base: str, lines: Iterable[str]) -> _Layer | None:
+    from pathspec.pattern import RegexPattern
+
     spec = _spec(list(lines))
     regexes = [
         _NAMED_GROUP.sub("(?:", pattern.regex.pattern)
