@@ -3,15 +3,21 @@ flush, and refused once the writer has failed.
 
 A writer (`LogWriter`, `SqliteWriter`, `PostgresWriter`) keeps `next_seq`, `failure` and
 `_pending` itself and says where it writes (`_location`); how a batch reaches the engine is its
-own business.
+own business. `batch_rows` is what a batch adds to a database engine's tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
-from ..core.events import SessionEvent
+import msgspec
+
+from ..core.chunk_rows import StorageRecord, decode_storage_record
+from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.paging import message_cut, record_count, record_start
 from .errors import LogWriteFailed
 
 
@@ -56,3 +62,47 @@ class QueuedAppends:
             raise ValueError(f"append out of order: expected seq {self.next_seq}, got {event.seq}")
         self.next_seq += 1
         self._pending.append(event)
+
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class BatchRows:
+    """What a batch of records adds to a database store's tables, the same for every engine."""
+
+    records: list[tuple[str, int, int, str]]
+    """(session, first seq, event count, the record's JSON text as written)."""
+    messages: list[tuple[str, int, int]]
+    """(session, the record's first seq, the message cut it holds): the message index."""
+    children: list[tuple[str, str]]
+    """(session, child session) for each subagent started."""
+    title: str | None
+    """The batch's last title, if it set one."""
+    last_time: int | None
+    """The time of its last event (None for an empty batch)."""
+    end: int
+    """The session's next seq once the batch is stored."""
+
+
+def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) -> BatchRows:
+    """The rows of `records`, whose seqs run from `first` on."""
+    rows: list[tuple[str, int, int, str]] = []
+    messages: list[tuple[str, int, int]] = []
+    children: list[tuple[str, str]] = []
+    title: str | None = None
+    end = first
+    for record in records:
+        start = record_start(record)
+        count = record_count(record)
+        rows.append((session_id, start, count, _encoder.encode(record).decode()))
+        cut = message_cut(record, start)
+        if cut is not None:
+            messages.append((session_id, start, cut))
+        elif type(record) is SubagentStart:
+            children.append((session_id, record.data.child_session_id))
+        elif type(record) is SessionTitle:
+            title = record.data.title
+        end = start + count
+    last_time = decode_storage_record(records[-1])[-1].time if records else None
+    return BatchRows(rows, messages, children, title, last_time, end)

@@ -38,15 +38,15 @@ import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
-from ..core.chunk_rows import StorageRecord, decode_storage_record, pack_chunk_runs
+from ..core.chunk_rows import StorageRecord, pack_chunk_runs
 from ..core.event_log import EventLog
-from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.events import SessionEvent
 from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
-from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
+from ..core.paging import PageCut, clip_records
 from ..core.recovery import interrupted_turn_closers
 from .api import ListedSession, Opened, StoredLog
-from .appends import QueuedAppends
+from .appends import QueuedAppends, batch_rows
 from .errors import (
     CorruptLog,
     LogError,
@@ -472,30 +472,11 @@ async def _insert_records(
     """In the caller's transaction: move the session's next seq past `records` (their seqs from
     `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`; then
     insert them and what they add to the indexes, and notify the session's followers."""
-    rows: list[tuple[str, int, int, str]] = []
-    messages: list[tuple[str, int, int]] = []
-    children: list[tuple[str, str]] = []
-    title: str | None = None
-    last_time: int | None = None
-    end = first
-    for record in records:
-        start = record_start(record)
-        count = record_count(record)
-        rows.append((session_id, start, count, _encoder.encode(record).decode()))
-        cut = message_cut(record, start)
-        if cut is not None:
-            messages.append((session_id, start, cut))
-        elif type(record) is SubagentStart:
-            children.append((session_id, record.data.child_session_id))
-        elif type(record) is SessionTitle:
-            title = record.data.title
-        end = start + count
-    if records:
-        last_time = decode_storage_record(records[-1])[-1].time
+    batch = batch_rows(session_id, first, records)
     cur = await conn.execute(
         "UPDATE acp_sessions SET next_seq = %s, title = coalesce(%s, title), "
         "updated_at = coalesce(%s, updated_at) WHERE id = %s AND next_seq = %s AND epoch = %s",
-        (end, title, last_time, session_id, first, epoch),
+        (batch.end, batch.title, batch.last_time, session_id, first, epoch),
     )
     if cur.rowcount != 1:
         raise StaleWriter(
@@ -504,16 +485,18 @@ async def _insert_records(
             "(another writer appended to the session, or took it over)",
         )
     async with conn.cursor() as many:
-        if rows:
-            await many.executemany("INSERT INTO acp_records VALUES (%s, %s, %s, %s::json)", rows)
-        if messages:
-            await many.executemany("INSERT INTO acp_messages VALUES (%s, %s, %s)", messages)
-        if children:
+        if batch.records:
             await many.executemany(
-                "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", children
+                "INSERT INTO acp_records VALUES (%s, %s, %s, %s::json)", batch.records
+            )
+        if batch.messages:
+            await many.executemany("INSERT INTO acp_messages VALUES (%s, %s, %s)", batch.messages)
+        if batch.children:
+            await many.executemany(
+                "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", batch.children
             )
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
-    return end
+    return batch.end
 
 
 class PostgresWriter(QueuedAppends):

@@ -36,17 +36,16 @@ import msgspec
 
 from ..core.chunk_rows import (
     StorageRecord,
-    decode_storage_record,
     pack_chunk_runs,
 )
 from ..core.event_log import EventLog
-from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.events import SessionEvent
 from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
-from ..core.paging import PageCut, clip_records, message_cut, record_count, record_start
+from ..core.paging import PageCut, clip_records
 from ..core.recovery import interrupted_turn_closers
 from .api import ListedSession, Opened, PollingWatch, StoredLog
-from .appends import QueuedAppends
+from .appends import QueuedAppends, batch_rows
 from .errors import (
     CorruptLog,
     LogError,
@@ -440,30 +439,11 @@ def _insert_records(
 ) -> int:
     """Insert records (their seqs from `first` on) and what they add to the indexes, after
     moving the session's next seq past them: refused (`StaleWriter`) unless it was `first`."""
-    rows: list[tuple[str, int, int, str]] = []
-    messages: list[tuple[str, int, int]] = []
-    children: list[tuple[str, str]] = []
-    title: str | None = None
-    last_time: int | None = None
-    end = first
-    for record in records:
-        start = record_start(record)
-        count = record_count(record)
-        rows.append((session_id, start, count, _encoder.encode(record).decode()))
-        cut = message_cut(record, start)
-        if cut is not None:
-            messages.append((session_id, start, cut))
-        elif type(record) is SubagentStart:
-            children.append((session_id, record.data.child_session_id))
-        elif type(record) is SessionTitle:
-            title = record.data.title
-        end = start + count
-    if records:
-        last_time = decode_storage_record(records[-1])[-1].time
+    batch = batch_rows(session_id, first, records)
     moved = db.execute(
         "UPDATE sessions SET next_seq = ?, title = coalesce(?, title), "
         "updated_at = coalesce(?, updated_at) WHERE id = ? AND next_seq = ?",
-        (end, title, last_time, session_id, first),
+        (batch.end, batch.title, batch.last_time, session_id, first),
     )
     if moved.rowcount != 1:
         raise StaleWriter(
@@ -471,10 +451,10 @@ def _insert_records(
             f"a batch from seq {first} does not follow what is stored "
             "(another writer appended to the session)",
         )
-    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", rows)
-    db.executemany("INSERT INTO messages VALUES (?, ?, ?)", messages)
-    db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", children)
-    return end
+    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", batch.records)
+    db.executemany("INSERT INTO messages VALUES (?, ?, ?)", batch.messages)
+    db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", batch.children)
+    return batch.end
 
 
 class SqliteWriter(QueuedAppends):
