@@ -11,8 +11,8 @@ import threading
 import anyio
 import pytest
 
-from acp_server.server import transport
-from acp_server.server.transport import BURST_BYTES, FrameWriter
+from acp_server.transports import stdio as transport
+from acp_server.transports.stdio import BURST_BYTES, FrameWriter
 
 
 def drain(fd: int, into: bytearray) -> None:

@@ -41,6 +41,7 @@ from acp_server.server.sessions import (
 from acp_server.storage.jsonl import JsonlStore
 from acp_server.storage.log import CorruptLog, LogLocked, UnsupportedVersion
 from acp_server.storage.store import SessionNotFound
+from acp_server.transports.stdio import lines
 
 pytestmark = pytest.mark.anyio
 
@@ -102,7 +103,7 @@ async def connected(
     connection = Connection(out_send, shutdown_grace=grace)
     setup(connection)
     async with out_send, out_receive, in_send, in_receive, anyio.create_task_group() as tg:
-        tg.start_soon(connection.serve, StreamSource(in_receive))
+        tg.start_soon(connection.serve, lines(StreamSource(in_receive)))
         peer = Peer(connection, in_send, out_receive)
         yield peer
         await peer.close()

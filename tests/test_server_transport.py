@@ -20,7 +20,7 @@ from acp_process import AcpProcess, assert_jsonrpc_frame
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.server.transport import FdReader, FrameWriter, LineFramer, Oversized
+from acp_server.transports.stdio import FdReader, FrameWriter, LineFramer, Oversized, lines
 
 # ---------------------------------------------------------------------------------------------
 # LineFramer.
@@ -362,7 +362,7 @@ def test_garbage_in_memory_gets_frames_only(chunks: list[bytes]) -> None:
             return params
 
         connection.route("echo", echo)
-        await connection.serve(Source(), max_line=50)
+        await connection.serve(lines(Source(), max_line=50))
 
     anyio.run(main)
     for frame in sink.frames:

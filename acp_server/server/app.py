@@ -23,12 +23,12 @@ from ..providers.registry import live_provider
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
+from ..transports.stdio import FdReader, FrameWriter, StdioFds, claim_stdio, lines
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
 from .rpc import Connection
 from .sessions import SessionRegistry
-from .transport import FdReader, FrameWriter, StdioFds, claim_stdio
 
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
     from ..core.events import StreamChunk
@@ -169,7 +169,7 @@ async def serve(
                     async with anyio.create_task_group() as watchers:
                         watchers.start_soon(watch_signals)
                         watchers.start_soon(watch_output)
-                        await connection.serve(reader, config.max_line_bytes)
+                        await connection.serve(lines(reader, config.max_line_bytes))
                         watchers.cancel_scope.cancel()
                 finally:
                     with anyio.CancelScope(shield=True):

@@ -13,7 +13,7 @@ from ..core.compaction import DEFAULT_COMPACT_AT
 from ..providers.secret import Secret
 from ..storage.log import Compression
 from ..storage.url import StoreUrl
-from .transport import DEFAULT_MAX_LINE_BYTES
+from ..transports.stdio import DEFAULT_MAX_LINE_BYTES
 
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 STORE_ENV: Final = "ACP_SERVER_STORE"

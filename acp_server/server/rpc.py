@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -43,6 +43,7 @@ from anyio.abc import TaskGroup
 from msgspec import UNSET
 
 from ..core.rpc_error import ErrorObject, RpcError
+from ..transports.stdio import Oversized
 from .errors import (
     ClientError,
     ConnectionClosed,
@@ -53,7 +54,6 @@ from .errors import (
     to_rpc_error,
 )
 from .jsonrpc_core import Error, Result, Success, dispatch_to_serializable
-from .transport import DEFAULT_MAX_LINE_BYTES, LineFramer, Oversized
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +78,9 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-class ChunkSource(Protocol):
-    """The input: `read()` returns the next bytes, b"" at the end (an `FdReader` in production)."""
-
-    async def read(self) -> bytes: ...
-
-
 class FrameSink(Protocol):
-    """Where complete frames go, in order (a `FrameWriter`, or a memory stream in tests)."""
+    """Where complete frames go, in order: the transport's writer (a stdio `FrameWriter`, a
+    `WebSocketChannel`), or a memory stream in tests."""
 
     async def send(self, frame: bytes) -> None: ...
 
@@ -365,7 +360,7 @@ class Then(NamedTuple):
 class Connection:
     """One JSON-RPC peer: dispatches what it sends and sends what we ask.
 
-    Register methods with `route` / `route_notification`, then `serve` the input lines.
+    Register methods with `route` / `route_notification`, then `serve` the inbound messages.
     """
 
     def __init__(self, sink: FrameSink, *, shutdown_grace: float = 5.0) -> None:
@@ -471,25 +466,22 @@ class Connection:
 
     # -- receiving ----------------------------------------------------------------------------
 
-    async def serve(self, source: ChunkSource, max_line: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        """Handle every line of `source` until its end (or `stop()`), then shut down.
+    async def serve(self, messages: AsyncIterable[bytes | Oversized]) -> None:
+        """Handle every inbound message until their end (or `stop()`), then shut down.
 
-        Then every waiter for a response fails with `ConnectionClosed`, in-flight requests get
-        `shutdown_grace` seconds to finish, the rest are cancelled (and answered -32800), and
-        this returns when no handler is left.
+        `messages` is the transport's framing (stdio lines, WebSocket text frames): one
+        JSON-RPC message each, or `Oversized` for one the transport skipped. Then every waiter
+        for a response fails with `ConnectionClosed`, in-flight requests get `shutdown_grace`
+        seconds to finish, the rest are cancelled (and answered -32800), and this returns when
+        no handler is left.
         """
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
-            framer = LineFramer(max_line)
             with anyio.CancelScope() as self._reader_scope:
-                while True:
-                    chunk = await source.read()
-                    for line in framer.feed(chunk) if chunk else framer.eof():
-                        frame = self._receive_safely(line)
-                        if frame is not None:
-                            await self._sink.send(frame)
-                    if not chunk:
-                        break
+                async for message in messages:
+                    frame = self._receive_safely(message)
+                    if frame is not None:
+                        await self._sink.send(frame)
             self.close()
             with anyio.move_on_after(self.shutdown_grace):
                 await self._idle.wait()

@@ -1,6 +1,6 @@
 """Newline-delimited framing over stdio: bounded line reading and ordered frame writing.
 
-`LineFramer` is the sans-I/O part: bytes in, complete lines (or an "oversized" event) out, with
+`LineFramer` is the sans-I/O part (`lines` drives it over a reader): bytes in, complete lines (or an "oversized" event) out, with
 a hard bound on what it buffers. An oversized line is reported once, as soon as it crosses the
 bound, then discarded up to its newline; the next line is read normally.
 
@@ -28,8 +28,9 @@ import select
 import stat
 import sys
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 
@@ -164,6 +165,26 @@ def _pollable(fd: int) -> bool:
         return False
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+class ChunkSource(Protocol):
+    """The input: `read()` returns the next bytes, b"" at the end (an `FdReader` in production)."""
+
+    async def read(self) -> bytes: ...
+
+
+async def lines(
+    source: ChunkSource, max_line: int = DEFAULT_MAX_LINE_BYTES
+) -> AsyncIterator[bytes | Oversized]:
+    """The messages of a newline-delimited stream: each line (without its newline), and an
+    `Oversized` for each line longer than `max_line`, which is skipped."""
+    framer = LineFramer(max_line)
+    while True:
+        chunk = await source.read()
+        for line in framer.feed(chunk) if chunk else framer.eof():
+            yield line
+        if not chunk:
+            return
 
 
 class FdReader:
