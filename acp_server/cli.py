@@ -56,6 +56,32 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _listen_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:PORT` for an IPv6 address; `:PORT` or a bare port: 127.0.0.1)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {port}")
+    return host, port
+
+
+def _origin(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(text.strip())
+    if url.scheme not in ("http", "https") or not url.netloc or url.path not in ("", "/"):
+        raise argparse.ArgumentTypeError(
+            f"an origin is scheme://host[:port], like https://example.com, got {text!r}"
+        )
+    return f"{url.scheme}://{url.netloc}".lower()
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -232,6 +258,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="USD",
         type=_price,
         help="USD per million output tokens",
+    )
+    network = serve.add_argument_group(
+        "network (SPEC 3.4)",
+        "Serve the same JSON-RPC over WebSocket, with the session viewer in a browser.",
+    )
+    network.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        type=_listen_address,
+        help="serve over WebSocket at ws://HOST:PORT/acp (and the viewer at http://HOST:PORT/) "
+        "instead of stdio, until SIGTERM or SIGINT; a bare PORT listens on 127.0.0.1; port 0 "
+        "picks a free one",
+    )
+    network.add_argument(
+        "--token-file",
+        metavar="FILE",
+        type=_path,
+        help="read the bearer token clients must show from FILE (default: a new token, "
+        "printed to stderr at start)",
+    )
+    network.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        type=_origin,
+        action="append",
+        default=[],
+        help="let pages of ORIGIN (scheme://host[:port]) open the WebSocket, besides the "
+        "server's own; may be repeated",
+    )
+    network.add_argument(
+        "--max-pending-requests",
+        metavar="N",
+        type=_positive_int,
+        default=64,
+        help="requests one connection may have in flight; one more is refused (default 64)",
     )
     model = serve.add_argument_group(
         "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",
@@ -572,6 +633,24 @@ def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
     return find_key(env_name)
 
 
+def _read_token(path: Path) -> Secret:
+    """The token in `path`: its text, surrounding whitespace left out (`ValueError` if none)."""
+    from .paths import unreachable
+    from .providers.secret import Secret
+
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ValueError(f"{unreachable(path)}: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    if not text:
+        raise ValueError(f"{path} is empty: it must hold the token")
+    if any(c.isspace() for c in text):
+        raise ValueError(f"{path} must hold one token, without spaces or line breaks inside")
+    return Secret(text)
+
+
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_reexec: bool) -> int:
     from .paths import unreachable
     from .providers.secret import SecretError
@@ -619,6 +698,17 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         override = args.replay_override
         reason = "not a regular file" if override.exists() else unreachable(override)
         return fail(f"--replay-override: {reason}: {override}")
+    token = None
+    if args.token_file is not None:
+        if args.listen is None:
+            return fail("--token-file: only with --listen")
+        try:
+            token = _read_token(args.token_file)
+        except ValueError as exc:
+            return fail(f"--token-file: {exc}")
+    elif args.listen is None and (args.allow_origin or args.max_pending_requests != 64):
+        given = "--allow-origin" if args.allow_origin else "--max-pending-requests"
+        return fail(f"{given}: only with --listen")
     config = ServeConfig(
         sessions_dir=sessions_dir,
         store=store,
@@ -637,6 +727,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
         compact_at=args.compact_at,
         price_input=args.price_input,
         price_output=args.price_output,
+        listen=args.listen,
+        token=token,
+        allowed_origins=tuple(args.allow_origin),
+        max_pending_requests=args.max_pending_requests,
         **model_options,
     )
     from .server.app import run_server

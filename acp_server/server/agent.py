@@ -78,7 +78,7 @@ from .protocol import (
     TerminalAuthMethod,
 )
 from .rpc import Connection, Then
-from .sessions import LiveSession, SessionRegistry, close_mcp
+from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
 from .surface import REPLAY_MODEL, Surface, SurfaceConfig
 from .turns import Conversations, busy_error
 
@@ -236,7 +236,7 @@ class AcpAgent:
         self.connection.route_notification("session/cancel", self.cancel)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
-        self.connection.on_close(self.sessions.cancel_all)
+        self.connection.on_close(lambda: self.sessions.cancel_owned(self))
 
     def initialize(self, params: Any) -> InitializeResponse:
         request = convert(params, InitializeRequest)
@@ -290,6 +290,7 @@ class AcpAgent:
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=servers,
+            owner=self,
         )
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
@@ -321,7 +322,7 @@ class AcpAgent:
         return SetSessionConfigOptionResponse(self.surface.options(session))
 
     def _settable(self, session_id: str) -> LiveSession:
-        session = self.sessions.get(check_session_id(session_id))
+        session = self.sessions.get(check_session_id(session_id), self)
         if session.turn is not None:
             # Its events would land among the running step's chunks, which stay consecutive.
             raise busy_error(session_id)
@@ -337,6 +338,7 @@ class AcpAgent:
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=check_mcp_servers(request.mcp_servers),
+            owner=self,
         )
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
@@ -400,7 +402,7 @@ class AcpAgent:
                 f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
                 f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
             )
-        session = self.sessions.get(check_session_id(request.session_id))
+        session = self.sessions.get(check_session_id(request.session_id), self)
         stop = await self.conversations.prompt(session, request.prompt)
         return PromptResponse(stop_reason=stop)
 
@@ -416,6 +418,8 @@ class AcpAgent:
         check_directories(request.additional_directories)
         max_messages = _replay_limit(request.meta)
         running = self.sessions.live.get(request.session_id)
+        if running is not None:
+            check_owner(running, self)
         if running is not None and running.turn is not None:
             # Refused before anything changes: a load must not touch a session mid-turn.
             raise busy_error(request.session_id)
@@ -424,6 +428,7 @@ class AcpAgent:
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=check_mcp_servers(request.mcp_servers),
+            owner=self,
         )
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
@@ -448,17 +453,17 @@ class AcpAgent:
 
     async def close_session(self, params: Any) -> Empty:
         request = convert(params, CloseSessionRequest)
-        await self.sessions.close(check_session_id(request.session_id))
+        await self.sessions.close(check_session_id(request.session_id), self)
         return Empty()
 
     async def delete_session(self, params: Any) -> Empty:
         request = convert(params, DeleteSessionRequest)
-        await self.sessions.delete(check_session_id(request.session_id))
+        await self.sessions.delete(check_session_id(request.session_id), self)
         return Empty()
 
     def cancel(self, params: Any) -> None:
         request = convert(params, CancelNotification)
-        if not self.sessions.cancel(check_session_id(request.session_id)):
+        if not self.sessions.cancel(check_session_id(request.session_id), self):
             log.info("session/cancel for %s: no such live session", request.session_id)
 
 

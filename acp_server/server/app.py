@@ -13,8 +13,8 @@ import importlib.util
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -212,6 +212,8 @@ def run_server(config: ServeConfig) -> int:
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server serve: error: {exc}\n")
         return 2
+    if config.listen is not None:
+        return _run(serve_listening, config, provider, store)
     try:
         fds = claim_stdio()
     except OSError as exc:  # e.g. started with stdin or stdout closed
@@ -223,11 +225,34 @@ def run_server(config: ServeConfig) -> int:
     # collector's way, so that each collection only walks what requests allocate. No collection
     # first: at this point one finds a few dozen unreachable objects and delays the first answer.
     gc.freeze()
+    return _run(serve, config, fds, provider, store)
+
+
+def _run(main: Callable[..., Awaitable[int]], *args: Any) -> int:
     try:
-        return anyio.run(
-            serve, config, fds, provider, store, backend_options={"use_uvloop": _have_uvloop()}
-        )
+        return anyio.run(main, *args, backend_options={"use_uvloop": _have_uvloop()})
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130
     finally:
         logging.shutdown()
+
+
+async def serve_listening(config: ServeConfig, provider: Provider, store: Store) -> int:
+    """`serve --listen`: the WebSocket server (imported only then)."""
+    import secrets
+
+    from ..providers.secret import Secret
+    from .listen import ListenConfig, serve_websocket
+
+    assert config.listen is not None
+    host, port = config.listen
+    generated = config.token is None
+    listen = ListenConfig(
+        host,
+        port,
+        Secret(secrets.token_urlsafe(32)) if config.token is None else config.token,
+        token_generated=generated,
+        allowed_origins=frozenset(config.allowed_origins),
+        max_pending_requests=config.max_pending_requests,
+    )
+    return await serve_websocket(config, listen, provider, provider_auth(config, provider), store)

@@ -80,3 +80,11 @@ class ServeConfig:
     price_input: float | None = None
     """USD per million input tokens, for the cost in `usage_update` (with `price_output`)."""
     price_output: float | None = None
+    listen: tuple[str, int] | None = None
+    """`--listen HOST:PORT`: serve over WebSocket there instead of stdio (SPEC 3.4)."""
+    token: Secret | None = field(default=None, repr=False)
+    """`--token-file`'s token; None: one is made at start."""
+    allowed_origins: tuple[str, ...] = ()
+    """`--allow-origin`: more origins whose pages may open the WebSocket."""
+    max_pending_requests: int = 64
+    """Requests one WebSocket connection may have in flight at once."""

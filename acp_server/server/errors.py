@@ -134,6 +134,13 @@ class StorageFailure(RpcError):
     MESSAGE = "Storage failure"
 
 
+class TooManyRequests(RpcError):
+    """A connection already has as many requests in flight as it may (`--max-pending-requests`)."""
+
+    CODE = -32014
+    MESSAGE = "Too many requests in flight"
+
+
 STORAGE_REASONS: Final[dict[int, tuple[str, str]]] = {
     errno.ENOSPC: ("disk-full", "the disk is full"),
     errno.EDQUOT: ("disk-full", "the disk quota is exceeded"),

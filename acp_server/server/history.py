@@ -354,6 +354,10 @@ class History:
     def _close_all(self) -> None:
         for subscription in list(self._subscriptions.values()):
             self._end(subscription, "closed")
+        # The registry outlives this connection when the process serves several.
+        self.sessions.event_listeners.remove(self._publish)
+        self.sessions.deletion_listeners.remove(self._deleted)
+        self.sessions.rewind_listeners.remove(self._rewound)
 
     # -- addresses -----------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from .errors import (
     InvalidRequest,
     ParseError,
     RequestCancelled,
+    TooManyRequests,
     to_rpc_error,
 )
 from .jsonrpc_core import Error, Result, Success, dispatch_to_serializable
@@ -363,9 +364,18 @@ class Connection:
     Register methods with `route` / `route_notification`, then `serve` the inbound messages.
     """
 
-    def __init__(self, sink: FrameSink, *, shutdown_grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        sink: FrameSink,
+        *,
+        shutdown_grace: float = 5.0,
+        max_inflight: int | None = None,
+    ) -> None:
         self._sink = sink
         self.shutdown_grace = shutdown_grace
+        self.max_inflight = max_inflight
+        """Requests that may run at once; one more is answered `TooManyRequests` (no limit:
+        None)."""
         self._requests: dict[str, Callable[[Params], Result]] = {}
         self._notifications: dict[str, Callable[[Params], Result]] = {}
         self._inflight: dict[Any, anyio.CancelScope] = {}  # by id, for $/cancel_request
@@ -581,6 +591,15 @@ class Connection:
         task_group = self._task_group
         if task_group is None:
             raise RuntimeError("a request arrived outside serve()")
+        if self.max_inflight is not None and len(self._scopes) >= self.max_inflight:
+            return error_frame(
+                request_id,
+                TooManyRequests(
+                    f"Too many requests in flight: this connection may have "
+                    f"{self.max_inflight} at once; wait for an answer before sending more",
+                    {"maxPendingRequests": self.max_inflight},
+                ),
+            )
         scope = anyio.CancelScope()
         if request_id is not None:
             self._inflight[request_id] = scope

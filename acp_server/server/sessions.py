@@ -37,7 +37,7 @@ from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.modes import Settings
 from ..storage.api import ListedSession, Opened, Store, Writer
 from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
-from .errors import InvalidParams, UnknownSession, echoed
+from .errors import InvalidParams, SessionInUse, UnknownSession, echoed
 from .protocol import ListSessionsResponse, SessionInfo
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
@@ -103,6 +103,9 @@ class LiveSession:
         """Their connections while the session is live, if it has any."""
         self.settings: Settings | None = None
         """Its mode, model and reasoning effort (SPEC 4.4), once folded from its log."""
+        self.owner: object | None = None
+        """The connection that opened it (its agent): the one its updates and client requests
+        go to. Other connections of the process may page and follow it, not drive it."""
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -215,7 +218,8 @@ class _IdLock:
 
 
 class SessionRegistry:
-    """Every live session of a connection, and the lifecycle operations on sessions."""
+    """Every live session of the process, whichever connection opened it, and the lifecycle
+    operations on sessions."""
 
     def __init__(
         self,
@@ -265,13 +269,15 @@ class SessionRegistry:
             if entry.users == 0:
                 del self._locks[session_id]
 
-    def get(self, session_id: str) -> LiveSession:
-        """The live session by that id, or `UnknownSession`."""
+    def get(self, session_id: str, owner: object | None = None) -> LiveSession:
+        """The live session by that id, or `UnknownSession`; `SessionInUse` when `owner` is
+        given and another connection has it open."""
         session = self.live.get(session_id)
         if session is None:
             raise UnknownSession(session_id)
         if session.header.origin == "subagent":
             raise child_refused(session_id)
+        check_owner(session, owner)
         return session
 
     async def create(
@@ -280,6 +286,7 @@ class SessionRegistry:
         *,
         additional_directories: list[str] | UnsetType,
         mcp_servers: list[McpServerConfig] | UnsetType,
+        owner: object | None = None,
     ) -> LiveSession:
         """`session/new`: a new log, its header written and fsynced before this returns.
 
@@ -309,6 +316,7 @@ class SessionRegistry:
             additional_directories=list(additional_directories or []),
             mcp_servers=list(mcp_servers or []),
         )
+        session.owner = owner
         self._register(session)
         log.info("session %s created in %s", header.id, cwd)
         return session
@@ -338,16 +346,20 @@ class SessionRegistry:
         *,
         additional_directories: list[str] | UnsetType,
         mcp_servers: list[McpServerConfig] | UnsetType,
+        owner: object | None = None,
     ) -> LiveSession:
         """`session/resume`: open a log for continuation (with recovery), without replay.
 
         Resuming a session that is already live here only updates its directories and MCP
-        servers. The request's cwd must be the session's: tools resolve paths against it.
+        servers; one that another connection (`owner`) has open is refused. The request's cwd
+        must be the session's: tools resolve paths against it.
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
             if session is not None and session.header.origin == "subagent":
                 raise child_refused(session_id)
+            if session is not None:
+                check_owner(session, owner)
             if session is None:
                 with anyio.CancelScope(shield=True):
                     continued = await self._continue(session_id, cwd)
@@ -358,6 +370,7 @@ class SessionRegistry:
                     additional_directories=[],
                     mcp_servers=[],
                 )
+                session.owner = owner
                 if continued.closers:
                     log.info("session %s: recovery closed an interrupted turn", session_id)
                 if continued.writer.failure is not None:
@@ -427,29 +440,35 @@ class SessionRegistry:
         except SessionNotFound:
             raise UnknownSession(session_id) from None
 
-    async def close(self, session_id: str) -> None:
+    async def close(self, session_id: str, owner: object | None = None) -> None:
         """`session/close`: cancel what runs, flush and fsync the log, release its lock.
 
-        Closing a session that exists but is not open here does nothing.
+        Closing a session that exists but is not open here does nothing; one that another
+        connection (`owner`) has open is refused.
         """
         async with self._locked(session_id):
-            session = self.live.pop(session_id, None)
+            session = self.live.get(session_id)
             if session is None:
                 if not await self.store.exists(session_id):
                     raise UnknownSession(session_id)
                 return
+            check_owner(session, owner)
+            del self.live[session_id]
             await self._shut(session)
 
-    async def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str, owner: object | None = None) -> None:
         """`session/delete`: close it if it is open here, then remove it from the store.
 
-        A session another process holds open for writing is refused (`LogLocked`). A
-        well-formed id that names no session succeeds: there is nothing left to delete (SPEC 4).
+        A session another process holds open for writing is refused (`LogLocked`), as is one
+        that another connection (`owner`) has open. A well-formed id that names no session
+        succeeds: there is nothing left to delete (SPEC 4).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
             if session is not None and session.header.origin == "subagent":
                 raise child_refused(session_id)
+            if session is not None:
+                check_owner(session, owner)
             session = self.live.pop(session_id, None)
             if session is not None:
                 await self._shut(session)
@@ -493,17 +512,30 @@ class SessionRegistry:
             await close_mcp(session)
         log.info("session %s closed", session.id)
 
-    def cancel(self, session_id: str) -> bool:
-        """`session/cancel`: False when no live session has that id."""
+    def cancel(self, session_id: str, owner: object | None = None) -> bool:
+        """`session/cancel`: False when no live session of `owner`'s has that id."""
         session = self.live.get(session_id)
-        if session is None:
+        if session is None or (owner is not None and session.owner is not owner):
             return False
         session.cancel()
         return True
 
-    def cancel_all(self) -> None:
+    def cancel_owned(self, owner: object) -> None:
+        """A connection's input ended: the turns running in its sessions end promptly."""
         for session in list(self.live.values()):
-            session.cancel()
+            if session.owner is owner:
+                session.cancel()
+
+    async def close_owned(self, owner: object) -> None:
+        """A connection has gone: its sessions are closed (logs flushed, fsynced, unlocked),
+        those of the other connections live on."""
+        for session in [s for s in self.live.values() if s.owner is owner]:
+            if self.live.get(session.id) is session:
+                del self.live[session.id]
+            try:
+                await self._shut(session)
+            except Exception:
+                log.exception("could not close session %s", session.id)
 
     async def close_all(self) -> None:
         """At the end of the connection: every log flushed, fsynced and unlocked."""
@@ -554,6 +586,16 @@ async def close_mcp(session: LiveSession) -> None:
     servers, session.mcp = session.mcp, None
     if servers is not None:
         await servers.aclose()
+
+
+def check_owner(session: LiveSession, owner: object | None) -> None:
+    """`SessionInUse` when another connection than `owner` has the live `session` open."""
+    if owner is not None and session.owner is not None and session.owner is not owner:
+        raise SessionInUse(
+            f"Session in use: session {session.id} is open on another connection; "
+            "it can be paged and followed from here, not driven",
+            {"reason": "open-elsewhere"},
+        )
 
 
 def child_refused(session_id: str) -> InvalidParams:

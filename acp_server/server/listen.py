@@ -1,0 +1,330 @@
+"""`acp-server serve --listen HOST:PORT`: the same JSON-RPC over WebSocket (SPEC 3.4).
+
+One process, many connections, one `SessionRegistry`: a session prompted on one connection can
+be followed and paged from any other. Each connection gets its own `Connection` and `AcpAgent`
+(what the client told us in `initialize`, its follow subscriptions); a live session belongs to
+the connection that opened it, which alone drives it, and is closed when that connection goes.
+
+The same address serves the session viewer: `/` (the store's sessions), `/sessions/<id>` (one
+session) and the files of `acp_server/web/` (the browser client module at `/client.js`). The
+WebSocket is at `/acp` and needs the bearer token (`Authorization: Bearer <token>`, or the
+`token` query parameter for browsers) and, from a browser, an `Origin` this server allows: its
+own, or one given with `--allow-origin`. The pages need no token: they hold no data, and ask
+for the token the user opened them with.
+
+`route` is the pure part (a request in, a response or "upgrade" out); `WebSocketServer` is the
+I/O around it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hmac
+import ipaddress
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from ..providers.secret import Secret
+from ..storage.api import Store
+from ..storage.errors import LogError
+from ..transports.websocket import accept
+from .agent import AcpAgent
+from .auth import Auth
+from .config import ServeConfig
+from .rpc import Connection
+from .sessions import SessionRegistry
+
+if TYPE_CHECKING:
+    from ..providers.base import Provider
+
+log = logging.getLogger(__name__)
+
+WEB_DIR: Final = Path(__file__).resolve().parent.parent / "web"
+"""The viewer's static files and the browser client module, shipped in the package."""
+
+CONTENT_TYPES: Final = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+ACP_PATH: Final = "/acp"
+DEFAULT_MAX_PENDING_REQUESTS: Final = 64
+
+
+@dataclass(frozen=True)
+class ListenConfig:
+    """Where and for whom to listen."""
+
+    host: str
+    port: int
+    token: Secret
+    token_generated: bool = True
+    """Made at start (and shown on stderr), rather than read from `--token-file`."""
+    allowed_origins: frozenset[str] = frozenset()
+    """Origins besides the server's own whose pages may open the WebSocket."""
+    max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
+    compression: bool = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing (pure).
+
+
+def route(request: Request, config: ListenConfig, own_origins: frozenset[str]) -> Response | None:
+    """The answer to an opening request: a response, or None to upgrade it to the WebSocket."""
+    url = urlsplit(request.path)
+    path = url.path
+    if path == ACP_PATH:
+        origin = request.headers.get("Origin")
+        if origin is not None and normalized_origin(origin) not in (
+            own_origins | config.allowed_origins
+        ):
+            return text_response(403, f"Origin {origin} is not allowed to connect\n")
+        if not _token_matches(request, url.query, config.token):
+            response = text_response(401, "A bearer token is required (Authorization or ?token=)\n")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="acp-server"'
+            return response
+        return None  # upgrade; the protocol checks the WebSocket headers themselves
+    if path == "/" or (path.startswith("/sessions/") and "/" not in path[len("/sessions/") :]):
+        return page_response("index.html", request)
+    name = path[1:]
+    if "/" not in name and name in web_files():
+        return page_response(name, request)
+    return text_response(404, "Not found\n")
+
+
+def _token_matches(request: Request, query: str, token: Secret) -> bool:
+    authorization = request.headers.get("Authorization", "")
+    scheme, _, given = authorization.partition(" ")
+    candidates = [given.strip()] if scheme.lower() == "bearer" else []
+    candidates += parse_qs(query).get("token", [])
+    expected = token.reveal().encode()
+    return any(hmac.compare_digest(c.encode(), expected) for c in candidates)
+
+
+def normalized_origin(origin: str) -> str:
+    """An origin as compared: scheme and host in lower case, no trailing slash."""
+    return origin.strip().rstrip("/").lower()
+
+
+def own_origins(host: str, port: int) -> frozenset[str]:
+    """The origins of this server's own pages, by every name its address answers to."""
+    names = {host}
+    if _is_loopback(host):
+        names |= {"127.0.0.1", "localhost", "::1"}
+    return frozenset(
+        normalized_origin(f"http://{f'[{name}]' if ':' in name else name}:{port}") for name in names
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@cache
+def web_files() -> dict[str, bytes]:
+    """The files the viewer is made of, by name, read once."""
+    if not WEB_DIR.is_dir():
+        return {}
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(WEB_DIR.iterdir())
+        if path.is_file() and path.suffix in CONTENT_TYPES
+    }
+
+
+def page_response(name: str, request: Request) -> Response:
+    body = web_files().get(name)
+    if body is None:
+        return text_response(404, f"{name} is not part of this installation\n")
+    host = request.headers.get("Host", "")
+    headers = _headers(CONTENT_TYPES[Path(name).suffix], len(body))
+    headers["Content-Security-Policy"] = (
+        "default-src 'self'; "
+        f"connect-src 'self' ws://{host}; "
+        "img-src 'self' data:; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    )
+    return Response(200, "OK", headers, body)
+
+
+def text_response(status: int, text: str) -> Response:
+    body = text.encode()
+    reasons = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    return Response(
+        status, reasons.get(status, "Error"), _headers("text/plain; charset=utf-8", len(body)), body
+    )
+
+
+def _headers(content_type: str, length: int) -> Headers:
+    return Headers(
+        [
+            ("Date", email.utils.formatdate(usegmt=True)),
+            ("Connection", "close"),
+            ("Content-Type", content_type),
+            ("Content-Length", str(length)),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            # The page's address carries the token: it must not travel on in a Referer.
+            ("Referrer-Policy", "no-referrer"),
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The server.
+
+
+class WebSocketServer:
+    """Every connection of one `serve --listen` process, over one session registry."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        listen: ListenConfig,
+        sessions: SessionRegistry,
+        provider: Provider,
+        auth: Auth,
+    ) -> None:
+        self.config = config
+        self.listen = listen
+        self.sessions = sessions
+        self.provider = provider
+        self.auth = auth
+        self.port = listen.port
+        self._own_origins = own_origins(listen.host, listen.port)
+        self._connections: set[Connection] = set()
+        self._stopping = False
+
+    def answer(self, request: Request) -> Response | None:
+        return route(request, self.listen, self._own_origins)
+
+    async def serve(
+        self, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Accept connections until `stop()`; reports the bound port once listening."""
+        listener = await anyio.create_tcp_listener(
+            local_host=self.listen.host, local_port=self.listen.port
+        )
+        async with listener:
+            self.port = listener.listeners[0].extra(SocketAttribute.local_port)
+            self._own_origins = own_origins(self.listen.host, self.port)
+            task_status.started(self.port)
+            async with anyio.create_task_group() as connections:
+                with anyio.CancelScope() as self._accepting:
+                    await listener.serve(self._serve_one, task_group=connections)
+
+    def stop(self) -> None:
+        """Stop accepting, and end every connection as if its peer had closed it."""
+        self._stopping = True
+        self._accepting.cancel()
+        for connection in list(self._connections):
+            connection.stop()
+
+    async def _serve_one(self, stream: ByteStream) -> None:
+        try:
+            await self._connection(stream)
+        except Exception:
+            # One connection's failure must never end the others.
+            log.exception("WebSocket connection failed")
+
+    async def _connection(self, stream: ByteStream) -> None:
+        channel = await accept(
+            stream,
+            self.answer,
+            max_message_bytes=self.config.max_line_bytes,
+            compression=self.listen.compression,
+        )
+        if channel is None:
+            return
+        connection = Connection(channel, max_inflight=self.listen.max_pending_requests)
+        agent = AcpAgent(connection, self.sessions, self.provider, self.config, self.auth)
+        agent.install()
+        self._connections.add(connection)
+        if self._stopping:
+            connection.stop()
+        try:
+            await connection.serve(channel.messages())
+        finally:
+            self._connections.discard(connection)
+            with anyio.CancelScope(shield=True):
+                await self.sessions.close_owned(agent)
+                await channel.close(1001 if self._stopping else 1000)
+
+
+async def serve_websocket(
+    config: ServeConfig, listen: ListenConfig, provider: Provider, auth: Auth, store: Store
+) -> int:
+    """Serve over WebSocket until SIGTERM or SIGINT; the exit status (128 + the signal)."""
+    try:
+        await store.prepare()
+    except (LogError, OSError) as exc:
+        sys.stderr.write(f"acp-server serve: error: {exc}\n")
+        await store.aclose()
+        return 2
+    sessions = SessionRegistry(store)
+    server = WebSocketServer(config, listen, sessions, provider, auth)
+    status = 0
+    try:
+        async with anyio.create_task_group() as services:
+            sessions.services = services
+            try:
+                async with anyio.create_task_group() as main:
+                    try:
+                        port = await main.start(server.serve)
+                    except OSError as exc:
+                        sys.stderr.write(
+                            f"acp-server serve: error: cannot listen on "
+                            f"{listen.host}:{listen.port}: {exc.strerror or exc}\n"
+                        )
+                        status = 2
+                        return status
+                    announce(listen, port)
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("signal %d: shutting down", signum)
+                            status = 128 + signum
+                            server.stop()
+                            break
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await sessions.close_all()
+                services.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            close_provider = getattr(provider, "aclose", None)
+            if close_provider is not None:
+                await close_provider()
+            await store.aclose()
+    log.info("served; exit status %d", status)
+    return status
+
+
+def announce(listen: ListenConfig, port: int) -> None:
+    """Where to connect, on stderr (stdout stays quiet)."""
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    base = f"{host}:{port}"
+    sys.stderr.write(f"acp-server: ACP over WebSocket at ws://{base}{ACP_PATH}\n")
+    if listen.token_generated:
+        viewer = f"http://{base}/?token={listen.token.reveal()}"
+    else:
+        viewer = f"http://{base}/?token=<the token of --token-file>"
+    sys.stderr.write(f"acp-server: session viewer at {viewer}\n")
+    sys.stderr.flush()

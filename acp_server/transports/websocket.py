@@ -1,0 +1,188 @@
+"""WebSocket framing over a TCP stream (RFC 6455): one JSON-RPC message per text frame.
+
+The protocol itself is the sans-I/O `ServerProtocol` of the `websockets` library (bytes in,
+events and bytes out); this module is the thin anyio layer around it, so the server's I/O stays
+anyio's like everything else (see docs/decisions/websocket-transport.md):
+
+- `accept` reads the opening HTTP request and hands it to the caller, who answers it with a
+  plain HTTP response (a page, a refusal) or lets the upgrade go ahead. It is bounded in time
+  and size: a peer that never finishes its request is dropped.
+- `WebSocketChannel` is an upgraded connection: `messages()` gives each text message received
+  (fragments joined, at most `max_message_bytes`), `send` sends one text frame. Pings are
+  answered and the closing handshake done by the protocol object; a binary message, a message
+  too big (1009) or a protocol error closes the connection with the matching close code.
+
+Every write goes through one lock, in the order the protocol produced the bytes, so frames of
+concurrent senders never interleave.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+import anyio
+from anyio.abc import ByteStream
+from websockets.extensions.permessage_deflate import enable_server_permessage_deflate
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+
+log = logging.getLogger(__name__)
+
+_protocol_log: Final = logging.getLogger(f"{__name__}.protocol")
+# The protocol object logs each request line at debug level, query string included, and a
+# browser's token travels in the query string: it must never reach a log.
+_protocol_log.setLevel(logging.WARNING)
+
+READ_SIZE: Final = 256 * 1024
+HANDSHAKE_TIMEOUT: Final = 10.0
+"""Seconds a peer has to send its whole opening request."""
+
+Answer = Callable[[Request], Response | None]
+"""Decides an opening request: an HTTP response to send instead of upgrading, or None to
+accept the WebSocket upgrade."""
+
+
+async def accept(
+    stream: ByteStream,
+    answer: Answer,
+    *,
+    max_message_bytes: int,
+    compression: bool = True,
+    handshake_timeout: float = HANDSHAKE_TIMEOUT,
+) -> WebSocketChannel | None:
+    """Read the opening request on `stream` and answer it; the channel if it was upgraded.
+
+    None when the request was answered over plain HTTP, was malformed, or did not come in
+    time; the stream has then been closed. With `compression`, permessage-deflate is offered
+    to clients that ask for it.
+    """
+    protocol = ServerProtocol(
+        max_size=max_message_bytes,
+        extensions=enable_server_permessage_deflate(None) if compression else None,
+        logger=_protocol_log,
+    )
+    channel = WebSocketChannel(stream, protocol)
+    request: Request | None = None
+    with anyio.move_on_after(handshake_timeout):
+        request = await channel._read_request()
+    if request is None:
+        await channel._finish()
+        return None
+    response = answer(request)
+    if response is None:
+        response = protocol.accept(request)
+    protocol.send_response(response)
+    if response.status_code != 101:
+        await channel._finish()
+        return None
+    await channel._flush()
+    return channel
+
+
+class WebSocketChannel:
+    """One upgraded WebSocket connection: text messages in, text frames out."""
+
+    def __init__(self, stream: ByteStream, protocol: ServerProtocol) -> None:
+        self._stream = stream
+        self._protocol = protocol
+        self._out: deque[bytes] = deque()
+        self._lock = anyio.Lock()
+        self._broken = False
+        self.request: Request | None = None
+        """The opening request, once read."""
+
+    async def messages(self) -> AsyncIterator[bytes]:
+        """Each text message received, until the peer closes or the connection fails."""
+        protocol = self._protocol
+        fragments: list[bytes] = []
+        while protocol.state is State.OPEN:
+            if not await self._receive():
+                return
+            for frame in protocol.events_received():
+                if not isinstance(frame, Frame):
+                    continue
+                opcode = frame.opcode
+                if opcode is Opcode.TEXT or (opcode is Opcode.CONT and fragments):
+                    fragments.append(bytes(frame.data))
+                    if frame.fin:
+                        message = b"".join(fragments)
+                        fragments = []
+                        yield message
+                elif opcode is Opcode.BINARY or opcode is Opcode.CONT:
+                    protocol.fail(
+                        CloseCode.UNSUPPORTED_DATA, "send JSON-RPC messages as text frames"
+                    )
+                    await self._flush()
+                    return
+            await self._flush()  # pongs, and the echo of a close
+
+    async def send(self, frame: bytes) -> None:
+        """Send one message as a text frame (a stdio frame's newline is left out)."""
+        if self._protocol.state is not State.OPEN:
+            raise anyio.ClosedResourceError
+        self._protocol.send_text(frame[:-1] if frame.endswith(b"\n") else frame)
+        await self._flush()
+
+    def send_nowait(self, frame: bytes) -> None:
+        """Queue a text frame without waiting: it leaves with the next write, in order."""
+        if self._protocol.state is not State.OPEN:
+            raise anyio.ClosedResourceError
+        self._protocol.send_text(frame[:-1] if frame.endswith(b"\n") else frame)
+        self._out.extend(self._protocol.data_to_send())
+
+    async def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
+        """Start the closing handshake, if it has not happened, and close the stream."""
+        if self._protocol.state is State.OPEN:
+            self._protocol.send_close(code, reason)
+        await self._finish()
+
+    async def _read_request(self) -> Request | None:
+        while True:
+            if not await self._receive():
+                return None
+            for event in self._protocol.events_received():
+                if isinstance(event, Request):
+                    self.request = event
+                    return event
+            if self._protocol.handshake_exc is not None:
+                return None
+
+    async def _receive(self) -> bool:
+        """Feed the protocol what arrives; False at the end of the stream."""
+        try:
+            data = await self._stream.receive(READ_SIZE)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._protocol.receive_eof()
+            return False
+        self._protocol.receive_data(data)
+        return True
+
+    async def _flush(self) -> None:
+        self._out.extend(self._protocol.data_to_send())
+        async with self._lock:
+            while self._out:
+                data = self._out.popleft()
+                if self._broken:
+                    continue
+                try:
+                    if data:
+                        await self._stream.send(data)
+                    else:  # the protocol's end of output
+                        await self._stream.send_eof()
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    self._broken = True
+                    self._out.clear()
+                    raise anyio.BrokenResourceError from None
+
+    async def _finish(self) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._flush()
+            except anyio.BrokenResourceError:
+                log.debug("the peer went before the connection was closed")
+            await self._stream.aclose()
