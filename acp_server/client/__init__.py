@@ -17,6 +17,7 @@ from .connection import (
     Loaded,
     Page,
     answer_server_request,
+    default_answer,
     session_address,
     subagent_address,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Page",
     "RpcError",
     "answer_server_request",
+    "default_answer",
     "session_address",
     "subagent_address",
 ]

@@ -80,6 +80,11 @@ def subagent_address(parent_session_id: str, child_session_id: str) -> dict[str,
 
 async def answer_server_request(method: str, params: Any) -> Any:
     """The default answers: allow a permission once; refuse every other method (-32601)."""
+    return default_answer(method, params)
+
+
+def default_answer(method: str, params: Any) -> Any:
+    """`answer_server_request` for blocking code."""
     if method == "session/request_permission":
         options = params.get("options", []) if isinstance(params, dict) else []
         chosen = next(

@@ -1,0 +1,223 @@
+"""A `serve --listen` server in a subprocess, and a blocking JSON-RPC peer over its WebSocket.
+
+`listening(sessions_dir, *flags)` starts the server on a free loopback port and reads where it
+listens, and its token, from its stderr. `Listening.connect` opens a `Peer` (closed at the end
+at the latest): requests wait for
+their answer, server requests are answered as `acp_server.client.default_answer` does, and
+notifications are kept in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from websockets.sync.client import ClientConnection, connect
+
+from acp_server.client import Journal, default_answer
+from acp_server.client.errors import RpcError
+from acp_server.client.process import serve_command
+from acp_server.core.events import SessionEvent
+from tests.polling import TIMEOUT, wait_until
+
+_ANNOUNCE = re.compile(r"acp-server: session viewer at http://([^/]+)/\?token=(\S+)")
+
+
+class PeerError(Exception):
+    """The server answered a request with an error."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error['code']}: {error['message']}")
+        self.code: int = error["code"]
+        self.message: str = error["message"]
+        self.data: Any = error.get("data")
+
+
+@dataclass
+class Peer:
+    """One WebSocket connection to the server, driven from blocking code."""
+
+    ws: ClientConnection
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    server_requests: list[dict[str, Any]] = field(default_factory=list)
+    answer_server: bool = True
+    """Answer the server's requests as `default_answer` does (else only keep them)."""
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.ws.send(json.dumps(message))
+
+    def start(self, method: str, params: Any) -> int:
+        """Send a request without waiting; its id."""
+        request_id = next(self._ids)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def request(self, method: str, params: Any) -> Any:
+        """The result of a request (`PeerError` for an error answer)."""
+        return self.answer(self.start(method, params))
+
+    def answer(self, request_id: int) -> Any:
+        """Read frames until the answer to `request_id`; its result."""
+        while True:
+            frame = self.frame()
+            if frame.get("id") == request_id and "method" not in frame:
+                if "error" in frame:
+                    raise PeerError(frame["error"])
+                return frame["result"]
+
+    def frame(self) -> dict[str, Any]:
+        """The next frame, after handling it: a notification is kept, a server request kept and
+        (if `answer_server`) answered."""
+        frame = json.loads(self.ws.recv(timeout=TIMEOUT))
+        assert isinstance(frame, dict)
+        if "method" in frame and "id" in frame:
+            self.server_requests.append(frame)
+            if self.answer_server:
+                self._answer(frame)
+        elif "method" in frame:
+            self.notifications.append(frame)
+        return frame
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        try:
+            result = default_answer(request["method"], request.get("params"))
+        except RpcError as exc:
+            self.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request["id"],
+                    "error": {"code": exc.code, "message": exc.message},
+                }
+            )
+            return
+        self.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    def initialize(self) -> Any:
+        return self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+
+    def new_session(self, cwd: Path) -> str:
+        session_id: str = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})[
+            "sessionId"
+        ]
+        return session_id
+
+    def history(self, session_id: str) -> list[SessionEvent]:
+        """Every event of the session, from one `session.page` as large as it is."""
+        address = {"kind": "session", "sessionId": session_id}
+        last = self.request("session.follow", {"address": address, "maxMessages": 1})["cursor"]
+        page = self.request(
+            "session.page", {"address": address, "throughSeq": last, "maxMessages": 100_000}
+        )
+        return list(Journal.from_page(page["records"], page["hasMore"]).events)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@dataclass
+class Listening:
+    process: subprocess.Popen[bytes]
+    address: str
+    token: str
+    stderr: list[str]
+    connections: ExitStack
+    """Every peer's connection, closed when the server is ended."""
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.address}/acp"
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.address}"
+
+    def connect(
+        self,
+        *,
+        token: str | None = None,
+        query_token: bool = True,
+        origin: str | None = None,
+        headers: dict[str, str] | None = None,
+        **options: Any,
+    ) -> Peer:
+        """A peer; the token goes in the query string unless `query_token` is false."""
+        given = self.token if token is None else token
+        url = f"{self.url}?token={given}" if query_token else self.url
+        ws = self.connections.enter_context(
+            connect(
+                url,
+                origin=origin,  # type: ignore[arg-type]
+                additional_headers=headers,
+                open_timeout=TIMEOUT,
+                **options,
+            )
+        )
+        return Peer(ws)
+
+    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        """A plain HTTP GET: status, headers, body."""
+        try:
+            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=TIMEOUT) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+
+    def terminate(self) -> int:
+        """SIGTERM, then the exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=TIMEOUT)
+
+
+@contextmanager
+def listening(sessions_dir: Path, *flags: str) -> Iterator[Listening]:
+    """A `serve --listen 127.0.0.1:0` process, ended (SIGKILL if need be) on the way out."""
+    process = subprocess.Popen(
+        serve_command(sessions_dir, "--listen", "127.0.0.1:0", *flags),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line.decode(errors="replace"))
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        wait_until(
+            lambda: any(_ANNOUNCE.search(line) for line in lines) or process.poll() is not None,
+            "the server says where it listens",
+        )
+        match = next((m for m in map(_ANNOUNCE.search, lines) if m), None)
+        assert match is not None, "".join(lines)
+        with ExitStack() as connections:
+            yield Listening(process, match[1], match[2], lines, connections)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=TIMEOUT)
+        reader.join(timeout=TIMEOUT)
+        for stream in (process.stdout, process.stderr):
+            assert stream is not None
+            stream.close()
+
+
+def plain(event: SessionEvent) -> Any:
+    """An event as the JSON value it is on the wire."""
+    return msgspec.json.decode(msgspec.json.encode(event))
