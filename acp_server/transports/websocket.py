@@ -91,7 +91,7 @@ class WebSocketChannel:
         self._stream = stream
         self._protocol = protocol
         self._out: deque[bytes] = deque()
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._broken = False
         self.request: Request | None = None
         """The opening request, once read."""
