@@ -132,8 +132,8 @@ export function randomLog(seed, turns) {
   return log;
 }
 
-/** A `WebSocket` stand-in: what the client sends is kept in `sent` (parsed); `receive`
- * delivers a message from the server. */
+/** A `WebSocket` stand-in: what the client sends is kept in `sent` (parsed) and passed to
+ * `onsend`; `receive` delivers a message from the server. */
 export class FakeSocket extends EventTarget {
   constructor(url = "ws://test/acp?token=secret", { open = true } = {}) {
     super();
@@ -144,7 +144,9 @@ export class FakeSocket extends EventTarget {
 
   send(text) {
     if (this.readyState !== 1) throw new Error("not open");
-    this.sent.push(JSON.parse(text));
+    const message = JSON.parse(text);
+    this.sent.push(message);
+    this.onsend?.(message);
   }
 
   receive(message) {
