@@ -85,7 +85,7 @@ test("a notification reaches every handler of its method until it stops", () => 
 test("a server request without a handler is answered -32601", async () => {
   const { socket } = connected();
   socket.receive({ jsonrpc: "2.0", id: "s1", method: "fs/read_text_file", params: {} });
-  await Promise.resolve();
+  await socket.sentCount(1);
   assert.deepEqual(socket.sent, [
     { jsonrpc: "2.0", id: "s1", error: { code: -32601, message: "Method not found: fs/read_text_file" } },
   ]);
@@ -99,7 +99,7 @@ test("a server request with a handler is answered with its result, or the RpcErr
   });
   socket.receive({ jsonrpc: "2.0", id: 7, method: "ask", params: [1] });
   socket.receive({ jsonrpc: "2.0", id: 8, method: "refuse" });
-  await new Promise((resolve) => setImmediate(resolve));
+  await socket.sentCount(2);
   assert.deepEqual(
     socket.sent.sort((a, b) => a.id - b.id),
     [

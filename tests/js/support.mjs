@@ -147,6 +147,15 @@ export class FakeSocket extends EventTarget {
     const message = JSON.parse(text);
     this.sent.push(message);
     this.onsend?.(message);
+    this.#waiters = this.#waiters.filter(([count, resolve]) => this.sent.length < count || resolve());
+  }
+
+  #waiters = [];
+
+  /** Resolves once the client has sent `count` messages in all. */
+  sentCount(count) {
+    if (this.sent.length >= count) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.push([count, resolve]));
   }
 
   receive(message) {
