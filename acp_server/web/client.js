@@ -92,7 +92,8 @@ function exactInt(value, path) {
   expect(value, "int", path);
   if (!Number.isSafeInteger(value)) {
     invalid(
-      `Expected \`int\` within +-${MAX_SAFE_INTEGER}, the integers a JavaScript number holds exactly`,
+      `Expected \`int\` within +-${MAX_SAFE_INTEGER}, ` +
+        "the integers a JavaScript number holds exactly",
       path,
     );
   }
@@ -135,7 +136,13 @@ const ROW_CHUNK_TYPES = {
   "tool-call-chunks": "tool-call-delta",
 };
 
-const TEXT_DATA = { turn: exactInt, step: exactInt, index: exactInt, dt: arrayOf(exactInt), texts: arrayOf(str, 1) };
+const TEXT_DATA = {
+  turn: exactInt,
+  step: exactInt,
+  index: exactInt,
+  dt: arrayOf(exactInt),
+  texts: arrayOf(str, 1),
+};
 const TOOL_DATA = {
   turn: exactInt,
   step: exactInt,
@@ -154,7 +161,10 @@ const TEXT_ROW = {
   time0: safeInt,
   data: (value, path) => object(value, path, TEXT_DATA, TEXT_REQUIRED),
 };
-const TOOL_ROW = { ...TEXT_ROW, data: (value, path) => object(value, path, TOOL_DATA, TOOL_REQUIRED) };
+const TOOL_ROW = {
+  ...TEXT_ROW,
+  data: (value, path) => object(value, path, TOOL_DATA, TOOL_REQUIRED),
+};
 const ROW_REQUIRED = ["seq0", "time0", "data"];
 
 /** How an error names a row: its type and first seq, as far as they can be read. */
@@ -169,7 +179,9 @@ function checkRowShape(row) {
   expect(row, "object", "$");
   if (!Object.hasOwn(row, "type")) invalid("Object missing required field `type`", "$");
   str(row.type, "$.type");
-  if (!Object.hasOwn(ROW_CHUNK_TYPES, row.type)) invalid(`Invalid value ${pyRepr(row.type)}`, "$.type");
+  if (!Object.hasOwn(ROW_CHUNK_TYPES, row.type)) {
+    invalid(`Invalid value ${pyRepr(row.type)}`, "$.type");
+  }
   const tool = row.type === "tool-call-chunks";
   object(row, "$", tool ? TOOL_ROW : TEXT_ROW, ROW_REQUIRED);
 }
@@ -290,8 +302,8 @@ export function decodeRecord(record, index = 0) {
     }
     return expandRow(record.chunks);
   } catch (error) {
-    if (error instanceof Invalid) throw new HistoryProtocolError(`records[${index}]: ${error.message}`);
-    throw error;
+    if (!(error instanceof Invalid)) throw error;
+    throw new HistoryProtocolError(`records[${index}]: ${error.message}`);
   }
 }
 
@@ -525,7 +537,9 @@ export class Journal {
   prepend(pageRecords, hasMore) {
     const events = expand(pageRecords);
     if (!this.#hasOlder) {
-      throw new HistoryProtocolError(`an older page, but nothing is older than seq ${this.#firstSeq}`);
+      throw new HistoryProtocolError(
+        `an older page, but nothing is older than seq ${this.#firstSeq}`,
+      );
     }
     if (!events.length) {
       throw new HistoryProtocolError(
@@ -536,7 +550,8 @@ export class Journal {
     if (last !== this.#firstSeq - 1) {
       const problem = last >= this.#firstSeq ? "overlaps" : "leaves a gap before";
       throw new HistoryProtocolError(
-        `the older page ends at seq ${last}: it ${problem} the journal's first seq ${this.#firstSeq}`,
+        `the older page ends at seq ${last}: ` +
+          `it ${problem} the journal's first seq ${this.#firstSeq}`,
       );
     }
     checkHasOlder(events[0].seq, hasMore);
@@ -610,9 +625,9 @@ export class AcpConnection {
       if (socket.readyState === 1) resolve();
       socket.addEventListener("open", () => resolve());
       socket.addEventListener("close", (event) => {
-        const error = new ConnectionClosed(
-          `the connection closed (code ${event.code ?? "none"}${event.reason ? `: ${event.reason}` : ""})`,
-        );
+        const why = event.reason ? `: ${event.reason}` : "";
+        const code = event.code ?? "none";
+        const error = new ConnectionClosed(`the connection closed (code ${code}${why})`);
         reject(error);
         this.#shut(error);
         settleClosed({ code: event.code, reason: event.reason });
@@ -642,14 +657,14 @@ export class AcpConnection {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      this.#send(params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params });
+      this.#send(rpcMessage({ id, method }, params));
     });
   }
 
   /** Send a notification (no answer). */
   notify(method, params) {
     if (this.#closedError) throw this.#closedError;
-    this.#send(params === undefined ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params });
+    this.#send(rpcMessage({ method }, params));
   }
 
   /** Call `handler(params)` for every notification `method`; returns a function that stops. */
@@ -688,7 +703,7 @@ export class AcpConnection {
     if (message === null || typeof message !== "object") return;
     if (typeof message.method === "string") {
       if (Object.hasOwn(message, "id")) this.#answer(message);
-      else for (const handler of this.#notificationHandlers.get(message.method) ?? []) handler(message.params);
+      else this.#notify(message);
       return;
     }
     const waiter = this.#pending.get(message.id);
@@ -702,6 +717,16 @@ export class AcpConnection {
     }
   }
 
+  #notify({ method, params }) {
+    for (const handler of this.#notificationHandlers.get(method) ?? []) {
+      try {
+        handler(params);
+      } catch (error) {
+        console.error(`the ${method} handler failed:`, error);
+      }
+    }
+  }
+
   async #answer({ id, method, params }) {
     const handler = this.#requestHandlers.get(method);
     let answer;
@@ -709,7 +734,8 @@ export class AcpConnection {
       if (!handler) throw new RpcError(METHOD_NOT_FOUND, `Method not found: ${method}`);
       answer = { jsonrpc: "2.0", id, result: (await handler(params)) ?? null };
     } catch (error) {
-      const rpc = error instanceof RpcError ? error : new RpcError(-32603, String(error?.message ?? error));
+      const rpc =
+        error instanceof RpcError ? error : new RpcError(-32603, String(error?.message ?? error));
       const body = { code: rpc.code, message: rpc.message };
       if (rpc.data !== undefined) body.data = rpc.data;
       answer = { jsonrpc: "2.0", id, error: body };
@@ -723,6 +749,13 @@ export class AcpConnection {
     for (const waiter of this.#pending.values()) waiter.reject(error);
     this.#pending.clear();
   }
+}
+
+/** A JSON-RPC 2.0 request (with an `id`) or notification; absent `params` are left out. */
+function rpcMessage(fields, params) {
+  return params === undefined
+    ? { jsonrpc: "2.0", ...fields }
+    : { jsonrpc: "2.0", ...fields, params };
 }
 
 function addHandler(handlers, method, handler) {
@@ -818,8 +851,8 @@ export class Follow {
     try {
       await this.connection.request("session.unfollow", { subscriptionId });
     } catch (error) {
-      // -32602: it had just ended on its own (an overflow on the wire).
       if (error instanceof ConnectionClosed) return;
+      // -32602: it had just ended on its own (an overflow on the wire).
       if (!(error instanceof RpcError && error.code === INVALID_PARAMS)) throw error;
     }
   }
@@ -864,6 +897,10 @@ export class Follow {
         this.#emit();
       }
     } catch (error) {
+      if (error instanceof ConnectionClosed) {
+        await this.#finish("disconnected"); // a page asked for while the connection closed
+        return;
+      }
       this.error = error;
       this.#listeners.onError?.(error);
       await this.#finish("error");
