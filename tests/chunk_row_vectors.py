@@ -6,6 +6,9 @@ Both clients decode `session.page` records with their own code: the Python codec
 
 - `decodes`: records as the server sends them (events packed canonically by `pack_chunk_runs`,
   and a few hand-made rows), with the exact events they stand for;
+- `paged`: a session's log and every page of it, newest first, cut and packed by the server's
+  own paging (`EventLog.page`, rows clipped at page boundaries): a journal that starts from the
+  first and prepends the others holds the log;
 - `refuses`: malformed records, each with the `HistoryProtocolError` message it must raise;
 - `beyondJavaScript`: rows the Python codec accepts whose integers a JavaScript number cannot
   hold exactly (beyond 2**53 - 1), which the browser client refuses instead of rounding;
@@ -25,6 +28,7 @@ from typing import Any
 import msgspec
 
 from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     KNOWN_EVENT_TYPES,
     MAX_SAFE_INTEGER,
@@ -221,6 +225,141 @@ DECODES: list[tuple[str, list[Json]]] = [
         ],
     ),
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# A session's log paged by the server's own paging, newest page first.
+
+
+def _turn(turn: int) -> list[Json]:
+    """One turn's events, seqs and times to be given: a step that thinks, says and calls a
+    tool, then a step that answers."""
+    call_id, arguments = f"call-{turn}", '{"path": "a.txt"}'
+    thinking = ["Let", " me", " read", " the", " file", " 😀"]
+    saying = ["I", "'ll", " look", "."]
+    argument_parts = ['{"pa', 'th":', ' "a.', 'txt"}']
+    answer = ["It", " says", " hé", "llo", "!"]
+    chunk = lambda step, value: ("assistant/chunk", {"turn": turn, "step": step, "chunk": value})  # noqa: E731
+    events: list[tuple[str, Json]] = [
+        ("turn/start", {"turn": turn}),
+        (
+            "user/message",
+            {
+                "turn": turn,
+                "message": {
+                    "id": f"u{turn}",
+                    "content": [{"type": "text", "text": "What is in a.txt?"}],
+                },
+            },
+        ),
+        ("step/start", {"turn": turn, "step": 0}),
+        *[chunk(0, {"type": "reasoning-delta", "index": 0, "text": text}) for text in thinking],
+        *[chunk(0, {"type": "text-delta", "index": 1, "text": text}) for text in saying],
+        *[
+            chunk(
+                0,
+                {
+                    "type": "tool-call-delta",
+                    "index": 2,
+                    "id": call_id,
+                    "argumentsDelta": part,
+                    "name": "read",
+                },
+            )
+            for part in argument_parts
+        ],
+        chunk(0, {"type": "finish", "reason": "tool-calls"}),
+    ]
+    first_chunk = len(events) - len(thinking) - len(saying) - len(argument_parts) - 1
+    return [
+        *events,
+        (
+            "assistant/message",
+            {
+                "turn": turn,
+                "step": 0,
+                "message": {
+                    "id": f"a{turn}.0",
+                    "content": [
+                        {"type": "reasoning", "text": "".join(thinking)},
+                        {"type": "text", "text": "".join(saying)},
+                        {
+                            "type": "tool-call",
+                            "id": call_id,
+                            "name": "read",
+                            "arguments": arguments,
+                        },
+                    ],
+                },
+            },
+            [first_chunk, len(events) - 1],
+        ),
+        (
+            "tool/call",
+            {"turn": turn, "step": 0, "callId": call_id, "name": "read", "arguments": arguments},
+        ),
+        (
+            "tool/result",
+            {
+                "turn": turn,
+                "step": 0,
+                "callId": call_id,
+                "content": [{"type": "text", "text": "hello"}],
+            },
+            [len(events) + 1, len(events) + 1],
+        ),
+        ("step/end", {"turn": turn, "step": 0}),
+        ("step/start", {"turn": turn, "step": 1}),
+        *[chunk(1, {"type": "text-delta", "index": 0, "text": text}) for text in answer],
+        (
+            "assistant/message",
+            {
+                "turn": turn,
+                "step": 1,
+                "message": {
+                    "id": f"a{turn}.1",
+                    "content": [{"type": "text", "text": "".join(answer)}],
+                },
+            },
+            [len(events) + 5, len(events) + 9],
+        ),
+        ("step/end", {"turn": turn, "step": 1}),
+        ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
+    ]
+
+
+def session_log(turns: int) -> list[Json]:
+    """A session of `turns` turns, as parsed JSON events (source ranges made absolute)."""
+    log: list[Json] = []
+    for turn in range(turns):
+        base = len(log)
+        for type_, data, *source_range in _turn(turn):
+            extra = (
+                {"sourceRange": [base + source_range[0][0], base + source_range[0][1]]}
+                if source_range
+                else {}
+            )
+            log.append(
+                event(type_, len(log), 10_000 + 7 * len(log) - (len(log) % 3), data, **extra)
+            )
+    return log
+
+
+def pages(events: list[Json], max_messages: int) -> list[Json]:
+    """Every `session.page` of the log, newest first, as the server cuts and sends them."""
+    log = EventLog(pack_chunk_runs([convert_event(value) for value in events]))
+    out: list[Json] = []
+    end = len(events)
+    while True:
+        cut, records = log.page(end, max_messages)
+        wire = msgspec.json.decode(msgspec.json.encode(to_history_records(records)))
+        out.append({"records": wire, "hasMore": cut.has_more})
+        if not cut.has_more:
+            return out
+        end = cut.start
+
+
+PAGED = [("three turns, one message a page", 3, 1), ("three turns, three messages a page", 3, 3)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,6 +562,11 @@ def build() -> Json:
         "refuses": [
             {"name": name, "records": [PLAIN, record], "error": _refusal(record)}
             for name, record in REFUSES
+        ],
+        # Pages of one log: the first a journal starts from, each next one prepended.
+        "paged": [
+            {"name": name, "events": session_log(turns), "pages": pages(session_log(turns), size)}
+            for name, turns, size in PAGED
         ],
         "beyondJavaScript": [
             {"name": name, "records": [record], "events": _decoded([record])}
