@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from chunk_row_vectors import VECTORS, as_json, build, render
 
+from acp_server.client.journal import Journal
 from acp_server.core.events import KNOWN_EVENT_TYPES
 from acp_server.core.history import HistoryProtocolError, expand_history_records
 
@@ -43,3 +44,15 @@ def test_the_python_codec_refuses_each_malformed_vector_with_its_message(
     with pytest.raises(HistoryProtocolError) as raised:
         expand_history_records(vector["records"])
     assert str(raised.value) == vector["error"]
+
+
+@pytest.mark.parametrize("vector", FILE["paged"], ids=lambda vector: vector["name"])
+def test_a_journal_of_the_first_page_with_every_older_page_prepended_holds_the_log(
+    vector: dict[str, Any],
+) -> None:
+    first, *older = vector["pages"]
+    journal = Journal.from_page(first["records"], first["hasMore"])
+    for page in older:
+        journal.prepend(page["records"], page["hasMore"])
+    assert as_json(list(journal.events)) == vector["events"]
+    assert journal.has_older is False

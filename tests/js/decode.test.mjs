@@ -1,11 +1,13 @@
 // The browser client's decoder on the Python codec's vectors (tests/vectors/chunk_rows.json,
-// made by tests/chunk_row_vectors.py): the same events out, the same refusals.
+// made by tests/chunk_row_vectors.py): the same events out, the same refusals, and the server's
+// own pages of a log stitched back into the log.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
   HistoryProtocolError,
+  Journal,
   KNOWN_EVENT_TYPES,
   decodeEvent,
   decodeRecords,
@@ -75,3 +77,13 @@ test("a live event is checked and named as live", () => {
     new HistoryProtocolError("live event: Expected `int` >= 0 - at `$.seq`"),
   );
 });
+
+for (const vector of VECTORS.paged) {
+  test(`a journal of the first page with every older page prepended holds the log: ${vector.name}`, () => {
+    const [first, ...older] = vector.pages;
+    const journal = Journal.fromPage(first.records, first.hasMore);
+    for (const page of older) journal.prepend(page.records, page.hasMore);
+    assert.deepEqual(journal.events, vector.events);
+    assert.equal(journal.hasOlder, false);
+  });
+}
