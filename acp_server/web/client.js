@@ -99,13 +99,17 @@ function exactInt(value, path) {
   }
 }
 
-function arrayOf(check, minLength = 0) {
+/** An array whose items pass `ok`; `check` words the refusal of one that does not (paths
+ * are only built for an error: a row's members are checked by the hundred thousand). */
+function arrayOf(ok, check, minLength = 0) {
   return (value, path) => {
     expect(value, "array", path);
     if (value.length < minLength) invalid(`Expected \`array\` of length >= ${minLength}`, path);
-    for (let i = 0; i < value.length; i++) check(value[i], `${path}[${i}]`);
+    for (let i = 0; i < value.length; i++) if (!ok(value[i])) check(value[i], `${path}[${i}]`);
   };
 }
+
+const isString = (value) => typeof value === "string";
 
 /** An object whose keys are `checks`' (each checked), with every `required` key present. */
 function object(value, path, checks, required) {
@@ -140,17 +144,17 @@ const TEXT_DATA = {
   turn: exactInt,
   step: exactInt,
   index: exactInt,
-  dt: arrayOf(exactInt),
-  texts: arrayOf(str, 1),
+  dt: arrayOf(Number.isSafeInteger, exactInt),
+  texts: arrayOf(isString, str, 1),
 };
 const TOOL_DATA = {
   turn: exactInt,
   step: exactInt,
   index: exactInt,
-  dt: arrayOf(exactInt),
+  dt: arrayOf(Number.isSafeInteger, exactInt),
   id: str,
   name: str,
-  args: arrayOf(str, 1),
+  args: arrayOf(isString, str, 1),
 };
 const TEXT_REQUIRED = ["turn", "step", "index", "dt", "texts"];
 const TOOL_REQUIRED = ["turn", "step", "index", "dt", "id", "args"];
@@ -313,7 +317,8 @@ export function decodeRecords(records) {
   if (!Array.isArray(records)) throw new HistoryProtocolError("records: not an array");
   const events = [];
   for (let i = 0; i < records.length; i++) {
-    for (const event of decodeRecord(records[i], i)) events.push(event);
+    const span = decodeRecord(records[i], i);
+    for (let k = 0; k < span.length; k++) events.push(span[k]);
   }
   return events;
 }
@@ -391,7 +396,7 @@ export class Journal {
 
   /** A journal holding one `session.page` result: its `records` and `hasMore`. */
   static fromPage(records, hasMore) {
-    const events = expand(records);
+    const events = decodeRecords(records); // the constructor checks that they are contiguous
     if (!events.length && hasMore) {
       throw new HistoryProtocolError("an empty page cannot have more before it");
     }
