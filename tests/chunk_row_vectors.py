@@ -576,7 +576,40 @@ def build() -> Json:
 
 
 def render(vectors: Json) -> str:
-    return json.dumps(vectors, indent=1, ensure_ascii=False) + "\n"
+    """The file's text: one line per record, event or page record, so that diffs stay legible."""
+
+    def one(value: Json) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    def items(values: list[Json], indent: str) -> str:
+        if not values:
+            return "[]"
+        inner = indent + "  "
+        return "[\n" + ",\n".join(inner + one(v) for v in values) + "\n" + indent + "]"
+
+    def vector(value: Json) -> str:
+        fields = []
+        for key, field in value.items():
+            if key == "pages":
+                pages = ",\n".join(
+                    f'      {{"hasMore": {one(page["hasMore"])}, "records": {items(page["records"], "      ")}}}'
+                    for page in field
+                )
+                fields.append(f'    "pages": [\n{pages}\n    ]')
+            elif isinstance(field, list):
+                fields.append(f"    {one(key)}: {items(field, '    ')}")
+            else:
+                fields.append(f"    {one(key)}: {one(field)}")
+        return "  {\n" + ",\n".join(fields) + "\n  }"
+
+    sections = []
+    for key, value in vectors.items():
+        if key == "knownEventTypes":
+            sections.append(f" {one(key)}: {one(value)}")
+        else:
+            body = ",\n".join(vector(v) for v in value)
+            sections.append(f" {one(key)}: [\n{body}\n ]")
+    return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
 def main() -> None:
