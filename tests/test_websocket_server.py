@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+import acp_server
 from acp_server.storage.store import SessionStore
 from tests.polling import TIMEOUT, wait_until
 from tests.spec_reader import read_log
@@ -226,3 +227,20 @@ def _is_chunk(notification: dict[str, object]) -> bool:
 def test_an_unknown_path_is_404(server: Listening) -> None:
     status, _, body = server.get("/nothing-here")
     assert (status, body) == (404, b"Not found\n")
+
+
+@pytest.mark.parametrize("name", ["client.js", "fold.js"])
+def test_the_browser_modules_are_served_as_shipped(server: Listening, name: str) -> None:
+    status, headers, body = server.get(f"/{name}")
+    shipped = (Path(acp_server.__file__).parent / "web" / name).read_bytes()
+    assert (status, headers["Content-Type"], body) == (
+        200,
+        "text/javascript; charset=utf-8",
+        shipped,
+    )
+    assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_path_outside_the_web_files_is_404(server: Listening) -> None:
+    assert server.get("/web/client.js")[0] == 404
+    assert server.get("/..%2Fcli.py")[0] == 404
