@@ -41,6 +41,9 @@ _protocol_log.setLevel(logging.WARNING)
 READ_SIZE: Final = 256 * 1024
 HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a peer has to send its whole opening request."""
+CLOSE_TIMEOUT: Final = 5.0
+"""Seconds the last frames (a response, the closing handshake) get to leave, and the peer to
+close its side."""
 
 Answer = Callable[[Request], Response | None]
 """Decides an opening request: an HTTP response to send instead of upgrading, or None to
@@ -180,9 +183,16 @@ class WebSocketChannel:
                     raise anyio.BrokenResourceError from None
 
     async def _finish(self) -> None:
-        with anyio.CancelScope(shield=True):
+        """Send what is left, then wait for the peer to close its side before closing ours:
+        closing a socket with unsent data would throw that data away."""
+        # Shielded, so that a shutdown still closes the connection; bounded, so that a peer
+        # that stopped reading (or never closes) cannot hold the shutdown up.
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
             try:
                 await self._flush()
+                while await self._receive():  # the peer's closing frame, then its end
+                    self._protocol.events_received()
+                    await self._flush()
             except anyio.BrokenResourceError:
                 log.debug("the peer went before the connection was closed")
-            await self._stream.aclose()
+        await self._stream.aclose()
