@@ -289,3 +289,26 @@ def test_says_so_when_the_session_is_unknown(
     assert page.get_by_role("alert").text_content() == (
         f"No such sessionThis store holds no session {unknown}."
     )
+
+
+def test_says_so_when_the_connection_is_lost_and_keeps_what_it_shows(
+    page: Page, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    own = ListenServer.start(tmp_path / "sessions")
+    try:
+        with own.client() as other:
+            session_id = other.new_session(tmp_path)
+            other.prompt_demo(session_id)
+            events = other.events(session_id)
+        page.goto(own.viewer_url(f"/sessions/{session_id}"))
+        wait_for_state(page, "following")
+    finally:
+        own.stop()
+    page.wait_for_function("() => window.acpViewer.state === 'error'")
+    screenshot(page)
+
+    assert status(page, "error")["kind"] == "connection-lost"
+    alert = page.get_by_role("alert")
+    assert alert.locator("h2").text_content() == "Connection to the server lost"
+    shown = of_kind(shown_nodes(page), "text")
+    assert [n["body"] for n in shown] == message_blocks(events, "text")

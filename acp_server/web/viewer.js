@@ -101,9 +101,11 @@ function showError(kind, message, hint) {
     el("h2", { text: message }),
     hint ? el("p", { text: hint }) : null,
   );
+  // Over a conversation shown, the error is a banner above it: what arrived stays readable.
+  const shown = app.querySelector(".session .main");
   const banner = document.querySelector(".error-box");
   if (banner) banner.replaceWith(box);
-  else if (kind === "connection-lost" && app.querySelector(".session")) app.prepend(box);
+  else if (shown) shown.prepend(box);
   else app.replaceChildren(box);
 }
 
@@ -385,8 +387,9 @@ function pretty(value) {
 /** The lines of `before` and `after`, each marked kept (" "), removed ("-") or added ("+"):
  * a longest-common-subsequence diff, or all removed then all added when too big for one. */
 function lineDiff(before, after) {
-  const a = before.split("\n");
-  const b = after.split("\n");
+  // A file's last line break ends its last line: it starts no empty one.
+  const a = before === "" ? [] : before.replace(/\n$/, "").split("\n");
+  const b = after === "" ? [] : after.replace(/\n$/, "").split("\n");
   if (a.length * b.length > 250_000) return [...a.map((l) => ["-", l]), ...b.map((l) => ["+", l])];
   const common = Array.from({ length: a.length + 1 }, () => new Uint32Array(b.length + 1));
   for (let i = a.length - 1; i >= 0; i--) {
@@ -403,8 +406,8 @@ function lineDiff(before, after) {
       i++;
       j++;
     }
-    else if (j < b.length && (i === a.length || common[i][j + 1] >= common[i + 1][j])) lines.push(["+", b[j++]]);
-    else lines.push(["-", a[i++]]);
+    else if (i < a.length && (j === b.length || common[i + 1][j] >= common[i][j + 1])) lines.push(["-", a[i++]]);
+    else lines.push(["+", b[j++]]);
   }
   return lines;
 }
