@@ -221,6 +221,8 @@ def test_follows_a_live_session_gaplessly_while_it_streams(
     page.wait_for_function("last => window.acpViewer.lastSeq === last", arg=last_seq)
     screenshot(page)
 
+    assert status(page, "lastSeq") == last_seq
+
     assert status(page, "events") == len(events)
     assert status(page, "liveEvents") == len(events)  # every event came as it was appended
     shown = of_kind(shown_nodes(page), "text")
@@ -259,6 +261,31 @@ def test_pages_older_history_in_when_scrolled_to_the_top(
     assert [n["seq"] for n in nodes] == sorted({n["seq"] for n in nodes})
     assert [n["body"] for n in of_kind(nodes, "user")] == user_texts(events)
     assert [n["body"] for n in of_kind(nodes, "text")] == message_blocks(events, "text")
+
+
+def test_shows_the_title_and_the_mode_changes_and_lists_the_title(
+    page: Page, server: ListenServer, client: RpcClient, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    session_id = client.new_session(tmp_path)
+    title = "Fix the greeting"
+    prompt = [{"type": "text", "text": f"/title {title}"}]
+    client.call("session/prompt", {"sessionId": session_id, "prompt": prompt})
+    client.call("session/set_mode", {"sessionId": session_id, "modeId": "plan"})
+
+    page.goto(server.viewer_url("/"))
+    wait_for_state(page, "listed")
+    item = page.locator(f'.session-item[data-session-id="{session_id}"]')
+    assert item.locator(".title").text_content() == title
+
+    item.locator("a").click()
+    wait_for_state(page, "following")
+    screenshot(page)
+    assert page.locator(".session-title").text_content() == title
+    nodes = shown_nodes(page)
+    assert [(n["kind"], n["body"]) for n in nodes if n["kind"] in ("title", "mode")] == [
+        ("title", title),
+        ("mode", "plan"),
+    ]
 
 
 def test_says_so_when_the_token_is_refused(
