@@ -1,0 +1,724 @@
+// The session viewer served by `acp-server serve --listen` (SPEC 3.4).
+//
+// `/` lists the store's sessions (ACP `session/list`); `/sessions/<id>` shows one session's
+// conversation, folded from its events by `fold.js`, following it live (`session.follow`
+// through `client.js`'s `Follow`) and paging older history in when scrolled to the top
+// (`session.page` with `beforeSeq`, through `Follow.loadOlder`).
+//
+// The token: the server prints the viewer's address with `?token=`. It is read from the
+// address once, kept in sessionStorage (this tab only) and taken out of the address bar, so it
+// is neither bookmarked nor shown; the links between pages carry no token.
+//
+// Nothing is global except `window.acpViewer`, a read-only view of the viewer's state for
+// tests and for the curious (see `STATUS` below).
+
+import { AcpConnection, Follow, HistoryProtocolError, RpcError } from "./client.js";
+import { ConversationFold } from "./fold.js";
+
+const TOKEN_KEY = "acp-server.token";
+const PROTOCOL_VERSION = 1;
+const UNKNOWN_SESSION = -32002;
+const DEFAULT_PAGE_MESSAGES = 50;
+/** Pixels from the top of the conversation at which older history is paged in. */
+const OLDER_MARGIN = 80;
+/** Pixels from the bottom within which the view sticks to the bottom as text streams in. */
+const STICK_MARGIN = 48;
+const MAX_LIST_PAGES = 40;
+
+// ---------------------------------------------------------------------------------------------
+// State, and the read-only status object.
+
+const state = {
+  state: "starting", // starting | connecting | listing | listed | loading | following | ended | error
+  error: null, // {kind, message} once something failed
+  sessionId: null,
+  sessions: null, // the sessions listed at `/`
+  firstSeq: null,
+  lastSeq: null,
+  events: 0, // events the journal holds
+  hasOlder: false,
+  liveEvents: 0, // `session.event` frames received
+  pagesLoaded: 0, // older pages prepended
+  endReason: null,
+};
+
+/**
+ * `window.acpViewer`: read-only; every property is read when asked for.
+ * - `state`: "starting", "connecting", "listing", "listed" (`/` shown), "loading", "following"
+ *   (a session shown and followed), "ended" (the follow ended; `endReason` says why) or "error".
+ * - `error`: null, or `{kind, message}`; kind is "no-token", "token-refused", "origin-refused",
+ *   "unreachable", "connection-lost", "unknown-session", "protocol" or "server".
+ * - `sessionId`, `sessions` (at `/`: `[{sessionId, title, cwd, updatedAt}]` as shown, in order).
+ * - `firstSeq`, `lastSeq`, `events`, `hasOlder`: the journal's; `liveEvents`: live frames
+ *   received; `pagesLoaded`: older pages prepended.
+ */
+const STATUS = Object.freeze(
+  Object.defineProperties(
+    {},
+    Object.fromEntries(
+      Object.keys(state).map((key) => [key, { enumerable: true, get: () => structuredClone(state[key]) }]),
+    ),
+  ),
+);
+Object.defineProperty(window, "acpViewer", { value: STATUS });
+
+// ---------------------------------------------------------------------------------------------
+// Small DOM helpers (text only: nothing received is ever parsed as HTML).
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, String(value));
+    else node[key] = value;
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const app = document.getElementById("app");
+const crumb = document.getElementById("crumb");
+const statusPill = document.getElementById("status");
+
+function setStatus(kind, text) {
+  statusPill.hidden = !text;
+  statusPill.className = `status ${kind}`;
+  statusPill.textContent = text ?? "";
+}
+
+function showError(kind, message, hint) {
+  state.state = "error";
+  state.error = { kind, message };
+  setStatus("bad", kind === "connection-lost" ? "disconnected" : "error");
+  const box = el(
+    "div",
+    { class: "error-box", role: "alert", "data-error": kind },
+    el("h2", { text: message }),
+    hint ? el("p", { text: hint }) : null,
+  );
+  // Over a conversation shown, the error is a banner above it: what arrived stays readable.
+  const shown = app.querySelector(".session .main");
+  const banner = document.querySelector(".error-box");
+  if (banner) banner.replaceWith(box);
+  else if (shown) shown.prepend(box);
+  else app.replaceChildren(box);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The token and the connection.
+
+function takeToken() {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (given !== null) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    url.searchParams.delete("token");
+    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+/** The UTF-8 length of a string, without encoding it. */
+function utf8Length(text) {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) bytes += 1;
+    else if (code < 0x800) bytes += 2;
+    else if (code >= 0xd800 && code < 0xdc00) {
+      bytes += 4; // a surrogate pair: one code point beyond the BMP
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+const figures = {
+  bytes: 0, // bytes of the frames received (after decompression)
+  frames: 0,
+  records: 0, // history records received in pages and snapshots
+  rows: 0, // of which chunk rows
+  decoded: 0, // events decoded from them, and from live frames
+};
+
+class CountingSocket extends WebSocket {
+  constructor(url) {
+    super(url);
+    this.addEventListener("message", (event) => {
+      figures.frames += 1;
+      if (typeof event.data === "string") figures.bytes += utf8Length(event.data);
+    });
+  }
+}
+
+function countRecords(records) {
+  for (const record of records ?? []) {
+    figures.records += 1;
+    if (record && record.chunks) {
+      figures.rows += 1;
+      const members = record.chunks.data?.texts ?? record.chunks.data?.args ?? [];
+      figures.decoded += members.length;
+    } else {
+      figures.decoded += 1;
+    }
+  }
+}
+
+/** Why the WebSocket could not open: the same address asked over plain HTTP answers 401 for a
+ * refused token and 403 for a refused origin (a browser's WebSocket never says). */
+async function diagnose(token) {
+  try {
+    const response = await fetch(`/acp?token=${encodeURIComponent(token)}`, { cache: "no-store" });
+    if (response.status === 401) return "token-refused";
+    if (response.status === 403) return "origin-refused";
+    return "server";
+  } catch {
+    return "unreachable";
+  }
+}
+
+const ERRORS = {
+  "no-token": [
+    "No access token",
+    "Open the viewer with the address acp-server serve printed at start: it ends in ?token=….",
+  ],
+  "token-refused": [
+    "The server refused the access token",
+    "Open the address acp-server serve printed at start: a token from another run is not valid.",
+  ],
+  "origin-refused": ["The server does not accept connections from this page's origin", null],
+  unreachable: ["Cannot reach the server", "Is acp-server serve --listen still running?"],
+  server: ["The server did not accept the connection", null],
+};
+
+async function connect() {
+  const token = takeToken();
+  if (!token) {
+    showError("no-token", ...ERRORS["no-token"]);
+    return null;
+  }
+  state.state = "connecting";
+  setStatus("wait", "connecting");
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  const url = `${scheme}://${window.location.host}/acp?token=${encodeURIComponent(token)}`;
+  let connection;
+  try {
+    connection = await AcpConnection.open(url, { WebSocket: CountingSocket });
+  } catch {
+    const kind = await diagnose(token);
+    if (kind === "token-refused") sessionStorage.removeItem(TOKEN_KEY);
+    showError(kind, ...ERRORS[kind]);
+    return null;
+  }
+  const request = connection.request.bind(connection);
+  connection.request = async (method, params) => {
+    const result = await request(method, params);
+    if (method === "session.page" || method === "session.follow") countRecords(result?.records);
+    return result;
+  };
+  connection.onNotification("session.event", () => {
+    state.liveEvents += 1;
+    figures.decoded += 1;
+  });
+  connection.closed.then(() => {
+    if (state.state !== "error" && !leaving) {
+      showError(
+        "connection-lost",
+        "Connection to the server lost",
+        "What is shown is what arrived before; reload the page to reconnect.",
+      );
+    }
+  });
+  await connection.request("initialize", {
+    protocolVersion: PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name: "acp-server-viewer", version: "1" },
+  });
+  return connection;
+}
+
+/** Set when the viewer closes its connection itself (leaving the page, the list shown). */
+let leaving = false;
+window.addEventListener("pagehide", () => (leaving = true));
+
+// ---------------------------------------------------------------------------------------------
+// Formatting.
+
+const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+function formatTime(value) {
+  if (value === null || value === undefined) return "";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : dateFormat.format(date);
+}
+
+function relativeTime(value) {
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) return "";
+  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
+  if (seconds < 60) return "just now";
+  const units = [
+    [60, "minute"],
+    [3600, "hour"],
+    [86400, "day"],
+  ];
+  let [size, unit] = units[0];
+  for (const [s, u] of units) if (seconds >= s) [size, unit] = [s, u];
+  const count = Math.floor(seconds / size);
+  return `${count} ${unit}${count === 1 ? "" : "s"} ago`;
+}
+
+const integer = new Intl.NumberFormat(undefined);
+const number = (value) => (value === null || value === undefined ? "–" : integer.format(value));
+
+function formatBytes(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+function sessionHref(sessionId) {
+  return `/sessions/${encodeURIComponent(sessionId)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// `/`: the store's sessions.
+
+async function listSessions(connection) {
+  state.state = "listing";
+  crumb.replaceChildren(el("span", { text: "Sessions" }));
+  const sessions = [];
+  let cursor;
+  for (let page = 0; page < MAX_LIST_PAGES; page++) {
+    const result = await connection.request("session/list", cursor ? { cursor } : {});
+    sessions.push(...result.sessions);
+    cursor = result.nextCursor;
+    if (!cursor) break;
+  }
+  // The server lists by creation; a viewer wants the most recently active first.
+  sessions.sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
+  state.sessions = sessions.map(({ sessionId, title, cwd, updatedAt }) => ({
+    sessionId,
+    title: title ?? null,
+    cwd,
+    updatedAt: updatedAt ?? null,
+  }));
+  renderSessionList(sessions);
+  state.state = "listed";
+  setStatus("ok", `${sessions.length} session${sessions.length === 1 ? "" : "s"}`);
+  leaving = true;
+  connection.close();
+}
+
+function renderSessionList(sessions) {
+  if (!sessions.length) {
+    app.replaceChildren(
+      el("div", { class: "empty" }, el("h2", { text: "No sessions yet" }),
+        el("p", { text: "Sessions appear here once a client has started one on this server." })),
+    );
+    return;
+  }
+  const items = sessions.map((session) =>
+    el(
+      "li",
+      { class: "session-item", "data-session-id": session.sessionId },
+      el(
+        "a",
+        { href: sessionHref(session.sessionId) },
+        el(
+          "span",
+          { class: `title${session.title ? "" : " untitled"}` },
+          session.title ?? "Untitled session",
+        ),
+        el("span", { class: "cwd", title: session.cwd }, session.cwd),
+        el(
+          "time",
+          {
+            class: "updated",
+            dateTime: session.updatedAt ?? "",
+            title: session.updatedAt ? formatTime(session.updatedAt) : "",
+          },
+          session.updatedAt ? relativeTime(session.updatedAt) : "",
+        ),
+        el("code", { class: "id" }, session.sessionId),
+      ),
+    ),
+  );
+  app.replaceChildren(
+    el("section", { class: "sessions" }, el("h1", { text: "Sessions" }), el("ol", { class: "session-list" }, items)),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `/sessions/<id>`: one conversation.
+
+const TOOL_STATUS = { pending: "pending", in_progress: "running", completed: "done", failed: "failed" };
+const TEXT_STATUS = { streaming: "streaming", done: null, interrupted: "interrupted", incomplete: "incomplete" };
+const PLAN_MARK = { pending: "○", in_progress: "◐", completed: "●" };
+
+function contentText(blocks) {
+  return (blocks ?? [])
+    .map((block) => {
+      switch (block?.type) {
+        case "text":
+          return block.text;
+        case "resource_link":
+          return `[${block.name ?? block.uri}]`;
+        case "resource":
+          return block.resource?.text ?? `[${block.resource?.uri ?? "resource"}]`;
+        default:
+          return `[${block?.type ?? "content"}]`;
+      }
+    })
+    .join("\n");
+}
+
+function pretty(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") return value;
+  return JSON.stringify(value, null, 2);
+}
+
+/** The lines of `before` and `after`, each marked kept (" "), removed ("-") or added ("+"):
+ * a longest-common-subsequence diff, or all removed then all added when too big for one. */
+function lineDiff(before, after) {
+  // A file's last line break ends its last line: it starts no empty one.
+  const a = before === "" ? [] : before.replace(/\n$/, "").split("\n");
+  const b = after === "" ? [] : after.replace(/\n$/, "").split("\n");
+  if (a.length * b.length > 250_000) return [...a.map((l) => ["-", l]), ...b.map((l) => ["+", l])];
+  const common = Array.from({ length: a.length + 1 }, () => new Uint32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      common[i][j] = a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+    }
+  }
+  const lines = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      lines.push([" ", a[i]]);
+      i++;
+      j++;
+    }
+    else if (i < a.length && (j === b.length || common[i + 1][j] >= common[i][j + 1])) lines.push(["-", a[i++]]);
+    else lines.push(["+", b[j++]]);
+  }
+  return lines;
+}
+
+function renderDiff(block) {
+  const lines = lineDiff(block.oldText ?? "", block.newText ?? "");
+  const marks = { " ": "same", "-": "del", "+": "add" };
+  return el(
+    "div",
+    { class: "diff", "data-path": block.path },
+    el("div", { class: "section-label", text: block.oldText == null ? "New file" : "Changes" }),
+    el("div", { class: "diff-path", text: block.path }),
+    el("pre", { class: "diff-lines" }, lines.map(([mark, line]) => el("span", { class: marks[mark], text: `${mark} ${line}` }))),
+  );
+}
+
+/** One node's element, drawn afresh from the node. */
+function renderNode(node, open) {
+  const attrs = { class: `node ${node.kind}`, "data-node-id": node.id, "data-kind": node.kind, "data-seq": node.seq };
+  switch (node.kind) {
+    case "user":
+      return el("article", attrs, el("div", { class: "who", text: "You" }), el("div", { class: "body", text: contentText(node.content) }));
+    case "text": {
+      const badge = TEXT_STATUS[node.status];
+      return el(
+        "article",
+        { ...attrs, "data-status": node.status },
+        el("div", { class: "who" }, "Assistant", badge ? el("span", { class: `badge ${node.status}`, text: badge }) : null),
+        el("div", { class: "body", text: node.text }),
+      );
+    }
+    case "thought":
+      return el(
+        "details",
+        { ...attrs, "data-status": node.status, open: open.has(node.id) },
+        el("summary", {}, el("span", { class: "label", text: node.status === "streaming" ? "Thinking…" : "Thought" }),
+          el("span", { class: "preview", text: node.text.slice(0, 120) })),
+        el("div", { class: "body", text: node.text }),
+      );
+    case "tool": {
+      const status = TOOL_STATUS[node.status] ?? node.status;
+      const input = node.input !== null ? pretty(node.input) : node.arguments;
+      const diffs = (node.output ?? []).filter((block) => block?.type === "diff");
+      const shown = (node.output ?? []).filter((block) => block?.type !== "diff");
+      const output = node.output !== null && (shown.length || !diffs.length) ? contentText(shown) : null;
+      return el(
+        "details",
+        { ...attrs, "data-status": node.status, open: open.has(node.id) },
+        el(
+          "summary",
+          {},
+          el("span", { class: `badge ${node.status}`, text: status }),
+          el("span", { class: "tool-title", text: node.title || node.name || "tool call" }),
+          node.title && node.name && node.title !== node.name ? el("code", { class: "tool-name", text: node.name }) : null,
+        ),
+        el("div", { class: "section-label", text: "Input" }),
+        el("pre", { class: "input", text: input }),
+        output !== null ? el("div", { class: "section-label", text: node.status === "failed" ? "Error" : "Result" }) : null,
+        output !== null ? el("pre", { class: "output", text: output }) : null,
+        diffs.map(renderDiff),
+        node.childSessionId
+          ? el("p", { class: "child" }, "Subagent session ", el("code", { text: node.childSessionId }))
+          : null,
+      );
+    }
+    case "plan":
+      return el(
+        "section",
+        attrs,
+        el("div", { class: "who", text: "Plan" }),
+        el(
+          "ul",
+          { class: "plan-entries" },
+          (node.entries ?? []).map((entry) =>
+            el("li", { class: `plan-entry ${entry.status}`, "data-status": entry.status },
+              el("span", { class: "mark", text: PLAN_MARK[entry.status] ?? "?" }),
+              el("span", { class: "content", text: entry.content }),
+              entry.priority ? el("span", { class: `priority ${entry.priority}`, text: entry.priority }) : null),
+          ),
+        ),
+      );
+    case "title":
+      return el("div", { ...attrs, class: "node marker title" }, "Title: ", el("strong", { class: "body", text: node.title }));
+    case "mode":
+      return el("div", { ...attrs, class: "node marker mode" }, "Mode: ", el("strong", { class: "body", text: node.modeId }));
+    default:
+      return el("div", { ...attrs, class: "node marker", text: `${node.kind}` });
+  }
+}
+
+class SessionView {
+  constructor(connection, sessionId, pageMessages) {
+    this.connection = connection;
+    this.sessionId = sessionId;
+    this.pageMessages = pageMessages;
+    this.follow = null;
+    this.fold = null;
+    this.elements = new Map(); // node id -> element
+    this.open = new Set(); // ids of the details the reader opened
+    this.loadingOlder = false;
+    this.counts = { messages: 0, toolCalls: 0 };
+
+    this.list = el("div", { class: "nodes" });
+    this.older = el("div", { class: "older" });
+    this.scroller = el("section", { class: "conversation", id: "conversation" }, this.older, this.list);
+    this.figures = el("dl", { class: "figures" });
+    this.heading = el("h1", { class: "session-title" });
+    this.meta = el("p", { class: "session-meta" });
+    this.panel = el("aside", { class: "panel" }, el("h2", { text: "Log" }), this.figures);
+    app.replaceChildren(
+      el("div", { class: "session" }, el("div", { class: "main" }, el("header", { class: "session-head" }, this.heading, this.meta), this.scroller), this.panel),
+    );
+    this.scroller.addEventListener("scroll", () => this.maybeLoadOlder());
+    this.list.addEventListener("toggle", (event) => this.toggled(event), true);
+  }
+
+  async start() {
+    state.state = "loading";
+    state.sessionId = this.sessionId;
+    crumb.replaceChildren(el("a", { href: "/", text: "Sessions" }), el("span", { class: "sep", text: "/" }), el("code", { text: this.sessionId }));
+    setStatus("wait", "loading");
+    this.heading.textContent = "Session";
+    const address = { kind: "session", sessionId: this.sessionId };
+    this.follow = await Follow.start(this.connection, address, {
+      maxMessages: this.pageMessages,
+      onEvents: (events) => this.live(events),
+      onRewind: () => this.rebuild(),
+      onEnd: (reason) => this.ended(reason),
+      onError: (error) => showError("protocol", "The server sent broken history", error.message),
+    });
+    this.rebuild();
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+    state.state = "following";
+    setStatus("live", "following");
+    this.maybeLoadOlder();
+  }
+
+  toggled(event) {
+    const id = event.target?.dataset?.nodeId;
+    if (!id) return;
+    if (event.target.open) this.open.add(id);
+    else this.open.delete(id);
+  }
+
+  /** Fold the whole journal again and draw every node: after older history is prepended (a
+   * fold takes events in seq order from its first) or a rewind. */
+  rebuild() {
+    const journal = this.follow.journal;
+    this.fold = new ConversationFold();
+    this.counts = { messages: 0, toolCalls: 0 };
+    const events = journal.events;
+    this.fold.feedAll(events);
+    for (const event of events) this.count(event);
+    this.elements.clear();
+    const drawn = this.fold.nodes().map((node) => {
+      const element = renderNode(node, this.open);
+      this.elements.set(node.id, element);
+      return element;
+    });
+    this.list.replaceChildren(...drawn);
+    this.drawTitle();
+    this.drawFigures();
+  }
+
+  count(event) {
+    if (event.type === "user/message" || event.type === "assistant/message") this.counts.messages += 1;
+    else if (event.type === "tool/call") this.counts.toolCalls += 1;
+  }
+
+  /** Events the follow gained, in seq order, each once. */
+  live(events) {
+    const stick = this.scroller.scrollHeight - this.scroller.scrollTop - this.scroller.clientHeight < STICK_MARGIN;
+    const changed = new Set();
+    for (const event of events) {
+      this.count(event);
+      for (const change of this.fold.feed(event)) {
+        const id = change.op === "start" ? change.node.id : change.id;
+        if (change.op === "start") {
+          const element = renderNode(change.node, this.open);
+          this.elements.set(id, element);
+          this.list.append(element);
+        } else {
+          changed.add(id);
+        }
+      }
+    }
+    for (const id of changed) {
+      const element = renderNode(this.fold.node(id), this.open);
+      this.elements.get(id).replaceWith(element);
+      this.elements.set(id, element);
+    }
+    this.drawTitle();
+    this.drawFigures();
+    if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  async maybeLoadOlder() {
+    const journal = this.follow?.journal;
+    if (!journal || this.loadingOlder || !journal.hasOlder) return;
+    if (this.scroller.scrollTop > OLDER_MARGIN) return;
+    this.loadingOlder = true;
+    this.drawOlder();
+    try {
+      const fromBottom = this.scroller.scrollHeight - this.scroller.scrollTop;
+      await this.follow.loadOlder();
+      state.pagesLoaded += 1;
+      this.rebuild();
+      this.scroller.scrollTop = this.scroller.scrollHeight - fromBottom;
+    } catch (error) {
+      if (error instanceof HistoryProtocolError) showError("protocol", "The server sent broken history", error.message);
+      else if (state.state !== "error") showError("server", "Older history could not be read", error.message);
+      return;
+    } finally {
+      this.loadingOlder = false;
+    }
+    this.drawOlder();
+    // Still at the top (the page was short): the next one.
+    this.maybeLoadOlder();
+  }
+
+  ended(reason) {
+    if (state.state === "error") return;
+    state.state = "ended";
+    state.endReason = reason;
+    if (reason === "disconnected") return; // said by the connection's own handler
+    setStatus("idle", "not following");
+    this.older.after(el("p", { class: "notice", text: `Following ended (${reason}); reload to follow again.` }));
+  }
+
+  drawTitle() {
+    const title = this.fold.node("title")?.title;
+    this.heading.textContent = title || "Untitled session";
+    this.heading.classList.toggle("untitled", !title);
+    document.title = `${title || this.sessionId} · acp-server`;
+    const header = this.follow.header ?? {};
+    this.meta.replaceChildren(
+      header.cwd ? el("span", { class: "cwd", text: header.cwd }) : null,
+      header.createdAt !== undefined ? el("span", { text: `started ${formatTime(header.createdAt)}` }) : null,
+    );
+  }
+
+  drawOlder() {
+    const journal = this.follow.journal;
+    this.older.textContent = this.loadingOlder
+      ? "Loading older messages…"
+      : journal.hasOlder
+        ? "Scroll up for older messages"
+        : "Beginning of the session";
+    this.older.className = `older${journal.hasOlder ? " more" : ""}`;
+  }
+
+  drawFigures() {
+    const journal = this.follow.journal;
+    const held = journal.length;
+    state.firstSeq = held ? journal.firstSeq : null;
+    state.lastSeq = held ? journal.lastSeq : null;
+    state.events = held;
+    state.hasOlder = journal.hasOlder;
+    this.drawOlder();
+    const rows = [
+      ["Events", number(held), "events"],
+      ["First seq", held ? number(journal.firstSeq) : "–", "first-seq"],
+      ["Last seq", held ? number(journal.lastSeq) : "–", "last-seq"],
+      ["Messages", number(this.counts.messages), "messages"],
+      ["Tool calls", number(this.counts.toolCalls), "tool-calls"],
+      ["Older history", journal.hasOlder ? "not loaded yet" : "all loaded", "older"],
+      ["Chunk rows received", number(figures.rows), "rows"],
+      ["Records received", number(figures.records), "records"],
+      ["Events decoded", number(figures.decoded), "decoded"],
+      ["Live events", number(state.liveEvents), "live"],
+      ["Bytes received", formatBytes(figures.bytes), "bytes"],
+    ];
+    this.figures.replaceChildren(
+      ...rows.flatMap(([label, value, key]) => [el("dt", { text: label }), el("dd", { text: value, "data-figure": key })]),
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start.
+
+function pageMessages() {
+  // `?messages=N`: messages per history page (small values show paging on short sessions).
+  const given = Number.parseInt(new URL(window.location.href).searchParams.get("messages") ?? "", 10);
+  return Number.isInteger(given) && given > 0 ? given : DEFAULT_PAGE_MESSAGES;
+}
+
+async function main() {
+  const path = window.location.pathname;
+  const match = /^\/sessions\/([^/]+)$/.exec(path);
+  const connection = await connect();
+  if (connection === null) return;
+  try {
+    if (match === null) {
+      await listSessions(connection);
+      return;
+    }
+    const sessionId = decodeURIComponent(match[1]);
+    await new SessionView(connection, sessionId, pageMessages()).start();
+  } catch (error) {
+    if (state.state === "error") return;
+    if (error instanceof RpcError && error.code === UNKNOWN_SESSION) {
+      showError("unknown-session", "No such session", `This store holds no session ${match ? decodeURIComponent(match[1]) : ""}.`);
+    } else if (error instanceof HistoryProtocolError) {
+      showError("protocol", "The server sent broken history", error.message);
+    } else if (error instanceof RpcError) {
+      showError("server", "The server refused the request", error.message);
+    } else {
+      showError("server", "Something went wrong", String(error?.message ?? error));
+    }
+  }
+}
+
+main();
