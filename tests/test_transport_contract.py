@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from acp_process import AcpProcess
 from polling import TIMEOUT
-
-from tests.ws_server import listening
+from ws_server import listening
 
 INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 

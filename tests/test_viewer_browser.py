@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from browser import artifacts_dir, fresh_page, launched_browser, save_screenshot
-from listen_server import ListenServer, RpcClient
+from ws_server import Listening, Peer, listening
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -31,13 +31,9 @@ class Recorded:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ListenServer]:
-    sessions = tmp_path_factory.mktemp("sessions")
-    started = ListenServer.start(sessions, "--pace-ms", PACE_MS)
-    try:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listening]:
+    with listening(tmp_path_factory.mktemp("sessions"), "--pace-ms", PACE_MS) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +59,14 @@ def screenshot(request: pytest.FixtureRequest, tmp_path: Path) -> Screenshot:
 
 
 @pytest.fixture(scope="module")
-def client(server: ListenServer) -> Iterator[RpcClient]:
-    with server.client() as connected:
-        yield connected
+def client(server: Listening) -> Peer:
+    peer = server.connect()
+    peer.initialize()
+    return peer
 
 
 @pytest.fixture(scope="module")
-def recorded(client: RpcClient, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+def recorded(client: Peer, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """A session whose turn has ended: the whole demo recording, replayed once."""
     cwd = tmp_path_factory.mktemp("recorded")
     session_id = client.new_session(cwd)
@@ -82,7 +79,7 @@ def status(page: Page, key: str) -> Any:
 
 
 def wait_for_state(page: Page, state: str) -> None:
-    page.wait_for_function("state => ['error', state].includes(window.acpViewer.state)", arg=state)
+    page.wait_for_function("state => ['error', state].includes(window.acpViewer?.state)", arg=state)
     assert status(page, "error") is None
     assert status(page, "state") == state
 
@@ -126,13 +123,13 @@ def user_texts(events: list[dict[str, Any]]) -> list[str]:
     return [texts(e["data"]["message"]["content"]) for e in events if e["type"] == "user/message"]
 
 
-def page_starts(client: RpcClient, session_id: str, last_seq: int, per_page: int) -> list[int]:
+def page_starts(client: Peer, session_id: str, last_seq: int, per_page: int) -> list[int]:
     """The first seq of each `session.page` of `per_page` messages, newest page first."""
     address = {"kind": "session", "sessionId": session_id}
     params: dict[str, Any] = {"address": address, "throughSeq": last_seq, "maxMessages": per_page}
     starts = []
     while True:
-        result = client.call("session.page", params)
+        result = client.request("session.page", params)
         first = result["records"][0]
         starts.append(first["event"]["seq"] if "event" in first else first["chunks"]["seq0"])
         if not result["hasMore"]:
@@ -142,12 +139,12 @@ def page_starts(client: RpcClient, session_id: str, last_seq: int, per_page: int
 
 def test_lists_the_stores_sessions_newest_first_each_linking_to_its_page(
     page: Page,
-    server: ListenServer,
-    client: RpcClient,
+    server: Listening,
+    client: Peer,
     recorded: Recorded,
     screenshot: Screenshot,
 ) -> None:
-    listed = client.call("session/list", {})["sessions"]
+    listed = client.request("session/list", {})["sessions"]
     newest_first = sorted(listed, key=lambda s: s["updatedAt"], reverse=True)
 
     page.goto(server.viewer_url("/"))
@@ -170,7 +167,7 @@ def test_lists_the_stores_sessions_newest_first_each_linking_to_its_page(
 
 def test_shows_a_recorded_conversation_as_its_log_holds_it(
     page: Page,
-    server: ListenServer,
+    server: Listening,
     recorded: Recorded,
     screenshot: Screenshot,
 ) -> None:
@@ -205,8 +202,8 @@ def test_shows_a_recorded_conversation_as_its_log_holds_it(
 
 def test_follows_a_live_session_gaplessly_while_it_streams(
     page: Page,
-    server: ListenServer,
-    client: RpcClient,
+    server: Listening,
+    client: Peer,
     tmp_path: Path,
     screenshot: Screenshot,
 ) -> None:
@@ -218,7 +215,7 @@ def test_follows_a_live_session_gaplessly_while_it_streams(
     assert client.prompt_demo(session_id) == {"stopReason": "end_turn"}
     events = client.events(session_id)
     last_seq = events[-1]["seq"]
-    page.wait_for_function("last => window.acpViewer.lastSeq === last", arg=last_seq)
+    page.wait_for_function("last => window.acpViewer?.lastSeq === last", arg=last_seq)
     screenshot(page)
 
     assert status(page, "lastSeq") == last_seq
@@ -232,8 +229,8 @@ def test_follows_a_live_session_gaplessly_while_it_streams(
 
 def test_pages_older_history_in_when_scrolled_to_the_top(
     page: Page,
-    server: ListenServer,
-    client: RpcClient,
+    server: Listening,
+    client: Peer,
     recorded: Recorded,
     screenshot: Screenshot,
 ) -> None:
@@ -250,7 +247,7 @@ def test_pages_older_history_in_when_scrolled_to_the_top(
     while status(page, "hasOlder"):
         first = status(page, "firstSeq")
         page.locator("#conversation").evaluate("e => { e.scrollTop = 0; }")
-        page.wait_for_function("first => window.acpViewer.firstSeq < first", arg=first)
+        page.wait_for_function("first => window.acpViewer?.firstSeq < first", arg=first)
     page.locator("#conversation").evaluate("e => { e.scrollTop = 0; }")
     screenshot(page)
 
@@ -264,13 +261,13 @@ def test_pages_older_history_in_when_scrolled_to_the_top(
 
 
 def test_shows_the_title_and_the_mode_changes_and_lists_the_title(
-    page: Page, server: ListenServer, client: RpcClient, tmp_path: Path, screenshot: Screenshot
+    page: Page, server: Listening, client: Peer, tmp_path: Path, screenshot: Screenshot
 ) -> None:
     session_id = client.new_session(tmp_path)
     title = "Fix the greeting"
     prompt = [{"type": "text", "text": f"/title {title}"}]
-    client.call("session/prompt", {"sessionId": session_id, "prompt": prompt})
-    client.call("session/set_mode", {"sessionId": session_id, "modeId": "plan"})
+    client.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+    client.request("session/set_mode", {"sessionId": session_id, "modeId": "plan"})
 
     page.goto(server.viewer_url("/"))
     wait_for_state(page, "listed")
@@ -290,11 +287,11 @@ def test_shows_the_title_and_the_mode_changes_and_lists_the_title(
 
 def test_says_so_when_the_token_is_refused(
     page: Page,
-    server: ListenServer,
+    server: Listening,
     screenshot: Screenshot,
 ) -> None:
     page.goto(server.viewer_url("/", token="not-the-token"))
-    page.wait_for_function("() => window.acpViewer.state === 'error'")
+    page.wait_for_function("() => window.acpViewer?.state === 'error'")
     screenshot(page)
 
     assert status(page, "error")["kind"] == "token-refused"
@@ -304,12 +301,12 @@ def test_says_so_when_the_token_is_refused(
 
 def test_says_so_when_the_session_is_unknown(
     page: Page,
-    server: ListenServer,
+    server: Listening,
     screenshot: Screenshot,
 ) -> None:
     unknown = "0" * 32
     page.goto(server.viewer_url(f"/sessions/{unknown}"))
-    page.wait_for_function("() => window.acpViewer.state === 'error'")
+    page.wait_for_function("() => window.acpViewer?.state === 'error'")
     screenshot(page)
 
     assert status(page, "error")["kind"] == "unknown-session"
@@ -321,17 +318,16 @@ def test_says_so_when_the_session_is_unknown(
 def test_says_so_when_the_connection_is_lost_and_keeps_what_it_shows(
     page: Page, tmp_path: Path, screenshot: Screenshot
 ) -> None:
-    own = ListenServer.start(tmp_path / "sessions")
-    try:
-        with own.client() as other:
-            session_id = other.new_session(tmp_path)
-            other.prompt_demo(session_id)
-            events = other.events(session_id)
+    with listening(tmp_path / "sessions") as own:
+        other = own.connect()
+        other.initialize()
+        session_id = other.new_session(tmp_path)
+        other.prompt_demo(session_id)
+        events = other.events(session_id)
         page.goto(own.viewer_url(f"/sessions/{session_id}"))
         wait_for_state(page, "following")
-    finally:
-        own.stop()
-    page.wait_for_function("() => window.acpViewer.state === 'error'")
+        own.terminate()
+    page.wait_for_function("() => window.acpViewer?.state === 'error'")
     screenshot(page)
 
     assert status(page, "error")["kind"] == "connection-lost"

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from polling import TIMEOUT, wait_until
+from spec_reader import read_log
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from ws_server import Listening, Peer, PeerError, listening, plain
 
 import acp_server
 from acp_server.storage.store import SessionStore
-from tests.polling import TIMEOUT, wait_until
-from tests.spec_reader import read_log
-from tests.ws_server import Listening, Peer, PeerError, listening, plain
 
 PROMPT = [{"type": "text", "text": "hello"}]
 

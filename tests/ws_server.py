@@ -22,15 +22,17 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import msgspec
+from polling import TIMEOUT, wait_until
 from websockets.sync.client import ClientConnection, connect
 
 from acp_server.client import Journal, default_answer
 from acp_server.client.errors import RpcError
 from acp_server.client.process import serve_command
 from acp_server.core.events import SessionEvent
-from tests.polling import TIMEOUT, wait_until
+from acp_server.demo import WORKSPACE_FILES, recorded_prompt
 
 _ANNOUNCE = re.compile(r"acp-server: session viewer at http://([^/]+)/\?token=(\S+)")
 
@@ -109,19 +111,30 @@ class Peer:
         return self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
     def new_session(self, cwd: Path) -> str:
+        """A new session in `cwd`, which is given the files the demo recording works on."""
+        for name, text in WORKSPACE_FILES.items():
+            (cwd / name).write_text(text)
         session_id: str = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})[
             "sessionId"
         ]
         return session_id
 
+    def prompt_demo(self, session_id: str) -> Any:
+        """The bundled recording's own prompt; the result once its turn has ended."""
+        prompt = [{"type": "text", "text": recorded_prompt()}]
+        return self.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+
     def history(self, session_id: str) -> list[SessionEvent]:
-        """Every event of the session, from one `session.page` as large as it is."""
+        """Every event of the session, from a follow snapshot as large as the session."""
         address = {"kind": "session", "sessionId": session_id}
-        last = self.request("session.follow", {"address": address, "maxMessages": 1})["cursor"]
-        page = self.request(
-            "session.page", {"address": address, "throughSeq": last, "maxMessages": 100_000}
-        )
-        return list(Journal.from_page(page["records"], page["hasMore"]).events)
+        snapshot = self.request("session.follow", {"address": address, "maxMessages": 100_000})
+        self.request("session.unfollow", {"subscriptionId": snapshot["subscriptionId"]})
+        assert snapshot["hasMore"] is False
+        return list(Journal.from_page(snapshot["records"], False).events)
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        """`history` as the plain JSON of SPEC 1."""
+        return [plain(event) for event in self.history(session_id)]
 
     def close(self) -> None:
         self.ws.close()
@@ -143,6 +156,14 @@ class Listening:
     @property
     def origin(self) -> str:
         return f"http://{self.address}"
+
+    base_url = origin
+    """The viewer's address."""
+
+    def viewer_url(self, path: str = "/", token: str | None = None, **query: object) -> str:
+        """The viewer's page at `path`, with the token (or `token`) and `query` in its query."""
+        params = urlencode({"token": self.token if token is None else token, **query})
+        return f"{self.base_url}{path}?{params}"
 
     def connect(
         self,
