@@ -15,8 +15,9 @@ and the turn's end. `flush()` stands in for the loop's `sync()`: the file layout
 Then, in one run:
 
 (a) acp-server: `python -m acp_server serve --sessions-dir D`, spawned fresh for each round;
-    after `initialize`, the time from writing `session/load` to reading its response, with the
-    notifications before it counted and their bytes summed (each line with its newline);
+    after `initialize`, the time from writing `session/load` to reading its response (and to
+    reading the last update before it), with the notifications before it counted and their
+    bytes summed (each line with its newline);
 (b) the baseline, `benchmarks/sdk_load_agent.py D`: an agent built on the official
     `agent-client-protocol` SDK (`acp.run_agent`) that reads the same log with `json`, expands
     every chunk row into events, and replays the same completed content (one
@@ -110,6 +111,7 @@ READ_SIZE = 1 << 20
 TIMEOUT_S = 300.0
 GOAL_SDK_RATIO = 3.0
 GOAL_DECODE_RATIO = 10.0
+SESSION_STATE_UPDATES = {"current_mode_update", "config_option_update", "available_commands_update"}
 
 # fmt: off
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
@@ -244,6 +246,7 @@ class Agent:
         self.fd = self.process.stdout.fileno()
         self.pending = b""
         self.next_id = 0
+        self.frame_sizes: list[int] = []  # of each frame `until_response` put in its list
 
     def send(self, method: str, params: Any) -> int:
         self.next_id += 1
@@ -255,13 +258,15 @@ class Agent:
 
     def until_response(
         self, request_id: int, frames: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[dict[str, Any], int, float]:
         """Read and parse frames until the response to `request_id`; the others go to `frames`.
-        Returns the response and the bytes of the other frames (each line with its newline)."""
-        loads, read, fd = json.loads, os.read, self.fd
-        pending, size = self.pending, 0
+        Returns the response, the bytes of the other frames (each line with its newline) and
+        the `perf_counter` time at which the read holding the last of them returned."""
+        loads, read, fd, clock = json.loads, os.read, self.fd, time.perf_counter
+        pending, size, last = self.pending, 0, clock()
         while True:
             chunk = read(fd, READ_SIZE)
+            read_at = clock()
             if not chunk:
                 raise RuntimeError(f"{self.name} closed its output before answering")
             lines = (pending + chunk).split(b"\n")
@@ -271,12 +276,14 @@ class Agent:
                 if "method" not in frame and frame.get("id") == request_id:
                     rest = lines[index + 1 :]
                     self.pending = b"\n".join([*rest, pending]) if rest else pending
-                    return frame, size
+                    return frame, size, last
                 frames.append(frame)
+                self.frame_sizes.append(len(line) + 1)
                 size += len(line) + 1
+                last = read_at
 
     def call(self, method: str, params: Any) -> Any:
-        frame, _ = self.until_response(self.send(method, params), [])
+        frame, _, _ = self.until_response(self.send(method, params), [])
         if "result" not in frame:
             raise RuntimeError(f"{self.name}: {method} failed: {frame}")
         return frame["result"]
@@ -296,24 +303,33 @@ def load_once(
         frames: list[dict[str, Any]] = []
         params = {"sessionId": SESSION_ID, "cwd": cwd, "mcpServers": []}
         started = time.perf_counter()
-        response, size = agent.until_response(agent.send("session/load", params), frames)
+        response, _, last_update = agent.until_response(agent.send("session/load", params), frames)
         seconds = time.perf_counter() - started
         status = agent.close()
     except BaseException:
         agent.process.kill()
         agent.process.wait()
         raise
-    if response.get("result") != {}:
+    # acp-server's result carries the session's modes and config options, the SDK agent's is {}.
+    if not isinstance(response.get("result"), dict):
         raise RuntimeError(f"{name}: unexpected load response {response}")
     if status != 0:
         raise RuntimeError(f"{name}: exit status {status}")
     if any(f.get("method") != "session/update" for f in frames):
         raise RuntimeError(f"{name}: a frame other than session/update before the response")
+    # What follows the replay (acp-server's mode, config options and commands) is not part of it.
+    replay = [
+        (f, n)
+        for f, n in zip(frames, agent.frame_sizes, strict=True)
+        if f["params"]["update"]["sessionUpdate"] not in SESSION_STATE_UPDATES
+    ]
     return {
         "seconds": seconds,
-        "notifications": len(frames),
-        "bytes": size,
-        "params": [f["params"] for f in frames],
+        "last_update_s": last_update - started,
+        "notifications": len(replay),
+        "state_notifications": len(frames) - len(replay),
+        "bytes": sum(n for _, n in replay),
+        "params": [f["params"] for f, _ in replay],
     }
 
 
@@ -493,13 +509,15 @@ def run(args: argparse.Namespace, root: Path) -> int:
             del r["params"]
     ours_s = statistics.median(r["seconds"] for r in ours)
     sdk_s = statistics.median(r["seconds"] for r in sdk)
+    ours_last_s = statistics.median(r["last_update_s"] for r in ours)
+    sdk_last_s = statistics.median(r["last_update_s"] for r in sdk)
     notifications = ours[0]["notifications"]
     wire_bytes = ours[0]["bytes"]
     say(
-        f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes"
+        f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes; last update read at {ours_last_s * 1000:.0f} ms"
     )
     say(
-        f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes"
+        f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes; last update read at {sdk_last_s * 1000:.0f} ms"
     )
     say(f"    acp-server is {sdk_s / ours_s:.2f}x faster (goal {GOAL_SDK_RATIO:g}x)")
 
@@ -536,6 +554,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
         "rounds": args.rounds,
         "acp_server_load_s": round(ours_s, 4),
         "acp_server_rounds_s": [round(r["seconds"], 4) for r in ours],
+        "acp_server_last_update_s": round(ours_last_s, 4),
+        "sdk_last_update_s": round(sdk_last_s, 4),
         "sdk_load_s": round(sdk_s, 4),
         "sdk_rounds_s": [round(r["seconds"], 4) for r in sdk],
         "sdk_ratio": round(sdk_s / ours_s, 2),
