@@ -41,6 +41,7 @@ from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count, record_start
 from ..core.source_range import SourceRanges
 from .appends import QueuedAppends
+from .collection import collection_paused
 from .errors import CorruptLog as CorruptLog
 from .errors import LogError as LogError
 from .errors import LogLocked as LogLocked
@@ -469,7 +470,8 @@ def read_log_file(
 
 def _contents(lines: LogLines) -> LogContents:
     reader = LogRecords(lines)
-    records = list(reader)
+    with collection_paused():
+        records = list(reader)
     return LogContents(
         reader.header, records, reader.event_count, lines.valid_size, lines.torn_tail
     )
