@@ -174,3 +174,15 @@ def test_loading_a_session_with_a_tool_call_imports_the_tools_to_present_it(
 ) -> None:
     _log_of_one_turn(tmp_path, [AssistantToolCall("c", "read", '{"path": "x"}')])
     assert "acp_server.agent.tools" in modules_imported_by_a_load(tmp_path)
+
+
+@pytest.mark.parametrize("module", ["importlib.resources", "zipfile", "tempfile"])
+def test_reading_the_bundled_demo_recording_does_not_load(module: str) -> None:
+    bound = (
+        "from pathlib import Path\n"
+        "from acp_server.server.app import load_provider\n"
+        "from acp_server.server.config import ServeConfig\n"
+        "provider = load_provider(ServeConfig(Path('unused')))\n"
+        "provider.bind_session('s', parent_session_id=None, model_calls=0)"
+    )
+    assert module not in modules_after(bound)
