@@ -67,10 +67,22 @@ def server_modules() -> set[str]:
         "mcp",  # the MCP SDK: imported when a session has MCP servers
         "acp_server.providers.base",  # every provider module: imported when one is set up
         "acp_server.providers.replay",
+        "zstandard",  # imported where a Zstandard log is read or written
     ],
 )
 def test_importing_the_server_does_not_load(server_modules: set[str], module: str) -> None:
     assert module not in server_modules
+
+
+@pytest.mark.parametrize("module", ["acp_server.storage.log_index", "zstandard"])
+def test_opening_a_sessions_directory_does_not_load(module: str) -> None:
+    opened = (
+        "import tempfile\n"
+        "from acp_server.storage.url import open_store, store_url_for_dir\n"
+        "from pathlib import Path\n"
+        "open_store(store_url_for_dir(Path(tempfile.mkdtemp())))"
+    )
+    assert module not in modules_after(opened)
 
 
 def test_importing_the_server_loads_the_jsonrpc_dispatch_core(server_modules: set[str]) -> None:
