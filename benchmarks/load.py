@@ -34,7 +34,13 @@ Then, in one run:
     chunk-by-chunk replay (one `agent_message_chunk` per text-delta, the user messages as in
     ours), encoded exactly as the server frames a notification but never sent.
 
-Run from the repository root: `python benchmarks/load.py [--rounds N] [--repeats N] [--keep]`.
+Every spawned agent runs with its bytecode cached, as an installed package's is (a warm-up round
+writes the caches under the temporary directory, whatever PYTHONDONTWRITEBYTECODE says).
+`--compare DIR` adds, in the same alternating rounds, the server of another checkout (its root
+first on `PYTHONPATH`): on a machine whose load moves, compare the ratio, not the milliseconds.
+
+Run from the repository root:
+`python benchmarks/load.py [--rounds N] [--repeats N] [--compare DIR] [--keep]`.
 Human-readable lines go to stderr; stdout gets exactly one line, `LOAD_PERF_RESULT {json}`.
 """
 
@@ -438,6 +444,12 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="also load with the server of the checkout at DIR, in alternating rounds",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the temporary directory (its path is printed)"
     )
     args = parser.parse_args()
@@ -473,27 +485,34 @@ def run(args: argparse.Namespace, root: Path) -> int:
     )
     del contents, events
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")]))
+    def environment(source: Path) -> dict[str, str]:
+        # Bytecode cached, as an installed package's is (see startup.py): the warm-up round
+        # writes it under `root`, the measured rounds read it. Otherwise, with
+        # PYTHONDONTWRITEBYTECODE set, every module a load imports would be compiled again.
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH", "")]))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+        return env
+
+    serve = [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions)]
     commands = {
-        "acp-server": [
-            sys.executable,
-            "-m",
-            "acp_server",
-            "serve",
-            "--sessions-dir",
-            str(sessions),
-        ],
-        "sdk": [sys.executable, str(HERE / "sdk_load_agent.py"), str(sessions)],
+        "acp-server": (serve, environment(HERE.parent)),
+        "sdk": (
+            [sys.executable, str(HERE / "sdk_load_agent.py"), str(sessions)],
+            environment(HERE.parent),
+        ),
     }
+    if args.compare is not None:
+        commands["compare"] = (serve, environment(args.compare.resolve()))
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
-    # Rounds alternate between the two agents, so that a change in the machine's load during
-    # the run weighs on both alike.
-    for _ in range(args.rounds):
-        for name, command in commands.items():
-            rounds[name].append(
-                load_once(name, command, env, str(workspace), root / f"{name}.stderr")
-            )
+    # Rounds alternate between the agents, so that a change in the machine's load during the
+    # run weighs on all of them alike; the first round is a warm-up.
+    for round_number in range(args.rounds + 1):
+        for name, (command, env) in commands.items():
+            measured = load_once(name, command, env, str(workspace), root / f"{name}.stderr")
+            if round_number:
+                rounds[name].append(measured)
     ours, sdk = rounds["acp-server"], rounds["sdk"]
     problems: list[str] = []
     if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
@@ -520,6 +539,20 @@ def run(args: argparse.Namespace, root: Path) -> int:
         f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes; last update read at {sdk_last_s * 1000:.0f} ms"
     )
     say(f"    acp-server is {sdk_s / ours_s:.2f}x faster (goal {GOAL_SDK_RATIO:g}x)")
+    compared: dict[str, Any] = {}
+    if "compare" in rounds:
+        other = rounds["compare"]
+        other_s = statistics.median(r["seconds"] for r in other)
+        other_last_s = statistics.median(r["last_update_s"] for r in other)
+        say(
+            f"    compare ({args.compare}) session/load: {other_s * 1000:.0f} ms (rounds {milliseconds(other)}); last update read at {other_last_s * 1000:.0f} ms; compare / acp-server = {other_last_s / ours_last_s:.2f} (last update, medians)"
+        )
+        compared = {
+            "compare_source": str(args.compare.resolve()),
+            "compare_load_s": round(other_s, 4),
+            "compare_last_update_s": round(other_last_s, 4),
+            "compare_ratio_last_update": round(other_last_s / ours_last_s, 2),
+        }
 
     decode_s, decoded = best_of(args.repeats, lambda: decode_every_event(path))
     packed_s, packed = best_of(args.repeats, lambda: keep_rows_packed(path))
@@ -576,6 +609,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             "sdk_ratio": sdk_s / ours_s >= GOAL_SDK_RATIO,
             "decode_ratio": decode_s / packed_s >= GOAL_DECODE_RATIO,
         },
+        **compared,
         "ok": not problems,
         "python": platform.python_version(),
     }
