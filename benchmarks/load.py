@@ -15,8 +15,9 @@ and the turn's end. `flush()` stands in for the loop's `sync()`: the file layout
 Then, in one run:
 
 (a) acp-server: `python -m acp_server serve --sessions-dir D`, spawned fresh for each round;
-    after `initialize`, the time from writing `session/load` to reading its response, with the
-    notifications before it counted and their bytes summed (each line with its newline);
+    after `initialize`, the time from writing `session/load` to reading its response (and to
+    reading the last update before it), with the notifications before it counted and their
+    bytes summed (each line with its newline);
 (b) the baseline, `benchmarks/sdk_load_agent.py D`: an agent built on the official
     `agent-client-protocol` SDK (`acp.run_agent`) that reads the same log with `json`, expands
     every chunk row into events, and replays the same completed content (one
@@ -33,7 +34,13 @@ Then, in one run:
     chunk-by-chunk replay (one `agent_message_chunk` per text-delta, the user messages as in
     ours), encoded exactly as the server frames a notification but never sent.
 
-Run from the repository root: `python benchmarks/load.py [--rounds N] [--repeats N] [--keep]`.
+Every spawned agent runs with its bytecode cached, as an installed package's is (a warm-up round
+writes the caches under the temporary directory, whatever PYTHONDONTWRITEBYTECODE says).
+`--compare DIR` adds, in the same alternating rounds, the server of another checkout (its root
+first on `PYTHONPATH`): on a machine whose load moves, compare the ratio, not the milliseconds.
+
+Run from the repository root:
+`python benchmarks/load.py [--rounds N] [--repeats N] [--compare DIR] [--keep]`.
 Human-readable lines go to stderr; stdout gets exactly one line, `LOAD_PERF_RESULT {json}`.
 """
 
@@ -110,6 +117,7 @@ READ_SIZE = 1 << 20
 TIMEOUT_S = 300.0
 GOAL_SDK_RATIO = 3.0
 GOAL_DECODE_RATIO = 10.0
+SESSION_STATE_UPDATES = {"current_mode_update", "config_option_update", "available_commands_update"}
 
 # fmt: off
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "it", "for", "as", "with", "on", "be", "this", "by", "are", "from", "or", "an", "which", "we", "can", "not", "session", "event", "log", "chunk", "row", "packed", "decode", "stream", "token", "provider", "model", "request", "response", "message", "assistant", "user", "tool", "call", "result", "file", "path", "line", "error", "value", "state", "order", "history", "because", "however", "therefore", "although", "while", "when", "where", "after", "before", "during", "since", "until", "function", "module", "package", "server", "client", "protocol", "editor", "cursor", "buffer", "window", "terminal", "über", "naïve", "café", "résumé", "façade", "jalapeño", "São", "Paulo", "Zürich", "Kraków"]
@@ -244,6 +252,7 @@ class Agent:
         self.fd = self.process.stdout.fileno()
         self.pending = b""
         self.next_id = 0
+        self.frame_sizes: list[int] = []  # of each frame `until_response` put in its list
 
     def send(self, method: str, params: Any) -> int:
         self.next_id += 1
@@ -255,13 +264,15 @@ class Agent:
 
     def until_response(
         self, request_id: int, frames: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[dict[str, Any], int, float]:
         """Read and parse frames until the response to `request_id`; the others go to `frames`.
-        Returns the response and the bytes of the other frames (each line with its newline)."""
-        loads, read, fd = json.loads, os.read, self.fd
-        pending, size = self.pending, 0
+        Returns the response, the bytes of the other frames (each line with its newline) and
+        the `perf_counter` time at which the read holding the last of them returned."""
+        loads, read, fd, clock = json.loads, os.read, self.fd, time.perf_counter
+        pending, size, last = self.pending, 0, clock()
         while True:
             chunk = read(fd, READ_SIZE)
+            read_at = clock()
             if not chunk:
                 raise RuntimeError(f"{self.name} closed its output before answering")
             lines = (pending + chunk).split(b"\n")
@@ -271,12 +282,14 @@ class Agent:
                 if "method" not in frame and frame.get("id") == request_id:
                     rest = lines[index + 1 :]
                     self.pending = b"\n".join([*rest, pending]) if rest else pending
-                    return frame, size
+                    return frame, size, last
                 frames.append(frame)
+                self.frame_sizes.append(len(line) + 1)
                 size += len(line) + 1
+                last = read_at
 
     def call(self, method: str, params: Any) -> Any:
-        frame, _ = self.until_response(self.send(method, params), [])
+        frame, _, _ = self.until_response(self.send(method, params), [])
         if "result" not in frame:
             raise RuntimeError(f"{self.name}: {method} failed: {frame}")
         return frame["result"]
@@ -296,24 +309,33 @@ def load_once(
         frames: list[dict[str, Any]] = []
         params = {"sessionId": SESSION_ID, "cwd": cwd, "mcpServers": []}
         started = time.perf_counter()
-        response, size = agent.until_response(agent.send("session/load", params), frames)
+        response, _, last_update = agent.until_response(agent.send("session/load", params), frames)
         seconds = time.perf_counter() - started
         status = agent.close()
     except BaseException:
         agent.process.kill()
         agent.process.wait()
         raise
-    if response.get("result") != {}:
+    # acp-server's result carries the session's modes and config options, the SDK agent's is {}.
+    if not isinstance(response.get("result"), dict):
         raise RuntimeError(f"{name}: unexpected load response {response}")
     if status != 0:
         raise RuntimeError(f"{name}: exit status {status}")
     if any(f.get("method") != "session/update" for f in frames):
         raise RuntimeError(f"{name}: a frame other than session/update before the response")
+    # What follows the replay (acp-server's mode, config options and commands) is not part of it.
+    replay = [
+        (f, n)
+        for f, n in zip(frames, agent.frame_sizes, strict=True)
+        if f["params"]["update"]["sessionUpdate"] not in SESSION_STATE_UPDATES
+    ]
     return {
         "seconds": seconds,
-        "notifications": len(frames),
-        "bytes": size,
-        "params": [f["params"] for f in frames],
+        "last_update_s": last_update - started,
+        "notifications": len(replay),
+        "state_notifications": len(frames) - len(replay),
+        "bytes": sum(n for _, n in replay),
+        "params": [f["params"] for f, _ in replay],
     }
 
 
@@ -422,6 +444,12 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="also load with the server of the checkout at DIR, in alternating rounds",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the temporary directory (its path is printed)"
     )
     args = parser.parse_args()
@@ -457,27 +485,34 @@ def run(args: argparse.Namespace, root: Path) -> int:
     )
     del contents, events
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH", "")]))
+    def environment(source: Path) -> dict[str, str]:
+        # Bytecode cached, as an installed package's is (see startup.py): the warm-up round
+        # writes it under `root`, the measured rounds read it. Otherwise, with
+        # PYTHONDONTWRITEBYTECODE set, every module a load imports would be compiled again.
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH", "")]))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+        return env
+
+    serve = [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions)]
     commands = {
-        "acp-server": [
-            sys.executable,
-            "-m",
-            "acp_server",
-            "serve",
-            "--sessions-dir",
-            str(sessions),
-        ],
-        "sdk": [sys.executable, str(HERE / "sdk_load_agent.py"), str(sessions)],
+        "acp-server": (serve, environment(HERE.parent)),
+        "sdk": (
+            [sys.executable, str(HERE / "sdk_load_agent.py"), str(sessions)],
+            environment(HERE.parent),
+        ),
     }
+    if args.compare is not None:
+        commands["compare"] = (serve, environment(args.compare.resolve()))
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
-    # Rounds alternate between the two agents, so that a change in the machine's load during
-    # the run weighs on both alike.
-    for _ in range(args.rounds):
-        for name, command in commands.items():
-            rounds[name].append(
-                load_once(name, command, env, str(workspace), root / f"{name}.stderr")
-            )
+    # Rounds alternate between the agents, so that a change in the machine's load during the
+    # run weighs on all of them alike; the first round is a warm-up.
+    for round_number in range(args.rounds + 1):
+        for name, (command, env) in commands.items():
+            measured = load_once(name, command, env, str(workspace), root / f"{name}.stderr")
+            if round_number:
+                rounds[name].append(measured)
     ours, sdk = rounds["acp-server"], rounds["sdk"]
     problems: list[str] = []
     if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
@@ -493,15 +528,31 @@ def run(args: argparse.Namespace, root: Path) -> int:
             del r["params"]
     ours_s = statistics.median(r["seconds"] for r in ours)
     sdk_s = statistics.median(r["seconds"] for r in sdk)
+    ours_last_s = statistics.median(r["last_update_s"] for r in ours)
+    sdk_last_s = statistics.median(r["last_update_s"] for r in sdk)
     notifications = ours[0]["notifications"]
     wire_bytes = ours[0]["bytes"]
     say(
-        f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes"
+        f"(a) acp-server session/load: {ours_s * 1000:.0f} ms (rounds {milliseconds(ours)}), {notifications} notifications, {wire_bytes:,} bytes; last update read at {ours_last_s * 1000:.0f} ms"
     )
     say(
-        f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes"
+        f"(b) SDK agent session/load:  {sdk_s * 1000:.0f} ms (rounds {milliseconds(sdk)}), {sdk[0]['notifications']} notifications, {sdk[0]['bytes']:,} bytes; last update read at {sdk_last_s * 1000:.0f} ms"
     )
     say(f"    acp-server is {sdk_s / ours_s:.2f}x faster (goal {GOAL_SDK_RATIO:g}x)")
+    compared: dict[str, Any] = {}
+    if "compare" in rounds:
+        other = rounds["compare"]
+        other_s = statistics.median(r["seconds"] for r in other)
+        other_last_s = statistics.median(r["last_update_s"] for r in other)
+        say(
+            f"    compare ({args.compare}) session/load: {other_s * 1000:.0f} ms (rounds {milliseconds(other)}); last update read at {other_last_s * 1000:.0f} ms; compare / acp-server = {other_last_s / ours_last_s:.2f} (last update, medians)"
+        )
+        compared = {
+            "compare_source": str(args.compare.resolve()),
+            "compare_load_s": round(other_s, 4),
+            "compare_last_update_s": round(other_last_s, 4),
+            "compare_ratio_last_update": round(other_last_s / ours_last_s, 2),
+        }
 
     decode_s, decoded = best_of(args.repeats, lambda: decode_every_event(path))
     packed_s, packed = best_of(args.repeats, lambda: keep_rows_packed(path))
@@ -536,6 +587,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
         "rounds": args.rounds,
         "acp_server_load_s": round(ours_s, 4),
         "acp_server_rounds_s": [round(r["seconds"], 4) for r in ours],
+        "acp_server_last_update_s": round(ours_last_s, 4),
+        "sdk_last_update_s": round(sdk_last_s, 4),
         "sdk_load_s": round(sdk_s, 4),
         "sdk_rounds_s": [round(r["seconds"], 4) for r in sdk],
         "sdk_ratio": round(sdk_s / ours_s, 2),
@@ -556,6 +609,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             "sdk_ratio": sdk_s / ours_s >= GOAL_SDK_RATIO,
             "decode_ratio": decode_s / packed_s >= GOAL_DECODE_RATIO,
         },
+        **compared,
         "ok": not problems,
         "python": platform.python_version(),
     }

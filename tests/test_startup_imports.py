@@ -9,8 +9,32 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from acp_server.core.events import (
+    AssistantBlock,
+    AssistantMessage,
+    AssistantMessageData,
+    AssistantMessageEvent,
+    AssistantText,
+    AssistantToolCall,
+    StepData,
+    StepEnd,
+    StepStart,
+    TextContent,
+    TurnEnd,
+    TurnEndData,
+    TurnEndReasonCompleted,
+    TurnStart,
+    TurnStartData,
+    UserMessage,
+    UserMessageData,
+    UserMessageEvent,
+)
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.storage.store import SessionStore
 
 
 def modules_after(statement: str) -> set[str]:
@@ -43,10 +67,22 @@ def server_modules() -> set[str]:
         "mcp",  # the MCP SDK: imported when a session has MCP servers
         "acp_server.providers.base",  # every provider module: imported when one is set up
         "acp_server.providers.replay",
+        "zstandard",  # imported where a Zstandard log is read or written
     ],
 )
 def test_importing_the_server_does_not_load(server_modules: set[str], module: str) -> None:
     assert module not in server_modules
+
+
+@pytest.mark.parametrize("module", ["acp_server.storage.log_index", "zstandard"])
+def test_opening_a_sessions_directory_does_not_load(module: str) -> None:
+    opened = (
+        "import tempfile\n"
+        "from acp_server.storage.url import open_store, store_url_for_dir\n"
+        "from pathlib import Path\n"
+        "open_store(store_url_for_dir(Path(tempfile.mkdtemp())))"
+    )
+    assert module not in modules_after(opened)
 
 
 def test_importing_the_server_loads_the_jsonrpc_dispatch_core(server_modules: set[str]) -> None:
@@ -79,3 +115,86 @@ def test_jsonrpcserver_imported_in_full_afterwards_uses_the_same_classes() -> No
         check=True,
     )
     assert result.stdout.split() == [b"True", b"True"]
+
+
+def _log_of_one_turn(root: Path, blocks: list[AssistantBlock]) -> None:
+    """A session `s` of one completed turn whose assistant message holds `blocks`."""
+    writer = SessionStore(root).create(
+        SessionHeader(version=SESSION_FORMAT_VERSION, id="s", created_at=0, cwd=str(root))
+    )
+    writer.append(
+        [
+            TurnStart(0, 0, TurnStartData(0)),
+            UserMessageEvent(1, 0, UserMessageData(0, UserMessage("u", [TextContent("hi")]))),
+            StepStart(2, 0, StepData(0, 0)),
+            AssistantMessageEvent(3, 0, AssistantMessageData(0, 0, AssistantMessage("a", blocks))),
+            StepEnd(4, 0, StepData(0, 0)),
+            TurnEnd(5, 0, TurnEndData(0, TurnEndReasonCompleted())),
+        ]
+    )
+    writer.close()
+
+
+def modules_imported_by_a_load(root: Path) -> set[str]:
+    """The modules a fresh `serve` imports to answer `session/load` of session `s`, then exit."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/load",
+            "params": {"sessionId": "s", "cwd": str(root), "mcpServers": []},
+        },
+    ]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "acp_server",
+            "serve",
+            "--sessions-dir",
+            str(root),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    server.stdin.flush()
+    while json.loads(server.stdout.readline()).get("id") != 2:
+        pass
+    # Everything imported up to the answer is on stderr before it; communicate() closes stdin,
+    # which ends the server.
+    _, stderr = server.communicate(timeout=60)
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.decode().splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_loading_a_session_without_tool_calls_does_not_import_the_tools(tmp_path: Path) -> None:
+    _log_of_one_turn(tmp_path, [AssistantText("hello")])
+    assert "acp_server.agent.tools" not in modules_imported_by_a_load(tmp_path)
+
+
+def test_loading_a_session_with_a_tool_call_imports_the_tools_to_present_it(
+    tmp_path: Path,
+) -> None:
+    _log_of_one_turn(tmp_path, [AssistantToolCall("c", "read", '{"path": "x"}')])
+    assert "acp_server.agent.tools" in modules_imported_by_a_load(tmp_path)
+
+
+@pytest.mark.parametrize("module", ["importlib.resources", "zipfile", "tempfile"])
+def test_reading_the_bundled_demo_recording_does_not_load(module: str) -> None:
+    bound = (
+        "from pathlib import Path\n"
+        "from acp_server.server.app import load_provider\n"
+        "from acp_server.server.config import ServeConfig\n"
+        "provider = load_provider(ServeConfig(Path('unused')))\n"
+        "provider.bind_session('s', parent_session_id=None, model_calls=0)"
+    )
+    assert module not in modules_after(bound)

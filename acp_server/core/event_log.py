@@ -36,9 +36,23 @@ class EventLog:
         self.step_starts = 0
         self._sealed = 0
         """Records before this index are packed; appends after it are plain events."""
-        for record in records:
-            self._add(record)
+        self._add_all(records)
         self._sealed = len(self.records)
+
+    def _add_all(self, records: Iterable[StorageRecord]) -> None:
+        """`_add` for each record, rows (most of a long log's records) inlined: a loaded log
+        is indexed here record by record."""
+        add, row_classes = self._add, ROW_CLASSES
+        append_record, append_start = self.records.append, self.starts.append
+        for record in records:
+            kind = type(record)
+            if kind in row_classes:  # a row indexes nothing but its place
+                start = cast(ChunkRow, record).seq0
+                append_record(record)
+                append_start(start)
+                self.length = start + record_count(record)
+            else:
+                add(record)
 
     def __len__(self) -> int:
         return self.length

@@ -9,7 +9,6 @@ that others could read is refused rather than used. The key is only ever held as
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 from pathlib import Path
@@ -41,6 +40,8 @@ def store_key(key: Secret, path: Path | None = None) -> Path:
     os.chmod(path.parent, 0o700)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    import json  # here, not at the top: a server start that reads no key never needs it
+
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             json.dump({"apiKey": key.reveal()}, file)
@@ -70,6 +71,8 @@ def load_key(path: Path | None = None) -> Secret | None:
                 f"{path}: readable by others than its owner; run `acp-server login` again"
             )
         raw = file.read(64 * 1024)
+    import json
+
     try:
         value = json.loads(raw)
     except ValueError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import anyio
@@ -61,7 +60,9 @@ class _Cursor:
 
 def bundled_demo_fixture() -> Path:
     """The recording served when no `--replay` is given: a short coding conversation."""
-    return Path(str(resources.files("acp_server") / "recordings" / "demo" / FIXTURE_NAME))
+    # The package's own directory, not `importlib.resources`: that import (with zipfile and
+    # tempfile behind it) was most of what a first session/new waited for.
+    return Path(__file__).resolve().parents[1] / "recordings" / "demo" / FIXTURE_NAME
 
 
 def load_script(fixture: Path, override: Path | None) -> list[ScriptEntry]:

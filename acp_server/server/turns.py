@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientPort
-from ..core.acp_updates import SessionNotification
+from ..core.acp_updates import SessionNotification, ToolPresentation, ToolPresenter
 from ..core.commands import parse_command
 from ..core.events import ContentBlock
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
@@ -162,6 +162,19 @@ class Conversations:
             return BUILTIN_TOOLS
         return BUILTIN_TOOLS.extended(session.mcp.tools)
 
+    def _presenter(self, session: LiveSession) -> ToolPresenter:
+        """The session's `ToolPresenter`, its registry looked up by the first call it shows: a
+        replay without tool calls does not import the tools."""
+        present: ToolPresenter | None = None
+
+        def first_use(name: str, args: Any) -> ToolPresentation:
+            nonlocal present
+            if present is None:
+                present = self.registry(session).present
+            return present(name, args)
+
+        return first_use
+
     async def _create_subagent(self, parent: TurnEnv) -> TurnEnv:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
 
@@ -196,8 +209,7 @@ class Conversations:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
-        present = self.registry(session).present
-        for update in project_load(log_.records_from(cut.start), present):
+        for update in project_load(log_.records_from(cut.start), self._presenter(session)):
             await self.client.notify("session/update", SessionNotification(session.id, update))
         return cut
 

@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
 
@@ -36,8 +36,11 @@ from .log import (
     LogWriter,
     log_compression,
 )
-from .log_index import LogIndex
 from .store import ContinuedLog, SessionStore
+
+if TYPE_CHECKING:
+    # Imported by the first history request: a start and a session/load need no page index.
+    from .log_index import LogIndex
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +209,8 @@ class JsonlStore:
             if index is None or index.path != path:
                 # The header is checked as every reader checks it (its bound, its id) first.
                 self.files.header(session_id)
+                from .log_index import LogIndex
+
                 index = LogIndex.build(path)
                 with self._cache_lock:
                     self._indexes[session_id] = index

@@ -21,31 +21,38 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
 
 import msgspec
-import zstandard
 
 from ..core.chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
     ChunkRowError,
+    ReasoningChunks,
     StorageRecord,
+    TextChunks,
+    ToolCallChunks,
     decode_record_json,
     decode_storage_record,
     pack_chunk_runs,
     validate_row,
 )
-from ..core.events import EventError, SessionEvent
+from ..core.events import EventError, KnownEvent, SessionEvent, UnknownEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..core.paging import record_count, record_start
+from ..core.paging import record_count
 from ..core.source_range import SourceRanges
 from .appends import QueuedAppends
+from .collection import collection_paused
 from .errors import CorruptLog as CorruptLog
 from .errors import LogError as LogError
 from .errors import LogLocked as LogLocked
 from .errors import LogWriteFailed as LogWriteFailed
 from .errors import UnsupportedVersion as UnsupportedVersion
+
+if TYPE_CHECKING:
+    # Imported where a Zstandard log is read or written: most logs are plain.
+    import zstandard
 
 Compression = Literal["none", "zstd"]
 
@@ -126,6 +133,8 @@ def zstd_frame_end(data: memoryview, start: int) -> int | None:
         return None
     if bytes(data[start : start + 4]) != ZSTD_MAGIC:
         raise ValueError("not a Zstandard frame (bad magic number)")
+    import zstandard
+
     try:
         pos = start + zstandard.frame_header_size(bytes(data[start : start + 18]))
     except zstandard.ZstdError:
@@ -258,6 +267,8 @@ class LogLines:
         offset = 0
         """The file offset of the next frame."""
         eof = False
+        import zstandard
+
         decompressor = zstandard.ZstdDecompressor()
         while True:
             view = memoryview(buffer)
@@ -386,23 +397,23 @@ class LogRecords:
 
     def __init__(self, lines: Lines) -> None:
         self.lines = lines
-        self._iterator = iter(lines)
-        first = next(self._iterator, None)
+        iterator = iter(lines)
+        first = next(iterator, None)
         if first is None:
             raise CorruptLog(lines.path, 1, "the log has no complete header line")
         self.header = parse_header(lines.path, first)
-        self.event_count = 0
+        self._checked = CheckedRecords(lines.path, iterator)
+
+    @property
+    def event_count(self) -> int:
+        return self._checked.event_count
 
     @property
     def torn_tail(self) -> bool:
         return self.lines.torn_tail
 
     def __iter__(self) -> Iterator[StorageRecord]:
-        counted = CheckedRecords(self.lines.path, self._iterator)
-        for record in counted:
-            self.event_count = counted.event_count
-            yield record
-        self.event_count = counted.event_count
+        return iter(self._checked)
 
 
 class CheckedRecords:
@@ -415,24 +426,40 @@ class CheckedRecords:
         self.event_count = 0
 
     def __iter__(self) -> Iterator[StorageRecord]:
+        # The loop runs once per record of every log read (a long session has hundreds of
+        # thousands): `record_start`, `record_count` and the source range check are inlined
+        # for rows, which carry no `sourceRange`.
         path = self.path
-        ranges = SourceRanges()
+        problem_of = SourceRanges().problem
+        decode, check_row, row_classes = decode_record_json, validate_row, ROW_CLASSES
+        count = self.event_count
         for number, raw in enumerate(self.lines, start=2):
             try:
-                record = decode_record_json(raw)
-                if type(record) in ROW_CLASSES:
-                    validate_row(cast(ChunkRow, record))
+                record = decode(raw)
+                kind = type(record)
+                is_row = kind in row_classes
+                if is_row:
+                    check_row(cast(ChunkRow, record))
             except (ChunkRowError, EventError) as exc:
                 raise CorruptLog(path, number, str(exc)) from None
-            first = record_start(record)
-            if first != self.event_count:
-                raise CorruptLog(
-                    path, number, f"seq gap: expected seq {self.event_count}, found {first}"
+            if is_row:
+                first = cast(ChunkRow, record).seq0
+                size = (
+                    len(cast(ToolCallChunks, record).data.args)
+                    if kind is ToolCallChunks
+                    else len(cast("TextChunks | ReasoningChunks", record).data.texts)
                 )
-            problem = ranges.problem(record, first)
+                problem = None
+            else:
+                first = cast("KnownEvent | UnknownEvent", record).seq
+                size = 1
+                problem = problem_of(record, first)
+            if first != count:
+                raise CorruptLog(path, number, f"seq gap: expected seq {count}, found {first}")
             if problem is not None:
                 raise CorruptLog(path, number, problem)
-            self.event_count += record_count(record)
+            count += size
+            self.event_count = count
             yield record
 
 
@@ -469,7 +496,8 @@ def read_log_file(
 
 def _contents(lines: LogLines) -> LogContents:
     reader = LogRecords(lines)
-    records = list(reader)
+    with collection_paused():
+        records = list(reader)
     return LogContents(
         reader.header, records, reader.event_count, lines.valid_size, lines.torn_tail
     )
@@ -560,6 +588,8 @@ class LogWriter(QueuedAppends):
         writer = cls(path, fd, header, next_seq, pack, log_compression(path))
         writer._size = writer._synced_size = size
         if writer.compression == "zstd":
+            import zstandard
+
             writer._compressor = zstandard.ZstdCompressor(write_checksum=True)
         return writer
 

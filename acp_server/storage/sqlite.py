@@ -46,6 +46,7 @@ from ..core.paging import PageCut, clip_records
 from ..core.recovery import interrupted_turn_closers
 from .api import ListedSession, Opened, PollingWatch, StoredLog
 from .appends import QueuedAppends, batch_rows
+from .collection import collection_paused
 from .errors import (
     CorruptLog,
     LogError,
@@ -327,7 +328,8 @@ class SqliteStore:
             ]
         header = self._parse_header(session_id, row[0])
         checked = CheckedRecords(self.where(session_id), bodies)
-        records = list(checked)
+        with collection_paused():
+            records = list(checked)
         if checked.event_count != row[1]:
             raise CorruptLog(
                 self.where(session_id),

@@ -24,6 +24,7 @@ from ..core.events import SessionEvent
 from ..core.header import SessionHeader
 from ..core.ids import validate_session_id
 from ..core.recovery import interrupted_turn_closers
+from .collection import collection_paused
 from .errors import SessionExists as SessionExists
 from .errors import SessionNotFound as SessionNotFound
 from .log import (
@@ -168,11 +169,12 @@ class SessionStore:
 
     def _recover(self, writer: LogWriter, session_id: str, now_ms: int) -> ContinuedLog:
         path = writer.path
-        contents = read_log_file(path, io.BufferedReader(_FdReader(writer.fd)))
+        with collection_paused():
+            contents = read_log_file(path, io.BufferedReader(_FdReader(writer.fd)))
+            log = EventLog(contents.records)
         check_header_id(path, contents.header, session_id)
         writer.header = contents.header
         writer.next_seq = contents.event_count
-        log = EventLog(contents.records)
         if not writer.writable:
             return ContinuedLog(writer, log, False, [])  # nothing can change on disk
         closers = interrupted_turn_closers(list(log.plain_events()), log.length, now_ms)
