@@ -68,6 +68,8 @@ def server_modules() -> set[str]:
         "acp_server.providers.base",  # every provider module: imported when one is set up
         "acp_server.providers.replay",
         "zstandard",  # imported where a Zstandard log is read or written
+        "websockets",  # the WebSocket transport: imported by `serve --listen` alone
+        "acp_server.server.listen",
     ],
 )
 def test_importing_the_server_does_not_load(server_modules: set[str], module: str) -> None:
