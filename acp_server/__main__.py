@@ -1,5 +1,5 @@
 """`python -m acp_server`: the same as the `acp-server` command."""
 
-from .cli import main
+from .launch import main
 
 raise SystemExit(main())

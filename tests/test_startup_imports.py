@@ -200,3 +200,13 @@ def test_reading_the_bundled_demo_recording_does_not_load(module: str) -> None:
         "provider.bind_session('s', parent_session_id=None, model_calls=0)"
     )
     assert module not in modules_after(bound)
+
+
+@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio", "acp_server.cli"])
+def test_the_early_handshake_starts_before_the_servers_libraries(module: str) -> None:
+    started = (
+        "import acp_server.launch\n"
+        "from acp_server.server import handshake\n"
+        "from acp_server.transports import stdio_fds"
+    )
+    assert module not in modules_after(started)

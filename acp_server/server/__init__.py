@@ -1,12 +1,13 @@
-"""The stdio JSON-RPC server and the ACP agent side (SPEC 0, 4).
+"""The JSON-RPC server and the ACP agent side (SPEC 0, 3, 4).
 
-Layers, from the wire inwards:
-- `transport`: bounded newline framing over the process's stdio, one ordered writer;
+Layers, from the wire inwards (the framing itself is `acp_server.transports`'):
+- `handshake`: the `initialize` answer, and the thread that gives it while the server starts;
 - `rpc`: the JSON-RPC connection (inbound dispatch via jsonrpcserver, outbound requests,
-  cancellation);
+  cancellation), over any transport's messages;
 - `errors`: the one table from exceptions to JSON-RPC error codes;
 - `protocol`: msgspec types for the ACP messages handled;
-- `sessions`: live sessions and the session lifecycle over the session store;
-- `agent`: the ACP method handlers;
-- `app`: `run_server`, what `acp-server serve` runs.
+- `sessions`: live sessions and the session lifecycle over the store, one registry per process;
+- `agent`: the ACP method handlers of one connection; `history`: the history API's;
+- `app`: `run_server`, what `acp-server serve` runs on stdio; `listen`: `serve --listen`, the
+  same over WebSocket for many connections.
 """

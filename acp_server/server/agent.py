@@ -19,7 +19,6 @@ import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .. import __version__
 from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import (
@@ -35,14 +34,14 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
+from . import handshake
 from .auth import Auth, NoAuth
-from .config import LOGIN_ENV, ServeConfig
+from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
+from .handshake import PROTOCOL_VERSION
 from .history import History
 from .protocol import (
-    PROTOCOL_VERSION,
     AcpServerLoadMeta,
-    AgentAuthCapabilities,
     AgentAuthMethod,
     AgentCapabilities,
     AgentInfo,
@@ -61,17 +60,14 @@ from .protocol import (
     LoadSessionRequest,
     LoadSessionResponse,
     LogoutRequest,
-    McpCapabilities,
     NewSessionRequest,
     NewSessionResponse,
-    PromptCapabilities,
     PromptRequest,
     PromptResponse,
     ReplayedMeta,
     ReplayOptions,
     ResumeSessionRequest,
     ResumeSessionResponse,
-    SessionCapabilities,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
@@ -89,40 +85,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-HISTORY_META: Final = {
-    "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
-}
-"""Where the history API of SPEC 3 is advertised: `agentCapabilities._meta`."""
-
-AGENT_CAPABILITIES: Final = AgentCapabilities(
-    load_session=True,
-    prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
-    session_capabilities=SessionCapabilities(
-        list=Empty(),
-        resume=Empty(),
-        close=Empty(),
-        delete=Empty(),
-        additional_directories=Empty(),
-    ),
-    mcp_capabilities=McpCapabilities(http=True, sse=True),
-    auth=AgentAuthCapabilities(logout=Empty()),
-    meta=HISTORY_META,
-)
-AGENT_INFO: Final = AgentInfo(name="acp-server", version=__version__)
-
-AGENT_AUTH: Final = AgentAuthMethod(
-    id="agent",
-    name="API key",
-    description="The key from the provider's environment variable (OPENAI_API_KEY unless "
-    "--api-key-env says otherwise), or the one `acp-server login` stored",
-)
-TERMINAL_AUTH: Final = TerminalAuthMethod(
-    id="terminal",
-    name="Log in in a terminal",
-    description="Runs `acp-server login`: type the API key (it is not shown); it is stored "
-    "readable by you alone",
-    env={LOGIN_ENV: "1"},
-)
+AGENT_CAPABILITIES: Final = msgspec.convert(handshake.AGENT_CAPABILITIES, AgentCapabilities)
+AGENT_INFO: Final = msgspec.convert(handshake.AGENT_INFO, AgentInfo)
+AGENT_AUTH: Final = msgspec.convert(handshake.AGENT_AUTH, AgentAuthMethod)
+TERMINAL_AUTH: Final = msgspec.convert(handshake.TERMINAL_AUTH, TerminalAuthMethod)
+"""The `initialize` answer's parts, whose values `handshake` keeps (it answers before this
+module is imported)."""
 
 
 def convert(params: Any, kind: type[T]) -> T:

@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 import anyio
 
@@ -23,7 +23,9 @@ from ..providers.registry import live_provider
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
-from ..transports.stdio import FdReader, FrameWriter, StdioFds, claim_stdio, lines
+from ..transports.stdio import FdReader, FrameWriter, Prefixed, lines
+from ..transports.stdio_fds import StdioFds, claim_stdio
+from . import handshake
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
@@ -127,8 +129,23 @@ def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
     return KeyAuth(cast(KeyHolder, provider), key_required=not is_local(base_url))
 
 
+class Handover(NamedTuple):
+    """What the early handshake did before the connection started: the input it read and did
+    not answer, and the params of the `initialize` it answered, if it did."""
+
+    read: bytes
+    initialized: dict[str, Any] | None
+
+
+NOTHING_HANDED_OVER: Final = Handover(b"", None)
+
+
 async def serve(
-    config: ServeConfig, fds: StdioFds, provider: Provider, store: Store | None = None
+    config: ServeConfig,
+    fds: StdioFds,
+    provider: Provider,
+    store: Store | None = None,
+    handover: Handover = NOTHING_HANDED_OVER,
 ) -> int:
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
@@ -143,7 +160,10 @@ async def serve(
         await store.aclose()
         return 2
     sessions = SessionRegistry(store)
-    AcpAgent(connection, sessions, provider, config, provider_auth(config, provider)).install()
+    agent = AcpAgent(connection, sessions, provider, config, provider_auth(config, provider))
+    agent.install()
+    if handover.initialized is not None:
+        agent.initialize(handover.initialized)  # answered already: only what it told us stays
     status = 0
 
     async def watch_signals() -> None:
@@ -169,7 +189,9 @@ async def serve(
                     async with anyio.create_task_group() as watchers:
                         watchers.start_soon(watch_signals)
                         watchers.start_soon(watch_output)
-                        await connection.serve(lines(reader, config.max_line_bytes))
+                        await connection.serve(
+                            lines(Prefixed(handover.read, reader), config.max_line_bytes)
+                        )
                         watchers.cancel_scope.cancel()
                 finally:
                     with anyio.CancelScope(shield=True):
@@ -225,7 +247,13 @@ def run_server(config: ServeConfig) -> int:
     # collector's way, so that each collection only walks what requests allocate. No collection
     # first: at this point one finds a few dozen unreachable objects and delays the first answer.
     gc.freeze()
-    return _run(serve, config, fds, provider, store)
+    early = handshake.started()
+    if early is None:
+        return _run(serve, config, fds, provider, store)
+    read = early.finish()  # the connection reads from here on
+    if early.answered is not None:
+        log.info("initialize answered while the server started")
+    return _run(serve, config, fds, provider, store, Handover(read, early.answered))
 
 
 def _run(main: Callable[..., Awaitable[int]], *args: Any) -> int:

@@ -18,9 +18,6 @@ from ..transports.stdio import DEFAULT_MAX_LINE_BYTES
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 STORE_ENV: Final = "ACP_SERVER_STORE"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
-LOGIN_ENV: Final = "ACP_SERVER_LOGIN"
-"""Set by a client running the terminal auth method (SPEC 4.4): `acp-server` logs in instead of
-serving, whatever its arguments."""
 
 
 def default_sessions_dir() -> Path:

@@ -11,7 +11,7 @@ ACP's `_meta` is kept as `meta` (wire name `_meta`) wherever the schema has it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
@@ -20,8 +20,6 @@ from ..core.events import ContentBlock, Meta_, Model
 from ..core.modes import ConfigOption, SessionModeState
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
-PROTOCOL_VERSION: Final = 1
-"""The only ACP version this server speaks; `initialize` answers it whatever the client asks."""
 
 
 class Inbound(Model, forbid_unknown_fields=False):

@@ -14,9 +14,10 @@ The I/O around it is thin:
   room (a write of at most PIPE_BUF bytes then cannot block), those of one burst together;
   anything else goes to a queue that one task drains, writing from a worker thread, so a slow
   reader on the other end never stalls the event loop.
-- `claim_stdio` moves the protocol streams off file descriptors 0 and 1, so that nothing else
-  in the process (a stray `print`, a library, a child process) can write to the protocol
-  output or read from the protocol input.
+- `stdio_fds.claim_stdio` (a module of its own, imported before the event loop's) moves the
+  protocol streams off file descriptors 0 and 1, so that nothing else in the process (a stray
+  `print`, a library, a child process) can write to the protocol output or read from the
+  protocol input.
 """
 
 from __future__ import annotations
@@ -131,33 +132,7 @@ class LineFramer:
 
 
 # ---------------------------------------------------------------------------------------------
-# The process's stdio.
-
-
-@dataclass(frozen=True, slots=True)
-class StdioFds:
-    """The protocol's private input and output file descriptors."""
-
-    input: int
-    output: int
-
-
-def claim_stdio() -> StdioFds:
-    """Take the protocol streams for ourselves (call once, before anything else runs).
-
-    The protocol input and output are duplicated to private descriptors. Descriptor 1 is then
-    pointed at stderr and descriptor 0 at /dev/null: stdout carries protocol frames only, and a
-    child process started later (a tool, a terminal) cannot eat the client's messages.
-    """
-    sys.stdout.flush()
-    fds = StdioFds(input=os.dup(0), output=os.dup(1))
-    os.set_inheritable(fds.input, False)
-    os.set_inheritable(fds.output, False)
-    os.dup2(2, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    return fds
+# Reading the protocol input (its descriptor claimed by `stdio_fds.claim_stdio`).
 
 
 def _pollable(fd: int) -> bool:
@@ -171,6 +146,20 @@ class ChunkSource(Protocol):
     """The input: `read()` returns the next bytes, b"" at the end (an `FdReader` in production)."""
 
     async def read(self) -> bytes: ...
+
+
+class Prefixed:
+    """A `ChunkSource` that gives `first` (what was read before it existed), then `rest`'s."""
+
+    def __init__(self, first: bytes, rest: ChunkSource) -> None:
+        self._first = first
+        self._rest = rest
+
+    async def read(self) -> bytes:
+        if self._first:
+            data, self._first = self._first, b""
+            return data
+        return await self._rest.read()
 
 
 async def lines(

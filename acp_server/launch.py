@@ -1,0 +1,58 @@
+"""The `acp-server` command's entry point: for the stdio server, the handshake starts first.
+
+An editor waits for the `initialize` answer each time it spawns the agent. When the command line
+asks for the stdio server (no command or `serve`, without `--listen`, `--help`, `--version` or a
+live `--provider`, which may start the process again to take its key out of the environment),
+the protocol streams are claimed and `acp_server.server.handshake` starts answering the first
+`initialize` before the rest of the program is even imported. Everything else, the command line
+included, is `acp_server.cli`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if serves_stdio_early(args, os.environ):
+        from .server import handshake
+        from .transports.stdio_fds import claim_stdio
+
+        try:
+            fds = claim_stdio()
+        except OSError:
+            pass  # no usable stdio: the server says so, in its own words, once it starts
+        else:
+            handshake.start(fds.input, fds.output)
+    from .cli import main as cli_main
+
+    return cli_main(argv)
+
+
+def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
+    """Whether `args` run the stdio server in this very process, with the replay model."""
+    from .server.handshake import LOGIN_ENV
+
+    if environ.get(LOGIN_ENV) == "1":
+        return False  # the terminal auth method: this process logs in
+    if args and args[0] == "serve":
+        args = args[1:]
+    elif args and not args[0].startswith("-"):
+        return False  # another command
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if name == "-h" or _abbreviates(name, "--help", "--version", "--listen"):
+            return False
+        if _abbreviates(name, "--provider"):
+            given = value if equals else (args[index + 1] if index + 1 < len(args) else "")
+            if given != "llm-replay":
+                return False
+    return True
+
+
+def _abbreviates(name: str, *flags: str) -> bool:
+    """Whether argparse may read `name` as one of `flags` (it takes unambiguous prefixes)."""
+    return len(name) > 2 and any(flag.startswith(name) for flag in flags)

@@ -1,0 +1,198 @@
+"""The `initialize` answered while the server starts (`acp_server.server.handshake`): it answers
+exactly what the connection would, or leaves the line to the connection; and `acp_server.launch`
+starts it only for the stdio server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+from acp_process import AcpProcess
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_server.launch import serves_stdio_early
+from acp_server.server.agent import AcpAgent
+from acp_server.server.handshake import early_answer
+from acp_server.server.rpc import Connection, result_frame
+from acp_server.server.sessions import SessionRegistry
+from acp_server.storage.jsonl import JsonlStore
+
+
+class _Sink:
+    async def send(self, frame: bytes) -> None:
+        raise AssertionError("nothing is sent")
+
+    def send_nowait(self, frame: bytes) -> None:
+        raise AssertionError("nothing is sent")
+
+
+def connection_answer(request_id: Any, params: Any) -> Any:
+    """What the connection's own `initialize` answers, as JSON."""
+    agent = AcpAgent(
+        Connection(_Sink()), SessionRegistry(JsonlStore(Path("/nonexistent"))), cast(Any, None)
+    )
+    return json.loads(result_frame(request_id, agent.initialize(params)))
+
+
+def line(params: Any, request_id: Any = 1, **extra: Any) -> bytes:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+    return json.dumps({**message, **extra}).encode()
+
+
+def answered(raw: bytes) -> Any:
+    decided = early_answer(raw)
+    assert decided is not None
+    frame, _ = decided
+    assert frame.endswith(b"\n") and frame.count(b"\n") == 1
+    return json.loads(frame)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"protocolVersion": 1},
+        {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}},
+        {"protocolVersion": 0, "clientCapabilities": {"fs": {"readTextFile": True}}},
+        {"protocolVersion": 65535, "clientInfo": {"name": "zed", "version": "1"}},
+        {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": "yes"}}},
+        {"protocolVersion": 1, "clientCapabilities": {"fs": 1, "auth": {"terminal": True}}},
+        {"protocolVersion": 1, "clientCapabilities": None, "_meta": None},
+        {"protocolVersion": 1, "clientCapabilities": [], "unknown": 5, "_meta": {"x": 1}},
+    ],
+)
+def test_the_early_answer_is_the_connections(params: dict[str, Any]) -> None:
+    assert answered(line(params, "req-7")) == connection_answer("req-7", params)
+
+
+def test_a_client_that_can_run_a_terminal_is_offered_the_terminal_method() -> None:
+    params = {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}}
+    methods = answered(line(params))["result"]["authMethods"]
+    assert [m["id"] for m in methods] == ["agent", "terminal"]
+
+
+def test_malformed_capabilities_count_as_none() -> None:
+    params = {
+        "protocolVersion": 1,
+        "clientCapabilities": {"terminal": 1, "auth": {"terminal": True}},
+    }
+    assert [m["id"] for m in answered(line(params))["result"]["authMethods"]] == ["agent"]
+
+
+def test_the_params_answered_are_handed_over() -> None:
+    params = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}}
+    decided = early_answer(line(params))
+    assert decided is not None and decided[1] == params
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        line({"protocolVersion": 1}, request_id=None),
+        line({"protocolVersion": 1}, request_id=1.0),
+        line({"protocolVersion": 1}, request_id=True),
+        line({"protocolVersion": 1}, request_id=2**64),
+        line({"protocolVersion": True}),
+        line({"protocolVersion": 1.0}),
+        line({"protocolVersion": 65536}),
+        line({"protocolVersion": -1}),
+        line({}),
+        line(None),
+        line([1]),
+        line({"protocolVersion": 1, "_meta": []}),
+        line({"protocolVersion": 1}, extra="field"),
+        b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"protocolVersion":1}}',
+        b'{"jsonrpc":"1.0","id":1,"method":"initialize","params":{"protocolVersion":1}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"x":NaN}}',
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"initialize","params":{"protocolVersion":1}}',
+        b'{"jsonrpc":"2.0","id":"\xff","method":"initialize","params":{"protocolVersion":1}}',
+        b'[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}',
+        b"",
+        line({"protocolVersion": 1, "clientInfo": "x" * 70_000}),
+    ],
+)
+def test_what_it_is_not_sure_of_is_left_to_the_connection(raw: bytes) -> None:
+    assert early_answer(raw) is None
+
+
+JSON = st.recursive(
+    # Text without escapes (the handshake leaves `\u` escapes to the connection).
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text('ab "\\/{}', max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["fs", "auth", "terminal", "readTextFile", "writeTextFile", "_meta", "x"]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(capabilities=JSON, info=JSON)
+def test_any_capabilities_get_the_connections_answer(capabilities: Any, info: Any) -> None:
+    params = {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": info}
+    assert answered(line(params)) == connection_answer(1, params)
+
+
+@pytest.mark.parametrize(
+    ("args", "early"),
+    [
+        ([], True),
+        (["serve"], True),
+        (["--sessions-dir", "/tmp/s"], True),
+        (["serve", "--provider", "llm-replay"], True),
+        (["serve", "--provider=llm-replay"], True),
+        (["serve", "--provider", "openai", "--model", "m"], False),
+        (["--provider=anthropic"], False),
+        (["serve", "--prov", "openai"], False),
+        (["serve", "--listen", "127.0.0.1:0"], False),
+        (["serve", "--lis=:0"], False),
+        (["serve", "--help"], False),
+        (["-h"], False),
+        (["--version"], False),
+        (["demo"], False),
+        (["log", "stats", "x"], False),
+    ],
+)
+def test_launch_starts_the_handshake_for_the_stdio_server_alone(
+    args: list[str], early: bool
+) -> None:
+    assert serves_stdio_early(args, {}) is early
+
+
+def test_the_terminal_auth_method_logs_in_instead() -> None:
+    assert serves_stdio_early([], {"ACP_SERVER_LOGIN": "1"}) is False
+
+
+def test_a_server_answers_initialize_while_it_starts(tmp_path: Path) -> None:
+    with AcpProcess(tmp_path / "sessions", "--log-level", "info") as server:
+        assert server.initialize()["protocolVersion"] == 1
+        server.result("session/list", {})
+        assert server.finish() == 0
+    assert "initialize answered while the server started" in server.stderr
+
+
+def test_a_first_line_it_leaves_is_answered_by_the_connection(tmp_path: Path) -> None:
+    with AcpProcess(tmp_path / "sessions", "--log-level", "info") as server:
+        server.send(b'{"jsonrpc":"2.0","id":1,')
+        assert server.read_frame()["error"]["code"] == -32700
+        assert server.initialize()["protocolVersion"] == 1
+        assert server.finish() == 0
+    assert "initialize answered while the server started" not in server.stderr
+
+
+def test_the_answer_carries_the_agents_version() -> None:
+    import acp_server
+
+    info = answered(line({"protocolVersion": 1}))["result"]["agentInfo"]
+    assert info == {"name": "acp-server", "version": acp_server.__version__}
+    assert msgspec.json.decode(msgspec.json.encode(info)) == info
