@@ -235,6 +235,12 @@ def test_a_file_size_limit_fails_the_prompt_as_file_too_large_and_the_next_one_w
 # No file descriptors left (RLIMIT_NOFILE lowered to the lowest free descriptor).
 
 
+def serving(server: PromptServer) -> None:
+    """Return once the server has started: `initialize` is answered while it is still starting
+    (`acp_server.server.handshake`), and a process starved while it imports cannot start."""
+    assert server.request("authenticate", {"methodId": "agent"}).result == {}
+
+
 def starve_of_descriptors(pid: int) -> tuple[int, int]:
     """Lower the process's RLIMIT_NOFILE so that its next open fails; returns the old limits."""
     used = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
@@ -256,6 +262,7 @@ def test_session_new_without_file_descriptors_fails_as_too_many_open_files_leavi
     tmp_path: Path,
 ) -> None:
     with PromptServer(tmp_path, SCENARIO) as server:
+        serving(server)
         pid = server.process.process.pid
         old = starve_of_descriptors(pid)
 
@@ -286,6 +293,7 @@ def test_session_load_without_file_descriptors_fails_as_too_many_open_files_and_
     with PromptServer(tmp_path, SCENARIO) as first:
         session = first.new_session()
     with PromptServer(tmp_path, tmp_path / "fixture") as server:
+        serving(server)
         pid = server.process.process.pid
         params = {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
         old = starve_of_descriptors(pid)
