@@ -180,6 +180,10 @@ async def _run(console: Console, root: Path, pace_ms: int) -> dict[str, Any]:
     console.rule("[bold]2. A second process loads the session and pages its history")
     async with AcpClient.spawn(sessions_dir=sessions) as client:
         await client.initialize()
+        # `initialize` is answered while the server is still starting; the list is answered
+        # once it has started, so what is timed next is the load alone.
+        listed = await client.request("session/list", {"cwd": str(workspace)})
+        assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
         started = time.perf_counter()
         loaded = await client.load_session(session_id, workspace)
         load_ms = (time.perf_counter() - started) * 1000
