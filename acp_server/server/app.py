@@ -29,8 +29,8 @@ from . import handshake
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
+from .lifetime import prepared, sessions_served
 from .rpc import Connection
-from .sessions import SessionRegistry
 
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
     from ..core.events import StreamChunk
@@ -153,57 +153,44 @@ async def serve(
     connection = Connection(writer)
     if store is None:
         store = open_config_store(config)
-    try:
-        await store.prepare()
-    except (LogError, OSError) as exc:
-        sys.stderr.write(f"acp-server serve: error: {exc}\n")
-        await store.aclose()
+    if not await prepared(store):
         return 2
-    sessions = SessionRegistry(store)
-    agent = AcpAgent(connection, sessions, provider, config, provider_auth(config, provider))
-    agent.install()
-    if handover.initialized is not None:
-        agent.initialize(handover.initialized)  # answered already: only what it told us stays
     status = 0
-
-    async def watch_signals() -> None:
-        nonlocal status
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("signal %d: shutting down", signum)
-                status = 128 + signum
-                connection.stop()
-                return
-
-    async def watch_output() -> None:
-        await writer.broken.wait()
-        connection.stop()  # nobody can hear us any more
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
         try:
-            # The live sessions' own work (their MCP connections) runs here, outliving requests.
-            async with anyio.create_task_group() as services:
-                sessions.services = services
-                try:
-                    async with anyio.create_task_group() as watchers:
-                        watchers.start_soon(watch_signals)
-                        watchers.start_soon(watch_output)
-                        await connection.serve(
-                            lines(Prefixed(handover.read, reader), config.max_line_bytes)
-                        )
-                        watchers.cancel_scope.cancel()
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await sessions.close_all()
-                    # Closing the sessions closed their work; anything left ends here.
-                    services.cancel_scope.cancel()
+            async with sessions_served(store, provider) as sessions:
+                agent = AcpAgent(
+                    connection, sessions, provider, config, provider_auth(config, provider)
+                )
+                agent.install()
+                if handover.initialized is not None:
+                    # Answered already: only what the client told us stays.
+                    agent.initialize(handover.initialized)
+
+                async def watch_signals() -> None:
+                    nonlocal status
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("signal %d: shutting down", signum)
+                            status = 128 + signum
+                            connection.stop()
+                            return
+
+                async def watch_output() -> None:
+                    await writer.broken.wait()
+                    connection.stop()  # nobody can hear us any more
+
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(watch_signals)
+                    watchers.start_soon(watch_output)
+                    await connection.serve(
+                        lines(Prefixed(handover.read, reader), config.max_line_bytes)
+                    )
+                    watchers.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                close_provider = getattr(provider, "aclose", None)  # a live one's HTTP client
-                if close_provider is not None:
-                    await close_provider()
-                await store.aclose()
                 await writer.aclose()  # the writer drains what is queued, then ends
     log.info("served; exit status %d", status)
     return status

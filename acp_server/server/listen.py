@@ -37,11 +37,11 @@ from websockets.http11 import Request, Response
 
 from ..providers.secret import Secret
 from ..storage.api import Store
-from ..storage.errors import LogError
 from ..transports.websocket import accept
 from .agent import AcpAgent
 from .auth import Auth
 from .config import ServeConfig
+from .lifetime import prepared, sessions_served
 from .rpc import Connection
 from .sessions import SessionRegistry
 
@@ -273,46 +273,27 @@ async def serve_websocket(
     config: ServeConfig, listen: ListenConfig, provider: Provider, auth: Auth, store: Store
 ) -> int:
     """Serve over WebSocket until SIGTERM or SIGINT; the exit status (128 + the signal)."""
-    try:
-        await store.prepare()
-    except (LogError, OSError) as exc:
-        sys.stderr.write(f"acp-server serve: error: {exc}\n")
-        await store.aclose()
+    if not await prepared(store):
         return 2
-    sessions = SessionRegistry(store)
-    server = WebSocketServer(config, listen, sessions, provider, auth)
     status = 0
-    try:
-        async with anyio.create_task_group() as services:
-            sessions.services = services
+    async with sessions_served(store, provider) as sessions:
+        server = WebSocketServer(config, listen, sessions, provider, auth)
+        async with anyio.create_task_group() as main:
             try:
-                async with anyio.create_task_group() as main:
-                    try:
-                        port = await main.start(server.serve)
-                    except OSError as exc:
-                        sys.stderr.write(
-                            f"acp-server serve: error: cannot listen on "
-                            f"{listen.host}:{listen.port}: {exc.strerror or exc}\n"
-                        )
-                        status = 2
-                        return status
-                    announce(listen, port)
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            log.info("signal %d: shutting down", signum)
-                            status = 128 + signum
-                            server.stop()
-                            break
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await sessions.close_all()
-                services.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            close_provider = getattr(provider, "aclose", None)
-            if close_provider is not None:
-                await close_provider()
-            await store.aclose()
+                port = await main.start(server.serve)
+            except OSError as exc:
+                sys.stderr.write(
+                    f"acp-server serve: error: cannot listen on "
+                    f"{listen.host}:{listen.port}: {exc.strerror or exc}\n"
+                )
+                return 2
+            announce(listen, port)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("signal %d: shutting down", signum)
+                    status = 128 + signum
+                    server.stop()
+                    break
     log.info("served; exit status %d", status)
     return status
 
