@@ -76,7 +76,7 @@ from acp_server.core.acp_updates import (  # noqa: E402
     UserMessageChunk,
     assistant_message_id,
 )
-from acp_server.core.chunk_rows import ROW_CLASSES  # noqa: E402
+from acp_server.core.chunk_rows import ROW_CLASSES, pack_chunk_runs  # noqa: E402
 from acp_server.core.events import (  # noqa: E402
     AssistantChunk,
     AssistantChunkData,
@@ -209,21 +209,59 @@ def write_session(
     return store.log_path(SESSION_ID), prompts, answers
 
 
-def expected_replay(prompts: list[str], answers: list[str]) -> list[dict[str, Any]]:
-    """The `session/update` params of the completed-content replay of the benchmark session."""
-    params: list[dict[str, Any]] = []
-    for turn, (prompt, answer) in enumerate(zip(prompts, answers, strict=True)):
-        for kind, text, message_id in (
+Shown = tuple[str, str, str]
+"""A message as the replay shows it: its update kind, its text, its id."""
+
+
+def shown_messages(prompts: list[str], answers: list[str]) -> list[Shown]:
+    """The messages of `write_session`'s session, in order."""
+    return [
+        shown
+        for turn, (prompt, answer) in enumerate(zip(prompts, answers, strict=True))
+        for shown in (
             ("user_message_chunk", prompt, f"user-{turn}"),
             ("agent_message_chunk", answer, assistant_message_id(turn, 0)),
-        ):
-            update = {
+        )
+    ]
+
+
+def write_seed_session(store: SessionStore, cwd: str, seed: int) -> tuple[Path, list[Shown]]:
+    """The seed-shaped session of `codec.py` (116 turns, 417,220 events), its chunks packed in
+    one pass as `pack_chunk_runs` packs a whole log; its path and its messages."""
+    from codec import START_TIME, build_session
+
+    events = build_session(seed)
+    header = SessionHeader(
+        version=SESSION_FORMAT_VERSION, id=SESSION_ID, created_at=START_TIME, cwd=cwd
+    )
+    writer = store.create(header)
+    writer.close()
+    with store.log_path(SESSION_ID).open("ab") as log:
+        log.writelines(msgspec.json.encode(r) + b"\n" for r in pack_chunk_runs(events))
+    shown: list[Shown] = []
+    for event in events:
+        if type(event) is UserMessageEvent:
+            message = event.data.message
+            shown.append(("user_message_chunk", message.content[0].text, message.id))
+        elif type(event) is AssistantMessageEvent:
+            message = event.data.message
+            shown.append(("agent_message_chunk", message.content[0].text, message.id))
+    return store.log_path(SESSION_ID), shown
+
+
+def expected_replay(shown: list[Shown]) -> list[dict[str, Any]]:
+    """The `session/update` params of the completed-content replay of the benchmark session."""
+    return [
+        {
+            "sessionId": SESSION_ID,
+            "update": {
                 "sessionUpdate": kind,
                 "content": {"type": "text", "text": text},
                 "messageId": message_id,
-            }
-            params.append({"sessionId": SESSION_ID, "update": update})
-    return params
+            },
+        }
+        for kind, text, message_id in shown
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,6 +490,13 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--history",
+        choices=("loop", "seed"),
+        default="loop",
+        help="loop: the 1,000-turn session written as the agent loop flushes it (the default); "
+        "seed: codec.py's 116-turn, 417,220-event session, its chunks packed in one pass",
+    )
+    parser.add_argument(
         "--compare",
         type=Path,
         metavar="DIR",
@@ -477,7 +522,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
     sessions = root / "sessions"
     store = SessionStore(sessions)
     started = time.perf_counter()
-    path, prompts, answers = write_session(store, str(workspace), random.Random(args.seed))
+    if args.history == "seed":
+        path, shown = write_seed_session(store, str(workspace), args.seed)
+    else:
+        path, prompts, answers = write_session(store, str(workspace), random.Random(args.seed))
+        shown = shown_messages(prompts, answers)
     contents = read_log(path)
     events = contents.events
     chunks = sum(1 for e in events if type(e) is AssistantChunk and type(e.data.chunk) is TextDelta)
@@ -525,7 +574,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     problems: list[str] = []
     if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
         problems.append("a load changed the log")
-    expected = expected_replay(prompts, answers)
+    expected = expected_replay(shown)
     for name, agent_rounds in rounds.items():
         if any(r["params"] != expected for r in agent_rounds):
             problems.append(
@@ -591,7 +640,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
 
     result = {
         "benchmark": "load",
-        "turns": TURNS,
+        "history": args.history,
+        "turns": TURNS if args.history == "loop" else messages // 2,
         "messages": messages,
         "chunks": chunks,
         "log_bytes": log_bytes,
