@@ -27,6 +27,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
@@ -172,20 +173,34 @@ class SqliteStore:
         return f"{self.url} session {session_id}"
 
     def _open(self) -> sqlite3.Connection:
-        """Connect, creating the schema in a new database; refuse one of another version."""
-        try:
-            db = _connect(self.path)
+        """Connect, creating the schema in a new database; refuse one of another version.
+
+        Processes that start together on a new database race to switch it to WAL, and SQLite
+        answers the losers "database is locked" at once, without its busy timeout: they try
+        again, for as long as the busy timeout would have waited.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
             try:
-                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode != "wal":
-                    raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
-                with _transaction(db):
-                    self._check_schema(db)
-            except BaseException:
-                db.close()
-                raise
-        except sqlite3.Error as exc:
-            raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
+                return self._open_once()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
+                time.sleep(0.01)
+            except sqlite3.Error as exc:
+                raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
+
+    def _open_once(self) -> sqlite3.Connection:
+        db = _connect(self.path)
+        try:
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
+            with _transaction(db):
+                self._check_schema(db)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _check_schema(self, db: sqlite3.Connection) -> None:
