@@ -609,8 +609,17 @@ class PostgresWriter(QueuedAppends):
                     await self.close_now()
 
     async def close_now(self) -> None:
-        """Give up the claim (closing the connection drops its lock), writing nothing."""
+        """Give up the claim, writing nothing.
+
+        The lock is released before the connection is closed: closing it would drop the lock
+        too, but only once the server has ended that connection's backend, so a process that
+        tried the lock right after this returned could still find it held.
+        """
         self.closed = True
+        with contextlib.suppress(psycopg.Error, OSError):
+            await self.conn.execute(
+                f"SELECT pg_advisory_unlock({_LOCK_KEY})", (LOCK_CLASS, self.header.id)
+            )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.close()
 
