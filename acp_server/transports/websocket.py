@@ -106,8 +106,6 @@ class WebSocketChannel:
         self._out: deque[bytes] = deque()
         self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._broken = False
-        self.request: Request | None = None
-        """The opening request, once read."""
 
     async def messages(self) -> AsyncIterator[bytes]:
         """Each text message received, until the peer closes or the connection fails."""
@@ -136,17 +134,18 @@ class WebSocketChannel:
 
     async def send(self, frame: bytes) -> None:
         """Send one message as a text frame (a stdio frame's newline is left out)."""
-        if self._protocol.state is not State.OPEN:
-            raise anyio.ClosedResourceError
-        self._protocol.send_text(frame[:-1] if frame.endswith(b"\n") else frame)
+        self._send_text(frame)
         await self._flush()
 
     def send_nowait(self, frame: bytes) -> None:
         """Queue a text frame without waiting: it leaves with the next write, in order."""
+        self._send_text(frame)
+        self._out.extend(self._protocol.data_to_send())
+
+    def _send_text(self, frame: bytes) -> None:
         if self._protocol.state is not State.OPEN:
             raise anyio.ClosedResourceError
         self._protocol.send_text(frame[:-1] if frame.endswith(b"\n") else frame)
-        self._out.extend(self._protocol.data_to_send())
 
     async def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
         """Start the closing handshake, if it has not happened, and close the stream."""
@@ -160,7 +159,6 @@ class WebSocketChannel:
                 return None
             for event in self._protocol.events_received():
                 if isinstance(event, Request):
-                    self.request = event
                     return event
             if self._protocol.handshake_exc is not None:
                 return None
