@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from polling import TIMEOUT, wait_until
@@ -103,20 +104,20 @@ def test_a_follower_on_another_connection_sees_the_prompting_connections_events(
 
     history = prompting.history(session_id)
     wait_until(
-        lambda: bool(following.frame()) and _followed(following)[-1:] == [history[-1].seq],
+        lambda: (
+            bool(following.frame())
+            and [e["seq"] for e in _followed(following)][-1:] == [history[-1].seq]
+        ),
         "the follower has the last event",
     )
-    events = [
-        n["params"]["event"] for n in following.notifications if n["method"] == "session.event"
-    ]
+    events = _followed(following)
     assert stop == {"stopReason": "end_turn"}
     assert events == [plain(e) for e in history if e.seq > cursor]
 
 
-def _followed(peer: Peer) -> list[int]:
-    return [
-        n["params"]["event"]["seq"] for n in peer.notifications if n["method"] == "session.event"
-    ]
+def _followed(peer: Peer) -> list[dict[str, Any]]:
+    """The events `peer` was sent as `session.event` notifications, in order."""
+    return [n["params"]["event"] for n in peer.notifications if n["method"] == "session.event"]
 
 
 def test_a_session_open_on_one_connection_cannot_be_prompted_from_another(
