@@ -208,8 +208,8 @@ class WebSocketServer:
         self.sessions = sessions
         self.provider = provider
         self.auth = auth
-        self.port = listen.port
         self._own_origins = own_origins(listen.host, listen.port)
+        self._accepting = anyio.CancelScope()
         self._connections: set[Connection] = set()
         self._stopping = False
 
@@ -224,11 +224,11 @@ class WebSocketServer:
             local_host=self.listen.host, local_port=self.listen.port
         )
         async with listener:
-            self.port = listener.listeners[0].extra(SocketAttribute.local_port)
-            self._own_origins = own_origins(self.listen.host, self.port)
-            task_status.started(self.port)
+            port = listener.listeners[0].extra(SocketAttribute.local_port)
+            self._own_origins = own_origins(self.listen.host, port)
+            task_status.started(port)
             async with anyio.create_task_group() as connections:
-                with anyio.CancelScope() as self._accepting:
+                with self._accepting:
                     await listener.serve(self._serve_one, task_group=connections)
 
     def stop(self) -> None:
