@@ -91,16 +91,18 @@ def test_importing_the_server_loads_the_jsonrpc_dispatch_core(server_modules: se
     assert {"jsonrpcserver.dispatcher", "jsonrpcserver.result"} <= server_modules
 
 
-def test_a_bare_serve_reads_the_bundled_demo_recording_when_a_session_first_goes_live() -> None:
+def test_a_bare_serve_reads_the_bundled_demo_recording_at_the_first_model_call() -> None:
     setup = (
         "from pathlib import Path\n"
+        "from acp_server.providers.base import ModelRequest\n"
         "from acp_server.server.app import load_provider\n"
         "from acp_server.server.config import ServeConfig\n"
-        "provider = load_provider(ServeConfig(Path('unused')))"
+        "provider = load_provider(ServeConfig(Path('unused')))\n"
+        "provider.bind_session('s', parent_session_id=None, model_calls=0)"
     )
     assert "acp_server.providers.replay" not in modules_after(setup)
-    bound = setup + "\nprovider.bind_session('s', parent_session_id=None, model_calls=0)"
-    assert "acp_server.providers.replay" in modules_after(bound)
+    called = setup + "\nprovider.stream(ModelRequest(session_id='s', messages=[], tools=[]))"
+    assert "acp_server.providers.replay" in modules_after(called)
 
 
 def test_jsonrpcserver_imported_in_full_afterwards_uses_the_same_classes() -> None:

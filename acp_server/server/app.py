@@ -82,12 +82,13 @@ def load_provider(config: ServeConfig) -> Provider:
 
 
 class BundledDemoProvider:
-    """`llm-replay` over the demo recording that ships inside the package, read when a session
-    first goes live.
+    """`llm-replay` over the demo recording that ships inside the package, read at the first
+    model call.
 
     It is what a bare `acp-server serve` replays, so reading and parsing it before the first
-    answer would delay every start; being part of the package, it is not a path the user gave,
-    which SPEC 8 wants refused at start (a `--replay` or `--replay-override` is loaded at once).
+    answer, or before a `session/load`'s replay, would delay them; being part of the package, it
+    is not a path the user gave, which SPEC 8 wants refused at start (a `--replay` or
+    `--replay-override` is loaded at once). Sessions bound before then are bound once it is read.
     """
 
     name = "llm-replay"
@@ -95,12 +96,23 @@ class BundledDemoProvider:
     def __init__(self, pace_ms: int) -> None:
         self.pace_ms = pace_ms
         self._loaded: ReplayProvider | None = None
+        self._bindings: dict[str, _Binding] = {}
+        """Sessions bound before the recording was read, in the order they were bound."""
 
     def _provider(self) -> ReplayProvider:
         if self._loaded is None:
             from ..providers.replay import ReplayProvider, bundled_demo_fixture
 
-            self._loaded = ReplayProvider.from_path(bundled_demo_fixture(), None, self.pace_ms)
+            loaded = ReplayProvider.from_path(bundled_demo_fixture(), None, self.pace_ms)
+            for session_id, binding in self._bindings.items():
+                loaded.bind_session(
+                    session_id,
+                    parent_session_id=binding.parent_session_id,
+                    model_calls=binding.model_calls,
+                    cwd=binding.cwd,
+                )
+            self._bindings.clear()
+            self._loaded = loaded
         return self._loaded
 
     def bind_session(
@@ -111,12 +123,22 @@ class BundledDemoProvider:
         model_calls: int,
         cwd: str | None = None,
     ) -> None:
-        self._provider().bind_session(
+        if self._loaded is None:
+            self._bindings.pop(session_id, None)  # a binding again counts as the newest
+            self._bindings[session_id] = _Binding(parent_session_id, model_calls, cwd)
+            return
+        self._loaded.bind_session(
             session_id, parent_session_id=parent_session_id, model_calls=model_calls, cwd=cwd
         )
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         return self._provider().stream(request)
+
+
+class _Binding(NamedTuple):
+    parent_session_id: str | None
+    model_calls: int
+    cwd: str | None
 
 
 def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
