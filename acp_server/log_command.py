@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, TextIO, cast
 
 import msgspec
 
+from .core.chunk_checks import Line
 from .core.chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
@@ -279,7 +280,7 @@ def verify_lines(source: Lines) -> Report:
     return report
 
 
-def _verify(path: Path | str, lines: Iterator[bytes], report: Report) -> None:
+def _verify(path: Path | str, lines: Iterator[Line], report: Report) -> None:
     first = next(lines, None)
     if first is None:
         report.problems.append(Problem(1, "the log has no complete header line"))

@@ -406,7 +406,7 @@ _record_decoder: Final[msgspec.json.Decoder[_TypedRecord]] = msgspec.json.Decode
 _json_decoder: Final = msgspec.json.Decoder()
 
 
-def decode_record_json(raw: bytes | str) -> StorageRecord:
+def decode_record_json(raw: bytes | memoryview | str) -> StorageRecord:
     """One storage record from its JSON text, type-checked (rows are not yet expanded).
 
     Raises `ChunkRowError` for a malformed row and `EventError` for anything else malformed.

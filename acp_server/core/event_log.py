@@ -3,16 +3,20 @@
 `EventLog` is what a live session keeps. A loaded log of 400,000 chunks is a few hundred
 records here, not 400,000 event objects: everything that reads history (the provider history,
 the load projection, paging) works from the plain events and the message index, and expands a
-row only when its members are asked for. Appends arrive as plain events; `seal()` packs the
-chunks of a finished step into rows, so a long live session stays compact too.
+row only when its members are asked for. A loaded log may also hold `PackedChunks` (runs of
+chunk lines its reader trusted by their check, not yet decoded): the plain events and the load
+projection never need them decoded; the first reader that needs the chunks themselves decodes
+them all. Appends arrive as plain events; `seal()` packs the chunks of a finished step into
+rows, so a long live session stays compact too.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import cast
 
+from .chunk_checks import KeptRecord, PackedChunks
 from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord, expand_row, pack_chunk_runs
 from .events import (
     AssistantChunk,
@@ -24,10 +28,10 @@ from .paging import PageCut, clip_records, message_cut, page_cut, record_count, 
 
 
 class EventLog:
-    def __init__(self, records: Iterable[StorageRecord] = ()) -> None:
-        self.records: list[StorageRecord] = []
+    def __init__(self, records: Iterable[KeptRecord] = ()) -> None:
+        self._records: list[KeptRecord] = []
         self.starts: list[int] = []
-        """`starts[i]` is the first seq of `records[i]`."""
+        """`starts[i]` is the first seq of record i."""
         self.length = 0
         self.message_seqs: list[int] = []
         self.message_cuts: list[int] = []
@@ -36,23 +40,55 @@ class EventLog:
         self.step_starts = 0
         self._sealed = 0
         """Records before this index are packed; appends after it are plain events."""
+        self._packed = 0
+        """How many of the records are `PackedChunks`."""
         self._add_all(records)
-        self._sealed = len(self.records)
+        self._sealed = len(self._records)
 
-    def _add_all(self, records: Iterable[StorageRecord]) -> None:
+    def _add_all(self, records: Iterable[KeptRecord]) -> None:
         """`_add` for each record, rows (most of a long log's records) inlined: a loaded log
         is indexed here record by record."""
         add, row_classes = self._add, ROW_CLASSES
-        append_record, append_start = self.records.append, self.starts.append
+        append_record, append_start = self._records.append, self.starts.append
         for record in records:
             kind = type(record)
             if kind in row_classes:  # a row indexes nothing but its place
                 start = cast(ChunkRow, record).seq0
                 append_record(record)
                 append_start(start)
-                self.length = start + record_count(record)
+                self.length = start + record_count(cast(ChunkRow, record))
+            elif kind is PackedChunks:  # nor do chunks
+                packed = cast(PackedChunks, record)
+                append_record(packed)
+                append_start(packed.seq0)
+                self.length = packed.seq0 + packed.count
+                self._packed += 1
             else:
-                add(record)
+                add(cast(StorageRecord, record))
+
+    @property
+    def records(self) -> list[StorageRecord]:
+        """Every record, in order (rows packed; any `PackedChunks` decoded first)."""
+        self._unpack()
+        return cast("list[StorageRecord]", self._records)
+
+    def _unpack(self) -> None:
+        """Decode every `PackedChunks` into its records, once."""
+        if not self._packed:
+            return
+        records: list[KeptRecord] = []
+        starts: list[int] = []
+        for record, start in zip(self._records, self.starts, strict=True):
+            if type(record) is PackedChunks:
+                for decoded in record.decode():
+                    records.append(decoded)
+                    starts.append(record_start(decoded))
+            else:
+                records.append(record)
+                starts.append(start)
+        # Only a loaded log's records are packed chunks, and they all come before `_sealed`.
+        self._sealed += len(records) - len(self._records)
+        self._records, self.starts, self._packed = records, starts, 0
 
     def __len__(self) -> int:
         return self.length
@@ -73,7 +109,7 @@ class EventLog:
         if type(event) is AssistantChunk:
             # The hot path while a model streams: what `_add` does for a plain event that
             # indexes nothing.
-            self.records.append(event)
+            self._records.append(event)
             self.starts.append(seq)
             self.length = seq + 1
             return
@@ -81,7 +117,7 @@ class EventLog:
 
     def _add(self, record: StorageRecord) -> None:
         start = record_start(record)
-        self.records.append(record)
+        self._records.append(record)
         self.starts.append(start)
         self.length = start + record_count(record)
         cut = message_cut(record, start)
@@ -95,21 +131,24 @@ class EventLog:
 
     def seal(self) -> None:
         """Pack the plain chunks appended since the last seal into rows (a step has ended)."""
-        tail = self.records[self._sealed :]
+        tail = cast("list[StorageRecord]", self._records[self._sealed :])  # plain events
         if any(type(r) is AssistantChunk for r in tail):
             packed = pack_chunk_runs(tail)
-            del self.records[self._sealed :]
+            del self._records[self._sealed :]
             del self.starts[self._sealed :]
-            self.records.extend(packed)
+            self._records.extend(packed)
             self.starts.extend(record_start(r) for r in packed)
-        self._sealed = len(self.records)
+        self._sealed = len(self._records)
 
     # -- reading -------------------------------------------------------------------------------
 
     def plain_events(self) -> Iterator[SessionEvent]:
-        """Every event that is not a member of a row, in order (all but packed deltas)."""
-        for record in self.records:
-            if type(record) not in ROW_CLASSES:
+        """Every event but the chunks (rows, `PackedChunks` and plain `assistant/chunk`
+        events), in order: what the readers of history other than the projection and paging
+        read (the provider history, recovery, settings, usage), none of which needs a chunk."""
+        for record in self._records:
+            kind = type(record)
+            if kind is not AssistantChunk and kind is not PackedChunks and kind not in ROW_CLASSES:
                 yield cast(SessionEvent, record)
 
     def events(self, lo: int = 0, hi: int | None = None) -> list[SessionEvent]:
@@ -140,6 +179,10 @@ class EventLog:
         i = bisect_right(self.turn_starts, seq)
         return self.turn_starts[i - 1] if i else 0
 
-    def records_from(self, seq: int) -> Sequence[StorageRecord]:
-        """The records from `seq` on (`seq` must be a record boundary, e.g. a turn start)."""
-        return clip_records(self.records, self.starts, seq, self.length)
+    def records_from(self, seq: int) -> Sequence[KeptRecord]:
+        """The records from `seq` on, as held: `PackedChunks` stay packed (the load projection
+        decodes only those it shows). `seq` must be a record boundary, e.g. a turn start."""
+        index = bisect_left(self.starts, seq)
+        if index < len(self.starts) and self.starts[index] != seq:
+            raise ValueError(f"seq {seq} is not the start of a record")
+        return self._records[index:]

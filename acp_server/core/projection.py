@@ -29,7 +29,8 @@ from .acp_updates import (
     unknown_tool_presentation,
 )
 from .assembly import MessageAssembler
-from .chunk_rows import ROW_CLASSES, ChunkRow, StorageRecord
+from .chunk_checks import KeptRecord, PackedChunks
+from .chunk_rows import ROW_CLASSES, ChunkRow
 from .compaction import COMPACTED_NOTICE, summary_text
 from .event_log import EventLog
 from .events import (
@@ -54,15 +55,17 @@ from .events import (
 
 
 def project_load(
-    records: Sequence[StorageRecord], present: ToolPresenter = unknown_tool_presentation
+    records: Sequence[KeptRecord], present: ToolPresenter = unknown_tool_presentation
 ) -> list[SessionUpdate]:
-    """The updates that replay `records` (events, or chunk rows left packed), in log order.
+    """The updates that replay `records` (events, chunk rows left packed, or `PackedChunks`),
+    in log order.
 
     Tool calls are shown as `present` (the session's tool registry) says.
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
-    message stands for them), a failed step's are assembled into its partial text.
+    message stands for them), a failed step's are assembled into its partial text (its
+    `PackedChunks` decoded for that).
     """
     results = {
         (e.data.turn, e.data.step, e.data.call_id): e for e in records if type(e) is ToolResult
@@ -71,13 +74,19 @@ def project_load(
     updates: list[SessionUpdate] = []
     # The chunk records of the current step, kept until we know whether a message will stand
     # for them; only a step that ends without one pays for assembling them.
-    pending: list[AssistantChunk | ChunkRow] = []
+    pending: list[AssistantChunk | ChunkRow | PackedChunks] = []
 
     def flush_pending() -> None:
         if pending:
-            d = pending[0].data
+            chunks: list[AssistantChunk | ChunkRow] = []
+            for held in pending:
+                if type(held) is PackedChunks:
+                    chunks.extend(cast("list[AssistantChunk | ChunkRow]", held.decode()))
+                else:
+                    chunks.append(held)
+            d = chunks[0].data
             assembler = MessageAssembler()
-            for record in pending:
+            for record in chunks:
                 if isinstance(record, AssistantChunk):
                     assembler.feed(record.data.chunk)
                 else:
@@ -91,8 +100,8 @@ def project_load(
 
     for event in records:
         kind = type(event)
-        if kind is AssistantChunk or kind in ROW_CLASSES:
-            pending.append(cast("AssistantChunk | ChunkRow", event))
+        if kind is AssistantChunk or kind is PackedChunks or kind in ROW_CLASSES:
+            pending.append(cast("AssistantChunk | ChunkRow | PackedChunks", event))
         elif type(event) is AssistantMessageEvent:
             pending.clear()  # the message stands for its chunks
             d = event.data

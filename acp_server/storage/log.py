@@ -16,8 +16,11 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
+import itertools
+import logging
+import mmap
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +28,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, NoReturn, Proto
 
 import msgspec
 
+from ..core.chunk_checks import (
+    ChunkCheck,
+    ChunkRuns,
+    KeptRecord,
+    Line,
+    PackedChunks,
+    encode_checks,
+    packed_chunks,
+)
 from ..core.chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
@@ -72,6 +84,7 @@ LONG_LINE: Final = 4 * READ_BLOCK
 
 _encoder: Final = msgspec.json.Encoder()
 _json_decoder: Final = msgspec.json.Decoder()
+log = logging.getLogger(__name__)
 
 
 READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -100,7 +113,7 @@ class LogContents:
 # Reading.
 
 
-def parse_header(path: Path | str, raw: bytes) -> SessionHeader:
+def parse_header(path: Path | str, raw: Line) -> SessionHeader:
     """Decode line 1. The version is checked before anything else, so that a log from another
     version reads as unsupported rather than corrupt."""
     try:
@@ -337,6 +350,80 @@ _HEADER_TOO_LONG: Final = (
 )
 
 
+class MappedLines:
+    """The complete lines of a plain log read through a read-only memory map of its file,
+    each line a view of the map, never a copy: what a continuation reads of a long log.
+
+    The views stay valid while anything holds them (a `PackedChunks` keeps its lines), and the
+    log only grows while its writer's lock is held. A file cut shorter behind the lock's back
+    would make reading a view past its new end fault, as with any memory-mapped file.
+    """
+
+    def __init__(self, path: Path | str, mapped: mmap.mmap) -> None:
+        self.path = path
+        self._map = mapped
+        self.size = len(mapped)
+        self.count = 0
+        """Lines yielded so far."""
+        self.valid_size = 0
+
+    @classmethod
+    def open(cls, path: Path | str, fd: int) -> MappedLines | None:
+        """The lines of the log at `path`, open (and locked) as `fd`; None if it cannot be
+        mapped (it is empty, say). The map is made through a descriptor of its own: a map
+        holds its file open, and a lock lives as long as the open file it was taken on, so a
+        map made through the writer's would keep the session locked after its writer closed."""
+        try:
+            own = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            mine, locked = os.fstat(own), os.fstat(fd)
+            if (mine.st_dev, mine.st_ino) != (locked.st_dev, locked.st_ino) or not mine.st_size:
+                return None  # replaced since it was opened, or empty
+            return cls(path, mmap.mmap(own, mine.st_size, prot=mmap.PROT_READ))
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(own)
+
+    @property
+    def torn_tail(self) -> bool:
+        return self.valid_size != self.size
+
+    def __iter__(self) -> Iterator[Line]:
+        mapped, size = self._map, self.size
+        view, find = memoryview(mapped), mapped.find
+        first = find(b"\n", 0, MAX_HEADER_LINE + 1)
+        if first < 0:
+            if size > MAX_HEADER_LINE:
+                raise CorruptLog(self.path, 1, _HEADER_TOO_LONG)
+            return
+        self.count, self.valid_size = 1, first + 1
+        yield view[:first]
+        start = first + 1
+        while start < size:
+            end = find(b"\n", start, start + LONG_LINE)
+            scanned = start
+            while end < 0 and scanned + LONG_LINE < size:
+                # A long line, or a torn tail of any size: what was scanned leaves memory (the
+                # map reads it from the file again if the line is used).
+                self._drop(scanned, LONG_LINE)
+                scanned += LONG_LINE
+                end = find(b"\n", scanned, scanned + LONG_LINE)
+            if end < 0:
+                self._drop(scanned, size - scanned)
+                return
+            self.count += 1
+            self.valid_size = end + 1
+            yield view[start:end]
+            start = end + 1
+
+    def _drop(self, offset: int, length: int) -> None:
+        aligned = offset - offset % mmap.PAGESIZE
+        self._map.madvise(mmap.MADV_DONTNEED, aligned, length + offset - aligned)
+
+
 def _first_frame_text(
     path: Path | str, decompressor: zstandard.ZstdDecompressor, frame: memoryview
 ) -> bytes:
@@ -363,16 +450,24 @@ def _stream_size(file: BinaryIO) -> int:
 
 
 def read_header(path: Path) -> SessionHeader:
-    """A log's header (line 1), reading no more of the log than the header's bound."""
+    """A log's header (line 1), reading no more of the log than the header's bound (a plain
+    log's no more than the header line and a buffer)."""
     with open(path, "rb") as file:
-        first = next(iter(LogLines(path, file, log_compression(path))), None)
+        if log_compression(path) == "none":
+            line = file.readline(MAX_HEADER_LINE + 2)
+            first = line[:-1] if line.endswith(b"\n") else None
+            if len(line if first is None else first) > MAX_HEADER_LINE:
+                raise CorruptLog(path, 1, _HEADER_TOO_LONG)
+        else:
+            first = next(iter(LogLines(path, file, "zstd")), None)
     if first is None:
         raise CorruptLog(path, 1, "the log has no complete header line")
     return parse_header(path, first)
 
 
 class Lines(Protocol):
-    """Complete lines of a log, header first, as `LogLines` gives them (or a database's rows)."""
+    """Complete lines of a log, header first, as `LogLines` or `MappedLines` give them (or a
+    database's rows)."""
 
     @property
     def path(self) -> Path | str: ...
@@ -384,7 +479,7 @@ class Lines(Protocol):
     @property
     def torn_tail(self) -> bool: ...
 
-    def __iter__(self) -> Iterator[bytes]: ...
+    def __iter__(self) -> Iterator[Line]: ...
 
 
 class LogRecords:
@@ -415,17 +510,65 @@ class LogRecords:
     def __iter__(self) -> Iterator[StorageRecord]:
         return iter(self._checked)
 
+    def kept(self, checks: Mapping[int, ChunkCheck]) -> Iterator[KeptRecord]:
+        """The records read with the writers' chunk checks (see `CheckedRecords.kept`)."""
+        return self._checked.kept(checks)
+
+    @property
+    def used_checks(self) -> list[ChunkCheck]:
+        return self._checked.used_checks
+
+    @property
+    def new_checks(self) -> list[ChunkCheck]:
+        return self._checked.new_checks
+
 
 class CheckedRecords:
     """The records of consecutive body lines (line 2 on), each decoded and checked as
-    `LogRecords` checks them: every engine reads its stored records through this."""
+    `LogRecords` checks them: every engine reads its stored records through this.
 
-    def __init__(self, path: Path | str, lines: Iterable[bytes]) -> None:
+    `kept(checks)` reads them with the chunk checks of the log's writers: a run of chunk lines
+    that matches its check is kept packed (`PackedChunks`), not decoded; the lines of a run
+    without a matching check are decoded and checked, and the run's check made
+    (`new_checks`)."""
+
+    def __init__(self, path: Path | str, lines: Iterable[Line]) -> None:
         self.path = path
         self.lines = lines
         self.event_count = 0
+        self.used_checks: list[ChunkCheck] = []
+        """The checks that matched (`kept`)."""
+        self.new_checks: list[ChunkCheck] = []
+        """The checks made for runs that had none that matched (`kept`)."""
 
     def __iter__(self) -> Iterator[StorageRecord]:
+        # Without checks, no line is kept packed.
+        return cast(Iterator[StorageRecord], self._records(enumerate(self.lines, start=2), None))
+
+    def kept(self, checks: Mapping[int, ChunkCheck]) -> Iterator[KeptRecord]:
+        return self._records(self._packed(checks), ChunkRuns())
+
+    def _packed(
+        self, checks: Mapping[int, ChunkCheck]
+    ) -> Iterator[tuple[int, Line] | PackedChunks]:
+        """The numbered lines, each run that matches its check as one `PackedChunks`."""
+        numbered = enumerate(self.lines, start=2)
+        for number, raw in numbered:
+            check = checks.get(number)
+            if check is None:
+                yield number, raw
+                continue
+            run = [raw, *(line for _, line in itertools.islice(numbered, check.lines - 1))]
+            packed = packed_chunks(check, run)
+            if packed is None:
+                yield from enumerate(run, start=number)
+            else:
+                self.used_checks.append(check)
+                yield packed
+
+    def _records(
+        self, items: Iterable[tuple[int, Line] | PackedChunks], runs: ChunkRuns | None
+    ) -> Iterator[KeptRecord]:
         # The loop runs once per record of every log read (a long session has hundreds of
         # thousands): `record_start`, `record_count` and the source range check are inlined
         # for rows, which carry no `sourceRange`.
@@ -433,7 +576,19 @@ class CheckedRecords:
         problem_of = SourceRanges().problem
         decode, check_row, row_classes = decode_record_json, validate_row, ROW_CLASSES
         count = self.event_count
-        for number, raw in enumerate(self.lines, start=2):
+        for item in items:
+            if type(item) is PackedChunks:
+                if item.seq0 != count:
+                    raise CorruptLog(
+                        path, item.number, f"seq gap: expected seq {count}, found {item.seq0}"
+                    )
+                if runs is not None:
+                    runs.end()  # the packed run is a run of its own
+                count += item.count
+                self.event_count = count
+                yield item
+                continue
+            number, raw = item
             try:
                 record = decode(raw)
                 kind = type(record)
@@ -458,9 +613,14 @@ class CheckedRecords:
                 raise CorruptLog(path, number, f"seq gap: expected seq {count}, found {first}")
             if problem is not None:
                 raise CorruptLog(path, number, problem)
+            if runs is not None:
+                made = runs.feed(number, raw, record)
+                if made is not None:
+                    self.new_checks.append(made)
             count += size
             self.event_count = count
             yield record
+        # A run still open at the end of the log is a step still streaming: it gets no check.
 
 
 def parse_log(
@@ -492,6 +652,42 @@ def read_log_file(
 ) -> LogContents:
     """`read_log` from an open file (read from its start)."""
     return _contents(LogLines(path, file, log_compression(path), progress))
+
+
+@dataclass
+class KeptLog:
+    """What `read_kept_log` found: as `LogContents`, but the runs of chunk lines that matched
+    their check are kept packed, and the long runs that had none have one made."""
+
+    header: SessionHeader
+    records: list[KeptRecord]
+    event_count: int
+    valid_size: int
+    torn_tail: bool
+    lines: int
+    """Complete lines read, the header included."""
+    used_checks: list[ChunkCheck]
+    """The checks that matched."""
+    new_checks: list[ChunkCheck]
+    """Checks for the long runs that were decoded: what the check file lacked."""
+
+
+def read_kept_log(lines: LogLines | MappedLines, checks: Mapping[int, ChunkCheck]) -> KeptLog:
+    """`read_log_file` for a log about to be continued, with the chunk checks its writers
+    recorded (`acp_server.core.chunk_checks`)."""
+    reader = LogRecords(lines)
+    with collection_paused():
+        records = list(reader.kept(checks))
+    return KeptLog(
+        reader.header,
+        records,
+        reader.event_count,
+        lines.valid_size,
+        lines.torn_tail,
+        lines.count,
+        reader.used_checks,
+        reader.new_checks,
+    )
 
 
 def _contents(lines: LogLines) -> LogContents:
@@ -543,6 +739,12 @@ class LogWriter(QueuedAppends):
     """Where the last complete batch ends: a failed write is cut back to it."""
     _synced_size: int = 0
     """Where the last successful fsync left the file: a failed fsync is cut back to it."""
+    checks_path: Path | None = None
+    """Where the chunk checks of the runs this writer writes are kept (None: nowhere)."""
+    lines: int = 0
+    """Lines in the file up to `_size` (the header is line 1)."""
+    _synced_lines: int = 0
+    _runs: ChunkRuns = field(default_factory=ChunkRuns)
 
     @classmethod
     def open(
@@ -558,6 +760,7 @@ class LogWriter(QueuedAppends):
         if create:
             try:
                 writer._write_batch(encode_records([header]))
+                writer.lines = 1
                 writer.sync()
             except LogWriteFailed:
                 writer.close()
@@ -597,6 +800,11 @@ class LogWriter(QueuedAppends):
     def closed(self) -> bool:
         return self.fd < 0
 
+    def count_lines(self, lines: int) -> None:
+        """The file holds `lines` complete lines, as the read that continues it found: the
+        number of the next line written, for its chunk checks."""
+        self.lines = self._synced_lines = lines
+
     def reset(self) -> None:
         """Accept writes again after a failure: only once the log has been re-read and
         `next_seq` set from what the file holds."""
@@ -631,8 +839,7 @@ class LogWriter(QueuedAppends):
         `flush` and `sync`, which may run in a worker thread."""
         self._check()
         if batch:
-            records = pack_chunk_runs(batch) if self.pack else batch
-            self._write_batch(encode_records(records))
+            self._write_records(pack_chunk_runs(batch) if self.pack else batch)
         if sync:
             self._fsync()
 
@@ -648,15 +855,17 @@ class LogWriter(QueuedAppends):
             raise ValueError("write_records with events queued")
         self.next_seq += sum(record_count(r) for r in records)
         if records:
-            self._write_batch(encode_records(records))
+            self._write_records(records)
 
     def _fsync(self) -> None:
         try:
             os.fsync(self.fd)
         except OSError as exc:
             # What the kernel kept of the unsynced pages is unknown: keep only what was synced.
+            self.lines = self._synced_lines
             self._fail(exc, self._synced_size)
         self._synced_size = self._size
+        self._synced_lines = self.lines
 
     def close(self) -> None:
         """Sync (unless writing failed) and release the lock. Safe to call twice."""
@@ -671,6 +880,30 @@ class LogWriter(QueuedAppends):
 
     def _location(self) -> Path:
         return self.path
+
+    def _write_records(self, records: Sequence[StorageRecord]) -> None:
+        """Write records as one batch, then keep the checks of the chunk runs it ended."""
+        encode = _encoder.encode
+        lines = [encode(record) for record in records]
+        self._write_batch(b"\n".join([*lines, b""]))
+        first = self.lines + 1
+        self.lines += len(lines)
+        if self.checks_path is not None:
+            checks = self._runs.feed_all(first, lines, records)
+            if checks:
+                self._keep_checks(self.checks_path, checks)
+
+    def _keep_checks(self, path: Path, checks: list[ChunkCheck]) -> None:
+        """Append checks to the check file. They are a cache: a write that fails costs the
+        next load time, nothing else, so it is not retried and nothing is fsynced."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, encode_checks(checks))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.debug("%s: chunk checks not kept: %s", path, exc)
 
     def _write_batch(self, payload: bytes) -> None:
         if self._compressor is not None:
@@ -688,6 +921,7 @@ class LogWriter(QueuedAppends):
         """Refuse writes from now on, cut the file back to `keep` bytes, raise."""
         self.failure = exc
         self._pending = []
+        self._runs.end()  # its lines may be cut: no check for it
         try:
             os.ftruncate(self.fd, keep)
             os.lseek(self.fd, keep, os.SEEK_SET)

@@ -6,12 +6,18 @@ creation, or for continuation (with the recovery of SPEC 2.5). It holds no sessi
 A log that cannot be written (a read-only directory, a full disk) is still opened for
 continuation, read-only: its writer starts failed, its events are exactly what the file holds,
 and recovery's closers wait until it is reopened with write access (`reopen`).
+
+Beside a log, `chunk-checks.jsonl` keeps the chunk checks of its long runs of chunk lines
+(`acp_server.core.chunk_checks`): its writer appends them, and a continuation that found runs
+without one (a log written elsewhere) writes the file anew. Only a continuation reads it; it is
+a cache, and a missing or damaged one only makes a load slower.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.chunk_checks import ChunkCheck, decode_checks, encode_checks
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.header import SessionHeader
@@ -35,12 +42,16 @@ from .log import (
     CorruptLog,
     LogContents,
     LogError,
+    LogLines,
     LogWriteFailed,
     LogWriter,
+    MappedLines,
     read_header,
+    read_kept_log,
     read_log,
-    read_log_file,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -103,6 +114,7 @@ class SessionStore:
         writer: LogWriter | None = None
         try:
             writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
+            writer.checks_path = directory / CHECKS_NAME
             _fsync_dir(directory)
             _fsync_dir(self.root)
         except BaseException:
@@ -169,15 +181,24 @@ class SessionStore:
 
     def _recover(self, writer: LogWriter, session_id: str, now_ms: int) -> ContinuedLog:
         path = writer.path
+        checks_path = path.parent / CHECKS_NAME
+        checks = _read_checks(checks_path)
         with collection_paused():
-            contents = read_log_file(path, io.BufferedReader(_FdReader(writer.fd)))
-            log = EventLog(contents.records)
+            lines = (
+                MappedLines.open(path, writer.fd) if writer.compression == "none" else None
+            ) or (LogLines(path, io.BufferedReader(_FdReader(writer.fd)), writer.compression))
+            contents = read_kept_log(lines, checks)
+            event_log = EventLog(contents.records)
         check_header_id(path, contents.header, session_id)
         writer.header = contents.header
         writer.next_seq = contents.event_count
+        writer.count_lines(contents.lines)
         if not writer.writable:
-            return ContinuedLog(writer, log, False, [])  # nothing can change on disk
-        closers = interrupted_turn_closers(list(log.plain_events()), log.length, now_ms)
+            return ContinuedLog(writer, event_log, False, [])  # nothing can change on disk
+        writer.checks_path = checks_path
+        if contents.new_checks or len(contents.used_checks) != len(checks):
+            _write_checks(checks_path, [*contents.used_checks, *contents.new_checks])
+        closers = interrupted_turn_closers(list(event_log.plain_events()), event_log.length, now_ms)
         try:
             if contents.torn_tail:
                 writer.truncate(contents.valid_size)
@@ -187,10 +208,10 @@ class SessionStore:
                 writer.sync()
         except LogWriteFailed:
             # The writer refuses writes from now on; the events stay what the file held.
-            return ContinuedLog(writer, log, False, [])
+            return ContinuedLog(writer, event_log, False, [])
         for event in closers:
-            log.append(event)
-        return ContinuedLog(writer, log, contents.torn_tail, closers)
+            event_log.append(event)
+        return ContinuedLog(writer, event_log, contents.torn_tail, closers)
 
     def delete(self, session_id: str) -> None:
         """Remove a session's directory and everything in it."""
@@ -218,6 +239,29 @@ def check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:
         raise CorruptLog(
             path, 1, f"header id {header.id!r} does not match the session {session_id!r}"
         )
+
+
+CHECKS_NAME = "chunk-checks.jsonl"
+
+
+def _read_checks(path: Path) -> dict[int, ChunkCheck]:
+    try:
+        return decode_checks(path.read_bytes())
+    except OSError:
+        return {}  # none yet, or unreadable: every run is decoded
+
+
+def _write_checks(path: Path, checks: list[ChunkCheck]) -> None:
+    """Replace the check file (a cache: a failure is only logged, nothing is fsynced)."""
+    checks.sort(key=lambda check: check.line)
+    temporary = path.with_name(path.name + ".new")
+    try:
+        temporary.write_bytes(encode_checks(checks))
+        os.replace(temporary, path)
+    except OSError as exc:
+        log.debug("%s: chunk checks not kept: %s", path, exc)
+        with contextlib.suppress(OSError):
+            temporary.unlink()
 
 
 _PLACEHOLDER_HEADER = SessionHeader(version=0, id="", created_at=0, cwd="")
