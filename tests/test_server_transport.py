@@ -11,6 +11,7 @@ import random
 import select
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -174,6 +175,44 @@ async def test_writer_keeps_order_across_small_and_large_frames() -> None:
     thread.join(10)
     os.close(read_end)
     assert bytes(received) == b"".join(frames)
+
+
+@pytest.mark.anyio
+async def test_batches_sent_with_send_frames_keep_their_place_among_the_other_frames() -> None:
+    read_end, write_end = os.pipe()
+    received = bytearray()
+    thread = threading.Thread(target=drain, args=(read_end, received, 0.001))
+    thread.start()
+    made_in: list[int] = []
+
+    def batches() -> Iterator[bytes]:
+        for n in range(3):
+            made_in.append(threading.get_ident())
+            yield b"".join(b'{"batch":%d,"k":%d}\n' % (n, k) for k in range(2000))
+
+    writer = FrameWriter(write_end, buffer_size=8)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        await writer.send(b'{"before":1}\n')
+        await writer.send(b'{"large":"' + b"x" * 100_000 + b'"}\n')
+        await writer.send_frames(batches())
+        await writer.send(b'{"after":1}\n')
+        await writer.aclose()
+    os.close(write_end)
+    thread.join(10)
+    os.close(read_end)
+
+    expected = b"".join(
+        [
+            b'{"before":1}\n',
+            b'{"large":"' + b"x" * 100_000 + b'"}\n',
+            *(b'{"batch":%d,"k":%d}\n' % (n, k) for n in range(3) for k in range(2000)),
+            b'{"after":1}\n',
+        ]
+    )
+    assert bytes(received) == expected
+    assert len(made_in) == 3
+    assert threading.get_ident() not in made_in  # made in the writer's worker thread
 
 
 @pytest.mark.anyio

@@ -6,6 +6,7 @@ tested with an in-memory fake and the JSON-RPC connection stays a thin layer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,3 +45,6 @@ class ClientPort(Protocol):
 
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification to the client; notifications keep the order they are sent in."""
+
+    async def notify_all(self, method: str, params: Iterable[Any]) -> None:
+        """`notify` for each params, in order, in as few writes as the transport allows."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -152,6 +152,9 @@ class ConnectionPort:
 
     async def notify(self, method: str, params: Any) -> None:
         await self._agent.connection.notify(method, params)
+
+    async def notify_all(self, method: str, params: Iterable[Any]) -> None:
+        await self._agent.connection.notify_all(method, params)
 
 
 class AcpAgent:

@@ -34,7 +34,15 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -84,6 +92,10 @@ class FrameSink(Protocol):
     `WebSocketChannel`), or a memory stream in tests."""
 
     async def send(self, frame: bytes) -> None: ...
+
+    async def send_frames(self, batches: Iterable[bytes]) -> None:
+        """Send batches of whole frames (each frame ending in its newline), in order; the
+        batches may be made as they are sent, off the event loop."""
 
     def send_nowait(self, frame: bytes) -> None: ...
 
@@ -163,12 +175,40 @@ def notification_frame(method: str, params: Any = UNSET) -> bytes:
     method: the hot path while a model streams."""
     if params is UNSET:
         return encode_frame(_Notification("2.0", method))
+    return _notification_head(method) + _encoder.encode(params) + b"}\n"
+
+
+def _notification_head(method: str) -> bytes:
     head = _notification_heads.get(method)
     if head is None:
         head = b'{"jsonrpc":"2.0","method":' + _encoder.encode(method) + b',"params":'
         if len(_notification_heads) < 64:
             _notification_heads[method] = head
-    return head + _encoder.encode(params) + b"}\n"
+    return head
+
+
+FRAMES_BATCH: Final = 256 * 1024
+"""Bytes of notifications `notification_frames` encodes into one buffer before handing it on:
+enough to make a write worth its cost, few enough that the client reads the first while the
+rest are encoded."""
+
+
+def notification_frames(method: str, params: Iterable[Any]) -> Iterator[bytes]:
+    """The frames of one notification per params, as `notification_frame` encodes each, in
+    buffers of about `FRAMES_BATCH` bytes: each params is encoded once, straight into its
+    buffer (a load's replay is megabytes of them)."""
+    head = _notification_head(method)
+    encode_into = _encoder.encode_into
+    buffer = bytearray()
+    for value in params:
+        buffer += head
+        encode_into(value, buffer, -1)
+        buffer += b"}\n"
+        if len(buffer) >= FRAMES_BATCH:
+            yield bytes(buffer)
+            buffer.clear()
+    if buffer:
+        yield bytes(buffer)
 
 
 def error_frame(request_id: Any, error: RpcError) -> bytes:
@@ -429,6 +469,12 @@ class Connection:
     async def notify(self, method: str, params: Any = UNSET) -> None:
         """Send a notification; it reaches the client after every frame sent before it."""
         await self._sink.send(notification_frame(method, params))
+
+    async def notify_all(self, method: str, params: Iterable[Any]) -> None:
+        """Send one notification per params, in order, in as few writes as the transport
+        allows. `params` may be consumed after this returns, in another thread (the stdio
+        writer's): it must not change meanwhile."""
+        await self._sink.send_frames(notification_frames(method, params))
 
     async def request(self, method: str, params: Any = UNSET, result_type: Any = Any) -> Any:
         """Send a request to the client and wait for its response.

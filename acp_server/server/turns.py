@@ -209,8 +209,10 @@ class Conversations:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
-        for update in project_load(log_.records_from(cut.start), self._presenter(session)):
-            await self.client.notify("session/update", SessionNotification(session.id, update))
+        updates = project_load(log_.records_from(cut.start), self._presenter(session))
+        await self.client.notify_all(
+            "session/update", (SessionNotification(session.id, update) for update in updates)
+        )
         return cut
 
 

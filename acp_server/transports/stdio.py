@@ -23,15 +23,16 @@ The I/O around it is thin:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import select
 import stat
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 import anyio
 
@@ -46,6 +47,10 @@ BURST_BYTES: Final = 64 * 1024
 """A producer that sends this much output in one turn of the event loop is made to yield."""
 QUEUE_BYTES: Final = 1024 * 1024
 """Producers wait for room once this much output is queued for the writer task."""
+PIPE_BYTES: Final = 1024 * 1024
+"""What the protocol output pipe is asked to hold (Linux's default is 64 KiB, its unprivileged
+maximum 1 MiB): a load's replay is megabytes, and a writer that can run ahead of the reader
+makes the next frames while the client parses the first."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +243,8 @@ class FrameWriter:
         self.buffer_size = max(1, buffer_size)
         self.broken = anyio.Event()
         self._broken = False  # `broken` is set (a plain flag for the per-frame checks)
-        self._items: deque[bytes] = deque()  # waiting for `run`: large frames and batches
+        self._items: deque[bytes | _Batches] = deque()  # waiting for `run`: large frames,
+        # batches, and the `send_frames` batches made as they are written
         self._items_bytes = 0
         self._queued = 0  # items handed to `run` and not yet written (waiting or being written)
         self._batch: list[bytes] = []  # small frames of this burst, not yet written nor queued
@@ -252,6 +258,7 @@ class FrameWriter:
         self._poll = select.poll() if hasattr(select, "poll") else None
         if self._poll is not None:
             self._poll.register(fd, select.POLLOUT)
+        _grow_pipe(fd)
 
     async def send(self, frame: bytes) -> None:
         if self._broken:
@@ -302,6 +309,23 @@ class FrameWriter:
         self._batch_bytes += size
         self._burst_bytes += size
 
+    async def send_frames(self, batches: Iterable[bytes]) -> None:
+        """Send batches of whole frames, in order, after every frame sent before: they join
+        the queue as one item, and `run`'s worker thread takes each batch from `batches` as
+        it writes them, so whatever produces them (encoding a replay) runs off the event loop,
+        and the reader gets the first batch while the next is made."""
+        await anyio.lowlevel.checkpoint()
+        if not self._closed and not self._finished:
+            await self._wait_for_room()
+        if self._broken:
+            return
+        if self._closed or self._finished:
+            raise anyio.ClosedResourceError if self._closed else anyio.BrokenResourceError
+        self._flush_batch()
+        self._items.append(_Batches(iter(batches)))
+        self._queued += 1
+        self._work.set()
+
     def send_nowait(self, frame: bytes) -> None:
         """Send without waiting; raises `anyio.WouldBlock` when the queue is full."""
         if self._broken:
@@ -342,11 +366,28 @@ class FrameWriter:
                     self._work = anyio.Event()
                 await self._work.wait()
                 continue
-            # Coalesce what is queued into one write: fewer syscalls under load.
-            count = len(items)
-            data = items.popleft() if count == 1 else b"".join(items)
-            items.clear()
-            self._items_bytes = 0
+            head = items[0]
+            if type(head) is _Batches:
+                items.popleft()
+                self._room.set()
+                try:
+                    with anyio.CancelScope(shield=True):  # a frame is never half written
+                        failure = await anyio.to_thread.run_sync(self._write_batches, head)
+                    if failure is not None:
+                        self._break(failure)
+                finally:
+                    self._queued -= 1
+                continue
+            # Coalesce what is queued into one write, up to any `send_frames` item: fewer
+            # syscalls under load.
+            count = 0
+            for item in items:
+                if type(item) is _Batches:
+                    break
+                count += 1
+            taken = [cast(bytes, items.popleft()) for _ in range(count)]
+            data = taken[0] if count == 1 else b"".join(taken)
+            self._items_bytes -= len(data)
             self._room.set()
             try:
                 if self._broken:
@@ -362,6 +403,20 @@ class FrameWriter:
                 self._queued -= count
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _write_batches(self, batches: _Batches) -> OSError | None:
+        """Make and write each batch (in `run`'s worker thread); the write error, if any."""
+        try:
+            for data in batches.source:
+                if self._broken:
+                    return None  # dropped
+                _write_all(self.fd, data)
+        except OSError as exc:
+            return exc
+        except Exception:
+            # A producer's bug: its frames are lost, the connection keeps serving.
+            log.exception("protocol writer: frames could not be made; dropped")
+        return None
 
     def _start_burst(self) -> bool:
         """Mark the rest of this turn of the event loop as a burst; False if it cannot be."""
@@ -448,6 +503,29 @@ class FrameWriter:
         if self._poll is None:
             return False
         return bool(self._poll.poll(0))
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask for a `PIPE_BYTES` pipe, if `fd` is a pipe that holds less (Linux only)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+    if set_size is None or get_size is None:
+        return
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) or fcntl.fcntl(fd, get_size) >= PIPE_BYTES:
+            return
+        fcntl.fcntl(fd, set_size, PIPE_BYTES)
+    except OSError as exc:  # over the user's pipe limits, say: the default size works too
+        log.debug("protocol output pipe left at its size: %s", exc)
+
+
+class _Batches:
+    """A `send_frames` item: batches of frames, made as `run` writes them."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Iterator[bytes]) -> None:
+        self.source = source
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Final
 
 import anyio
@@ -136,6 +136,13 @@ class WebSocketChannel:
         """Send one message as a text frame (a stdio frame's newline is left out)."""
         self._send_text(frame)
         await self._flush()
+
+    async def send_frames(self, batches: Iterable[bytes]) -> None:
+        """Send each frame of each batch (frames ending in newlines) as its own text frame."""
+        for batch in batches:
+            for frame in batch.split(b"\n")[:-1]:
+                self._send_text(frame)
+            await self._flush()
 
     def send_nowait(self, frame: bytes) -> None:
         """Queue a text frame without waiting: it leaves with the next write, in order."""
