@@ -426,6 +426,31 @@ def split(items: list[Any], cuts: list[int]) -> list[list[Any]]:
     return [items[a:b] for a, b in itertools.pairwise(bounds)]
 
 
+def streamed_turn(turn: int, first: int, deltas: int) -> list[SessionEvent]:
+    """A completed turn from seq `first` whose one step streams `deltas` text deltas ("0 ",
+    "1 "...) between its block marks, then its message."""
+    events: list[Any] = [
+        TurnStart(first, 0, TurnStartData(turn)),
+        UserMessageEvent(first + 1, 0, UserMessageData(turn, UserMessage(f"u{turn}", []))),
+        StepStart(first + 2, 0, StepData(turn, 0)),
+        AssistantChunk(first + 3, 0, AssistantChunkData(turn, 0, BlockStart(0, "text"))),
+    ]
+    events += [
+        AssistantChunk(first + 4 + k, k, AssistantChunkData(turn, 0, TextDelta(0, f"{k} ")))
+        for k in range(deltas)
+    ]
+    seq = first + 4 + deltas
+    text = "".join(f"{k} " for k in range(deltas))
+    message = AssistantMessage(f"a{turn}", [AssistantText(text)])
+    events += [
+        AssistantChunk(seq, 0, AssistantChunkData(turn, 0, BlockEnd(0))),
+        AssistantMessageEvent(seq + 1, 0, AssistantMessageData(turn, 0, message)),
+        StepEnd(seq + 2, 0, StepData(turn, 0)),
+        TurnEnd(seq + 3, 0, TurnEndData(turn, TurnEndReasonCompleted())),
+    ]
+    return events
+
+
 # ---------------------------------------------------------------------------------------------
 # Logs shaped as the loop writes them: turns that complete, are cancelled, fail, crash (closed
 # by recovery), run commands, and compact (by `/compact` or before a model call).

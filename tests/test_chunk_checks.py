@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import UNSET
-from strategies import batch_cuts, loop_logs, split
+from strategies import batch_cuts, loop_logs, split, streamed_turn
 
 from acp_server.core.chunk_checks import (
     MIN_CHECKED_EVENTS,
@@ -31,8 +31,6 @@ from acp_server.core.events import (
     AssistantMessageData,
     AssistantMessageEvent,
     AssistantText,
-    BlockEnd,
-    BlockStart,
     ReasoningDelta,
     SessionEvent,
     StepData,
@@ -54,31 +52,6 @@ from acp_server.core.projection import project_load
 from acp_server.storage.log import CheckedRecords, CorruptLog
 
 encode = msgspec.json.encode
-
-
-def one_turn(deltas: int) -> list[SessionEvent]:
-    """A completed turn whose one step streams `deltas` text deltas between its block marks."""
-    events: list[Any] = [
-        TurnStart(0, 0, TurnStartData(0)),
-        UserMessageEvent(1, 0, UserMessageData(0, UserMessage("u0", [TextContent("hi")]))),
-        StepStart(2, 0, StepData(0, 0)),
-        AssistantChunk(3, 0, AssistantChunkData(0, 0, BlockStart(0, "text"))),
-    ]
-    events += [
-        AssistantChunk(4 + k, k, AssistantChunkData(0, 0, TextDelta(0, f"w{k} ")))
-        for k in range(deltas)
-    ]
-    seq = 4 + deltas
-    text = "".join(f"w{k} " for k in range(deltas))
-    events += [
-        AssistantChunk(seq, 0, AssistantChunkData(0, 0, BlockEnd(0))),
-        AssistantMessageEvent(
-            seq + 1, 0, AssistantMessageData(0, 0, AssistantMessage("a0-0", [AssistantText(text)]))
-        ),
-        StepEnd(seq + 2, 0, StepData(0, 0)),
-        TurnEnd(seq + 3, 0, TurnEndData(0, TurnEndReasonCompleted())),
-    ]
-    return events
 
 
 @st.composite
@@ -159,7 +132,7 @@ def unpacked(records: list[KeptRecord]) -> list[StorageRecord]:
 
 
 def test_the_check_of_a_run_names_its_first_line_its_lines_and_its_figures() -> None:
-    records = written(one_turn(MIN_CHECKED_EVENTS))
+    records = written(streamed_turn(0, 0, MIN_CHECKED_EVENTS))
     lines = [encode(r) for r in records]
 
     [check] = ChunkRuns().feed_all(2, lines, records)
@@ -176,14 +149,16 @@ def test_the_check_of_a_run_names_its_first_line_its_lines_and_its_figures() -> 
 
 
 def test_a_run_shorter_than_the_minimum_gets_no_check() -> None:
-    records = written(one_turn(MIN_CHECKED_EVENTS - 3))
+    records = written(streamed_turn(0, 0, MIN_CHECKED_EVENTS - 3))
     lines = [encode(r) for r in records]
 
     assert ChunkRuns().feed_all(2, lines, records) == []
 
 
 def test_a_run_still_open_at_the_end_gets_no_check() -> None:
-    events = one_turn(200)[:-4]  # the stream was cut: no block end, message, step or turn end
+    events = streamed_turn(0, 0, 200)[
+        :-4
+    ]  # the stream was cut: no block end, message, step or turn end
     records = written(events)
 
     assert checks_of(records) == {}
@@ -218,7 +193,7 @@ def test_a_read_without_checks_makes_the_checks_a_writer_keeps(data: st.DataObje
 
 @given(st.data())
 def test_any_changed_byte_in_a_checked_run_makes_it_decoded(data: st.DataObject) -> None:
-    records = written(one_turn(100))
+    records = written(streamed_turn(0, 0, 100))
     lines = [encode(r) for r in records]
     [check] = checks_of(records).values()
     run = lines[check.line - 2 : check.line - 2 + check.lines]
@@ -234,7 +209,7 @@ def test_any_changed_byte_in_a_checked_run_makes_it_decoded(data: st.DataObject)
 
 @pytest.mark.parametrize("figure", ["seq0", "count", "turn", "step", "lines"])
 def test_a_check_whose_figures_are_not_the_runs_does_not_match(figure: str) -> None:
-    records = written(one_turn(100))
+    records = written(streamed_turn(0, 0, 100))
     lines = [encode(r) for r in records]
     [check] = checks_of(records).values()
     run = lines[check.line - 2 : check.line - 2 + check.lines]
@@ -246,7 +221,7 @@ def test_a_check_whose_figures_are_not_the_runs_does_not_match(figure: str) -> N
 def test_a_malformed_row_in_a_run_whose_check_no_longer_matches_is_refused_naming_its_line() -> (
     None
 ):
-    records = written(one_turn(100))
+    records = written(streamed_turn(0, 0, 100))
     lines = [encode(r) for r in records]
     checks = checks_of(records)
     lines[4] = lines[4].replace(b'"dt":[', b'"dt":[0,', 1)  # line 6, the row: a gap too many
@@ -296,7 +271,7 @@ def test_the_load_projection_of_packed_chunks_is_that_of_their_records(
 
 
 def test_a_step_without_its_message_shows_the_text_of_its_packed_chunks() -> None:
-    events = one_turn(100)
+    events = streamed_turn(0, 0, 100)
     cut = [e for e in events if type(e) is not AssistantMessageEvent]  # a failed stream
     records = written([msgspec.structs.replace(e, seq=k) for k, e in enumerate(cut)])
     lines = [encode(r) for r in records]
@@ -304,4 +279,4 @@ def test_a_step_without_its_message_shows_the_text_of_its_packed_chunks() -> Non
 
     assert any(type(r) is PackedChunks for r in kept)
     assert project_load(kept) == project_load(records)
-    assert project_load(kept)[-1].content.text == "".join(f"w{k} " for k in range(100))
+    assert project_load(kept)[-1].content.text == "".join(f"{k} " for k in range(100))

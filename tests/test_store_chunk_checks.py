@@ -5,34 +5,13 @@ is missing, stale or damaged only costs the load its speed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
+from strategies import streamed_turn
 
 from acp_server.core.chunk_checks import MIN_CHECKED_EVENTS, PackedChunks, decode_checks
 from acp_server.core.chunk_rows import pack_chunk_runs
-from acp_server.core.events import (
-    AssistantChunk,
-    AssistantChunkData,
-    AssistantMessage,
-    AssistantMessageData,
-    AssistantMessageEvent,
-    AssistantText,
-    SessionEvent,
-    StepData,
-    StepEnd,
-    StepStart,
-    TextDelta,
-    TurnEnd,
-    TurnEndData,
-    TurnEndReasonCompleted,
-    TurnStart,
-    TurnStartData,
-    UserMessage,
-    UserMessageData,
-    UserMessageEvent,
-)
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.projection import project_load
 from acp_server.storage.log import CorruptLog
@@ -42,29 +21,10 @@ SID = "s"
 DELTAS = 3 * MIN_CHECKED_EVENTS
 
 
-def turn(turn: int, first: int) -> list[SessionEvent]:
-    """A completed turn from seq `first`: one step streaming `DELTAS` text deltas."""
-    events: list[Any] = [
-        TurnStart(first, 0, TurnStartData(turn)),
-        UserMessageEvent(first + 1, 0, UserMessageData(turn, UserMessage(f"u{turn}", []))),
-        StepStart(first + 2, 0, StepData(turn, 0)),
-    ]
-    events += [
-        AssistantChunk(first + 3 + k, k, AssistantChunkData(turn, 0, TextDelta(0, f"{k} ")))
-        for k in range(DELTAS)
-    ]
-    seq = first + 3 + DELTAS
-    message = AssistantMessage(f"a{turn}", [AssistantText("".join(f"{k} " for k in range(DELTAS)))])
-    events += [
-        AssistantMessageEvent(seq, 0, AssistantMessageData(turn, 0, message)),
-        StepEnd(seq + 1, 0, StepData(turn, 0)),
-        TurnEnd(seq + 2, 0, TurnEndData(turn, TurnEndReasonCompleted())),
-    ]
-    return events
-
-
-TURN_EVENTS = DELTAS + 6
-EVENTS = turn(0, 0) + turn(1, TURN_EVENTS)
+TURN_EVENTS = DELTAS + 8
+RUN = DELTAS + 2
+"""A step's run: its block start, its deltas, its block end."""
+EVENTS = streamed_turn(0, 0, DELTAS) + streamed_turn(1, TURN_EVENTS, DELTAS)
 
 
 def header(root: Path) -> SessionHeader:
@@ -110,7 +70,7 @@ def test_a_session_its_writer_wrote_loads_each_steps_chunks_as_one_packed_run(
 ) -> None:
     write_streamed(store, tmp_path)
 
-    assert packed_runs(store) == [(3, DELTAS), (TURN_EVENTS + 3, DELTAS)]
+    assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
 
 
 def test_a_loaded_session_reads_as_the_events_it_holds(store: SessionStore, tmp_path: Path) -> None:
@@ -132,10 +92,10 @@ def test_the_first_load_of_a_log_written_elsewhere_keeps_its_checks_for_the_next
 
     assert packed_runs(store) == []
     assert [(c.seq0, c.count) for c in decode_checks(checks.read_bytes()).values()] == [
-        (3, DELTAS),
-        (TURN_EVENTS + 3, DELTAS),
+        (3, RUN),
+        (TURN_EVENTS + 3, RUN),
     ]
-    assert packed_runs(store) == [(3, DELTAS), (TURN_EVENTS + 3, DELTAS)]
+    assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
 
 
 def test_a_damaged_check_file_costs_nothing_but_time_and_is_written_anew(
@@ -146,9 +106,9 @@ def test_a_damaged_check_file_costs_nothing_but_time_and_is_written_anew(
     kept = checks.read_bytes()
     checks.write_bytes(b"[7,1,0,0,0,0,0]\n" + kept[: len(kept) // 2])  # stale, then torn
 
-    assert packed_runs(store) == [(3, DELTAS)]  # the second run's check was torn away
+    assert packed_runs(store) == [(3, RUN)]  # the second run's check was torn away
     assert decode_checks(checks.read_bytes()) == decode_checks(kept)
-    assert packed_runs(store) == [(3, DELTAS), (TURN_EVENTS + 3, DELTAS)]
+    assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
 
 
 def test_a_row_changed_after_its_check_was_kept_makes_the_session_unloadable_naming_its_line(
@@ -187,14 +147,14 @@ def test_appends_after_a_load_extend_the_checks_with_the_new_lines(
 ) -> None:
     write_streamed(store, tmp_path)
     continued = store.continue_session(SID, 0)
-    more = turn(2, 2 * TURN_EVENTS)
+    more = streamed_turn(2, 2 * TURN_EVENTS, DELTAS)
     for start in range(0, len(more), 10):
         continued.writer.append(more[start : start + 10])
         continued.writer.flush()
     continued.writer.close()
 
     assert packed_runs(store) == [
-        (3, DELTAS),
-        (TURN_EVENTS + 3, DELTAS),
-        (2 * TURN_EVENTS + 3, DELTAS),
+        (3, RUN),
+        (TURN_EVENTS + 3, RUN),
+        (2 * TURN_EVENTS + 3, RUN),
     ]

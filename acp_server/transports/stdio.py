@@ -314,17 +314,12 @@ class FrameWriter:
         the queue as one item, and `run`'s worker thread takes each batch from `batches` as
         it writes them, so whatever produces them (encoding a replay) runs off the event loop,
         and the reader gets the first batch while the next is made."""
-        await anyio.lowlevel.checkpoint()
-        if not self._closed and not self._finished:
-            await self._wait_for_room()
-        if self._broken:
+        if not await self._room_to_queue():
             return
         if self._closed or self._finished:
             raise anyio.ClosedResourceError if self._closed else anyio.BrokenResourceError
         self._flush_batch()
-        self._items.append(_Batches(iter(batches)))
-        self._queued += 1
-        self._work.set()
+        self._enqueue(_Batches(iter(batches)))
 
     def send_nowait(self, frame: bytes) -> None:
         """Send without waiting; raises `anyio.WouldBlock` when the queue is full."""
@@ -453,10 +448,7 @@ class FrameWriter:
 
     async def _send_queued(self, frame: bytes) -> None:
         """The queue's path: wait for room, then queue the frame after whatever is batched."""
-        await anyio.lowlevel.checkpoint()
-        if not self._closed and not self._finished:
-            await self._wait_for_room()
-        if self._broken:
+        if not await self._room_to_queue():
             return
         if self._closed or self._finished:
             # After `aclose` (or once `run` has ended) nothing is queued any more; what can be
@@ -469,6 +461,14 @@ class FrameWriter:
         self._flush_batch()
         self._enqueue(frame)
 
+    async def _room_to_queue(self) -> bool:
+        """Yield, then wait for room in the queue (unless nothing is queued any more); False
+        once frames are dropped."""
+        await anyio.lowlevel.checkpoint()
+        if not self._closed and not self._finished:
+            await self._wait_for_room()
+        return not self._broken
+
     def _has_room(self) -> bool:
         items = self._items
         return not items or (len(items) < self.buffer_size and self._items_bytes < QUEUE_BYTES)
@@ -479,9 +479,10 @@ class FrameWriter:
                 self._room = anyio.Event()
             await self._room.wait()
 
-    def _enqueue(self, data: bytes) -> None:
+    def _enqueue(self, data: bytes | _Batches) -> None:
         self._items.append(data)
-        self._items_bytes += len(data)
+        if not isinstance(data, _Batches):  # a `send_frames` item's size is not known
+            self._items_bytes += len(data)
         self._queued += 1
         self._work.set()
 
