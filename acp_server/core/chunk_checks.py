@@ -152,23 +152,30 @@ class ChunkRuns:
         """Take line `number`, `record`'s JSON (without its newline); the check of the run it
         ends, if any."""
         chunk = _chunk_of(record)
+        if chunk is None:
+            return self.end()
+        return self.feed_chunk(number, line, record_start(record), record_count(record), *chunk)
+
+    def feed_chunk(
+        self, number: int, line: Line, seq0: int, count: int, turn: int, step: int
+    ) -> ChunkCheck | None:
+        """`feed` for a line known to be a chunk record (what `_chunk_of` accepts) of `turn`
+        and `step`, standing for `count` events from `seq0`: a reader's hot path."""
         if (
-            chunk is not None
-            and self._lines
-            and chunk == (self._turn, self._step)
-            and record_start(record) == self._seq0 + self._count
+            self._lines
+            and turn == self._turn
+            and step == self._step
+            and seq0 == self._seq0 + self._count
             and number == self._line + self._lines
         ):
             self._lines += 1
-            self._count += record_count(record)
+            self._count += count
             self._crc = zlib.crc32(b"\n", zlib.crc32(line, self._crc))
             return None
         ended = self.end()
-        if chunk is not None:
-            self._line, self._lines = number, 1
-            self._seq0, self._count = record_start(record), record_count(record)
-            self._turn, self._step = chunk
-            self._crc = zlib.crc32(b"\n", zlib.crc32(line))
+        self._line, self._lines, self._seq0, self._count = number, 1, seq0, count
+        self._turn, self._step = turn, step
+        self._crc = zlib.crc32(b"\n", zlib.crc32(line))
         return ended
 
     def end(self) -> ChunkCheck | None:

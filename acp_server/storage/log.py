@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
 
 import msgspec
+from msgspec import UNSET
 
 from ..core.chunk_checks import (
     ChunkCheck,
@@ -50,7 +51,7 @@ from ..core.chunk_rows import (
     pack_chunk_runs,
     validate_row,
 )
-from ..core.events import EventError, KnownEvent, SessionEvent, UnknownEvent
+from ..core.events import AssistantChunk, EventError, KnownEvent, SessionEvent, UnknownEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count
 from ..core.source_range import SourceRanges
@@ -546,7 +547,8 @@ class CheckedRecords:
         return cast(Iterator[StorageRecord], self._records(enumerate(self.lines, start=2), None))
 
     def kept(self, checks: Mapping[int, ChunkCheck]) -> Iterator[KeptRecord]:
-        return self._records(self._packed(checks), ChunkRuns())
+        lines = self._packed(checks) if checks else enumerate(self.lines, start=2)
+        return self._records(lines, ChunkRuns())
 
     def _packed(
         self, checks: Mapping[int, ChunkCheck]
@@ -614,7 +616,19 @@ class CheckedRecords:
             if problem is not None:
                 raise CorruptLog(path, number, problem)
             if runs is not None:
-                made = runs.feed(number, raw, record)
+                # `ChunkRuns.feed`, with what this loop knows of the record already.
+                if is_row:
+                    data = cast(ChunkRow, record).data
+                    made = runs.feed_chunk(number, raw, first, size, data.turn, data.step)
+                elif (
+                    kind is AssistantChunk
+                    and cast(AssistantChunk, record).source_range is UNSET
+                    and cast(AssistantChunk, record).ignorable is UNSET
+                ):
+                    chunk = cast(AssistantChunk, record).data
+                    made = runs.feed_chunk(number, raw, first, 1, chunk.turn, chunk.step)
+                else:
+                    made = runs.end()
                 if made is not None:
                     self.new_checks.append(made)
             count += size
