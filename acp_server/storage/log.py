@@ -585,7 +585,9 @@ class CheckedRecords:
                         path, item.number, f"seq gap: expected seq {count}, found {item.seq0}"
                     )
                 if runs is not None:
-                    runs.end()  # the packed run is a run of its own
+                    ended = runs.end()  # the packed run is a run of its own
+                    if ended is not None:
+                        self.new_checks.append(ended)
                 count += item.count
                 self.event_count = count
                 yield item
