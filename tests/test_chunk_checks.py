@@ -280,3 +280,23 @@ def test_a_step_without_its_message_shows_the_text_of_its_packed_chunks() -> Non
     assert any(type(r) is PackedChunks for r in kept)
     assert project_load(kept) == project_load(records)
     assert project_load(kept)[-1].content.text == "".join(f"{k} " for k in range(100))
+
+
+def test_a_run_decoded_just_before_a_packed_one_gets_its_check() -> None:
+    events = streamed_turn(0, 0, 3 * MIN_CHECKED_EVENTS)
+    records = written(events, [4 + 2 * MIN_CHECKED_EVENTS])  # two rows: the flush cut the run
+    lines = [encode(r) for r in records]
+    assert [type(r).__name__ for r in records[3:6]] == [
+        "AssistantChunk",
+        "TextChunks",
+        "TextChunks",
+    ]
+    # A check for the second row alone (line 7 on), as a stale check file might hold.
+    second = ChunkRuns().feed_all(7, lines[5:], records[5:])
+
+    kept, reader = kept_read(lines, {check.line: check for check in second})
+
+    assert [type(r) for r in kept].count(PackedChunks) == 1
+    assert [(c.line, c.lines, c.seq0, c.count) for c in reader.new_checks] == [
+        (5, 2, 3, 1 + 2 * MIN_CHECKED_EVENTS)
+    ]
