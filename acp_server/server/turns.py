@@ -204,7 +204,8 @@ class Conversations:
     # -- loading -------------------------------------------------------------------------------
 
     async def replay(self, session: LiveSession, max_messages: int | None) -> TailCut:
-        """Send the load replay of SPEC 4.2; every notification goes out before this returns."""
+        """Send the load replay of SPEC 4.2: every notification is sent, in order, before
+        anything sent after this returns (the load's response)."""
         if session.turn is not None:
             raise busy_error(session.id)
         log_ = session.log
