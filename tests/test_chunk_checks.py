@@ -146,6 +146,7 @@ def test_the_check_of_a_run_names_its_first_line_its_lines_and_its_figures() -> 
         0,
         0,
     )
+    assert check.size == sum(len(line) + 1 for line in lines[3:6])
 
 
 def test_a_run_shorter_than_the_minimum_gets_no_check() -> None:
@@ -207,7 +208,7 @@ def test_any_changed_byte_in_a_checked_run_makes_it_decoded(data: st.DataObject)
     assert isinstance(packed_chunks(check, run), PackedChunks)
 
 
-@pytest.mark.parametrize("figure", ["seq0", "count", "turn", "step", "lines"])
+@pytest.mark.parametrize("figure", ["seq0", "count", "turn", "step", "lines", "size"])
 def test_a_check_whose_figures_are_not_the_runs_does_not_match(figure: str) -> None:
     records = written(streamed_turn(0, 0, 100))
     lines = [encode(r) for r in records]
@@ -234,9 +235,9 @@ def test_a_malformed_row_in_a_run_whose_check_no_longer_matches_is_refused_namin
 
 
 def test_a_check_file_keeps_the_last_check_of_each_line_and_skips_what_is_not_a_check() -> None:
-    first = ChunkCheck(5, 3, 1, 3, 102, 0, 0)
-    second = ChunkCheck(5, 3, 2, 3, 102, 0, 0)
-    other = ChunkCheck(9, 1, 3, 200, 64, 1, 0)
+    first = ChunkCheck(5, 3, 900, 1, 3, 102, 0, 0)
+    second = ChunkCheck(5, 3, 900, 2, 3, 102, 0, 0)
+    other = ChunkCheck(9, 1, 400, 3, 200, 64, 1, 0)
     data = encode_checks([first, other]) + b"[5,3,torn\n" + b"{}\n" + encode_checks([second])
 
     assert decode_checks(data + b"[9,1") == {5: second, 9: other}

@@ -111,12 +111,17 @@ def test_a_damaged_check_file_costs_nothing_but_time_and_is_written_anew(
     assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
 
 
+@pytest.mark.parametrize("turn", [0, 1])
 def test_a_row_changed_after_its_check_was_kept_makes_the_session_unloadable_naming_its_line(
-    store: SessionStore, tmp_path: Path
+    store: SessionStore, tmp_path: Path, turn: int
 ) -> None:
     path = write_streamed(store, tmp_path)
     lines = path.read_bytes().split(b"\n")
-    number = next(n for n, line in enumerate(lines, 1) if b'"text-chunks"' in line)
+    number = next(
+        n
+        for n, line in enumerate(lines, 1)
+        if b'"text-chunks"' in line and b'"turn":%d,' % turn in line
+    )
     lines[number - 1] = lines[number - 1].replace(b'"dt":[', b'"dt":[1,', 1)
     path.write_bytes(b"\n".join(lines))
 

@@ -50,6 +50,8 @@ class ChunkCheck(msgspec.Struct, array_like=True, frozen=True, gc=False):
     line: int
     """The number of the run's first line in the log (1-based: the header is line 1)."""
     lines: int
+    size: int
+    """The bytes of the lines, each with its newline: a mapped reader takes them at once."""
     crc: int
     """CRC-32 of the lines' bytes (each with its newline), then of the figures below."""
     seq0: int
@@ -61,27 +63,29 @@ class ChunkCheck(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 @final
 class PackedChunks:
-    """A run of chunk lines that matched its check: the lines as read, and its figures.
+    """A run of chunk lines that matched its check: the lines as read (`text`, each with its
+    newline), and its figures.
 
     `decode()` gives the records themselves, for the readers that need the chunks.
     """
 
-    __slots__ = ("count", "lines", "number", "seq0", "step", "turn")
+    __slots__ = ("count", "number", "seq0", "step", "text", "turn")
 
-    def __init__(self, check: ChunkCheck, lines: list[Line]) -> None:
+    def __init__(self, check: ChunkCheck, text: Line) -> None:
         self.seq0 = check.seq0
         self.count = check.count
         self.turn = check.turn
         self.step = check.step
         self.number = check.line
-        self.lines = lines
+        self.text = text
 
     def decode(self) -> list[StorageRecord]:
         """The run's records (rows left packed); `ChunkRowError` only if a line was changed in
         a way its CRC missed."""
         records: list[StorageRecord] = []
         seq = self.seq0
-        for number, line in enumerate(self.lines, start=self.number):
+        lines = bytes(self.text).split(b"\n")[:-1]
+        for number, line in enumerate(lines, start=self.number):
             try:
                 record = decode_record_json(line)
                 if type(record) in ROW_CLASSES:
@@ -97,7 +101,7 @@ class PackedChunks:
         return records
 
     def __repr__(self) -> str:
-        return f"PackedChunks(seq0={self.seq0}, count={self.count}, lines={len(self.lines)})"
+        return f"PackedChunks(seq0={self.seq0}, count={self.count}, bytes={len(self.text)})"
 
 
 KeptRecord = StorageRecord | PackedChunks
@@ -123,30 +127,46 @@ def _figures_crc(crc: int, seq0: int, count: int, turn: int, step: int) -> int:
     return zlib.crc32(b"%d %d %d %d" % (seq0, count, turn, step), crc)
 
 
-def packed_chunks(check: ChunkCheck, lines: list[Line]) -> PackedChunks | None:
-    """The run of `lines` (without their newlines) if it is the one `check` describes, else
-    None (decode them in full)."""
-    if check.count < 1 or len(lines) != check.lines:
+def packed_text(check: ChunkCheck, text: Line) -> PackedChunks | None:
+    """The run whose lines, each with its newline, are `text`, if it is the one `check`
+    describes; else None (decode its lines in full)."""
+    if check.count < 1 or len(text) != check.size:
         return None
-    crc = 0
-    for line in lines:
-        crc = zlib.crc32(b"\n", zlib.crc32(line, crc))
+    crc = zlib.crc32(text)
     if _figures_crc(crc, check.seq0, check.count, check.turn, check.step) != check.crc:
         return None
-    return PackedChunks(check, lines)
+    return PackedChunks(check, text)
+
+
+def packed_chunks(check: ChunkCheck, lines: list[Line]) -> PackedChunks | None:
+    """`packed_text` for the run of `lines` (without their newlines)."""
+    if len(lines) != check.lines:
+        return None
+    return packed_text(check, b"".join([bytes(line) + b"\n" for line in lines]))
 
 
 class ChunkRuns:
     """Finds the runs of chunk lines of a log read or written line by line, and makes the check
     of each run of at least `min_events` events."""
 
-    __slots__ = ("_count", "_crc", "_line", "_lines", "_seq0", "_step", "_turn", "min_events")
+    __slots__ = (
+        "_count",
+        "_crc",
+        "_line",
+        "_lines",
+        "_seq0",
+        "_size",
+        "_step",
+        "_turn",
+        "min_events",
+    )
 
     def __init__(self, min_events: int = MIN_CHECKED_EVENTS) -> None:
         self.min_events = min_events
         self._lines = 0
         """Lines in the open run (0: none is open)."""
         self._line = self._crc = self._seq0 = self._count = self._turn = self._step = 0
+        self._size = 0
 
     def feed(self, number: int, line: Line, record: StorageRecord) -> ChunkCheck | None:
         """Take line `number`, `record`'s JSON (without its newline); the check of the run it
@@ -170,11 +190,12 @@ class ChunkRuns:
         ):
             self._lines += 1
             self._count += count
+            self._size += len(line) + 1
             self._crc = zlib.crc32(b"\n", zlib.crc32(line, self._crc))
             return None
         ended = self.end()
         self._line, self._lines, self._seq0, self._count = number, 1, seq0, count
-        self._turn, self._step = turn, step
+        self._turn, self._step, self._size = turn, step, len(line) + 1
         self._crc = zlib.crc32(b"\n", zlib.crc32(line))
         return ended
 
@@ -185,7 +206,9 @@ class ChunkRuns:
         if not lines or self._count < self.min_events:
             return None
         crc = _figures_crc(self._crc, self._seq0, self._count, self._turn, self._step)
-        return ChunkCheck(self._line, lines, crc, self._seq0, self._count, self._turn, self._step)
+        return ChunkCheck(
+            self._line, lines, self._size, crc, self._seq0, self._count, self._turn, self._step
+        )
 
     def feed_all(
         self, first: int, lines: Sequence[Line], records: Sequence[StorageRecord]

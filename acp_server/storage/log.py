@@ -37,6 +37,7 @@ from ..core.chunk_checks import (
     PackedChunks,
     encode_checks,
     packed_chunks,
+    packed_text,
 )
 from ..core.chunk_rows import (
     ROW_CLASSES,
@@ -365,8 +366,12 @@ class MappedLines:
         self._map = mapped
         self.size = len(mapped)
         self.count = 0
-        """Lines yielded so far."""
+        """Lines yielded (or skipped, `skip_run`) so far."""
         self.valid_size = 0
+        self._line = 0
+        """Where the line yielded last starts."""
+        self._next = 0
+        """Where the next line starts."""
 
     @classmethod
     def open(cls, path: Path | str, fd: int) -> MappedLines | None:
@@ -401,9 +406,10 @@ class MappedLines:
                 raise CorruptLog(self.path, 1, _HEADER_TOO_LONG)
             return
         self.count, self.valid_size = 1, first + 1
+        self._line, self._next = 0, first + 1
         yield view[:first]
-        start = first + 1
-        while start < size:
+        while self._next < size:
+            start = self._next
             end = find(b"\n", start, start + LONG_LINE)
             scanned = start
             while end < 0 and scanned + LONG_LINE < size:
@@ -417,8 +423,22 @@ class MappedLines:
                 return
             self.count += 1
             self.valid_size = end + 1
+            self._line, self._next = start, end + 1
             yield view[start:end]
-            start = end + 1
+
+    def run_text(self, size: int) -> memoryview | None:
+        """The `size` bytes from the start of the line yielded last, if the map holds them and
+        they end in a newline: a run of lines, for its chunk check."""
+        end = self._line + size
+        if end > self.size or self._map[end - 1] != 0x0A:
+            return None
+        return memoryview(self._map)[self._line : end]
+
+    def skip_run(self, size: int, lines: int) -> None:
+        """Go on after the run `run_text(size)` gave, of `lines` lines (the first of which was
+        yielded): the next line yielded is the one after it."""
+        self._next = self.valid_size = self._line + size
+        self.count += lines - 1
 
     def _drop(self, offset: int, length: int) -> None:
         aligned = offset - offset % mmap.PAGESIZE
@@ -498,7 +518,9 @@ class LogRecords:
         if first is None:
             raise CorruptLog(lines.path, 1, "the log has no complete header line")
         self.header = parse_header(lines.path, first)
-        self._checked = CheckedRecords(lines.path, iterator)
+        self._checked = CheckedRecords(
+            lines.path, iterator, lines if isinstance(lines, MappedLines) else None
+        )
 
     @property
     def event_count(self) -> int:
@@ -533,9 +555,13 @@ class CheckedRecords:
     without a matching check are decoded and checked, and the run's check made
     (`new_checks`)."""
 
-    def __init__(self, path: Path | str, lines: Iterable[Line]) -> None:
+    def __init__(
+        self, path: Path | str, lines: Iterable[Line], mapped: MappedLines | None = None
+    ) -> None:
         self.path = path
         self.lines = lines
+        self.mapped = mapped
+        """The map `lines` come from, if they do: a matching run is then taken at once."""
         self.event_count = 0
         self.used_checks: list[ChunkCheck] = []
         """The checks that matched (`kept`)."""
@@ -554,19 +580,33 @@ class CheckedRecords:
         self, checks: Mapping[int, ChunkCheck]
     ) -> Iterator[tuple[int, Line] | PackedChunks]:
         """The numbered lines, each run that matches its check as one `PackedChunks`."""
-        numbered = enumerate(self.lines, start=2)
-        for number, raw in numbered:
+        mapped = self.mapped
+        lines = iter(self.lines)
+        number = 1
+        for raw in lines:
+            number += 1
             check = checks.get(number)
             if check is None:
                 yield number, raw
                 continue
-            run = [raw, *(line for _, line in itertools.islice(numbered, check.lines - 1))]
-            packed = packed_chunks(check, run)
-            if packed is None:
-                yield from enumerate(run, start=number)
+            if mapped is not None:
+                # The run's bytes at once, from the map: its lines are never split.
+                text = mapped.run_text(check.size)
+                packed = packed_text(check, text) if text is not None else None
+                if packed is None:
+                    yield number, raw  # the run's other lines follow one by one
+                    continue
+                mapped.skip_run(check.size, check.lines)
             else:
-                self.used_checks.append(check)
-                yield packed
+                run = [raw, *itertools.islice(lines, check.lines - 1)]
+                packed = packed_chunks(check, run)
+                if packed is None:
+                    yield from enumerate(run, start=number)
+                    number += len(run) - 1
+                    continue
+            number += check.lines - 1
+            self.used_checks.append(check)
+            yield packed
 
     def _records(
         self, items: Iterable[tuple[int, Line] | PackedChunks], runs: ChunkRuns | None
