@@ -5,8 +5,8 @@ A step's streamed chunks (chunk rows, and the plain `assistant/chunk` events a f
 unpacked) are most of a session log's bytes, yet once the step has its `assistant/message`,
 nothing a load shows comes from them. SPEC 2.5 still wants a malformed row refused before the
 replay starts. A `ChunkCheck` lets a reader do that without decoding the lines: it names the
-run's first line and how many lines it has, the figures a reader needs of it (first seq, event
-count, turn, step) and a CRC-32 over the lines' bytes and those figures. Lines whose CRC matches
+run's first line, how many lines it has and their size in bytes, the figures a reader needs of it
+(first seq, event count, turn, step) and a CRC-32 over the lines' bytes and those figures. Lines whose CRC matches
 are byte for byte the valid records their writer encoded, and become one `PackedChunks`: the
 lines kept as they are, decoded only when their records are asked for. Lines without a
 matching check are decoded and checked in full, as before: a check is a cache of that work,
