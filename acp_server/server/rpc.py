@@ -195,20 +195,24 @@ rest are encoded."""
 
 def notification_frames(method: str, params: Iterable[Any]) -> Iterator[bytes]:
     """The frames of one notification per params, as `notification_frame` encodes each, in
-    buffers of about `FRAMES_BATCH` bytes: each params is encoded once, straight into its
-    buffer (a load's replay is megabytes of them)."""
+    buffers of about `FRAMES_BATCH` bytes (a load's replay is megabytes of them).
+
+    Each params is encoded on its own and a buffer joined once: `encode_into` a growing
+    buffer would resize it, and so copy all of it, for every params it holds."""
     head = _notification_head(method)
-    encode_into = _encoder.encode_into
-    buffer = bytearray()
+    encode = _encoder.encode
+    parts: list[bytes] = []
+    size = 0
     for value in params:
-        buffer += head
-        encode_into(value, buffer, -1)
-        buffer += b"}\n"
-        if len(buffer) >= FRAMES_BATCH:
-            yield bytes(buffer)
-            buffer.clear()
-    if buffer:
-        yield bytes(buffer)
+        body = encode(value)
+        parts += (head, body, b"}\n")
+        size += len(head) + len(body) + 2
+        if size >= FRAMES_BATCH:
+            yield b"".join(parts)
+            parts.clear()
+            size = 0
+    if parts:
+        yield b"".join(parts)
 
 
 def error_frame(request_id: Any, error: RpcError) -> bytes:
