@@ -224,13 +224,16 @@ def main() -> int:
         compare_initialize = summary(rounds["compare"], "initialize")
         compare_new = summary(rounds["compare"], "session_new")
         ratio = compare_initialize["median_s"] / ours_initialize["median_s"]
+        new_ratio = compare_new["median_s"] / ours_new["median_s"]
         say(f"compare ({sources['compare']}) initialize answered: {ms(compare_initialize)}")
         say(f"compare session/new answered: {ms(compare_new)}")
         say(f"    initialize: compare / acp-server = {ratio:.2f} (medians)")
+        say(f"    session/new: compare / acp-server = {new_ratio:.2f} (medians)")
         result["compare_source"] = str(sources["compare"])
         result["compare_initialize"] = compare_initialize
         result["compare_session_new"] = compare_new
         result["compare_ratio"] = round(ratio, 2)
+        result["compare_session_new_ratio"] = round(new_ratio, 2)
     if "floor" in rounds:
         floor = summary(rounds["floor"], "initialize")
         say(f"interpreter floor (spawn to one echoed line): {ms(floor)}")

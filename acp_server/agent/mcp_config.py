@@ -11,7 +11,6 @@ Nothing here imports the MCP SDK: sessions without MCP servers never load it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,19 +34,24 @@ class McpConfigError(ValueError):
         self.problem = problem
 
 
-@dataclass(frozen=True)
-class McpServerConfig:
+class McpServerConfig(Struct, frozen=True):
     """One MCP server of a session, ready to connect."""
 
     name: str
     transport: McpTransport
     command: str = ""
     args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict, repr=False)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
     """Extra environment of a stdio server: often API tokens, so never logged or recorded."""
     url: str = ""
-    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
     """Headers of an http or sse server: often credentials, so never logged or recorded."""
+
+    def __repr__(self) -> str:
+        # Only what the log may keep: env, header values, arguments and the URL's credentials
+        # stay out of anything a repr reaches (a traceback, a log line).
+        shown = f"name={self.name!r}, transport={self.transport!r}, address={self.address!r}"
+        return f"McpServerConfig({shown})"
 
     def record(self) -> McpServerRecord:
         """What the session log keeps of this server (SPEC 4.5)."""

@@ -7,8 +7,9 @@ tested with an in-memory fake and the JSON-RPC connection stays a thin layer.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 
 class ClientRequestError(Exception):
@@ -22,8 +23,7 @@ class ClientRequestError(Exception):
         self.data = data
 
 
-@dataclass(frozen=True)
-class ClientCapabilities:
+class ClientCapabilities(msgspec.Struct, frozen=True):
     """The client capabilities the agent acts on (from `initialize`)."""
 
     read_text_file: bool = False

@@ -7,7 +7,7 @@ leave the provider history invalid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from .chunk_rows import ChunkRow, TextChunks, ToolCallChunks
 from .events import (
@@ -28,18 +28,16 @@ from .events import (
 )
 
 
-@dataclass
-class _Block:
+class _Block(msgspec.Struct):
     kind: str  # "text", "reasoning" or "tool-call"
-    parts: list[str] = field(default_factory=list)
+    parts: list[str] = msgspec.field(default_factory=list)
     id: str = ""
     name: str = ""
     signature: str | None = None
 
 
-@dataclass
-class MessageAssembler:
-    blocks: dict[int, _Block] = field(default_factory=dict)
+class MessageAssembler(msgspec.Struct):
+    blocks: dict[int, _Block] = msgspec.field(default_factory=dict)
     usage: Usage | None = None
     finish: FinishReason | None = None
     chunks: int = 0

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Final, cast
+
+import msgspec
 
 from .acp_updates import AvailableCommand, CommandInput
 from .chunk_rows import ROW_CLASSES, StorageRecord
@@ -42,8 +43,7 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 
 
-@dataclass(frozen=True, slots=True)
-class CommandCall:
+class CommandCall(msgspec.Struct, frozen=True):
     name: str
     argument: str
     """The text after the name, stripped (empty when none was given)."""

@@ -10,10 +10,10 @@ asks the client. A session's settings (its mode, model and reasoning effort) are
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from msgspec import UNSET, Struct, UnsetType
+from msgspec.structs import replace
 
 from .events import SessionConfig, SessionEvent, SessionMode
 
@@ -22,8 +22,7 @@ Decision = Literal["ask", "allow", "refuse"]
 DEFAULT_MODE: Final = "default"
 
 
-@dataclass(frozen=True, slots=True)
-class ModeInfo:
+class ModeInfo(Struct, frozen=True):
     id: str
     name: str
     description: str
@@ -75,8 +74,7 @@ def plan_mode_refusal(tool: str) -> str:
 REASONING_LEVELS: Final[tuple[str, ...]] = ("low", "medium", "high")
 
 
-@dataclass(frozen=True, slots=True)
-class Choices:
+class Choices(Struct, frozen=True):
     """What a session may choose between: the provider's models, and its reasoning levels
     (empty when the provider takes no reasoning effort)."""
 
@@ -84,8 +82,7 @@ class Choices:
     reasoning: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(Struct, frozen=True):
     mode: str
     model: str
     reasoning: str | None = None

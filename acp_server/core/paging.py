@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import cast
+
+import msgspec
 
 from .chunk_rows import (
     ROW_CLASSES,
@@ -48,8 +49,7 @@ def record_start(record: StorageRecord) -> int:
 # Choosing a page.
 
 
-@dataclass(frozen=True)
-class PageCut:
+class PageCut(msgspec.Struct, frozen=True):
     start: int
     """The first seq of the page."""
     end: int

@@ -11,8 +11,9 @@ compacted, with the summary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import cast
+
+import msgspec
 
 from .acp_updates import (
     AgentMessageChunk,
@@ -152,8 +153,7 @@ def _show_blocks(content: Sequence[AssistantBlock], message_id: str) -> list[Ses
     return shown
 
 
-@dataclass(frozen=True)
-class TailCut:
+class TailCut(msgspec.Struct, frozen=True):
     start: int
     """The seq the replay starts at (`replayedFromSeq`)."""
     has_more: bool

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Annotated, Final
 
 import msgspec
@@ -90,8 +89,7 @@ Override = list[ScriptEntry] | PatchSet
 """The sidecar: a bare array replaces the script; `{patches: [...]}` edits it."""
 
 
-@dataclass(frozen=True)
-class Underivable:
+class Underivable(msgspec.Struct, frozen=True):
     """A recorded group without `finish`: a failed stream that an override must describe."""
 
     turn: int
@@ -105,8 +103,7 @@ _json: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
 
 
-@dataclass
-class Fixture:
+class Fixture(msgspec.Struct):
     header: SessionHeader
     events: list[SessionEvent]
     projected: bool

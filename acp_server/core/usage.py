@@ -9,9 +9,9 @@ session's cost counts what came before the load too.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 from msgspec import UNSET
 
 from .acp_updates import Cost, UsageShown
@@ -44,8 +44,7 @@ def context_window(model: str, configured: int | None) -> int:
     return KNOWN_CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)
 
 
-@dataclass(frozen=True, slots=True)
-class Prices:
+class Prices(msgspec.Struct, frozen=True):
     """USD per million tokens."""
 
     input: float

@@ -13,8 +13,9 @@ the key sources of `acp_server.providers.secret`: a provider never reads the env
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from .settings import LiveSettings
 
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
 REPLAY: Final = "llm-replay"
 
 
-@dataclass(frozen=True)
-class LiveProvider:
+class LiveProvider(msgspec.Struct, frozen=True):
     name: str
     summary: str
     """One line for `--help`."""

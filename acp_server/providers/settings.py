@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from .secret import Secret
 
 
-@dataclass(frozen=True)
-class LiveSettings:
+class LiveSettings(msgspec.Struct, frozen=True):
     """What the command line gathered for a live provider; None: the provider's default."""
 
     model: str
     base_url: str | None = None
-    api_key: Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = None
     api_key_env: str = ""
     """Where the key was looked for, for messages (the provider never reads it)."""
     connect_timeout: float | None = None

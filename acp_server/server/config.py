@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
@@ -30,8 +31,7 @@ def default_sessions_dir() -> Path:
     return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "sessions"
 
 
-@dataclass(frozen=True)
-class ServeConfig:
+class ServeConfig(msgspec.Struct, frozen=True):
     sessions_dir: Path
     store: StoreUrl | None = None
     """`--store URL`: where the sessions are (SPEC 2.6); None: JSONL in `sessions_dir`."""
@@ -53,7 +53,7 @@ class ServeConfig:
     api_key_env: str | None = None
     """The environment variable holding the API key (the key itself is never a flag); None:
     the provider's default."""
-    api_key: Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = None
     """The key itself, which the command line has found (`acp_server.providers.secret`)."""
     connect_timeout: float | None = None
     read_timeout: float | None = None
@@ -79,7 +79,7 @@ class ServeConfig:
     price_output: float | None = None
     listen: tuple[str, int] | None = None
     """`--listen HOST:PORT`: serve over WebSocket there instead of stdio (SPEC 3.4)."""
-    token: Secret | None = field(default=None, repr=False)
+    token: Secret | None = None
     """`--token-file`'s token; None: one is made at start."""
     allowed_origins: tuple[str, ...] = ()
     """`--allow-origin`: more origins whose pages may open the WebSocket."""

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
@@ -85,16 +84,14 @@ FOLLOW_BUFFER: Final = _follow_buffer()
 """Events a follower may fall behind by before its subscription is ended."""
 
 
-@dataclass
-class _Resolved:
+class _Resolved(msgspec.Struct):
     session_id: str
     header: SessionHeader
     source: EventLog | HistorySource
     """A live session's events, or the stored session."""
 
 
-@dataclass
-class _Subscription:
+class _Subscription(msgspec.Struct):
     id: str
     session_id: str
     send: MemoryObjectSendStream[SessionEvent]
@@ -107,7 +104,7 @@ class _Subscription:
     stored_until: int | None = None
     """With reason "rewound": the seq from which the events taken were never stored."""
     delivering: bool = False
-    backlog: list[SessionEvent] = field(default_factory=list)
+    backlog: list[SessionEvent] = msgspec.field(default_factory=list)
 
 
 class History:

@@ -22,7 +22,6 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -152,8 +151,7 @@ class LiveSession:
 # session/list: pure paging.
 
 
-@dataclass(frozen=True, slots=True)
-class ListEntry:
+class ListEntry(msgspec.Struct, frozen=True):
     """What `session/list` needs of one session before reading its events."""
 
     session_id: str
@@ -211,9 +209,8 @@ def iso_time(ms: int) -> str:
 # The registry.
 
 
-@dataclass
-class _IdLock:
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+class _IdLock(msgspec.Struct):
+    lock: anyio.Lock = msgspec.field(default_factory=anyio.Lock)
     users: int = 0
 
 

@@ -9,10 +9,10 @@ live session's settings (folded from its log when it goes live), appends a `sess
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
 from typing import Final
 
-from msgspec import UNSET
+from msgspec import UNSET, Struct
+from msgspec.structs import replace
 
 from ..agent.ports import ClientPort
 from ..core.acp_updates import (
@@ -74,8 +74,7 @@ REPLAY_MODEL: Final = "llm-replay"
 REPLAY_CHOICES: Final = Choices((REPLAY_MODEL,))
 
 
-@dataclass(frozen=True)
-class SurfaceConfig:
+class SurfaceConfig(Struct, frozen=True):
     """What the server offers every session: the default mode, the models to choose from (the
     first is the default), reasoning levels (none when the provider takes none), and what the
     usage figures need."""

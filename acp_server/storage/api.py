@@ -18,10 +18,10 @@ SQLite, PostgreSQL's notifications) and reads what was appended by seq after eve
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 import anyio
+import msgspec
 
 from ..core.chunk_rows import StorageRecord, decode_storage_record
 from ..core.event_log import EventLog
@@ -80,8 +80,7 @@ class Writer(Protocol):
         """Sync (unless writing failed) and give up the claim. Safe to call twice."""
 
 
-@dataclass
-class Opened:
+class Opened(msgspec.Struct):
     """A session opened for continuation: its writer and its (recovered) events."""
 
     writer: Writer
@@ -95,8 +94,7 @@ class Opened:
         return self.log.events()
 
 
-@dataclass
-class StoredLog:
+class StoredLog(msgspec.Struct):
     """A whole session read without changing it: header, records (rows left packed)."""
 
     header: SessionHeader
@@ -108,8 +106,7 @@ class StoredLog:
         return [event for record in self.records for event in decode_storage_record(record)]
 
 
-@dataclass(frozen=True)
-class ListedSession:
+class ListedSession(msgspec.Struct, frozen=True):
     """What `session/list` shows of a session: its header, last title, last event time."""
 
     header: SessionHeader

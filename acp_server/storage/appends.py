@@ -9,7 +9,6 @@ own business. `batch_rows` is what a batch adds to a database engine's tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -67,8 +66,7 @@ class QueuedAppends:
 _encoder: Final = msgspec.json.Encoder()
 
 
-@dataclass(frozen=True)
-class BatchRows:
+class BatchRows(msgspec.Struct, frozen=True):
     """What a batch of records adds to a database store's tables, the same for every engine."""
 
     records: list[tuple[str, int, int, str]]

@@ -21,7 +21,6 @@ import logging
 import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, NoReturn, Protocol, cast
@@ -93,8 +92,7 @@ READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 """Opening a log for writing fails with these when it may still be read."""
 
 
-@dataclass
-class LogContents:
+class LogContents(msgspec.Struct, dict=True):
     """What a read found: the header, the records (rows left packed), where content ends."""
 
     header: SessionHeader
@@ -710,8 +708,7 @@ def read_log_file(
     return _contents(LogLines(path, file, log_compression(path), progress))
 
 
-@dataclass
-class KeptLog:
+class KeptLog(msgspec.Struct):
     """What `read_kept_log` found: as `LogContents`, but the runs of chunk lines that matched
     their check are kept packed, and the long runs that had none have one made."""
 
@@ -765,7 +762,6 @@ def encode_records(records: Sequence[Any]) -> bytes:
     return b"".join([encode(r) + b"\n" for r in records])
 
 
-@dataclass
 class LogWriter(QueuedAppends):
     """The one writer of a log: buffers appended events, writes them as one batch per flush.
 
@@ -779,28 +775,37 @@ class LogWriter(QueuedAppends):
     record) until `reset()` after the log was re-read. A writer opened `read_only` starts failed.
     """
 
-    path: Path
-    fd: int
-    header: SessionHeader
-    next_seq: int
-    pack: bool = True
-    compression: Compression = "none"
-    failure: OSError | None = None
-    """Why the log cannot be written now, or None."""
-    writable: bool = True
-    """False for a log opened read-only (its directory or file cannot be written)."""
-    _pending: list[SessionEvent] = field(default_factory=list)
-    _compressor: zstandard.ZstdCompressor | None = None
-    _size: int = 0
-    """Where the last complete batch ends: a failed write is cut back to it."""
-    _synced_size: int = 0
-    """Where the last successful fsync left the file: a failed fsync is cut back to it."""
-    checks_path: Path | None = None
-    """Where the chunk checks of the runs this writer writes are kept (None: nowhere)."""
-    lines: int = 0
-    """Lines in the file up to `_size` (the header is line 1)."""
-    _synced_lines: int = 0
-    _runs: ChunkRuns = field(default_factory=ChunkRuns)
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        header: SessionHeader,
+        next_seq: int,
+        pack: bool = True,
+        compression: Compression = "none",
+    ) -> None:
+        self.path = path
+        self.fd = fd
+        self.header = header
+        self.next_seq = next_seq
+        self.pack = pack
+        self.compression = compression
+        self.failure: OSError | None = None
+        """Why the log cannot be written now, or None."""
+        self.writable = True
+        """False for a log opened read-only (its directory or file cannot be written)."""
+        self._pending: list[SessionEvent] = []
+        self._compressor: zstandard.ZstdCompressor | None = None
+        self._size = 0
+        """Where the last complete batch ends: a failed write is cut back to it."""
+        self._synced_size = 0
+        """Where the last successful fsync left the file: a failed fsync is cut back to it."""
+        self.checks_path: Path | None = None
+        """Where the chunk checks of the runs this writer writes are kept (None: nowhere)."""
+        self.lines = 0
+        """Lines in the file up to `_size` (the header is line 1)."""
+        self._synced_lines = 0
+        self._runs = ChunkRuns()
 
     @classmethod
     def open(

@@ -21,9 +21,10 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ..core.chunk_checks import ChunkCheck, decode_checks, encode_checks
 from ..core.event_log import EventLog
@@ -54,8 +55,7 @@ from .log import (
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class ContinuedLog:
+class ContinuedLog(msgspec.Struct):
     """A log opened for continuation: its writer and its (recovered) events as records."""
 
     writer: LogWriter

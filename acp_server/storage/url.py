@@ -11,11 +11,12 @@ a URL is never shown: `redact_url` and `StoreUrl.shown` print it as `***`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
+
+import msgspec
 
 from .redact import redact_url
 
@@ -34,8 +35,7 @@ _SCHEMES: dict[str, Engine] = {
 }
 
 
-@dataclass(frozen=True)
-class StoreUrl:
+class StoreUrl(msgspec.Struct, frozen=True):
     engine: Engine
     path: Path | None
     """The directory (JSONL) or database file (SQLite); None for a database server."""

@@ -31,10 +31,10 @@ import stat
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Final, Protocol, cast
 
 import anyio
+import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,7 @@ makes the next frames while the client parses the first."""
 # Framing (sans-I/O).
 
 
-@dataclass(frozen=True, slots=True)
-class Oversized:
+class Oversized(msgspec.Struct, frozen=True):
     """A line crossed the size bound; it is being discarded up to its newline."""
 
     limit: int
