@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
 from . import __version__
 from .core.compaction import DEFAULT_COMPACT_AT
@@ -128,7 +128,14 @@ def _log_level(text: str) -> str:
     return level
 
 
-def build_parser() -> argparse.ArgumentParser:
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
+"""Where each command's parser is added."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `command`, one of `COMMAND_NAMES`, only that command's
+    parser is made beside the top level's. A command line that names its command needs no
+    other, and making the others' took a few milliseconds of every start."""
     parser = _Parser(
         prog="acp-server",
         description="An Agent Client Protocol agent over stdio, with lossless session logs. "
@@ -136,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, add in _COMMANDS.items():
+        if command is None or name == command:
+            add(commands)
+    return parser
+
+
+def _add_serve(commands: _Commands) -> None:
     serve = commands.add_parser(
         "serve",
         help="serve ACP over stdio (the default)",
@@ -373,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="retries of a request that fails before its first chunk (429, 5xx, timeouts, "
         "connection errors), with exponential backoff (default 3)",
     )
+
+
+def _add_login(commands: _Commands) -> None:
     commands.add_parser(
         "login",
         help="store the API key for --provider openai (read without echo)",
@@ -380,11 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
         "platform's config directory, readable by you alone; the server uses it when the "
         "provider's environment variable is unset. A client's terminal auth method runs this.",
     )
+
+
+def _add_logout(commands: _Commands) -> None:
     commands.add_parser(
         "logout",
         help="remove the stored API key",
         description="Remove the API key `acp-server login` stored.",
     )
+
+
+def _add_demo(commands: _Commands) -> None:
     demo = commands.add_parser(
         "demo",
         help="run a recorded session end to end and show what it stored",
@@ -397,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_path,
         help="keep the workspace and the session log in DIR (an empty directory)",
     )
+
+
+def _add_log(commands: _Commands) -> None:
     log = commands.add_parser(
         "log",
         help="inspect a session log: stats, verify or cat",
@@ -424,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
             help="read the session PATH names from this store (a directory, file:///abs/dir "
             "or sqlite:///abs/path.db)",
         )
+
+
+def _add_store(commands: _Commands) -> None:
     store = commands.add_parser(
         "store",
         help="copy sessions between stores, verify a store, or set one up",
@@ -463,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
         "first use); a store of another schema version is refused.",
     )
     init.add_argument("source", metavar="URL", help="the store to set up")
+
+
+def _add_fixture(commands: _Commands) -> None:
     fixture = commands.add_parser(
         "fixture",
         help="turn a recorded session into a replay fixture",
@@ -504,7 +536,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the session's cwd as it was instead of <workspace>",
     )
-    return parser
+
+
+_COMMANDS: Final[dict[str, Callable[[_Commands], None]]] = {
+    "serve": _add_serve,
+    "login": _add_login,
+    "logout": _add_logout,
+    "demo": _add_demo,
+    "log": _add_log,
+    "store": _add_store,
+    "fixture": _add_fixture,
+}
+COMMAND_NAMES: Final = frozenset(_COMMANDS)
 
 
 def _with_default_command(argv: list[str]) -> list[str]:
@@ -520,8 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .login_command import run_login
 
         return run_login()
-    parser = build_parser()
-    args = parser.parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
+    arguments = _with_default_command(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(arguments[0] if arguments[0] in COMMAND_NAMES else None)
+    args = parser.parse_args(arguments)
     if args.command == "demo":
         from .demo import run_demo
 

@@ -117,6 +117,25 @@ def test_stdin_at_eof_exits_0_with_no_output(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--pace-ms", "5", "--provider", "openai", "--model", "m", "--mode", "plan"],
+        ["login"],
+        ["logout"],
+        ["demo", "--keep", "kept"],
+        ["log", "verify", "some/dir", "--store", "sqlite:///s.db"],
+        ["store", "copy", "a", "b", "--session", "s1", "--session", "s2"],
+        ["fixture", "export", "d", "s", "--zero-times"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_the_parser_of_one_command_reads_its_command_line_as_the_whole_parser_does(
+    argv: list[str],
+) -> None:
+    assert build_parser(argv[0]).parse_args(argv) == build_parser().parse_args(argv)
+
+
 def test_serve_is_the_default_command() -> None:
     assert _with_default_command([]) == ["serve"]
     assert _with_default_command(["--log-level", "info"]) == ["serve", "--log-level", "info"]
