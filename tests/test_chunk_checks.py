@@ -193,6 +193,23 @@ def test_a_read_without_checks_makes_the_checks_a_writer_keeps(data: st.DataObje
 
 
 @given(st.data())
+def test_a_read_without_checks_keeps_each_run_it_checked_packed(
+    data: st.DataObject,
+) -> None:
+    events = data.draw(streamed_logs())
+    records = written(events, data.draw(batch_cuts(len(events))))
+    lines = [encode(r) for r in records]
+    reader = CheckedRecords("log", lines)
+
+    kept = list(reader.kept({}))
+
+    assert [(r.seq0, r.count, r.number) for r in kept if type(r) is PackedChunks] == [
+        (c.seq0, c.count, c.line) for c in reader.new_checks
+    ]
+    assert unpacked(kept) == list(CheckedRecords("log", lines))
+
+
+@given(st.data())
 def test_any_changed_byte_in_a_checked_run_makes_it_decoded(data: st.DataObject) -> None:
     records = written(streamed_turn(0, 0, 100))
     lines = [encode(r) for r in records]
@@ -297,7 +314,7 @@ def test_a_run_decoded_just_before_a_packed_one_gets_its_check() -> None:
 
     kept, reader = kept_read(lines, {check.line: check for check in second})
 
-    assert [type(r) for r in kept].count(PackedChunks) == 1
+    assert [type(r) for r in kept].count(PackedChunks) == 2  # the decoded run is kept packed too
     assert [(c.line, c.lines, c.seq0, c.count) for c in reader.new_checks] == [
         (5, 2, 3, 1 + 2 * MIN_CHECKED_EVENTS)
     ]

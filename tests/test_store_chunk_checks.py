@@ -90,7 +90,8 @@ def test_the_first_load_of_a_log_written_elsewhere_keeps_its_checks_for_the_next
     checks = path.parent / CHECKS_NAME
     assert not checks.exists()
 
-    assert packed_runs(store) == []
+    # Its runs are decoded and checked, then kept packed as the next load will take them.
+    assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
     assert [(c.seq0, c.count) for c in decode_checks(checks.read_bytes()).values()] == [
         (3, RUN),
         (TURN_EVENTS + 3, RUN),
@@ -106,7 +107,8 @@ def test_a_damaged_check_file_costs_nothing_but_time_and_is_written_anew(
     kept = checks.read_bytes()
     checks.write_bytes(b"[7,1,0,0,0,0,0]\n" + kept[: len(kept) // 2])  # stale, then torn
 
-    assert packed_runs(store) == [(3, RUN)]  # the second run's check was torn away
+    # The second run's check was torn away: that run is decoded and checked, and its check kept.
+    assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
     assert decode_checks(checks.read_bytes()) == decode_checks(kept)
     assert packed_runs(store) == [(3, RUN), (TURN_EVENTS + 3, RUN)]
 

@@ -168,6 +168,11 @@ class ChunkRuns:
         self._line = self._crc = self._seq0 = self._count = self._turn = self._step = 0
         self._size = 0
 
+    @property
+    def open_lines(self) -> int:
+        """Lines in the open run (0: none is open): 1 right after a line started a run."""
+        return self._lines
+
     def feed(self, number: int, line: Line, record: StorageRecord) -> ChunkCheck | None:
         """Take line `number`, `record`'s JSON (without its newline); the check of the run it
         ends, if any."""

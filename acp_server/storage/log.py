@@ -551,7 +551,8 @@ class CheckedRecords:
     `kept(checks)` reads them with the chunk checks of the log's writers: a run of chunk lines
     that matches its check is kept packed (`PackedChunks`), not decoded; the lines of a run
     without a matching check are decoded and checked, and the run's check made
-    (`new_checks`)."""
+    (`new_checks`). A run that gets a check is then kept packed too: its records are dropped
+    once checked, as a later read would not have decoded them."""
 
     def __init__(
         self, path: Path | str, lines: Iterable[Line], mapped: MappedLines | None = None
@@ -616,6 +617,10 @@ class CheckedRecords:
         problem_of = SourceRanges().problem
         decode, check_row, row_classes = decode_record_json, validate_row, ROW_CLASSES
         count = self.event_count
+        # With `runs`, the records and lines of the open run of chunk lines, held until the run
+        # ends: a run that gets a check is yielded as its `PackedChunks` instead.
+        run_records: list[StorageRecord] = []
+        run_lines: list[Line] = []
         for item in items:
             if type(item) is PackedChunks:
                 if item.seq0 != count:
@@ -623,9 +628,8 @@ class CheckedRecords:
                         path, item.number, f"seq gap: expected seq {count}, found {item.seq0}"
                     )
                 if runs is not None:
-                    ended = runs.end()  # the packed run is a run of its own
-                    if ended is not None:
-                        self.new_checks.append(ended)
+                    # The packed run is a run of its own.
+                    yield from self._ended_run(runs.end(), run_records, run_lines)
                 count += item.count
                 self.event_count = count
                 yield item
@@ -655,26 +659,48 @@ class CheckedRecords:
                 raise CorruptLog(path, number, f"seq gap: expected seq {count}, found {first}")
             if problem is not None:
                 raise CorruptLog(path, number, problem)
-            if runs is not None:
-                # `ChunkRuns.feed`, with what this loop knows of the record already.
-                if is_row:
-                    data = cast(ChunkRow, record).data
-                    made = runs.feed_chunk(number, raw, first, size, data.turn, data.step)
-                elif (
-                    kind is AssistantChunk
-                    and cast(AssistantChunk, record).source_range is UNSET
-                    and cast(AssistantChunk, record).ignorable is UNSET
-                ):
-                    chunk = cast(AssistantChunk, record).data
-                    made = runs.feed_chunk(number, raw, first, 1, chunk.turn, chunk.step)
-                else:
-                    made = runs.end()
-                if made is not None:
-                    self.new_checks.append(made)
             count += size
             self.event_count = count
-            yield record
+            if runs is None:
+                yield record
+                continue
+            # `ChunkRuns.feed`, with what this loop knows of the record already.
+            if is_row:
+                data = cast(ChunkRow, record).data
+                made = runs.feed_chunk(number, raw, first, size, data.turn, data.step)
+            elif (
+                kind is AssistantChunk
+                and cast(AssistantChunk, record).source_range is UNSET
+                and cast(AssistantChunk, record).ignorable is UNSET
+            ):
+                chunk = cast(AssistantChunk, record).data
+                made = runs.feed_chunk(number, raw, first, 1, chunk.turn, chunk.step)
+            else:
+                yield from self._ended_run(runs.end(), run_records, run_lines)
+                yield record
+                continue
+            if runs.open_lines == 1:  # the record starts a run: the one before it has ended
+                yield from self._ended_run(made, run_records, run_lines)
+            run_records.append(record)
+            run_lines.append(raw)
         # A run still open at the end of the log is a step still streaming: it gets no check.
+        yield from run_records
+
+    def _ended_run(
+        self, check: ChunkCheck | None, records: list[StorageRecord], lines: list[Line]
+    ) -> Iterator[KeptRecord]:
+        """The records of a run of chunk lines that has ended, then empties `records` and
+        `lines`: as one `PackedChunks` when `check` (made from those lines) is its check."""
+        packed = None
+        if check is not None:
+            self.new_checks.append(check)
+            packed = packed_chunks(check, lines)
+        if packed is not None:
+            yield packed
+        else:
+            yield from records
+        records.clear()
+        lines.clear()
 
 
 def parse_log(
