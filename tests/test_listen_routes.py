@@ -3,6 +3,7 @@ WebSocket, which gets a page, and which is refused, and with what."""
 
 from __future__ import annotations
 
+import pytest
 from websockets.datastructures import Headers
 from websockets.http11 import Request
 
@@ -58,6 +59,18 @@ def test_a_foreign_origin_is_403_even_with_the_token() -> None:
     assert (response.status_code, response.body) == (
         403,
         b"Origin http://evil.example is not allowed to connect\n",
+    )
+
+
+@pytest.mark.parametrize("name", ["Authorization", "Origin", "Host"])
+def test_a_header_routing_reads_given_twice_is_400(name: str) -> None:
+    headers = Headers([(name, f"Bearer {TOKEN}"), (name, f"Bearer {TOKEN}")])
+    response = route(Request(f"/acp?token={TOKEN}", headers), CONFIG, OWN)
+    assert response is not None
+    assert (response.status_code, response.reason_phrase, response.body) == (
+        400,
+        "Bad Request",
+        f"The {name} header is given more than once\n".encode(),
     )
 
 

@@ -5,6 +5,7 @@ SIGTERM. Each test runs a real server process and talks to it as a raw WebSocket
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,32 @@ def test_the_token_never_reaches_stdout_or_the_log(tmp_path: Path) -> None:
     assert [line for line in server.stderr if server.token in line] == [
         f"acp-server: session viewer at http://{server.address}/?token={server.token}\n"
     ]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("name", ["Authorization", "Origin"])
+def test_an_opening_request_with_a_header_given_twice_is_answered_400_and_closed(
+    server: Listening, name: str
+) -> None:
+    value = f"Bearer {server.token}" if name == "Authorization" else server.origin
+    sock = server.raw()
+    sock.sendall(
+        f"GET /acp HTTP/1.1\r\nHost: {server.address}\r\n"
+        f"{name}: {value}\r\n{name}: {value}\r\n\r\n".encode()
+    )
+    answer = received_until_closed(sock)
+    assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.1 400 Bad Request"
+    assert answer.endswith(f"\r\n\r\nThe {name} header is given more than once\n".encode())
+    assert server.terminate() == 143
+    assert not [line for line in server.stderr if "Traceback" in line]
+
+
+def received_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends on `sock` until it closes the connection."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
 
 
 # -- one registry for every connection -----------------------------------------------------------

@@ -13,6 +13,7 @@ import itertools
 import json
 import re
 import signal
+import socket
 import subprocess
 import threading
 import urllib.error
@@ -187,6 +188,14 @@ class Listening:
             )
         )
         return Peer(ws)
+
+    def raw(self) -> socket.socket:
+        """A plain TCP connection to the server (closed when the server is ended), for what no
+        proper client sends: nothing at all, repeated headers, a follow it never reads."""
+        host, port = self.address.rsplit(":", 1)
+        sock = self.connections.enter_context(socket.create_connection((host, int(port))))
+        sock.settimeout(TIMEOUT)
+        return sock
 
     def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
         """A plain HTTP GET: status, headers, body."""

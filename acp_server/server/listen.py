@@ -60,6 +60,9 @@ CONTENT_TYPES: Final = {
     ".svg": "image/svg+xml",
 }
 ACP_PATH: Final = "/acp"
+SINGLE_HEADERS: Final = ("Host", "Origin", "Authorization")
+"""The request headers routing reads. Each is one value (RFC 9110 allows no list in any of
+them): a request that repeats one is ambiguous, and refused with 400 before anything reads it."""
 DEFAULT_MAX_PENDING_REQUESTS: Final = 64
 
 
@@ -84,6 +87,9 @@ class ListenConfig:
 
 def route(request: Request, config: ListenConfig, own_origins: frozenset[str]) -> Response | None:
     """The answer to an opening request: a response, or None to upgrade it to the WebSocket."""
+    repeated = next((h for h in SINGLE_HEADERS if len(request.headers.get_all(h)) > 1), None)
+    if repeated is not None:
+        return text_response(400, f"The {repeated} header is given more than once\n")
     url = urlsplit(request.path)
     path = url.path
     if path == ACP_PATH:
@@ -167,7 +173,7 @@ def page_response(name: str, request: Request) -> Response:
 
 def text_response(status: int, text: str) -> Response:
     body = text.encode()
-    reasons = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    reasons = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
     return Response(
         status, reasons.get(status, "Error"), _headers("text/plain; charset=utf-8", len(body)), body
     )

@@ -80,20 +80,27 @@ async def accept(
         logger=_protocol_log,
     )
     channel = WebSocketChannel(stream, protocol)
-    request: Request | None = None
-    with anyio.move_on_after(handshake_timeout):
-        request = await channel._read_request()
-    if request is None:
-        await channel._finish()
-        return None
-    response = answer(request)
-    if response is None:
-        response = protocol.accept(request)
-    protocol.send_response(response)
-    if response.status_code != 101:
-        await channel._finish()
-        return None
-    await channel._flush()
+    try:
+        request: Request | None = None
+        with anyio.move_on_after(handshake_timeout):
+            request = await channel._read_request()
+        if request is None:
+            await channel._finish()
+            return None
+        response = answer(request)
+        if response is None:
+            response = protocol.accept(request)
+        protocol.send_response(response)
+        if response.status_code != 101:
+            await channel._finish()
+            return None
+        await channel._flush()
+    except BaseException:
+        # Whatever went wrong (a bug in `answer`, a cancelled handshake), the socket is not
+        # left open behind it.
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        raise
     return channel
 
 
