@@ -10,6 +10,10 @@ is not entered at all, so nothing beneath it can be re-included, as in git.
 patterns' own regular expressions (those pathspec compiled): most paths match no pattern, and
 for them that one C-level match settles it; a path it does match goes to `check_file`, so the
 answer is always pathspec's.
+
+A `.gitignore` is part of the repository, so it is read as `regular.read_regular` reads: a
+regular file only (a symlink is not followed, as git no longer follows one either; a FIFO or a
+device is skipped without waiting on it), and at most `GITIGNORE_MAX_BYTES`.
 """
 
 from __future__ import annotations
@@ -19,10 +23,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .regular import read_regular
+
 if TYPE_CHECKING:  # pathspec is imported by the first walk, not by loading the tools
     from pathspec import GitIgnoreSpec
 
 GITIGNORE: Final = ".gitignore"
+GITIGNORE_MAX_BYTES: Final = 1 << 20
+"""The largest `.gitignore` read: 1 MiB. Real ones are a few kilobytes (GitHub's templates are
+all under 10 KiB); a larger one is skipped whole, as git skips one over its own limit, rather
+than cut, since a pattern cut in two could ignore what it never meant to."""
 
 # pathspec names a group in some patterns; a union of several would define the name twice.
 _NAMED_GROUP: Final = re.compile(r"\(\?P<\w+>")
@@ -99,13 +109,12 @@ class IgnoreRules:
         return self if layer is None else IgnoreRules((*self.layers, layer))
 
     def with_gitignore_of(self, base: str, directory: str) -> IgnoreRules:
-        """These rules plus `directory`'s own `.gitignore`, if it has a readable one."""
-        try:
-            with open(f"{directory}/{GITIGNORE}", encoding="utf-8", errors="replace") as stream:
-                lines = stream.read().splitlines()
-        except OSError:
+        """These rules plus `directory`'s own `.gitignore`, if it has one that is a regular file
+        of at most `GITIGNORE_MAX_BYTES` (anything else is skipped, never waited on)."""
+        data = read_regular(f"{directory}/{GITIGNORE}", GITIGNORE_MAX_BYTES)
+        if not isinstance(data, bytes):
             return self
-        return self.with_patterns(base, lines)
+        return self.with_patterns(base, data.decode("utf-8", errors="replace").splitlines())
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether `path` (relative to the walk's root, "/"-separated) is ignored."""
