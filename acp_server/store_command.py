@@ -3,7 +3,8 @@
 `copy` copies sessions between any two stores (SPEC 2.6), record for record: the same header
 and the same records, so the same logical events. A session the destination already holds is
 left alone when it is the same session (a second copy changes nothing) and refused when it is
-another one of the same id. `verify` runs `log verify` over every session of a store. `init`
+another one of the same id. `verify` runs `log verify` over every session of a store, after
+SQLite's own check of the whole file for a SQLite store (a damaged one fails at once). `init`
 creates a database store's tables (a store is also made on first use): it says which schema
 version the store has, and refuses one of another version.
 Both show a progress bar on a terminal.
@@ -132,9 +133,15 @@ async def _init(url: StoreUrl, out: TextIO) -> int:
 async def _verify(url: StoreUrl, out: TextIO) -> int:
     store = open_store(url)
     try:
-        ids = await store.session_ids()
+        damage = await _damage(url, store)
+        ids = [] if damage else await store.session_ids()
     finally:
         await store.aclose()
+    if damage:
+        for finding in damage:
+            out.write(f"{url.shown}: {finding}\n")
+        out.write(f"FAILED: {url.shown} is damaged: no session verified\n")
+        return 1
     failed = 0
     with _progress(len(ids), "verifying") as advance:
         for session_id in ids:
@@ -156,6 +163,17 @@ async def _verify(url: StoreUrl, out: TextIO) -> int:
         f"session{'s' if len(ids) != 1 else ''} verified\n"
     )
     return 1 if failed else 0
+
+
+async def _damage(url: StoreUrl, store: Store) -> list[str]:
+    """What SQLite's `PRAGMA quick_check` finds wrong in a SQLite store. A session's checks read
+    only its own rows: damage anywhere else (the message index, a free page) would pass them."""
+    if url.engine != "sqlite":
+        return []
+    from .storage.sqlite import SqliteStore
+
+    assert isinstance(store, SqliteStore)
+    return await store.damage()
 
 
 async def _verify_postgres(url: StoreUrl, session_id: str, out: TextIO) -> int:

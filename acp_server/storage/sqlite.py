@@ -14,6 +14,10 @@ process), a sync with `synchronous=FULL` (safe from a crash of the machine). One
 session across processes: a lock file per session in `<db>.locks/` beside the database
 (`flock`, released with its descriptor when the process dies), and the seq check.
 
+A damaged database (SQLite finds a page that makes no sense: "database disk image is
+malformed") is a `CorruptLog` of the session being read, naming the line reached where the read
+goes through the log in order: the server answers it as any unreadable log.
+
 Blocking work runs in anyio's worker threads: each writer has its own connection, the readers
 share one behind a lock.
 """
@@ -28,7 +32,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -120,6 +124,29 @@ def _transaction(db: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[No
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
+
+
+_DAMAGE: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""The primary result codes of a database file that is not what SQLite wrote."""
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    # Only these: a busy database, a failing disk or a full one are `OperationalError`s (also
+    # `DatabaseError`s) and keep their own meaning. Extended codes carry the primary one in
+    # their low byte (SQLITE_CORRUPT_INDEX, ...).
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _DAMAGE
+
+
+@contextlib.contextmanager
+def _damage_is_corrupt(where: str, line: Callable[[], int]) -> Iterator[None]:
+    """A damaged database met inside as the `CorruptLog` of `where`, at `line()`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if not _is_damage(exc):
+            raise
+        raise CorruptLog(where, line(), f"the database is damaged: {exc}") from None
 
 
 def _os_error(exc: sqlite3.Error) -> OSError:
@@ -222,9 +249,20 @@ class SqliteStore:
             )
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        """The shared read connection, in one read transaction (one snapshot)."""
-        with self._read_lock, _transaction(self._db, "DEFERRED"):
+    def _reading(
+        self, session_id: str | None = None, line: Callable[[], int] = lambda: 1
+    ) -> Iterator[sqlite3.Connection]:
+        """The shared read connection, in one read transaction (one snapshot).
+
+        Damage met is the `CorruptLog` of the session read (of the store when there is none):
+        at `line()`, by default line 1, the session's row, which holds its header.
+        """
+        where = self.url if session_id is None else self.where(session_id)
+        with (
+            _damage_is_corrupt(where, line),
+            self._read_lock,
+            _transaction(self._db, "DEFERRED"),
+        ):
             yield self._db
 
     def _claim(self, session_id: str) -> _Claim:
@@ -298,7 +336,7 @@ class SqliteStore:
 
     def _header(self, session_id: str) -> SessionHeader:
         validate_session_id(session_id)
-        with self._reading() as db:
+        with self._reading(session_id) as db:
             row = db.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
@@ -318,7 +356,7 @@ class SqliteStore:
 
     def _exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
-        with self._reading() as db:
+        with self._reading(session_id) as db:
             found = db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return found is not None
 
@@ -328,19 +366,17 @@ class SqliteStore:
     def _read(self, session_id: str) -> StoredLog:
         """The whole session, every record checked as a JSONL reader checks its lines."""
         validate_session_id(session_id)
-        with self._reading() as db:
+        bodies: list[bytes] = []
+        # The header is line 1, the records the lines after it: damage stops the read at the
+        # line after the last record read.
+        with self._reading(session_id, lambda: len(bodies) + 2) as db:
             row = db.execute(
                 "SELECT header, next_seq FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
             if row is None:
                 raise SessionNotFound(f"unknown session {session_id!r}")
-            bodies = [
-                body
-                for (body,) in db.execute(
-                    "SELECT CAST(body AS BLOB) FROM records WHERE session = ? ORDER BY seq0",
-                    (session_id,),
-                )
-            ]
+            query = "SELECT CAST(body AS BLOB) FROM records WHERE session = ? ORDER BY seq0"
+            bodies.extend(body for (body,) in db.execute(query, (session_id,)))
         header = self._parse_header(session_id, row[0])
         checked = CheckedRecords(self.where(session_id), bodies)
         with collection_paused():
@@ -404,7 +440,7 @@ class SqliteStore:
         try:
             db = _connect(self.path)
             try:
-                with _transaction(db):
+                with _damage_is_corrupt(self.where(session_id), lambda: 1), _transaction(db):
                     for table in _TABLES:
                         column = "id" if table == "sessions" else "session"
                         db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
@@ -422,7 +458,7 @@ class SqliteStore:
             db = _connect(self.path)
             try:
                 db.execute("PRAGMA synchronous = FULL")
-                with _transaction(db):
+                with _damage_is_corrupt(self.where(header.id), lambda: 1), _transaction(db):
                     _insert_session(db, header)
                     _insert_records(db, self.where(header.id), header.id, records, 0)
             except sqlite3.IntegrityError:
@@ -431,6 +467,24 @@ class SqliteStore:
                 db.close()
         finally:
             claim.release()
+
+    async def damage(self) -> list[str]:
+        """What SQLite's `PRAGMA quick_check` finds wrong in the whole file, a line each:
+        nothing when the database is whole."""
+        return await anyio.to_thread.run_sync(self._quick_check)
+
+    def _quick_check(self) -> list[str]:
+        try:
+            with self._read_lock:
+                rows = self._db.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            # Damage bad enough that SQLite stops checking: its error is the finding.
+            if not _is_damage(exc):
+                raise LogError(f"{self.url}: cannot check the database: {exc}") from None
+            return [str(exc)]
+        lines = [line for (text,) in rows for line in str(text).splitlines()]
+        # The check's heading names the attached database: there is only "main".
+        return [line for line in lines if line != "ok" and not line.startswith("*** in database")]
 
     async def aclose(self) -> None:
         self.close()
@@ -599,6 +653,12 @@ class SqliteWriter(QueuedAppends):
         self.claim.release()
 
 
+def _first_record_line() -> int:
+    # A range read does not know the line it starts at: it numbers its records from line 2, as
+    # `_between` does decoding them.
+    return 2
+
+
 class SqliteHistory:
     """The store API's `HistorySource` of one session in the database."""
 
@@ -612,7 +672,7 @@ class SqliteHistory:
 
     def refresh_now(self) -> None:
         session_id = self.header.id
-        with self.store._reading() as db:
+        with self.store._reading(session_id) as db:
             row = db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
@@ -623,7 +683,7 @@ class SqliteHistory:
 
     def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         session_id = self.header.id
-        with self.store._reading() as db:
+        with self.store._reading(session_id, _first_record_line) as db:
             cuts = [
                 cut
                 for (cut,) in db.execute(
@@ -639,7 +699,7 @@ class SqliteHistory:
         return await anyio.to_thread.run_sync(self._records, lo, hi)
 
     def _records(self, lo: int, hi: int) -> list[StorageRecord]:
-        with self.store._reading() as db:
+        with self.store._reading(self.header.id, _first_record_line) as db:
             return self._between(db, lo, hi)
 
     def _between(self, db: sqlite3.Connection, lo: int, hi: int) -> list[StorageRecord]:
@@ -665,7 +725,7 @@ class SqliteHistory:
         return await anyio.to_thread.run_sync(self._has_child, child_id)
 
     def _has_child(self, child_id: str) -> bool:
-        with self.store._reading() as db:
+        with self.store._reading(self.header.id) as db:
             found = db.execute(
                 "SELECT 1 FROM children WHERE session = ? AND child = ?", (self.header.id, child_id)
             ).fetchone()
@@ -688,7 +748,10 @@ class StoredLines:
     def __iter__(self) -> Iterator[bytes]:
         db = _connect(self.store.path)
         try:
-            with _transaction(db, "DEFERRED"):
+            with (
+                _damage_is_corrupt(self.path, lambda: self.count + 1),
+                _transaction(db, "DEFERRED"),
+            ):
                 row = db.execute(
                     "SELECT header FROM sessions WHERE id = ?", (self.session_id,)
                 ).fetchone()
