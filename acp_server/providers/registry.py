@@ -76,6 +76,12 @@ LIVE_PROVIDERS: Final[dict[str, LiveProvider]] = {
 PROVIDER_NAMES: Final = (REPLAY, *LIVE_PROVIDERS)
 
 
+def key_variables() -> frozenset[str]:
+    """The variable every live provider reads its key from by default: whichever provider
+    runs, the programs the server starts inherit none of them."""
+    return frozenset(p.api_key_env for p in LIVE_PROVIDERS.values())
+
+
 def live_provider(name: str) -> LiveProvider | None:
     """The live provider called `name`; None for llm-replay (or an unknown name)."""
     return LIVE_PROVIDERS.get(name)
@@ -87,5 +93,6 @@ __all__ = [
     "REPLAY",
     "LiveProvider",
     "LiveSettings",
+    "key_variables",
     "live_provider",
 ]

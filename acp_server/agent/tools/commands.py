@@ -1,6 +1,6 @@
 """`run_command`: in a client terminal when the client advertised `terminal`, else as a child
 process of the server. Either way: no shell, the session's cwd, output capped, killed at the
-timeout.
+timeout. A local child's environment is the server's without any provider's key variable.
 
 Outcome policy: the model always gets the output followed by one status line. The call is an
 error (`isError`, shown as `failed`) when the program exited non-zero, died from a signal or
@@ -27,6 +27,8 @@ from msgspec import UNSET, Struct
 
 from ...core.acp_updates import ToolTerminal
 from ...core.events import TextContent
+from ...providers.registry import key_variables
+from ...providers.secret import KEY_FD_ENV
 from ..ports import ClientRequestError
 from .arguments import RunCommandArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
@@ -186,6 +188,14 @@ def _kill_group(process: Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def child_environment() -> dict[str, str]:
+    """The server's environment without any provider's key variable: the active provider's
+    key was taken out at start-up, but another provider's (say `$ANTHROPIC_API_KEY` while the
+    server talks to OpenAI) may still be there, and what a command prints reaches the log."""
+    hidden = key_variables() | {KEY_FD_ENV}
+    return {name: value for name, value in os.environ.items() if name not in hidden}
+
+
 async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
     argv = [args.command, *args.args]  # a list: never a shell
     try:
@@ -195,6 +205,7 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # one pipe: nothing left unread to fill up and deadlock
             cwd=ctx.cwd,
+            env=child_environment(),
             start_new_session=True,  # its own group, so a timeout kills grandchildren too
         )
     except FileNotFoundError:

@@ -1,0 +1,69 @@
+"""Provider keys stay out of what the tools reach (SPEC 4.4: a key never appears in a log or on
+the wire): the programs `run_command` starts inherit no provider's key variable, and the file
+tools refuse the directory the stored credentials live in, even when a session's directories
+hold it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from acp_server.agent.ports import ClientCapabilities
+from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
+from acp_server.core.events import TextContent
+from acp_server.providers.registry import LIVE_PROVIDERS
+
+KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
+
+
+class NoClient:
+    """A client that advertises nothing and is never asked anything: the tools act locally."""
+
+    capabilities = ClientCapabilities()
+
+    async def request(self, method: str, params: Any) -> Any:
+        raise AssertionError(f"unexpected client request {method}")
+
+    async def notify(self, method: str, params: Any) -> None:
+        raise AssertionError(f"unexpected client notification {method}")
+
+    async def notify_all(self, method: str, params: Any) -> None:
+        raise AssertionError(f"unexpected client notification {method}")
+
+
+async def started(content: Any = None) -> None:
+    pass
+
+
+async def call(cwd: Path, name: str, args: dict[str, Any]) -> ToolOutcome:
+    ctx = ToolContext("sess-1", cwd, [], NoClient(), {name})
+    return await run_tool(
+        BUILTIN_TOOLS,
+        ctx,
+        "call-1",
+        name,
+        msgspec.json.encode(args).decode(),
+        title=name,
+        kind="other",
+        on_started=started,
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.process
+async def test_a_command_inherits_no_providers_key_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = sorted(p.api_key_env for p in LIVE_PROVIDERS.values())
+    for name in names:
+        monkeypatch.setenv(name, KEY)
+    monkeypatch.setenv("ACP_TEST_KEPT", "kept")
+    code = f"import os; print([os.environ.get(n) for n in {names!r}], os.environ['ACP_TEST_KEPT'])"
+    outcome = await call(tmp_path, "run_command", {"command": sys.executable, "args": ["-c", code]})
+    assert names == ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    assert outcome.content == [TextContent("[None, None] kept\n[exit code 0]")]
