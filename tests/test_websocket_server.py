@@ -5,6 +5,8 @@ SIGTERM. Each test runs a real server process and talks to it as a raw WebSocket
 from __future__ import annotations
 
 import json
+import os
+import resource
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,6 +222,38 @@ def test_a_request_past_the_pending_limit_is_refused(tmp_path: Path, workspace: 
         with pytest.raises(PeerError) as refused:
             peer.request("session/list", {})
         assert (refused.value.code, refused.value.data) == (-32014, {"maxPendingRequests": 1})
+
+
+@pytest.mark.process
+def test_a_server_out_of_descriptors_serves_on_once_idle_connections_go(server: Listening) -> None:
+    pid = server.process.pid
+    old = leave_descriptors(pid, 2)
+    idle = [server.raw() for _ in range(16)]  # no token, no bytes: more than it can accept
+    wait_until(
+        lambda: (
+            any("Too many open files" in line for line in server.stderr)
+            or server.process.poll() is not None
+        ),
+        "the server runs out of descriptors",
+    )
+    assert server.process.poll() is None, "".join(server.stderr)
+    for sock in idle:
+        sock.close()
+
+    peer = server.connect()
+
+    assert peer.initialize()["protocolVersion"] == 1
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+    assert server.terminate() == 143
+
+
+def leave_descriptors(pid: int, spare: int) -> tuple[int, int]:
+    """Lower the process's RLIMIT_NOFILE so that only `spare` descriptors above its highest
+    open one are left; returns the old limits."""
+    highest = max(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+    old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (highest + 1 + spare, old[1]))
+    return old
 
 
 # -- the end -------------------------------------------------------------------------------------

@@ -13,12 +13,16 @@ own, or one given with `--allow-origin`. The pages need no token: they hold no d
 for the token the user opened them with.
 
 `route` is the pure part (a request in, a response or "upgrade" out); `WebSocketServer` is the
-I/O around it.
+I/O around it. Whoever can reach the address can open connections, so the server bounds what
+they hold: `max_opening` connections still sending their opening request and `max_connections`
+in all (a connection past either is answered 503 and closed at once), and running out of file
+descriptors only pauses accepting (each accept failure is retried after a growing pause).
 """
 
 from __future__ import annotations
 
 import email.utils
+import errno
 import hmac
 import ipaddress
 import logging
@@ -31,13 +35,13 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute
+from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskGroup
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from ..providers.secret import Secret
 from ..storage.api import Store
-from ..transports.websocket import accept
+from ..transports.websocket import Answer, accept, refuse
 from .agent import AcpAgent
 from .auth import Auth
 from .config import ServeConfig
@@ -64,6 +68,26 @@ SINGLE_HEADERS: Final = ("Host", "Origin", "Authorization")
 """The request headers routing reads. Each is one value (RFC 9110 allows no list in any of
 them): a request that repeats one is ambiguous, and refused with 400 before anything reads it."""
 DEFAULT_MAX_PENDING_REQUESTS: Final = 64
+DEFAULT_MAX_CONNECTIONS: Final = 256
+"""Connections open at once. Each holds a descriptor (a live session holds a few more: its log,
+its lock, its MCP servers' pipes), and a process usually may open 1024: a quarter for peers
+leaves the rest to the sessions, and is far more than the clients and viewer tabs of one user."""
+DEFAULT_MAX_OPENING: Final = 64
+"""Connections still sending their opening request. A client's request comes in its first
+packet and a browser opens about six connections per server: only a peer that connects and
+says nothing holds a place for long (up to `HANDSHAKE_TIMEOUT`), and 64 such cannot take the
+places of the connections that are served."""
+
+ACCEPT_PAUSE: Final = 0.1
+"""Seconds accepting pauses after a failure that is not one connection's (no descriptor or
+memory left), doubled at each failure in a row up to `ACCEPT_PAUSE_MAX`: the connections that
+end meanwhile give their descriptors back, and the failing accept does not spin."""
+ACCEPT_PAUSE_MAX: Final = 1.0
+_ONE_CONNECTIONS_FAILURE: Final = frozenset(
+    {errno.ECONNABORTED, errno.ECONNRESET, errno.EPROTO, errno.EPERM, errno.ETIMEDOUT}
+)
+"""What accept(2) reports of the connection it was taking (gone before it was taken, refused
+by a firewall rule): the next one is taken at once."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,10 @@ class ListenConfig:
     """Origins besides the server's own whose pages may open the WebSocket."""
     max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
     compression: bool = True
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    """Connections open at once, whatever they are doing; one more is answered 503."""
+    max_opening: int = DEFAULT_MAX_OPENING
+    """Connections whose opening request has not all come in; one more is answered 503."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +201,13 @@ def page_response(name: str, request: Request) -> Response:
 
 def text_response(status: int, text: str) -> Response:
     body = text.encode()
-    reasons = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    reasons = {
+        400: "Bad Request",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not Found",
+        503: "Service Unavailable",
+    }
     return Response(
         status, reasons.get(status, "Error"), _headers("text/plain; charset=utf-8", len(body)), body
     )
@@ -218,6 +252,10 @@ class WebSocketServer:
         self._accepting = anyio.CancelScope()
         self._connections: set[Connection] = set()
         self._stopping = False
+        self._open = 0
+        """Connections accepted and not yet closed."""
+        self._opening = 0
+        """Of those, the ones whose opening request has not all come in."""
 
     def answer(self, request: Request) -> Response | None:
         return route(request, self.listen, self._own_origins)
@@ -235,7 +273,10 @@ class WebSocketServer:
             task_status.started(port)
             async with anyio.create_task_group() as connections:
                 with self._accepting:
-                    await listener.serve(self._serve_one, task_group=connections)
+                    async with anyio.create_task_group() as accepting:
+                        for one in listener.listeners:  # one per address family of the host
+                            assert isinstance(one, SocketListener)  # as create_tcp_listener makes
+                            accepting.start_soon(self._accept_all, one, connections)
 
     def stop(self) -> None:
         """Stop accepting, and end every connection as if its peer had closed it."""
@@ -244,17 +285,67 @@ class WebSocketServer:
         for connection in list(self._connections):
             connection.stop()
 
+    async def _accept_all(self, listener: SocketListener, connections: TaskGroup) -> None:
+        """Take each connection `listener` accepts into `connections`, or refuse it: nothing
+        an accept fails with ends the server."""
+        pause = ACCEPT_PAUSE
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno in _ONE_CONNECTIONS_FAILURE:
+                    log.debug("a connection went before it was accepted: %s", exc)
+                    continue
+                if pause == ACCEPT_PAUSE:  # once for each run of failures
+                    log.warning(
+                        "cannot accept connections: %s; trying again in a while",
+                        exc.strerror or exc,
+                    )
+                await anyio.sleep(pause)
+                pause = min(2 * pause, ACCEPT_PAUSE_MAX)
+                continue
+            pause = ACCEPT_PAUSE
+            refusal = self._refusal()
+            if refusal is not None:
+                await refuse(stream, text_response(503, refusal))
+                continue
+            self._open += 1
+            self._opening += 1
+            connections.start_soon(self._serve_one, stream)
+
+    def _refusal(self) -> str | None:
+        """Why one more connection cannot be taken now, if it cannot."""
+        if self._open >= self.listen.max_connections:
+            return "Too many connections are open: try again later\n"
+        if self._opening >= self.listen.max_opening:
+            return "Too many connections are still sending their request: try again later\n"
+        return None
+
     async def _serve_one(self, stream: ByteStream) -> None:
+        opening = True
+
+        def answer(request: Request) -> Response | None:
+            # Called once the request is all in: the connection no longer counts as opening,
+            # before anything is answered.
+            nonlocal opening
+            opening = False
+            self._opening -= 1
+            return self.answer(request)
+
         try:
-            await self._connection(stream)
+            await self._connection(stream, answer)
         except Exception:
             # One connection's failure must never end the others.
             log.exception("WebSocket connection failed")
+        finally:
+            self._open -= 1
+            if opening:
+                self._opening -= 1
 
-    async def _connection(self, stream: ByteStream) -> None:
+    async def _connection(self, stream: ByteStream, answer: Answer) -> None:
         channel = await accept(
             stream,
-            self.answer,
+            answer,
             max_message_bytes=self.config.max_line_bytes,
             compression=self.listen.compression,
         )

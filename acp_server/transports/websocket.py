@@ -41,6 +41,9 @@ _protocol_log.setLevel(logging.WARNING)
 READ_SIZE: Final = 256 * 1024
 HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a peer has to send its whole opening request."""
+REFUSE_TIMEOUT: Final = 1.0
+"""Seconds a refusal gets to leave: it is written in the accepting task, which must not wait on
+a peer it is turning away."""
 CLOSE_TIMEOUT: Final = 5.0
 """Seconds the last frames (a response, the closing handshake) get to leave, and the peer to
 close its side."""
@@ -102,6 +105,21 @@ async def accept(
             await stream.aclose()
         raise
     return channel
+
+
+async def refuse(stream: ByteStream, response: Response) -> None:
+    """Answer a connection with `response` without reading its request, and close it.
+
+    For a connection the server cannot take: it is answered at once (a new connection's send
+    buffer is empty, so the write does not wait; `REFUSE_TIMEOUT` bounds it all the same) and
+    holds nothing after."""
+    with anyio.move_on_after(REFUSE_TIMEOUT):
+        try:
+            await stream.send(response.serialize())
+            await stream.send_eof()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            log.debug("the peer went before it was refused")
+    await stream.aclose()
 
 
 class WebSocketChannel:
