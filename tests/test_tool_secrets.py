@@ -16,7 +16,9 @@ import pytest
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
 from acp_server.core.events import TextContent
+from acp_server.providers.credentials import CONFIG_DIR_ENV, store_key
 from acp_server.providers.registry import LIVE_PROVIDERS
+from acp_server.providers.secret import Secret
 
 KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
 
@@ -67,3 +69,57 @@ async def test_a_command_inherits_no_providers_key_variable(
     outcome = await call(tmp_path, "run_command", {"command": sys.executable, "args": ["-c", code]})
     assert names == ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
     assert outcome.content == [TextContent("[None, None] kept\n[exit code 0]")]
+
+
+@pytest.fixture
+def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A session cwd that holds the config directory, with a key stored in it by `login`."""
+    work = tmp_path.resolve() / "work"
+    config = work / ".config" / "acp-server"
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(config))
+    store_key(Secret(KEY))
+    (work / "notes.txt").write_text(f"the key is not {KEY[:8]} here\n")
+    return work
+
+
+@pytest.mark.anyio
+async def test_read_file_refuses_the_stored_credentials_inside_the_cwd(stored: Path) -> None:
+    outcome = await call(stored, "read_file", {"path": ".config/acp-server/credentials.json"})
+    assert outcome == ToolOutcome(
+        [
+            TextContent(
+                "refused: .config/acp-server/credentials.json (resolved to "
+                f"{stored}/.config/acp-server/credentials.json) is in the directory of the "
+                f"stored credentials ({stored}/.config/acp-server), which no tool reads"
+            )
+        ],
+        True,
+    )
+
+
+@pytest.mark.anyio
+async def test_read_file_refuses_a_symlink_to_the_stored_credentials(stored: Path) -> None:
+    (stored / "link.json").symlink_to(stored / ".config" / "acp-server" / "credentials.json")
+    outcome = await call(stored, "read_file", {"path": "link.json"})
+    assert outcome == ToolOutcome(
+        [
+            TextContent(
+                f"refused: link.json (resolved to {stored}/.config/acp-server/credentials.json)"
+                f" is in the directory of the stored credentials ({stored}/.config/acp-server),"
+                " which no tool reads"
+            )
+        ],
+        True,
+    )
+
+
+@pytest.mark.anyio
+async def test_grep_over_the_cwd_skips_the_stored_credentials(stored: Path) -> None:
+    outcome = await call(stored, "grep", {"pattern": KEY[:8], "path": "."})
+    assert outcome.content == [TextContent(f"notes.txt:1:the key is not {KEY[:8]} here")]
+
+
+@pytest.mark.anyio
+async def test_glob_over_the_cwd_skips_the_stored_credentials(stored: Path) -> None:
+    outcome = await call(stored, "glob", {"pattern": "**/*.json"})
+    assert outcome.content == [TextContent("No files match '**/*.json' in ..")]

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import TypeVar
 
+from ..providers.credentials import credentials_directory
+
 P = TypeVar("P", bound=PurePath)
 
 
@@ -110,6 +112,7 @@ def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> P
     absolute_path(raw, cwd)  # validates emptiness and NUL
     resolved = resolve(PurePath(os.path.join(cwd, raw)))
     ensure_inside(resolved, resolved_roots(cwd, additional_directories), raw)
+    ensure_not_credentials(resolved, raw)
     return resolved
 
 
@@ -122,4 +125,19 @@ def client_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> 
     path = absolute_path(raw, cwd)
     given = [absolute_path(str(root), cwd) for root in (cwd, *additional_directories)]
     ensure_inside(path, [*given, *resolved_roots(cwd, additional_directories)], raw)
+    ensure_not_credentials(path, raw)
     return path
+
+
+def ensure_not_credentials(path: PurePath, raw: str) -> None:
+    """Raise `PathRefused` when `path` (absolute, folded) is in the stored credentials'
+    directory: a session whose directories hold it (a `cwd` of `~`) reads no key through a
+    tool, and the key never reaches the log (SPEC 4.4)."""
+    private = credentials_directory()
+    if not is_inside(path, private):
+        return
+    became = "" if str(path) == raw else f" (resolved to {path})"
+    raise PathRefused(
+        f"refused: {raw}{became} is in the directory of the stored credentials ({private}), "
+        "which no tool reads"
+    )

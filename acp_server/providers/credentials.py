@@ -33,6 +33,13 @@ def credentials_path() -> Path:
     return Path(platformdirs.user_config_dir("acp-server", appauthor=False)) / CREDENTIALS_NAME
 
 
+def credentials_directory() -> Path:
+    """The directory the stored key lives in (with `store_key`'s temporary files), resolved:
+    the file tools refuse it, so that no tool call reads the key whatever the session's
+    directories are."""
+    return Path(os.path.realpath(credentials_path().parent))
+
+
 def store_key(key: Secret, path: Path | None = None) -> Path:
     """Save `key`, replacing any stored one; the file's path."""
     path = credentials_path() if path is None else path

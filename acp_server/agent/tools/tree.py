@@ -3,6 +3,7 @@
 A walk starts at a path that `local_path` resolved and checked, and never leaves the session's
 directories: a symlinked directory is not entered (that also rules out cycles), and a symlinked
 file is taken only when its target lies inside the roots (and is then read at the target).
+The stored credentials' directory is never entered, even when the roots hold it.
 `.git` is skipped and `.gitignore` files are honoured (`ignore`), ignored directories pruned
 before they are scanned. Entries come sorted by name within each directory, so the order of
 results is the same on every run and every machine.
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...core.acp_updates import ToolCallLocation
+from ...providers.credentials import credentials_directory
 from ..confinement import is_inside, local_path, resolve, resolved_roots
 from .base import ToolError
 from .ignore import GITIGNORE, IgnoreRules
@@ -65,6 +67,8 @@ class Tree:
     roots: tuple[Path, ...]
     cwd: Path
     """The resolved `cwd`: paths below it are shown relative to it, others absolute."""
+    credentials: Path = field(default_factory=credentials_directory)
+    """The stored credentials' directory (resolved): neither entered nor read through a link."""
 
     @property
     def top_relative(self) -> str:
@@ -83,7 +87,9 @@ class Tree:
 
     def inside(self, path: str) -> bool:
         resolved = Path(path)
-        return any(is_inside(resolved, root) for root in self.roots)
+        return any(is_inside(resolved, root) for root in self.roots) and not is_inside(
+            resolved, self.credentials
+        )
 
     def starting_rules(self) -> IgnoreRules:
         """The `.gitignore` rules of the directories from `root` down to `top`, excluded.
@@ -143,6 +149,7 @@ def walk_files(
     large tree, and is most of what `glob` costs.
     """
     skip = len(tree.top_relative) + 1 if tree.top_relative else 0
+    credentials = str(tree.credentials)  # the walk's paths are resolved: no symlink is entered
     keep_match = keep.fullmatch if keep is not None else None
     stack: list[tuple[str, str, IgnoreRules]] = [(str(tree.top), tree.top_relative, rules)]
     while stack:
@@ -191,7 +198,7 @@ def walk_files(
         stack.extend(
             (path, prefix + name, rules)
             for name, path in subdirectories
-            if name not in SKIPPED_DIRECTORIES
+            if name not in SKIPPED_DIRECTORIES and path != credentials
         )
 
 
