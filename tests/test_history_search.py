@@ -3,8 +3,6 @@ and tool results, newest first, capped; command turns left out."""
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from acp_server.core.events import (
@@ -23,6 +21,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.history_search import Hit, render_hits, search_history
+from acp_server.core.line_regex import LineRegex
 
 
 def numbered(*events: SessionEvent) -> list[SessionEvent]:
@@ -52,7 +51,7 @@ LOG = numbered(
 
 
 def test_matching_lines_come_newest_first_with_their_source() -> None:
-    hits, more = search_history(LOG, re.compile(r"port"), 10)
+    hits, more = search_history(LOG, LineRegex("port"), 10)
     assert (hits, more) == (
         [
             Hit(2, 0, "tool result call_1", "port 9000"),
@@ -64,7 +63,7 @@ def test_matching_lines_come_newest_first_with_their_source() -> None:
 
 
 def test_the_cap_keeps_the_newest_and_says_more_matched() -> None:
-    hits, more = search_history(LOG, re.compile(r"8123"), 2)
+    hits, more = search_history(LOG, LineRegex("8123"), 2)
     assert [h.seq for h in hits] == [2, 1]
     assert more is True
     assert render_hits(hits, more).splitlines() == [
@@ -75,6 +74,6 @@ def test_the_cap_keeps_the_newest_and_says_more_matched() -> None:
 
 
 def test_no_match_says_so() -> None:
-    assert render_hits(*search_history(LOG, re.compile("absent"), 5)) == (
+    assert render_hits(*search_history(LOG, LineRegex("absent"), 5)) == (
         "No earlier message or tool result matches."
     )

@@ -451,10 +451,7 @@ def test_grep_with_an_invalid_pattern_is_an_error_result(tmp_path: Path) -> None
         session = server.new_session()
         answered = server.prompt(session, "go")
 
-        message = (
-            "invalid regular expression '(unclosed': missing ), unterminated subpattern at "
-            "position 0"
-        )
+        message = "invalid regular expression '(unclosed': missing ): (unclosed"
         assert answered.updates[2:] == [failed(call, message), *DONE_UPDATES]
 
 

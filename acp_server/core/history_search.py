@@ -1,12 +1,15 @@
 """`search_history` without I/O (SPEC 4.3, 4.6): a regular expression over a session's own
 messages and tool results, newest first, so details a compaction's summary left out can still
 be found. The log keeps every event; this only reads it.
+
+The pattern is a `LineRegex` (RE2: linear time); the search is blocking work for a worker
+thread, and calls its `checkpoint` every `CHECK_EVERY` events and between pieces of a long text,
+where a cancelled search stops.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,6 +23,10 @@ from .events import (
     ToolResult,
     UserMessageEvent,
 )
+from .line_regex import LineRegex
+
+CHECK_EVERY: Final = 256
+"""Events searched between two calls of the search's checkpoint."""
 
 LINE_CHARS: Final = 400
 """The most of one matching line a hit quotes."""
@@ -53,25 +60,35 @@ def _texts(event: SessionEvent) -> tuple[int, str, list[str]] | None:
     return None
 
 
+def _carry_on() -> None:
+    """The checkpoint of a search nothing cancels."""
+
+
 def search_history(
-    events: Iterable[SessionEvent], pattern: re.Pattern[str], max_results: int
+    events: Iterable[SessionEvent],
+    pattern: LineRegex,
+    max_results: int,
+    checkpoint: Callable[[], None] = _carry_on,
 ) -> tuple[list[Hit], bool]:
     """The lines matching `pattern`, newest message first (lines of one message in order),
     at most `max_results`; and whether more matched. Command turns are left out: they are not
-    the conversation."""
+    the conversation. What `checkpoint` raises ends the search."""
     events = list(events)
     commands = {e.data.turn for e in events if type(e) is CommandResult}
     hits: list[Hit] = []
-    for event in reversed(events):
+    for index, event in enumerate(reversed(events)):
+        if index % CHECK_EVERY == CHECK_EVERY - 1:
+            checkpoint()
         found = _texts(event)
         if found is None or found[0] in commands:
             continue
         turn, source, texts = found
-        for line in _lines(texts):
-            if pattern.search(line):
-                if len(hits) == max_results:
-                    return hits, True
-                hits.append(Hit(event.seq, turn, source, _clip(line)))
+        lines = list(_lines(texts))
+        # One more than there is room for says whether more matched.
+        for at in pattern.search_lines(lines, max_results - len(hits) + 1, checkpoint):
+            if len(hits) == max_results:
+                return hits, True
+            hits.append(Hit(event.seq, turn, source, _clip(lines[at])))
     return hits, False
 
 

@@ -8,7 +8,10 @@ subagent), a `task` call gets an error result.
 from __future__ import annotations
 
 import os.path
+from functools import partial
 from typing import Any, Final
+
+import anyio.from_thread
 
 from ...core.acp_updates import ToolCallLocation
 from . import edit, listing, search
@@ -199,7 +202,8 @@ BUILTIN_TOOLS: Final = ToolRegistry(
             search.GREP_DESCRIPTION,
             search.GrepArgs,
             search.GREP_KIND,
-            tree_runner(search.grep),
+            # In its worker thread, a cancelled call stops at its next file or piece of one.
+            tree_runner(partial(search.grep, checkpoint=anyio.from_thread.check_cancelled)),
             title=_search_title("Search"),
         ),
         Tool.typed(

@@ -1,18 +1,20 @@
 """`search_history` (SPEC 4.3): the session's own earlier messages and tool results, searched.
 
 The work is `core.history_search`; this is its registration's runner, reading the session's
-events through `ToolContext.history`.
+events through `ToolContext.history` and searching them in a worker thread, cancellable there.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Final
 
+import anyio.from_thread
+import anyio.to_thread
 from msgspec import UNSET, Meta, UnsetType
 
 from ...core.events import TextContent
 from ...core.history_search import render_hits, search_history
+from ...core.line_regex import LineRegex, PatternError
 from .arguments import Arguments
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome
 from .registry import OnStarted
@@ -24,7 +26,11 @@ MAX_RESULTS: Final = 200
 class SearchHistoryArgs(Arguments):
     pattern: Annotated[
         str,
-        Meta(min_length=1, description="A regular expression (Python syntax), matched per line."),
+        Meta(
+            min_length=1,
+            description="A regular expression (RE2 syntax: Python's without backreferences or "
+            "lookaround), matched per line.",
+        ),
     ]
     max_results: (
         Annotated[
@@ -43,13 +49,18 @@ async def run_search_history(
     ctx: ToolContext, call: ToolCallInfo, args: SearchHistoryArgs, on_started: OnStarted
 ) -> ToolOutcome:
     try:
-        pattern = re.compile(args.pattern)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from None
+        pattern = LineRegex(args.pattern)
+    except PatternError as exc:
+        raise ToolError(str(exc)) from None
     if ctx.history is None:
         raise ToolError("this session has no history to search")
     await on_started()
     limit = DEFAULT_MAX_RESULTS if args.max_results is UNSET else args.max_results
-    hits, more = search_history(ctx.history(), pattern, limit)
+    # The events are taken here, on the event loop that appends to the log; matching them is
+    # the thread's, which stops at its next checkpoint when the call is cancelled.
+    events = list(ctx.history())
+    hits, more = await anyio.to_thread.run_sync(
+        search_history, events, pattern, limit, anyio.from_thread.check_cancelled
+    )
     raw = {"matches": len(hits), "truncated": more}
     return ToolOutcome([TextContent(render_hits(hits, more))], False, raw)

@@ -1,34 +1,42 @@
 """`glob` and `grep`: finding files and lines in the session's directories (blocking: threads).
 
 Both walk the tree with `tree.walk_files` (confined, `.gitignore` honoured, `.git` skipped).
-`grep` reads each file once, whole, and asks one C-level regular-expression search whether it
-matches at all before it splits anything into lines; it skips binary files (a NUL byte, as git
-and ripgrep decide) and files over the size cap, and stops reading files at `maxResults`.
+`grep` reads each file once, whole, and finds its matching lines with RE2 (`core.line_regex`:
+linear time, the GIL released) before it splits anything into lines; it skips binary files (a
+NUL byte, as git and ripgrep decide) and files over the size cap, stops reading files at
+`maxResults`, and calls its `checkpoint` between files and pieces of a file, where a cancelled
+call stops.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Final
 
 from msgspec import UNSET, Meta, UnsetType
 
 from ...core.acp_updates import ToolCallLocation
+from ...core.line_regex import LineRegex, PatternError
 from ..confinement import non_regular_kind
 from .arguments import Arguments
 from .base import ToolError
 from .globs import compile_glob
-from .tree import DEFAULT_LIMITS, Tree, TreeLimits, TreeResult, capped_note, open_tree, walk_files
+from .tree import (
+    DEFAULT_LIMITS,
+    Tree,
+    TreeFile,
+    TreeLimits,
+    TreeResult,
+    capped_note,
+    open_tree,
+    walk_files,
+)
 
 GLOB_KIND: Final = "search"
 GREP_KIND: Final = "search"
 
-_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_CHUNK: Final = 1 << 20
 
 GlobRoot = Annotated[
     str,
@@ -54,7 +62,12 @@ GlobPattern = Annotated[
     ),
 ]
 Regex = Annotated[
-    str, Meta(min_length=1, description="A regular expression (Python syntax), matched per line.")
+    str,
+    Meta(
+        min_length=1,
+        description="A regular expression (RE2 syntax: Python's without backreferences or "
+        "lookaround), matched per line.",
+    ),
 ]
 FileFilter = Annotated[
     str,
@@ -93,7 +106,8 @@ GLOB_DESCRIPTION: Final = (
     "are left out; long results are capped, with a note."
 )
 GREP_DESCRIPTION: Final = (
-    "Search file contents with a regular expression (Python syntax, matched line by line). "
+    "Search file contents with a regular expression (RE2 syntax: Python's without "
+    "backreferences or lookaround; matched line by line). "
     "Each match is shown as `path:line:text`, with `contextLines` lines around it as "
     "`path-line-text`. `path` is a directory or a file (default: the working directory); "
     '`glob` keeps only matching files (e.g. "*.py"). Files ignored by .gitignore and binary '
@@ -119,13 +133,6 @@ def _relative_pattern(pattern: str, tree: Tree, raw_path: str) -> str:
     )
 
 
-def _mtime_ns(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return 0
-
-
 def glob(
     args: GlobArgs,
     cwd: Path,
@@ -133,14 +140,15 @@ def glob(
     limits: TreeLimits = DEFAULT_LIMITS,
 ) -> TreeResult:
     """The files below `args.path` matching `args.pattern`, newest first (ties by path)."""
-    tree = open_tree(args.path, cwd, additional_directories)
-    if not tree.top.is_dir():
-        raise ToolError(f"{args.path} is not a directory")
-    keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
-    found = [
-        (_mtime_ns(target), relative)
-        for target, relative in walk_files(tree, tree.starting_rules(), keep)
-    ]
+    with open_tree(args.path, cwd, additional_directories) as tree:
+        if not tree.is_directory:
+            raise ToolError(f"{args.path} is not a directory")
+        keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
+        mtime_ns = tree.mtime_ns
+        found = [
+            (mtime_ns(file), relative)
+            for file, relative in walk_files(tree, tree.starting_rules(), keep)
+        ]
     found.sort(key=lambda item: (-item[0], item[1]))
     shown = found[: limits.glob_paths]
     paths = [tree.shown(relative) for _, relative in shown]
@@ -162,44 +170,16 @@ def glob(
 # grep
 
 
-def compile_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    """`pattern` compiled, or a `ToolError` saying where it is wrong."""
-    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+def compile_regex(pattern: str, ignore_case: bool) -> LineRegex:
+    """`pattern` compiled, or a `ToolError` saying where it is wrong or what RE2 lacks."""
     try:
-        return re.compile(pattern, flags)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-    except (OverflowError, RecursionError):
-        raise ToolError(f"invalid regular expression {pattern!r}: too large or too deep") from None
+        return LineRegex(pattern, ignore_case=ignore_case)
+    except PatternError as exc:
+        raise ToolError(str(exc)) from None
 
 
-def _read(path: str, cap: int) -> bytes | int | None:
-    """The file's bytes; its size when that is over `cap` (unread); None when unreadable."""
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        if size > cap:
-            return size
-        # One read is usually the whole file: asking for a byte more than its size shows EOF
-        # without a second system call.
-        first = os.read(fd, size + 1)
-        if len(first) == size:
-            return first
-        chunks = [first]
-        total = len(first)
-        while chunk := os.read(fd, _CHUNK):
-            total += len(chunk)
-            if total > cap:  # it grew since the fstat
-                return total
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+def _carry_on() -> None:
+    """The checkpoint of a grep nothing cancels."""
 
 
 def _clip(line: str, cap: int) -> str:
@@ -210,10 +190,16 @@ class _Grep:
     """One grep call's state: what it found so far, and whether it has seen enough."""
 
     def __init__(
-        self, tree: Tree, regex: re.Pattern[str], args: GrepArgs, limits: TreeLimits
+        self,
+        tree: Tree,
+        regex: LineRegex,
+        args: GrepArgs,
+        limits: TreeLimits,
+        checkpoint: Callable[[], None],
     ) -> None:
         self.tree = tree
         self.regex = regex
+        self.checkpoint = checkpoint
         self.context = args.context_lines
         self.max_results = args.max_results
         self.limits = limits
@@ -224,10 +210,10 @@ class _Grep:
         self.files_with_matches = 0
         self.skipped_large = 0
 
-    def search(self, path: str, relative: str) -> None:
+    def search(self, file: TreeFile, relative: str) -> None:
         """Search one file (`relative` to `tree.root`); sets `more` when a match beyond
         `maxResults` exists."""
-        data = _read(path, self.limits.file_bytes)
+        data = self.tree.read(file, self.limits.file_bytes)
         if data is None:
             return
         if isinstance(data, int):
@@ -235,25 +221,28 @@ class _Grep:
             return
         if b"\0" in data:
             return  # binary
-        text = data.decode("utf-8", errors="replace")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", errors="replace")
+            data = text.encode()  # what is matched is what is shown: U+FFFD for a bad byte
         if "\r" in text:
             # Lines end at "\n"; a CRLF file's "\r" must not stop `$` matching at line ends.
             text = text.replace("\r\n", "\n")
-        if self.regex.search(text) is None:
-            return
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        search = self.regex.search
-        hits = [index for index, line in enumerate(lines) if search(line)]
-        if not hits:
-            return  # the match spans lines: grep matches line by line
+            data = text.encode()
         room = self.max_results - self.matches
+        # One more than there is room for says whether more matched.
+        hits = self.regex.lines(data, room + 1, self.checkpoint)
+        if not hits:
+            return
         if len(hits) > room:
             self.more = True
             hits = hits[:room]
         if not hits:
             return
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # a final "\n" ends the last line, it does not start another
         self.files_with_matches += 1
         self.matches += len(hits)
         self._show(lines, hits, self.tree.shown(relative), self.tree.absolute(relative))
@@ -282,23 +271,29 @@ def grep(
     cwd: Path,
     additional_directories: Sequence[Path],
     limits: TreeLimits = DEFAULT_LIMITS,
+    *,
+    checkpoint: Callable[[], None] = _carry_on,
 ) -> TreeResult:
-    """The lines matching `args.pattern` below `args.path` (a directory or one file)."""
+    """The lines matching `args.pattern` below `args.path` (a directory or one file).
+
+    `checkpoint` is called before each file and each piece of a file; what it raises (a
+    cancelled worker thread's `anyio.from_thread.check_cancelled`) ends the call."""
     regex = compile_regex(args.pattern, args.ignore_case)
-    tree = open_tree(args.path, cwd, additional_directories)
-    state = _Grep(tree, regex, args, limits)
-    mode = tree.top.stat().st_mode
-    if not stat.S_ISDIR(mode) and (kind := non_regular_kind(mode)) is not None:
-        raise ToolError(f"refused: {args.path} is {kind}, not a regular file or a directory")
-    if stat.S_ISREG(mode):
-        state.search(str(tree.top), tree.top_relative)
-    else:
-        keep = None if args.glob is UNSET else compile_glob(args.glob)
-        by_name = args.glob is not UNSET and "/" not in args.glob
-        for target, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
-            state.search(target, relative)
-            if state.more:
-                break
+    with open_tree(args.path, cwd, additional_directories) as tree:
+        state = _Grep(tree, regex, args, limits, checkpoint)
+        mode = tree.top_mode
+        if not stat.S_ISDIR(mode) and (kind := non_regular_kind(mode)) is not None:
+            raise ToolError(f"refused: {args.path} is {kind}, not a regular file or a directory")
+        if stat.S_ISREG(mode):
+            state.search(tree.top_file(), tree.top_relative)
+        else:
+            keep = None if args.glob is UNSET else compile_glob(args.glob)
+            by_name = args.glob is not UNSET and "/" not in args.glob
+            for file, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
+                checkpoint()
+                state.search(file, relative)
+                if state.more:
+                    break
     notes = []
     if state.more:
         notes.append(

@@ -1,0 +1,128 @@
+"""The patterns of `grep` and `search_history` (SPEC 4.3): regular expressions matched line by
+line in time linear in the text, with RE2.
+
+Python's `re` backtracks: `(a+)+$` against a line of `a`s that ends in another character takes
+time exponential in the line, inside one C call that holds the GIL, so no other thread, the
+event loop included, runs until it ends and nothing can cancel it. RE2 compiles a pattern to an
+automaton, never backtracks, and releases the GIL while it matches. Its syntax is Python's less
+the constructs that need backtracking (backreferences, lookaround, atomic groups, possessive
+repeats); a pattern it refuses is a `PatternError`, never matched with `re` instead.
+
+A text is searched in pieces of whole lines, and a caller's `checkpoint` is called between
+them: a search in a worker thread stops there when its task is cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol
+
+import re2
+
+PIECE_BYTES: Final = 1 << 16
+"""About how much of a text one RE2 call searches (whole lines; a longer line is one piece)."""
+
+_UNSUPPORTED: Final = ("invalid perl operator", "invalid escape sequence")
+"""RE2's reasons for refusing a construct Python's `re` has (a lookaround, a backreference, an
+atomic group): said to the model as unsupported, not as malformed; and a possessive repeat
+(`a*+`) is a "bad repetition operator" ending in "+"."""
+
+
+class PatternError(ValueError):
+    """A pattern RE2 refuses, with a message for the model."""
+
+
+class _Match(Protocol):
+    def span(self) -> tuple[int, int]: ...
+
+
+class _Compiled(Protocol):
+    def search(self, text: bytes, pos: int, endpos: int) -> _Match | None: ...
+
+
+def _carry_on() -> None:
+    """The checkpoint of a search nothing cancels."""
+
+
+def _message(pattern: str, reason: str) -> str:
+    possessive = reason.startswith("bad repetition operator") and reason.endswith("+")
+    if possessive or reason.startswith(_UNSUPPORTED):
+        return (
+            f"unsupported regular expression {pattern!r}: {reason} (the syntax is RE2's, "
+            "matched in linear time: backreferences, lookahead, lookbehind, atomic groups "
+            "and possessive repeats are not supported)"
+        )
+    return f"invalid regular expression {pattern!r}: {reason}"
+
+
+class LineRegex:
+    """A pattern compiled for matching line by line: `^` and `$` at each line's ends."""
+
+    __slots__ = ("_regexp", "pattern")
+
+    def __init__(self, pattern: str, *, ignore_case: bool = False) -> None:
+        self.pattern = pattern
+        options = re2.Options()
+        options.log_errors = False  # RE2 would write its refusals to stderr, the server's log
+        options.case_sensitive = not ignore_case
+        try:
+            # Made directly, not with `re2.compile`: its module-wide cache would keep up to 128
+            # of a session's patterns, each with up to `max_mem` (8 MiB) of automaton.
+            self._regexp: _Compiled = re2._Regexp(f"(?m){pattern}", options)
+        except re2.error as exc:
+            reason = exc.args[0]
+            if isinstance(reason, bytes):
+                reason = reason.decode("utf-8", errors="replace")
+            # RE2 quotes the pattern it was given, the multi-line flag in front included.
+            reason = str(reason).replace(f"(?m){pattern}", pattern)
+            raise PatternError(_message(pattern, reason)) from None
+        except UnicodeEncodeError:
+            raise PatternError(
+                f"invalid regular expression {pattern!r}: not valid Unicode"
+            ) from None
+
+    def lines(
+        self, text: bytes, limit: int, checkpoint: Callable[[], None] = _carry_on
+    ) -> list[int]:
+        """The indexes of the lines of `text` holding a match, in order, at most `limit`.
+
+        `text` is UTF-8 whose lines end at "\\n" (a final "\\n" ends the last line, it does not
+        start another); a match must lie within one line, as when each line is searched
+        alone."""
+        hits: list[int] = []
+        search = self._regexp.search
+        end = len(text)
+        pos = 0  # the start of the first line not yet searched
+        counted, line = 0, 0  # `line` is the index of the line starting at `counted`
+        while pos < end and len(hits) < limit:
+            if pos:
+                checkpoint()
+            stop = text.find(b"\n", min(pos + PIECE_BYTES, end - 1))
+            stop = end if stop < 0 else stop  # the piece [pos, stop) is whole lines
+            while pos <= stop and pos < end and len(hits) < limit:
+                match = search(text, pos, stop)
+                if match is None:
+                    break
+                start, finish = match.span()
+                first = text.rfind(b"\n", pos, start) + 1 or pos
+                last = text.find(b"\n", start, stop)
+                last = stop if last < 0 else last
+                line += text.count(b"\n", counted, first)
+                counted = first
+                # A match running on past its line's end is not a match of the line; a shorter
+                # one may be, starting where that one did or later (none starts earlier).
+                if finish <= last or search(text, start, last) is not None:
+                    hits.append(line)
+                pos = last + 1
+            pos = max(pos, stop + 1)
+        return hits
+
+    def search_lines(
+        self, lines: list[str], limit: int, checkpoint: Callable[[], None] = _carry_on
+    ) -> list[int]:
+        """The indexes of the `lines` (no "\\n" in any) holding a match, at most `limit`."""
+        if not lines:
+            return []
+        # Each line ends in "\n", so that an empty last line is one (`lines` reads it so).
+        joined = "\n".join(lines) + "\n"
+        return self.lines(joined.encode("utf-8", errors="surrogatepass"), limit, checkpoint)
