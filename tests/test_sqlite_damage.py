@@ -101,6 +101,7 @@ def store(tmp_path: Path) -> Path:
     return write_store(tmp_path / "sessions.db", {f"s{k}": 5 for k in range(40)})
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("damage", "stdout", "stderr"),
     [
@@ -170,6 +171,7 @@ def damaged_session(tmp_path: Path) -> tuple[Path, int]:
     return path, rows_before_the_damage(path, "s1") + 2
 
 
+@pytest.mark.process
 def test_log_verify_of_a_session_on_a_damaged_page_names_the_line_it_reached(
     damaged_session: tuple[Path, int],
 ) -> None:
