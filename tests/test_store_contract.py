@@ -416,6 +416,48 @@ async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_fr
     await store.aclose()
 
 
+def hashtext_twins(url: str) -> tuple[str, str]:
+    """Two session ids of the same PostgreSQL `hashtext`, found by the server itself: among
+    300,000 ids over 2^32 hashes a pair turns up but once in 30,000 tries, so a few tries do."""
+    for start in range(0, 3_000_000, 300_000):
+        twins = sql(
+            url,
+            "SELECT array_agg(id ORDER BY id) FROM "
+            "(SELECT 'twin-' || n AS id FROM generate_series(%s::int, %s::int) AS n) AS ids "
+            "GROUP BY hashtext(id) HAVING count(*) > 1 LIMIT 1",
+            start,
+            start + 299_999,
+        )
+        if twins:
+            first, second = twins[0][0][:2]
+            return first, second
+    raise AssertionError("no two ids of the same hashtext among 3,000,000")
+
+
+@pytest.mark.process
+async def test_postgresql_two_sessions_whose_ids_share_a_hashtext_are_written_at_once(
+    postgres_url: str,
+) -> None:
+    ids = hashtext_twins(postgres_url)
+    assert len(set(sql(postgres_url, "SELECT hashtext(%s), hashtext(%s)", *ids)[0])) == 1
+    store = PostgresStore(postgres_url)
+    try:
+        events = conversation(2)
+        cut = after_turn(events, 0)
+        # Each claim is taken while the other is held: first by create, then by open.
+        writers = [await store.create(header(session_id)) for session_id in ids]
+        for writer in writers:
+            writer.append(events[:cut])
+            await writer.close()
+        writers = [(await store.open(session_id, 0)).writer for session_id in ids[::-1]]
+        for writer in writers:
+            writer.append(events[cut:])
+            await writer.close()
+        assert [(await store.read(session_id)).events for session_id in ids] == [events, events]
+    finally:
+        await store.aclose()
+
+
 async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
     postgres_url: str,
 ) -> None:

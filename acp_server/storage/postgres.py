@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hashlib
 import logging
+import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
@@ -73,7 +75,8 @@ SAFETY_POLL_S: Final = 1.0
 RECONNECT_S: Final = 0.5
 """How long the listening connection waits before connecting again after losing the server."""
 LOCK_CLASS: Final = 0x61637053
-"""The first key of every session's advisory lock ("acpS"), the second is the id's hash."""
+"""The key ("acpS") of the advisory lock that creating the tables takes (one bigint key: a space
+apart from the two-integer keys of the sessions' locks)."""
 
 _SCHEMA: Final = """
 CREATE TABLE acp_store (key text PRIMARY KEY, value integer NOT NULL);
@@ -106,9 +109,31 @@ CREATE TABLE acp_children (
 )
 """
 _TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
-_LOCK_KEY: Final = "%s, hashtext(%s)"
+_LOCK_KEY: Final = "%s::integer, %s::integer"
+_LOCK_PERSON: Final = b"acp-server lock"
 
 _encoder: Final = msgspec.json.Encoder()
+
+
+def _lock_key(session_id: str) -> tuple[int, int]:
+    """The two integer keys of a session's advisory lock: the halves of a 64-bit BLAKE2b digest
+    of its id.
+
+    An advisory lock is what a dead connection gives back by itself (its backend ends, its
+    locks go), with no row to clean up after it; but its key holds 64 bits, not a whole id. The
+    32 bits of `hashtext` let two ids of the same hash, found in under a second, refuse each
+    other; two ids share a 64-bit digest with a chance of 2^-64 a pair, which is accepted here:
+    they would refuse each other as "in use", never write each other's log (every append also
+    checks the session's own epoch and next seq). A lock row keyed by the whole id would be
+    exact, but only a transaction left open for as long as the session is written can hold a
+    row lock, and the writer's connection commits each batch. The personalisation makes the keys
+    this store's own: another application's two-integer locks on the database meet one only by
+    the same chance. (A process of a build that keyed the lock by `hashtext` does not see these
+    locks: against it, only the epoch keeps one writer, the later claim.)
+    """
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8, person=_LOCK_PERSON).digest()
+    high, low = struct.unpack(">ii", digest)
+    return high, low
 
 
 def _said(exc: psycopg.Error) -> str:
@@ -230,7 +255,7 @@ class PostgresStore:
         conn = await self.connect()
         try:
             cur = await conn.execute(
-                f"SELECT pg_try_advisory_lock({_LOCK_KEY})", (LOCK_CLASS, session_id)
+                f"SELECT pg_try_advisory_lock({_LOCK_KEY})", _lock_key(session_id)
             )
             row = await cur.fetchone()
         except psycopg.Error as exc:
@@ -409,7 +434,7 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", (LOCK_CLASS, session_id)
+                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(session_id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -432,7 +457,7 @@ class PostgresStore:
         try:
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", (LOCK_CLASS, header.id)
+                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(header.id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -618,7 +643,7 @@ class PostgresWriter(QueuedAppends):
         self.closed = True
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.execute(
-                f"SELECT pg_advisory_unlock({_LOCK_KEY})", (LOCK_CLASS, self.header.id)
+                f"SELECT pg_advisory_unlock({_LOCK_KEY})", _lock_key(self.header.id)
             )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.close()
