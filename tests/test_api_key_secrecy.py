@@ -123,6 +123,42 @@ def test_the_key_is_in_neither_the_servers_proc_environ_nor_what_its_commands_re
     assert key_pieces_in(server.stderr) == []
 
 
+@pytest.mark.process
+def test_the_held_key_is_scrubbed_from_every_tool_result_before_it_is_logged_or_sent(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "leak.txt").write_text(f"key={KEY}\n")
+    read = json.dumps({"path": "leak.txt"})
+    tools = Sse([
+        run_command(0, "call_cat", "cat", "leak.txt"),
+        call(1, id="call_read", name="read_file", arguments=read),
+        chunk(finish="tool_calls"),
+    ])  # fmt: skip
+    model = FakeOpenAI([tools, Sse([text("Done."), chunk(finish="stop")])])
+    with model, live_server(tmp_path / "sessions", model) as server:
+        server.initialize()
+        session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        response = prompt(server, session["sessionId"], "Show me leak.txt.")
+        assert server.finish() == 0
+    assert response["result"] == {"stopReason": "end_turn"}
+    tool_results = {
+        m["tool_call_id"]: m["content"]
+        for m in model.requests[1].body["messages"]
+        if m["role"] == "tool"
+    }
+    assert tool_results == {
+        "call_cat": "key=[redacted]\n[exit code 0]",
+        "call_read": "key=[redacted]\n",
+    }
+    log = (tmp_path / "sessions" / session["sessionId"] / "session.jsonl").read_text()
+    assert log.count("key=[redacted]") == 2
+    assert key_pieces_in(log) == []
+    assert key_pieces_in(b"\n".join(server.stdout_lines).decode()) == []
+    assert key_pieces_in(server.stderr) == []
+
+
 EVERY_FIELD = {"message": KEY, "code": KEY, "type": KEY, "param": KEY}
 
 

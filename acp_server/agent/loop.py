@@ -85,8 +85,9 @@ from ..core.events import (
     UserMessageData,
     UserMessageEvent,
 )
+from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
-from ..providers.base import ModelRequest, Provider, ProviderError
+from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError
 from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
 from .limits import DEFAULT_MAX_STEPS
@@ -477,6 +478,7 @@ class Turn:
     ) -> ToolCallUpdated:
         state = self._state
         call = state.open_calls.pop(call_id)
+        content, raw_output = self._scrubbed(content, raw_output)
         result = ToolResultData(
             state.turn,
             state.step,
@@ -488,6 +490,31 @@ class Turn:
         )
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
         return tool_call_finished(result)
+
+    def _scrubbed(
+        self, content: list[ToolResultContent], raw_output: Any
+    ) -> tuple[list[ToolResultContent], Any]:
+        """`content` and `raw_output` without the provider's key. Every tool's result (built-in,
+        command, MCP) enters the log here, and a command or a file may well print the key: this
+        is the one place it is taken out before it is logged, shown or sent to the model."""
+        provider = self.env.provider
+        key = provider.api_key if isinstance(provider, KeyHolder) else None
+        if key is None or not key.reveal():
+            return content, raw_output
+        found = False
+
+        def scrub(text: str) -> str:
+            nonlocal found
+            scrubbed = key.scrub(text)
+            found = found or scrubbed is not text
+            return scrubbed
+
+        shown = map_strings(msgspec.to_builtins(content), scrub)
+        if found:
+            content = msgspec.convert(shown, list[ToolResultContent])
+        if raw_output is not UNSET:
+            raw_output = map_strings(msgspec.to_builtins(raw_output), scrub)
+        return content, raw_output
 
     # -- cancellation --------------------------------------------------------------------------
 

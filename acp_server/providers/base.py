@@ -5,18 +5,22 @@ scope, and cancelling it stops the stream at the next await.
 
 The generic seam is `Provider` alone. A provider that keeps state per session (llm-replay's
 script cursors) also implements `SessionBinding`, and the server tells it when a session goes
-live; the live providers are stateless and do not.
+live; the live providers are stateless and do not. A provider that sends an API key is a
+`KeyHolder`: the loop scrubs that key from every tool result before it is logged or sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
 from ..core.events import AssistantReasoning, AssistantText, StreamChunk, TextContent
 from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
+
+if TYPE_CHECKING:
+    from .secret import Secret
 
 
 class ModelRequest(msgspec.Struct, kw_only=True):
@@ -63,6 +67,14 @@ class SessionBinding(Protocol):
     ) -> None:
         """Called when a session goes live: new (`model_calls` 0) or continued after a load
         (`model_calls` = the model calls its log already holds). Children name their parent."""
+
+
+@runtime_checkable
+class KeyHolder(Protocol):
+    """A provider that holds an API key: from its variable, or given later by `authenticate`
+    from the stored credentials (so it is read at each use, never copied)."""
+
+    api_key: Secret | None
 
 
 def request_text(messages: list[ModelMessage]) -> str:
