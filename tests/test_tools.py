@@ -7,11 +7,13 @@ tool call makes and what it makes of the answers.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
 import stat
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +24,7 @@ import pytest
 from msgspec import UNSET
 from polling import poll, wait_for
 
+from acp_server.agent.beneath import openat2
 from acp_server.agent.confinement import (
     PathRefused,
     absolute_path,
@@ -1109,6 +1112,106 @@ async def test_write_file_allows_additional_directories(work: Path, outside: Pat
     ctx = make_ctx(work, extra=[outside], allowed={"write_file"})
     await call(ctx, "write_file", {"path": str(outside / "new.txt"), "content": "ok"})
     assert (outside / "new.txt").read_text() == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# Races: a directory swapped for a symlink out while the tools resolve and open a path below it.
+# Each runs with openat2(RESOLVE_BENEATH) and with the O_NOFOLLOW walk that stands in for it.
+
+RACED_CALLS = 200
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "walk":
+        monkeypatch.setattr(openat2, "usable", False)
+    elif not openat2.usable:
+        pytest.skip("this kernel has no openat2")
+    return str(request.param)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+class Swapper:
+    """Swaps, in a thread and as fast as it can, what `cwd/x` is: a directory holding
+    `secret.txt` ("inside the cwd", 15 bytes) or a symlink to `outside` (whose `secret.txt` is "secret"), until
+    the `with` block ends. `renameat2(RENAME_EXCHANGE)` swaps both names in one step, so `x`
+    always exists."""
+
+    def __init__(self, cwd: Path, outside: Path) -> None:
+        self.x, self.other = cwd / "x", cwd / "x.other"
+        self.x.mkdir()
+        (self.x / "secret.txt").write_text("inside the cwd\n")
+        self.other.symlink_to(outside)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._swap, daemon=True)
+        self.renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        self.swaps = 0
+
+    def _swap(self) -> None:
+        x, other = os.fsencode(self.x), os.fsencode(self.other)
+        while not self.stopping.is_set():
+            if self.renameat2(_AT_FDCWD, x, _AT_FDCWD, other, _RENAME_EXCHANGE) != 0:
+                raise OSError(ctypes.get_errno(), "renameat2")
+            self.swaps += 1
+
+    def __enter__(self) -> Swapper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+        assert self.swaps > 0
+
+
+def texts(outcomes: list[ToolOutcome]) -> set[str]:
+    return {c.text for o in outcomes for c in o.content if isinstance(c, TextContent)}
+
+
+@pytest.mark.anyio
+async def test_a_read_racing_a_swap_to_a_symlink_out_never_reads_outside(
+    strategy: str, work: Path, outside: Path
+) -> None:
+    ctx = make_ctx(work)
+    with Swapper(work, outside):
+        outcomes = [
+            await call(ctx, "read_file", {"path": "x/secret.txt"}) for _ in range(RACED_CALLS)
+        ]
+    assert "secret\n" not in texts(outcomes)
+
+
+@pytest.mark.anyio
+async def test_a_write_racing_a_swap_to_a_symlink_out_never_writes_outside(
+    strategy: str, work: Path, outside: Path
+) -> None:
+    ctx = make_ctx(work, allowed={"write_file"})
+    with Swapper(work, outside):
+        for index in range(RACED_CALLS):
+            await call(ctx, "write_file", {"path": f"x/new{index}.txt", "content": "x"})
+    assert os.listdir(outside) == ["secret.txt"]
+
+
+@pytest.mark.anyio
+async def test_a_listing_racing_a_swap_to_a_symlink_out_never_lists_outside(
+    strategy: str, work: Path, outside: Path
+) -> None:
+    ctx = make_ctx(work)
+    with Swapper(work, outside):
+        outcomes = [await call(ctx, "list_directory", {"path": "x"}) for _ in range(RACED_CALLS)]
+    assert not any("[file] secret.txt (7 bytes)" in text for text in texts(outcomes))
+
+
+@pytest.mark.anyio
+async def test_a_grep_racing_a_swap_to_a_symlink_out_never_searches_outside(
+    strategy: str, work: Path, outside: Path
+) -> None:
+    ctx = make_ctx(work)
+    with Swapper(work, outside):
+        outcomes = [await call(ctx, "grep", {"pattern": "secret"}) for _ in range(RACED_CALLS)]
+    assert not any("secret" in text.replace("'secret'", "") for text in texts(outcomes))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ and its `additionalDirectories`; a path is allowed only when it lies inside one 
 
 Two checks exist, because two different parties own the file system:
 
-- `local_path` is used when the server reads or writes the file itself. The path and the roots
-  are resolved with symlinks (`os.path.realpath`), so neither `..` nor a symlink can lead out of
-  the roots, and the server then opens the *resolved* path: what was checked is what is opened.
+- `local_path` and `open_local` are used when the server reads or writes the file itself. Both
+  resolve beneath the roots' descriptors (`beneath.Roots`): `local_path` says early, before a
+  permission question, what a path resolves to now; `open_local` is the check that counts, made
+  by the open itself, so a directory swapped for a symlink in between cannot lead it out.
 - `client_path` is used when every access goes through the client (`fs/read_text_file`,
   `fs/write_text_file`). The client owns that file system (it may be a different machine, or
   an editor serving unsaved buffers), so the server does not resolve symlinks there: it only
@@ -15,8 +16,8 @@ Two checks exist, because two different parties own the file system:
   the roots. That keeps what the model can name the same whichever side does the I/O (a
   deliberate choice beyond the SPEC's minimum; the client may apply stricter rules itself).
 
-Everything above `local_path` is pure and testable without a file system; `local_path` and
-`resolved_roots` read symlinks, nothing else.
+Everything above `local_path` is pure and testable without a file system; `local_path`,
+`open_local` and `resolved_roots` read symlinks, and `open_local` opens.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path, PurePath
 from typing import TypeVar
 
 from ..providers.credentials import credentials_directory
+from .beneath import Escape, Roots
 
 P = TypeVar("P", bound=PurePath)
 
@@ -110,10 +112,45 @@ def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> P
     disagree with what the kernel does when `link` is a symlink.
     """
     absolute_path(raw, cwd)  # validates emptiness and NUL
-    resolved = resolve(PurePath(os.path.join(cwd, raw)))
+    joined = os.path.join(cwd, raw)
+    try:
+        with local_roots(cwd, additional_directories) as roots:
+            resolved = Path(roots.resolve(joined))
+    except Escape as exc:
+        resolved = Path(exc.where)
+    except OSError:
+        # Unresolvable now (a root is missing, say): the open that follows reports why.
+        resolved = Path(os.path.normpath(joined))
     ensure_inside(resolved, resolved_roots(cwd, additional_directories), raw)
     ensure_not_credentials(resolved, raw)
     return resolved
+
+
+def local_roots(cwd: Path, additional_directories: Sequence[Path]) -> Roots:
+    """The session's roots opened for `open_local` (close them when done)."""
+    return Roots([cwd, *additional_directories])
+
+
+def open_local(
+    roots: Roots, raw: str, cwd: Path, flags: int, mode: int = 0o666, *, make_parents: bool = False
+) -> tuple[int, Path]:
+    """`raw` opened with `flags` beneath `roots` (symlinks inside them followed), and the path
+    it resolved to; `PathRefused` when it leads out, `OSError` as the open fails.
+
+    `make_parents` makes missing directories on the way, beneath the roots as the rest.
+    """
+    absolute_path(raw, cwd)  # validates emptiness and NUL
+    try:
+        fd, where = roots.open(os.path.join(cwd, raw), flags, mode, make_parents=make_parents)
+    except Escape as exc:
+        ensure_inside(Path(exc.where), [Path(path) for path in roots.paths], raw)
+        raise  # not reached: ensure_inside refuses a path inside no root
+    try:
+        ensure_not_credentials(Path(where), raw)
+    except PathRefused:
+        os.close(fd)
+        raise
+    return fd, Path(where)
 
 
 def client_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Path:

@@ -21,10 +21,12 @@ from msgspec import Meta
 
 from ...core.acp_updates import ToolCallLocation
 from ...core.events import DiffContent, TextContent, ToolResultContent
-from ..confinement import absolute_path, local_path
+from ..beneath import Roots
+from ..confinement import absolute_path, local_roots
 from .arguments import Arguments, FilePath
 from .base import ToolError
-from .files import _open_regular, _write_locally
+from .files import open_regular, write_locally
+from .regular import read_capped
 
 KIND: Final = "edit"
 
@@ -140,34 +142,48 @@ class LocalEdit:
     """An edit worked out on a local file but not yet written."""
 
     target: Path
-    """The resolved path that passed confinement: what is read and then written."""
+    """The resolved path that was read: what is written, opened beneath the roots again."""
     shown: Path
     """The path as the model and the user see it (absolute, unresolved)."""
     old_text: str
     edit: Edit
+    roots: tuple[Path, Sequence[Path]]
+    """The session's `cwd` and additional directories, beneath which `target` is opened."""
 
 
-def _read_text(path: Path, raw: str, cap: int) -> str:
-    """The UTF-8 text of the file to edit. Text that is not UTF-8 is refused: written back
-    with U+FFFD in place of its undecodable bytes, it would be corrupted."""
-    if not os.path.lexists(path):
-        raise ToolError(
-            f"{raw} does not exist: edit_file changes an existing file (write_file creates one)"
-        )
-    with os.fdopen(_open_regular(path, raw, os.O_RDONLY, "read"), "rb") as stream:
-        size = os.fstat(stream.fileno()).st_size
-        if size > cap:
-            raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
-        try:
-            data = stream.read()
-        except OSError as exc:
-            raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
+def _decoded(data: bytes, raw: str) -> str:
+    """`data` as UTF-8. Text that is not UTF-8 is refused: written back with U+FFFD in place of
+    its undecodable bytes, it would be corrupted."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(
             f"refused: {raw} is not UTF-8 text, which edit_file would corrupt"
         ) from None
+
+
+def _read_text(roots: Roots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
+    """The UTF-8 text of the file to edit, and the path it resolved to."""
+    try:
+        fd, where, _ = open_regular(roots, raw, cwd, os.O_RDONLY)
+    except FileNotFoundError:
+        raise ToolError(
+            f"{raw} does not exist: edit_file changes an existing file (write_file creates one)"
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
+    try:
+        size = os.fstat(fd).st_size
+        if size > cap:
+            raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
+        data = read_capped(fd, size, cap)
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if isinstance(data, int):  # it grew since the fstat
+        raise ToolError(f"refused: {raw} is {data} bytes, over the {cap}-byte limit for edits")
+    return _decoded(data, raw), where
 
 
 def prepare_local_edit(
@@ -178,11 +194,12 @@ def prepare_local_edit(
     Everything that can refuse the edit happens here, before the user is asked for permission.
     """
     shown = absolute_path(args.path, cwd)
-    target = local_path(args.path, cwd, additional_directories)
-    old_text = _read_text(target, args.path, cap)
-    return LocalEdit(target, shown, old_text, apply_edit(old_text, args, str(shown)))
+    with local_roots(cwd, additional_directories) as roots:
+        old_text, target = _read_text(roots, args.path, cwd, cap)
+    edit = apply_edit(old_text, args, str(shown))
+    return LocalEdit(target, shown, old_text, edit, (cwd, additional_directories))
 
 
 def write_local_edit(prepared: LocalEdit, raw: str) -> None:
     """Write a prepared edit (after permission), as `write_file` writes."""
-    _write_locally(prepared.target, raw, prepared.edit.text.encode("utf-8"))
+    write_locally(str(prepared.target), prepared.roots, prepared.edit.text.encode("utf-8"))

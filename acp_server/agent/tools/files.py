@@ -1,16 +1,17 @@
 """`read_file` and `write_file`: through the client's `fs/*` methods when it advertised them,
 else on the server's own file system, confined to the session's directories.
 
-Local I/O runs in worker threads (a slow disk must not stall the connection), and opens only
-what passed the checks: the resolved path, with `O_NOFOLLOW` (a symlink swapped in after the
-check is not followed) and `O_NONBLOCK` (a FIFO swapped in does not block the open), and its
-type is checked again on the open descriptor.
+Local I/O runs in worker threads (a slow disk must not stall the connection). `local_path` refuses
+a path leading out before the call starts or a permission is asked; what is then opened is
+opened beneath the roots' descriptors (`open_regular`, `confinement.open_local`), so a path
+changed after that check still cannot lead out, with `O_NONBLOCK` (a FIFO swapped in does not
+block the open), and its type is checked again on the open descriptor.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,15 @@ import anyio.to_thread
 from msgspec import UNSET, Struct
 
 from ...core.events import DiffContent, TextContent, ToolCallLocation
-from ..confinement import absolute_path, client_path, local_path, non_regular_kind
+from ..beneath import Changed, Roots
+from ..confinement import (
+    absolute_path,
+    client_path,
+    local_path,
+    local_roots,
+    non_regular_kind,
+    open_local,
+)
 from ..ports import ClientRequestError
 from .arguments import ReadFileArgs, WriteFileArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
@@ -29,10 +38,11 @@ from .excerpts import (
     render_excerpt,
 )
 from .permission import ensure_permission
+from .regular import read_capped
 
 OnStarted = Callable[[], Awaitable[None]]
 
-_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_FLAGS = os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class _ReadTextFileResult(Struct):
@@ -53,68 +63,118 @@ def _refuse_non_regular(mode: int, raw: str) -> None:
         raise ToolError(f"refused: {raw} is {kind}, not a regular file")
 
 
-def _open_regular(path: Path, raw: str, flags: int, verb: str) -> int:
-    """A descriptor for the regular file at `path`; anything else is refused *before* opening."""
+def open_regular(
+    roots: Roots, raw: str, cwd: Path, flags: int, *, create: bool = False
+) -> tuple[int, Path, bool]:
+    """A descriptor for the regular file `raw` names, opened with `flags` beneath `roots`, the
+    path it resolved to, and whether it existed (when `create` makes it, with its parents).
+
+    The path is first opened `O_PATH` (which opens neither a FIFO nor a device) to refuse what
+    is not a regular file, then opened for real, beneath the roots again, and taken only when
+    it is still the same file: anything swapped in between is refused (`Changed`).
+    `PathRefused`, `ToolError` or `OSError`.
+    """
     try:
-        _refuse_non_regular(os.stat(path).st_mode, raw)
-        fd = os.open(path, flags | _OPEN_FLAGS, 0o666)
-    except OSError as exc:
-        raise ToolError(f"cannot {verb} {raw}: {_reason(exc)}") from None
+        probe, _ = open_local(roots, raw, cwd, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            raise
+        fd, where = open_local(roots, raw, cwd, flags | os.O_CREAT | _OPEN_FLAGS, make_parents=True)
+        probed = None
+    else:
+        try:
+            probed = os.fstat(probe)
+        finally:
+            os.close(probe)
+        _refuse_non_regular(probed.st_mode, raw)
+        fd, where = open_local(roots, raw, cwd, flags | _OPEN_FLAGS)
     try:
-        _refuse_non_regular(os.fstat(fd).st_mode, raw)  # it may have changed since the stat
+        status = os.fstat(fd)
+        _refuse_non_regular(status.st_mode, raw)
+        if probed is not None and (status.st_dev, status.st_ino) != (
+            probed.st_dev,
+            probed.st_ino,
+        ):
+            raise Changed()
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, where, probed is not None
 
 
 def _read_locally(
-    path: Path, raw: str, line: int | None, limit: int | None, cap: int
-) -> tuple[str, bool]:
-    """The model's text for the file at `path`, and whether the cap cut it."""
-    with os.fdopen(_open_regular(path, raw, os.O_RDONLY, "read"), "rb") as stream:
+    raw: str,
+    roots: tuple[Path, Sequence[Path]],
+    line: int | None,
+    limit: int | None,
+    cap: int,
+) -> tuple[str, bool, Path]:
+    """The model's text for the file `raw`, whether the cap cut it, and the path it read."""
+    cwd = roots[0]
+    try:
+        with local_roots(*roots) as opened:
+            fd, where, _ = open_regular(opened, raw, cwd, os.O_RDONLY)
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw}: {_reason(exc)}") from None
+    with os.fdopen(fd, "rb") as stream:
         size = os.fstat(stream.fileno()).st_size
         try:
             excerpt = read_excerpt(stream, line=line, limit=limit, cap=cap)
         except OSError as exc:
             raise ToolError(f"cannot read {raw}: {_reason(exc)}") from None
     whole = line is None and limit is None
-    return render_excerpt(excerpt, size=size, line=line, whole_file=whole), excerpt.truncated
+    text = render_excerpt(excerpt, size=size, line=line, whole_file=whole)
+    return text, excerpt.truncated, where
 
 
-def _old_text_locally(path: Path, raw: str, cap: int) -> str | None:
+def read_capped_text(fd: int, raw: str, cap: int) -> str:
+    """The text of the open file `fd`, refused when it is over `cap` bytes (for edits)."""
+    size = os.fstat(fd).st_size
+    if size > cap:
+        raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
+    data = read_capped(fd, size, cap)
+    if isinstance(data, int):  # it grew since the fstat
+        raise ToolError(f"refused: {raw} is {data} bytes, over the {cap}-byte limit for edits")
+    return data.decode("utf-8", errors="replace")
+
+
+def _old_text_locally(raw: str, roots: tuple[Path, Sequence[Path]], cap: int) -> str | None:
     """The current text of the file `write_file` replaces, or None when it does not exist."""
     try:
-        os.stat(path)
+        with local_roots(*roots) as opened:
+            fd, _, _ = open_regular(opened, raw, roots[0], os.O_RDONLY)
+        try:
+            return read_capped_text(fd, raw, cap)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
-    with os.fdopen(_open_regular(path, raw, os.O_RDONLY, "write"), "rb") as stream:
-        size = os.fstat(stream.fileno()).st_size
-        if size > cap:
-            raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
-        return stream.read().decode("utf-8", errors="replace")
 
 
-def _write_locally(path: Path, raw: str, content: bytes) -> None:
-    """Write `content` to `path`, creating missing parent directories (all inside the roots:
-    `path` was resolved and checked, so every ancestor being created lies below a root)."""
+def write_locally(raw: str, roots: tuple[Path, Sequence[Path]], content: bytes) -> None:
+    """Write `content` to the file `raw` names, creating it and its missing parent directories
+    beneath the roots; it is cut to `content`'s length only once it is known to be a regular
+    file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _refuse_non_regular(os.stat(path).st_mode, raw)
-    except FileNotFoundError:
-        pass
+        with local_roots(*roots) as opened:
+            fd, _, _ = open_regular(opened, raw, roots[0], os.O_WRONLY, create=True)
+        try:
+            write_all(fd, content)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    try:
-        # The stream is buffered: a full disk may only show when it is flushed on closing.
-        with os.fdopen(os.open(path, flags | _OPEN_FLAGS, 0o666), "wb") as stream:
-            _refuse_non_regular(os.fstat(stream.fileno()).st_mode, raw)
-            stream.write(content)
-    except OSError as exc:
-        raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
+
+
+def write_all(fd: int, content: bytes) -> None:
+    """Make the regular file open as `fd` hold exactly `content`."""
+    view = memoryview(content)
+    offset = 0
+    while offset < len(view):
+        offset += os.pwrite(fd, view[offset:], offset)
+    os.ftruncate(fd, len(content))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,10 +209,10 @@ async def read_file(
         content = decode_client_result("fs/read_text_file", result, _ReadTextFileResult).content
         text, truncated = cap_client_text(content, ctx.limits.read_bytes)
     else:
-        path = await anyio.to_thread.run_sync(local_path, args.path, *roots)
+        await anyio.to_thread.run_sync(local_path, args.path, *roots)
         await on_started()
-        text, truncated = await anyio.to_thread.run_sync(
-            _read_locally, path, args.path, line, limit, ctx.limits.read_bytes
+        text, truncated, path = await anyio.to_thread.run_sync(
+            _read_locally, args.path, roots, line, limit, ctx.limits.read_bytes
         )
     shown = str(absolute_path(args.path, ctx.cwd))
     location = ToolCallLocation(shown) if line is None else ToolCallLocation(shown, line)
@@ -190,12 +250,12 @@ async def write_file(
 ) -> ToolOutcome:
     caps = ctx.client.capabilities
     roots = (ctx.cwd, ctx.additional_directories)
-    # The path the user and the client see; local I/O uses the resolved `target` instead.
+    # The path the user and the client see; local I/O opens `args.path` beneath the roots.
     shown = absolute_path(args.path, ctx.cwd)
     if caps.read_text_file and caps.write_text_file:
-        target = await anyio.to_thread.run_sync(client_path, args.path, *roots)
+        await anyio.to_thread.run_sync(client_path, args.path, *roots)
     else:
-        target = await anyio.to_thread.run_sync(local_path, args.path, *roots)
+        await anyio.to_thread.run_sync(local_path, args.path, *roots)
     # Refusals above come before the question: never ask to do what would be refused anyway.
     await ensure_permission(ctx, call)
     await on_started()
@@ -203,7 +263,7 @@ async def write_file(
         old = await _old_text_via_client(ctx, shown)
     else:
         old = await anyio.to_thread.run_sync(
-            _old_text_locally, target, args.path, ctx.limits.edit_bytes
+            _old_text_locally, args.path, roots, ctx.limits.edit_bytes
         )
     new = args.content.encode("utf-8")
     if caps.write_text_file:
@@ -212,7 +272,7 @@ async def write_file(
             {"sessionId": ctx.session_id, "path": str(shown), "content": args.content},
         )
     else:
-        await anyio.to_thread.run_sync(_write_locally, target, args.path, new)
+        await anyio.to_thread.run_sync(write_locally, args.path, roots, new)
     return ToolOutcome(
         [
             TextContent(_write_summary(shown, old, new)),

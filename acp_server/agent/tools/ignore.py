@@ -108,10 +108,11 @@ class IgnoreRules:
         layer = _layer(base + "/" if base else "", lines)
         return self if layer is None else IgnoreRules((*self.layers, layer))
 
-    def with_gitignore_of(self, base: str, directory: str) -> IgnoreRules:
-        """These rules plus `directory`'s own `.gitignore`, if it has one that is a regular file
-        of at most `GITIGNORE_MAX_BYTES` (anything else is skipped, never waited on)."""
-        data = read_regular(f"{directory}/{GITIGNORE}", GITIGNORE_MAX_BYTES)
+    def with_gitignore_of(self, base: str, directory: int) -> IgnoreRules:
+        """These rules plus the `.gitignore` in the directory open as `directory`, if it has one
+        that is a regular file of at most `GITIGNORE_MAX_BYTES` (anything else is skipped,
+        never waited on)."""
+        data = read_regular(GITIGNORE, GITIGNORE_MAX_BYTES, dir_fd=directory)
         if not isinstance(data, bytes):
             return self
         return self.with_patterns(base, data.decode("utf-8", errors="replace").splitlines())

@@ -1,7 +1,8 @@
 """`list_directory`: the entries of one directory, confined, `.gitignore` honoured, capped.
 
 Blocking (a worker thread runs it). Directories come first, then the rest, each by name; a
-symlink is shown as one and never followed, so listing reveals nothing outside the roots.
+symlink is shown as one and never followed, so listing reveals nothing outside the roots. The
+directory is scanned through the descriptor `tree.open_tree` opened beneath the roots.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from msgspec import Meta
 
 from .arguments import Arguments
 from .base import ToolError
+from .ignore import IgnoreRules
 from .tree import (
     DEFAULT_LIMITS,
     SKIPPED_DIRECTORIES,
@@ -69,22 +71,13 @@ def _line(name: str, kind: EntryType, size: int | None) -> str:
     return f"[{kind}] {name}"
 
 
-def list_directory(
-    args: ListDirectoryArgs,
-    cwd: Path,
-    additional_directories: Sequence[Path],
-    limits: TreeLimits = DEFAULT_LIMITS,
-) -> TreeResult:
-    """The listing of `args.path`, or `PathRefused` / `ToolError` naming it."""
-    tree = open_tree(args.path, cwd, additional_directories)
-    if not tree.top.is_dir():
-        raise ToolError(f"{args.path} is not a directory")
-    relative = tree.top_relative
-    rules = tree.starting_rules().with_gitignore_of(relative, str(tree.top))
-    rules = rules.with_patterns(relative, args.ignore)
+def _entries(
+    directory: int, relative: str, rules: IgnoreRules
+) -> tuple[list[tuple[str, EntryType, int | None]], int]:
+    """The shown entries of the directory open as `directory`, and how many were ignored."""
     entries: list[tuple[str, EntryType, int | None]] = []
     hidden = 0
-    for entry in scan(str(tree.top)):
+    for entry in scan(directory):
         if entry.name in SKIPPED_DIRECTORIES:
             continue
         try:
@@ -100,6 +93,23 @@ def list_directory(
             hidden += 1
             continue
         entries.append((entry.name, kind, size))
+    return entries, hidden
+
+
+def list_directory(
+    args: ListDirectoryArgs,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    limits: TreeLimits = DEFAULT_LIMITS,
+) -> TreeResult:
+    """The listing of `args.path`, or `PathRefused` / `ToolError` naming it."""
+    with open_tree(args.path, cwd, additional_directories) as tree:
+        if not tree.is_directory:
+            raise ToolError(f"{args.path} is not a directory")
+        relative = tree.top_relative
+        rules = tree.starting_rules().with_gitignore_of(relative, tree.top_fd)
+        rules = rules.with_patterns(relative, args.ignore)
+        entries, hidden = _entries(tree.top_fd, relative, rules)
     entries.sort(key=lambda item: (item[1] != "dir", item[0]))
     shown = entries[: limits.list_entries]
     notes = []
