@@ -175,3 +175,52 @@ def test_local_edits_outside_the_roots_are_refused(tmp_path: Path, escape: str) 
     with pytest.raises(PathRefused, match="outside the session's directories"):
         prepare_local_edit(args, workspace, [], 1 << 20)
     assert (outside / "f.txt").read_text() == "a\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# A file changed between the read (before the permission question) and the write (after it)
+
+
+def test_a_line_added_after_the_edit_was_prepared_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text(TEXT)
+    prepared = prepare_local_edit(edit("gamma", "GAMMA"), tmp_path, [], 1 << 20)
+    with open(tmp_path / "f.txt", "a") as stream:
+        stream.write("added meanwhile\n")
+    written = write_local_edit(prepared, "f.txt")
+    assert (tmp_path / "f.txt").read_text() == "alpha\nbeta\nGAMMA\nbeta\ndelta\nadded meanwhile\n"
+    assert written == (
+        TEXT + "added meanwhile\n",
+        Edit(TEXT.replace("gamma", "GAMMA") + "added meanwhile\n", [3]),
+    )
+
+
+def test_an_edit_that_no_longer_applies_after_a_change_is_refused_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f.txt").write_text(TEXT)
+    prepared = prepare_local_edit(edit("gamma", "GAMMA"), tmp_path, [], 1 << 20)
+    (tmp_path / "f.txt").write_text("alpha\nbeta\n")
+    with pytest.raises(ToolError) as caught:
+        write_local_edit(prepared, "f.txt")
+    assert (str(caught.value), (tmp_path / "f.txt").read_text()) == (
+        f"{tmp_path / 'f.txt'} changed since it was read, and the edit no longer applies: "
+        f"oldText was not found in {tmp_path / 'f.txt'}: it must match the file exactly, "
+        "whitespace and line breaks included (read the file again to see its current text). "
+        "Nothing was written.",
+        "alpha\nbeta\n",
+    )
+
+
+def test_an_edit_whose_file_was_removed_meanwhile_is_refused_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f.txt").write_text(TEXT)
+    prepared = prepare_local_edit(edit("gamma", "GAMMA"), tmp_path, [], 1 << 20)
+    (tmp_path / "f.txt").unlink()
+    with pytest.raises(ToolError) as caught:
+        write_local_edit(prepared, "f.txt")
+    assert (str(caught.value), (tmp_path / "f.txt").exists()) == (
+        f"{tmp_path / 'f.txt'} changed since it was read: it no longer exists. "
+        "Nothing was written.",
+        False,
+    )

@@ -168,13 +168,16 @@ def test_an_edit_goes_through_the_clients_buffer_when_it_offers_fs(tmp_path: Pat
         answered = server.prompt(session, "go")
 
         assert answered.stop_reason == "end_turn"
-        # Read and worked out first: an edit that cannot apply is refused before asking.
+        # Read and worked out first: an edit that cannot apply is refused before asking. Read
+        # again after the answer: the user may have changed the buffer while asked.
+        read = {
+            "method": "fs/read_text_file",
+            "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"},
+        }
         assert answered.requests == [
-            {
-                "method": "fs/read_text_file",
-                "params": {"sessionId": "<session>", "path": "<cwd>/notes.txt"},
-            },
+            read,
             EDIT_PERMISSION,
+            read,
             {
                 "method": "fs/write_text_file",
                 "params": {

@@ -1115,6 +1115,113 @@ async def test_write_file_allows_additional_directories(work: Path, outside: Pat
 
 
 # ---------------------------------------------------------------------------------------------
+# edit_file when the user changes the file while the permission question is up: the edit is
+# made again on what the file holds then, and the diff shows that.
+
+
+def editing(change: Callable[[], None]) -> Answer:
+    """A permission answer that allows, after `change` ran (the user edited meanwhile)."""
+
+    async def answer(method: str, params: Any) -> Any:
+        change()
+        return ALLOW_ONCE
+
+    return answer
+
+
+EDIT = {"path": "a.txt", "oldText": "two", "newText": "TWO"}
+
+
+@pytest.mark.anyio
+async def test_a_local_edit_keeps_a_line_the_user_added_while_asked(work: Path) -> None:
+    path = work / "a.txt"
+    path.write_text("one\ntwo\n")
+
+    def add_line() -> None:
+        with open(path, "a") as stream:
+            stream.write("three\n")
+
+    client = FakeClient(answers={"session/request_permission": editing(add_line)})
+    outcome = await call(make_ctx(work, client), "edit_file", EDIT)
+    assert (path.read_text(), outcome.content[1]) == (
+        "one\nTWO\nthree\n",
+        DiffContent(path=str(path), new_text="one\nTWO\nthree\n", old_text="one\ntwo\nthree\n"),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_local_edit_that_no_longer_applies_is_an_error_writing_nothing(
+    work: Path,
+) -> None:
+    path = work / "a.txt"
+    path.write_text("one\ntwo\n")
+    client = FakeClient(
+        answers={"session/request_permission": editing(lambda: path.write_text("one\n"))}
+    )
+    outcome = await call(make_ctx(work, client), "edit_file", EDIT)
+    assert (outcome.is_error, path.read_text()) == (True, "one\n")
+    assert texts([outcome]) == {
+        f"{path} changed since it was read, and the edit no longer applies: oldText was not "
+        f"found in {path}: it must match the file exactly, whitespace and line breaks included "
+        "(read the file again to see its current text). Nothing was written."
+    }
+
+
+@pytest.mark.anyio
+async def test_an_edit_through_the_client_is_made_on_what_it_reads_after_permission(
+    work: Path,
+) -> None:
+    reads = iter([{"content": "one\ntwo\n"}, {"content": "one\ntwo\nthree\n"}])
+
+    async def read(method: str, params: Any) -> Any:
+        return next(reads)
+
+    client = FakeClient(
+        read=True,
+        write=True,
+        answers={
+            "fs/read_text_file": read,
+            "session/request_permission": ALLOW_ONCE,
+            "fs/write_text_file": None,
+        },
+    )
+    outcome = await call(make_ctx(work, client), "edit_file", EDIT)
+    path = str(work / "a.txt")
+    assert (client.requests[-1], outcome.content[1]) == (
+        (
+            "fs/write_text_file",
+            {"sessionId": SESSION, "path": path, "content": "one\nTWO\nthree\n"},
+        ),
+        DiffContent(path=path, new_text="one\nTWO\nthree\n", old_text="one\ntwo\nthree\n"),
+    )
+
+
+@pytest.mark.anyio
+async def test_an_edit_through_the_client_that_no_longer_applies_writes_nothing(
+    work: Path,
+) -> None:
+    reads = iter([{"content": "one\ntwo\n"}, {"content": "one\n"}])
+
+    async def read(method: str, params: Any) -> Any:
+        return next(reads)
+
+    client = FakeClient(
+        read=True,
+        write=True,
+        answers={
+            "fs/read_text_file": read,
+            "session/request_permission": ALLOW_ONCE,
+            "fs/write_text_file": None,
+        },
+    )
+    outcome = await call(make_ctx(work, client), "edit_file", EDIT)
+    assert (outcome.is_error, client.methods()) == (
+        True,
+        ["fs/read_text_file", "session/request_permission", "fs/read_text_file"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Races: a directory swapped for a symlink out while the tools resolve and open a path below it.
 # Each runs with openat2(RESOLVE_BENEATH) and with the O_NOFOLLOW walk that stands in for it.
 

@@ -4,7 +4,10 @@ The engines (`edit`, `listing`, `search`) do the work and are blocking; here the
 session: worker threads, the client's `fs/*` methods, permission and the call's outcome.
 
 An edit is worked out completely before the user is asked, so that a refusal (a path outside
-the roots, a missing or ambiguous `oldText`) never comes after a permission the user gave.
+the roots, a missing or ambiguous `oldText`) never comes after a permission the user gave. The
+file is read again after the answer: a change the user made while asked is kept (the edit is
+made again on it, `edit.edit_again`), or the call fails, writing nothing, when the edit no
+longer applies.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .edit import (
     Edit,
     EditFileArgs,
     apply_edit,
+    edit_again,
     edit_content,
     edit_locations,
     prepare_local_edit,
@@ -56,25 +60,32 @@ async def edit_file(
             client_path, args.path, ctx.cwd, ctx.additional_directories
         )
         shown = str(path)
-        result = await ctx.client.request(
-            "fs/read_text_file", {"sessionId": ctx.session_id, "path": shown}
-        )
-        old_text = decode_client_result("fs/read_text_file", result, _ReadTextFileResult).content
-        edit = apply_edit(old_text, args, shown)
+        read = await _client_text(ctx, shown)
+        edit = apply_edit(read, args, shown)
         await ensure_permission(ctx, call)
         await on_started()
+        # The user may have changed the buffer while they were asked: read it again.
+        current = await _client_text(ctx, shown)
+        edit = edit_again(current, read, edit, args, shown)
         await ctx.client.request(
             "fs/write_text_file",
             {"sessionId": ctx.session_id, "path": shown, "content": edit.text},
         )
-        return _edit_outcome(shown, old_text, edit)
+        return _edit_outcome(shown, current, edit)
     prepared = await anyio.to_thread.run_sync(
         prepare_local_edit, args, ctx.cwd, ctx.additional_directories, ctx.limits.edit_bytes
     )
     await ensure_permission(ctx, call)
     await on_started()
-    await anyio.to_thread.run_sync(write_local_edit, prepared, args.path)
-    return _edit_outcome(str(prepared.shown), prepared.old_text, prepared.edit)
+    old_text, edit = await anyio.to_thread.run_sync(write_local_edit, prepared, args.path)
+    return _edit_outcome(str(prepared.shown), old_text, edit)
+
+
+async def _client_text(ctx: ToolContext, path: str) -> str:
+    result = await ctx.client.request(
+        "fs/read_text_file", {"sessionId": ctx.session_id, "path": path}
+    )
+    return decode_client_result("fs/read_text_file", result, _ReadTextFileResult).content
 
 
 class _PathArgs(Protocol):

@@ -25,7 +25,7 @@ from ..beneath import Roots
 from ..confinement import absolute_path, local_roots
 from .arguments import Arguments, FilePath
 from .base import ToolError
-from .files import open_regular, write_locally
+from .files import open_regular, write_all
 from .regular import read_capped
 
 KIND: Final = "edit"
@@ -137,6 +137,26 @@ def edit_locations(path: str, edit: Edit) -> list[ToolCallLocation]:
 # On the server's own file system (blocking: worker threads).
 
 
+def edit_again(current: str, read: str, edit: Edit, args: EditFileArgs, shown: str) -> Edit:
+    """The edit to write on the file's `current` text, after the permission question.
+
+    The user was asked about a replacement (`oldText` by `newText`), worked out on the text
+    `read` before asking. When the file still holds that text, it is that edit; when the user
+    changed it meanwhile, the same replacement is made again on what it holds now, so their
+    change is kept and the diff shows it; when it no longer applies, a `ToolError` says so and
+    nothing is written.
+    """
+    if current == read:
+        return edit
+    try:
+        return apply_edit(current, args, shown)
+    except ToolError as exc:
+        raise ToolError(
+            f"{shown} changed since it was read, and the edit no longer applies: {exc}. "
+            "Nothing was written."
+        ) from None
+
+
 @dataclass(frozen=True)
 class LocalEdit:
     """An edit worked out on a local file but not yet written."""
@@ -147,8 +167,10 @@ class LocalEdit:
     """The path as the model and the user see it (absolute, unresolved)."""
     old_text: str
     edit: Edit
+    args: EditFileArgs
     roots: tuple[Path, Sequence[Path]]
     """The session's `cwd` and additional directories, beneath which `target` is opened."""
+    cap: int
 
 
 def _decoded(data: bytes, raw: str) -> str:
@@ -162,6 +184,18 @@ def _decoded(data: bytes, raw: str) -> str:
         ) from None
 
 
+def _text_of(fd: int, raw: str, cap: int) -> str:
+    """The UTF-8 text of the file open as `fd`, at most `cap` bytes. `OSError` propagates."""
+    size = os.fstat(fd).st_size
+    if size > cap:
+        raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = read_capped(fd, size, cap)
+    if isinstance(data, int):  # it grew since the fstat
+        raise ToolError(f"refused: {raw} is {data} bytes, over the {cap}-byte limit for edits")
+    return _decoded(data, raw)
+
+
 def _read_text(roots: Roots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
     """The UTF-8 text of the file to edit, and the path it resolved to."""
     try:
@@ -173,17 +207,11 @@ def _read_text(roots: Roots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
     except OSError as exc:
         raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
     try:
-        size = os.fstat(fd).st_size
-        if size > cap:
-            raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
-        data = read_capped(fd, size, cap)
+        return _text_of(fd, raw, cap), where
     except OSError as exc:
         raise ToolError(f"cannot read {raw}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if isinstance(data, int):  # it grew since the fstat
-        raise ToolError(f"refused: {raw} is {data} bytes, over the {cap}-byte limit for edits")
-    return _decoded(data, raw), where
 
 
 def prepare_local_edit(
@@ -197,9 +225,27 @@ def prepare_local_edit(
     with local_roots(cwd, additional_directories) as roots:
         old_text, target = _read_text(roots, args.path, cwd, cap)
     edit = apply_edit(old_text, args, str(shown))
-    return LocalEdit(target, shown, old_text, edit, (cwd, additional_directories))
+    return LocalEdit(target, shown, old_text, edit, args, (cwd, additional_directories), cap)
 
 
-def write_local_edit(prepared: LocalEdit, raw: str) -> None:
-    """Write a prepared edit (after permission), as `write_file` writes."""
-    write_locally(str(prepared.target), prepared.roots, prepared.edit.text.encode("utf-8"))
+def write_local_edit(prepared: LocalEdit, raw: str) -> tuple[str, Edit]:
+    """Write a prepared edit (after permission), and return the text it replaced and the edit
+    written: the file is read again through the descriptor that writes it, and the edit made
+    again if the user changed the file since it was prepared (`edit_again`)."""
+    shown = str(prepared.shown)
+    try:
+        with local_roots(*prepared.roots) as roots:
+            fd, _, _ = open_regular(roots, str(prepared.target), prepared.roots[0], os.O_RDWR)
+        try:
+            current = _text_of(fd, raw, prepared.cap)
+            edit = edit_again(current, prepared.old_text, prepared.edit, prepared.args, shown)
+            write_all(fd, edit.text.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise ToolError(
+            f"{shown} changed since it was read: it no longer exists. Nothing was written."
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"cannot write {raw}: {exc.strerror or exc}") from None
+    return current, edit

@@ -168,6 +168,24 @@ def write_locally(raw: str, roots: tuple[Path, Sequence[Path]], content: bytes) 
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
 
 
+def replace_locally(
+    raw: str, roots: tuple[Path, Sequence[Path]], content: bytes, cap: int
+) -> str | None:
+    """Make the file `raw` names hold `content`, as `write_locally`, and return the text it
+    held (None when it was created), read through the descriptor that then writes it."""
+    try:
+        with local_roots(*roots) as opened:
+            fd, _, existed = open_regular(opened, raw, roots[0], os.O_RDWR, create=True)
+        try:
+            old = read_capped_text(fd, raw, cap) if existed else None
+            write_all(fd, content)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
+    return old
+
+
 def write_all(fd: int, content: bytes) -> None:
     """Make the regular file open as `fd` hold exactly `content`."""
     view = memoryview(content)
@@ -259,20 +277,26 @@ async def write_file(
     # Refusals above come before the question: never ask to do what would be refused anyway.
     await ensure_permission(ctx, call)
     await on_started()
-    if caps.read_text_file:
-        old = await _old_text_via_client(ctx, shown)
-    else:
-        old = await anyio.to_thread.run_sync(
-            _old_text_locally, args.path, roots, ctx.limits.edit_bytes
-        )
     new = args.content.encode("utf-8")
-    if caps.write_text_file:
-        await ctx.client.request(
-            "fs/write_text_file",
-            {"sessionId": ctx.session_id, "path": str(shown), "content": args.content},
+    if not caps.read_text_file and not caps.write_text_file:
+        # Read and written through one descriptor: the diff's old text is what was replaced.
+        old = await anyio.to_thread.run_sync(
+            replace_locally, args.path, roots, new, ctx.limits.edit_bytes
         )
     else:
-        await anyio.to_thread.run_sync(write_locally, args.path, roots, new)
+        if caps.read_text_file:
+            old = await _old_text_via_client(ctx, shown)
+        else:
+            old = await anyio.to_thread.run_sync(
+                _old_text_locally, args.path, roots, ctx.limits.edit_bytes
+            )
+        if caps.write_text_file:
+            await ctx.client.request(
+                "fs/write_text_file",
+                {"sessionId": ctx.session_id, "path": str(shown), "content": args.content},
+            )
+        else:
+            await anyio.to_thread.run_sync(write_locally, args.path, roots, new)
     return ToolOutcome(
         [
             TextContent(_write_summary(shown, old, new)),
