@@ -1302,6 +1302,18 @@ async def test_a_write_racing_a_swap_to_a_symlink_out_never_writes_outside(
 
 
 @pytest.mark.anyio
+async def test_an_edit_racing_a_swap_to_a_symlink_out_never_edits_outside(
+    strategy: str, work: Path, outside: Path
+) -> None:
+    ctx = make_ctx(work, allowed={"edit_file"})
+    edit = {"path": "x/secret.txt", "oldText": "e", "newText": "E", "replaceAll": True}
+    with Swapper(work, outside):
+        for _ in range(RACED_CALLS):
+            await call(ctx, "edit_file", edit)
+    assert (outside / "secret.txt").read_text() == "secret\n"
+
+
+@pytest.mark.anyio
 async def test_a_listing_racing_a_swap_to_a_symlink_out_never_lists_outside(
     strategy: str, work: Path, outside: Path
 ) -> None:

@@ -218,7 +218,10 @@ def open_tree(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Tr
     device), and a directory is then opened through that descriptor: what was checked is what
     is walked.
     """
-    handles = local_roots(cwd, additional_directories)
+    try:
+        handles = local_roots(cwd, additional_directories)
+    except OSError as exc:
+        raise ToolError(f"cannot open {raw}: {exc.strerror or exc}") from None
     try:
         try:
             probe, top = open_local(handles, raw, cwd, os.O_PATH | os.O_CLOEXEC)
