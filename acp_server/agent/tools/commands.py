@@ -10,11 +10,13 @@ too; the output and the status line let the model tell the difference.
 
 Cleanup is unconditional: a terminal is always released (also when the turn is cancelled
 while it runs, from a shielded scope with its own deadline), and a local child is killed with
-its whole process group when the call ends early for any reason.
+its whole process tree (`process_tree`: descendants that left its session or lost their parent
+too) when the call ends early for any reason, or at the latest when the server exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -34,6 +36,7 @@ from .arguments import RunCommandArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
 from .excerpts import complete_utf8_suffix
 from .permission import ensure_permission
+from .process_tree import MARK_ENV, kill_tree, new_mark
 from .registry import OnStarted
 
 
@@ -182,21 +185,40 @@ class _Tail:
         return data.decode("utf-8", errors="replace")
 
 
-def _kill_group(process: Process) -> None:
-    """SIGKILL the child and everything it started (it leads its own process group)."""
-    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
-        os.killpg(process.pid, signal.SIGKILL)
+_RUNNING: dict[str, Process] = {}
+"""The local commands running now, by mark. A call that ends early kills its command's tree
+itself; what is left of them when the server exits without that (a second Ctrl-C, say) is
+killed then."""
 
 
-def child_environment() -> dict[str, str]:
-    """The server's environment without any provider's key variable: the active provider's
-    key was taken out at start-up, but another provider's (say `$ANTHROPIC_API_KEY` while the
-    server talks to OpenAI) may still be there, and what a command prints reaches the log."""
-    hidden = key_variables() | {KEY_FD_ENV}
-    return {name: value for name, value in os.environ.items() if name not in hidden}
+def _root(process: Process) -> int | None:
+    """The child's pid while it is ours; None once reaped (the pid may be another's by now)."""
+    return process.pid if process.returncode is None else None
 
 
-async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
+@atexit.register
+def _kill_running() -> None:
+    for mark, process in list(_RUNNING.items()):
+        kill_tree(_root(process), mark)
+
+
+async def _kill(process: Process, mark: str) -> None:
+    """SIGKILL the child and everything it started, wherever it went (`process_tree`)."""
+    await anyio.to_thread.run_sync(kill_tree, _root(process), mark)
+
+
+def child_environment(mark: str) -> dict[str, str]:
+    """The server's environment without any provider's key variable, with the command's mark:
+    the active provider's key was taken out at start-up, but another provider's (say
+    `$ANTHROPIC_API_KEY` while the server talks to OpenAI) may still be there, and what a
+    command prints reaches the log."""
+    hidden = key_variables() | {KEY_FD_ENV, MARK_ENV}
+    environment = {name: value for name, value in os.environ.items() if name not in hidden}
+    environment[MARK_ENV] = mark
+    return environment
+
+
+async def _spawn(ctx: ToolContext, args: RunCommandArgs, mark: str) -> Process:
     argv = [args.command, *args.args]  # a list: never a shell
     try:
         return await anyio.open_process(
@@ -205,8 +227,8 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs) -> Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # one pipe: nothing left unread to fill up and deadlock
             cwd=ctx.cwd,
-            env=child_environment(),
-            start_new_session=True,  # its own group, so a timeout kills grandchildren too
+            env=child_environment(mark),
+            start_new_session=True,  # its own group, which most of its tree stays in
         )
     except FileNotFoundError:
         if not await anyio.to_thread.run_sync(os.path.isdir, ctx.cwd):
@@ -230,22 +252,29 @@ async def _drain(process: Process, tail: _Tail) -> None:
 
 async def _run_locally(ctx: ToolContext, args: RunCommandArgs, timeout_ms: int) -> ToolOutcome:
     tail = _Tail(ctx.limits.output_bytes)
-    process = await _spawn(ctx, args)
+    mark = new_mark()
+    process = await _spawn(ctx, args, mark)
+    _RUNNING[mark] = process
+    settled = False
     try:
         with anyio.move_on_after(timeout_ms / 1000) as deadline:
             await _drain(process, tail)
             await process.wait()
         if deadline.cancelled_caught:
-            _kill_group(process)
-            # Collect what the killed group wrote last, without trusting it to close the pipe.
+            await _kill(process, mark)
+            # Collect what the killed tree wrote last, without trusting it to close the pipe.
             with anyio.move_on_after(ctx.limits.kill_grace_s):
                 await _drain(process, tail)
+        settled = True
     finally:
-        # Shielded so a cancelled turn still reaps its child; bounded in case it cannot be.
+        # Shielded so a cancelled turn still kills and reaps its command; bounded in case it
+        # cannot be. Unsettled, the tree may be running even when the child has exited: a
+        # descendant can still hold the output pipe.
         with anyio.move_on_after(ctx.limits.cleanup_timeout_s, shield=True):
-            if process.returncode is None:
-                _kill_group(process)
+            if not settled:
+                await _kill(process, mark)
             await process.aclose()
+        del _RUNNING[mark]
     code = process.returncode
     assert code is not None
     result = CommandResult(
