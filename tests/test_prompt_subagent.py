@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
 from prompt_harness import (
     PERMISSION_OPTIONS,
@@ -333,3 +334,93 @@ def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_pat
         again = server.prompt(session, "again")
         assert again.stop_reason == "end_turn"
         assert again.text() == "Back."
+
+
+CHILD_REFUSED_MESSAGE = (
+    "Invalid params: session <child> is a subagent's child: it is read through its parent, "
+    'with the history address {"kind": "subagent", "parentSessionId", "childSessionId"} '
+    "- at `$.sessionId`"
+)
+CHILD_REFUSED = {
+    "code": -32602,
+    "message": CHILD_REFUSED_MESSAGE,
+    "data": {"path": "$.sessionId", "check": "origin"},
+}
+
+
+def child_asking_permission(server: PromptServer) -> tuple[str, int, dict[str, Any]]:
+    """A parent turn whose running child waits on its permission request: the parent's id,
+    its prompt's request id and the child's request (unanswered)."""
+    session = server.new_session()
+    prompt = server.send_request("session/prompt", server.prompt_params(session, "delegate"))
+    while True:
+        frame = server.process.read_frame()
+        if frame.get("method") == "session/request_permission":
+            return session, prompt, frame
+
+
+def wrote_it_scenario() -> Scenario:
+    child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
+    return Scenario(
+        [("delegate", [TASK_STEP, Step(text="Done.")])],
+        children=[[("Count the files", child_steps)]],
+    )
+
+
+@pytest.mark.process
+def test_session_close_of_a_running_child_is_refused_and_the_child_goes_on(
+    tmp_path: Path,
+) -> None:
+    with PromptServer(tmp_path, wrote_it_scenario()) as server:
+        session, prompt, asked = child_asking_permission(server)
+        child = child_of(server, session)
+
+        closed = server.request("session/close", {"sessionId": child})
+        server.reply(asked["id"], {"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+        answered = server.read_until_response(prompt)
+
+        assert server.normalize(closed.error) == CHILD_REFUSED
+        assert answered.stop_reason == "end_turn"
+        assert answered.text() == "Done."
+        assert server.log(child)[-1] == {
+            "type": "turn/end",
+            "data": {"turn": 0, "reason": {"kind": "completed"}},
+        }
+
+
+@pytest.mark.process
+def test_session_close_of_a_finished_child_is_refused(tmp_path: Path) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Done.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario) as server:
+        session = server.new_session()
+        server.prompt(session, "delegate")
+        child = child_of(server, session)
+
+        closed = server.request("session/close", {"sessionId": child})
+
+        assert server.normalize(closed.error) == CHILD_REFUSED
+
+
+@pytest.mark.process
+def test_session_cancel_of_a_running_child_is_ignored_with_a_log_line(tmp_path: Path) -> None:
+    with PromptServer(tmp_path, wrote_it_scenario()) as server:
+        session, prompt, asked = child_asking_permission(server)
+        child = child_of(server, session)
+
+        server.cancel(child)  # handled before the next line is read
+        server.reply(asked["id"], {"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+        answered = server.read_until_response(prompt)
+
+        assert answered.stop_reason == "end_turn"
+        assert answered.text() == "Done."
+        assert server.log(child)[-1] == {
+            "type": "turn/end",
+            "data": {"turn": 0, "reason": {"kind": "completed"}},
+        }
+    refused = server.normalize(
+        [line.split(": ", 1)[1] for line in server.process.stderr.splitlines()]
+    )
+    assert refused == ["notification session/cancel failed: " + CHILD_REFUSED_MESSAGE]

@@ -272,8 +272,7 @@ class SessionRegistry:
         session = self.live.get(session_id)
         if session is None:
             raise UnknownSession(session_id)
-        if session.header.origin == "subagent":
-            raise child_refused(session_id)
+        check_not_child(session.header)
         check_owner(session, owner)
         return session
 
@@ -353,9 +352,8 @@ class SessionRegistry:
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
-            if session is not None and session.header.origin == "subagent":
-                raise child_refused(session_id)
             if session is not None:
+                check_not_child(session.header)
                 check_owner(session, owner)
             if session is None:
                 with anyio.CancelScope(shield=True):
@@ -429,8 +427,7 @@ class SessionRegistry:
         try:
             # The header first: a child or a wrong cwd is refused before recovery writes anything.
             header = await self.store.header(session_id)
-            if header.origin == "subagent":
-                raise child_refused(session_id)
+            check_not_child(header)
             if not _same_path(header.cwd, cwd):
                 raise _cwd_mismatch(header.cwd)
             return await self.store.open(session_id, self.clock())
@@ -441,17 +438,28 @@ class SessionRegistry:
         """`session/close`: cancel what runs, flush and fsync the log, release its lock.
 
         Closing a session that exists but is not open here does nothing; one that another
-        connection (`owner`) has open is refused.
+        connection (`owner`) has open is refused, as is a subagent's child, running or not
+        (its turn is its parent's to end).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
             if session is None:
-                if not await self.store.exists(session_id):
-                    raise UnknownSession(session_id)
+                await self._check_stored(session_id)
                 return
+            check_not_child(session.header)
             check_owner(session, owner)
             del self.live[session_id]
             await self._shut(session)
+
+    async def _check_stored(self, session_id: str) -> None:
+        """`UnknownSession` when the store has no such session, the child refusal when it is a
+        subagent's child; an unreadable log passes (it exists, and is not open here)."""
+        try:
+            check_not_child(await self.store.header(session_id))
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
+        except LogError:
+            pass
 
     async def delete(self, session_id: str, owner: object | None = None) -> None:
         """`session/delete`: close it if it is open here, then remove it from the store.
@@ -462,9 +470,8 @@ class SessionRegistry:
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
-            if session is not None and session.header.origin == "subagent":
-                raise child_refused(session_id)
             if session is not None:
+                check_not_child(session.header)
                 check_owner(session, owner)
             session = self.live.pop(session_id, None)
             if session is not None:
@@ -481,13 +488,11 @@ class SessionRegistry:
     async def _delete_stored(self, session_id: str) -> bool:
         """Remove the session from the store; False if there was no such session."""
         try:
-            origin = (await self.store.header(session_id)).origin
+            check_not_child(await self.store.header(session_id))
         except SessionNotFound:
             return False
         except LogError:
-            origin = UNSET  # an unreadable log can still be deleted: that is how it goes away
-        if origin == "subagent":
-            raise child_refused(session_id)
+            pass  # an unreadable log can still be deleted: that is how it goes away
         try:
             await self.store.delete(session_id)
         except SessionNotFound:
@@ -510,8 +515,11 @@ class SessionRegistry:
         log.info("session %s closed", session.id)
 
     def cancel(self, session_id: str, owner: object | None = None) -> bool:
-        """`session/cancel`: False when no live session of `owner`'s has that id."""
+        """`session/cancel`: False when no live session of `owner`'s has that id; a subagent's
+        child is refused (its turn ends with its parent's, which the parent's id cancels)."""
         session = self.live.get(session_id)
+        if session is not None:
+            check_not_child(session.header)
         if session is None or (owner is not None and session.owner is not owner):
             return False
         session.cancel()
@@ -593,6 +601,12 @@ def check_owner(session: LiveSession, owner: object | None) -> None:
             "it can be paged and followed from here, not driven",
             {"reason": "open-elsewhere"},
         )
+
+
+def check_not_child(header: SessionHeader) -> None:
+    """The refusal of a subagent's child addressed as a session of its own, by any method."""
+    if header.origin == "subagent":
+        raise child_refused(header.id)
 
 
 def child_refused(session_id: str) -> InvalidParams:
