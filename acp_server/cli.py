@@ -665,16 +665,28 @@ def _takes(options: frozenset[str], key: str) -> bool:
 def _api_key(env_name: str, *, may_reexec: bool) -> Secret | None:
     """The key: the one handed over by the process that started this one again without
     `$env_name`, else from the key sources (`$env_name` itself, taken out of the environment).
-    Starts this process again first when the key is in the environment and the command line
+    Starts this process again first when a key is in the environment and the command line
     is this process's own (`may_reexec`), so that `/proc/PID/environ` does not hold it."""
-    from .providers.secret import can_reexec, find_key, handed_over_key, reexec_without
+    from .providers.secret import find_key, handed_over_key
 
     key = handed_over_key(env_name)
     if key is not None:
         return key
-    if may_reexec and os.environ.get(env_name) and can_reexec():
-        reexec_without(env_name)
+    if may_reexec:
+        _reexec_without_keys(env_name)
     return find_key(env_name)
+
+
+def _reexec_without_keys(env_name: str | None) -> None:
+    """Start this process again when `$env_name` (the key it uses, handed over) or any
+    provider's key variable is in its environment: the programs it runs can read
+    `/proc/PPID/environ`, and a key it never uses is still a key."""
+    from .providers.registry import key_variables
+    from .providers.secret import can_reexec, reexec_without
+
+    names = key_variables() | ({env_name} if env_name else set())
+    if any(os.environ.get(name) for name in names) and can_reexec():
+        reexec_without(env_name, names)
 
 
 def _read_token(path: Path) -> Secret:
@@ -731,6 +743,11 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace, *, may_ree
     if "provider" in model_options:
         try:
             model_options["api_key"] = _api_key(model_options["api_key_env"], may_reexec=may_reexec)
+        except SecretError as exc:
+            return fail(str(exc))
+    elif may_reexec:
+        try:
+            _reexec_without_keys(None)  # llm-replay takes no key
         except SecretError as exc:
             return fail(str(exc))
     replay = args.replay

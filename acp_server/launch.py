@@ -1,8 +1,9 @@
 """The `acp-server` command's entry point: for the stdio server, the handshake starts first.
 
 An editor waits for the `initialize` answer each time it spawns the agent. When the command line
-asks for the stdio server (no command or `serve`, without `--listen`, `--help`, `--version` or a
-live `--provider`, which may start the process again to take its key out of the environment),
+asks for the stdio server (no command or `serve`, without `--listen`, `--help`, `--version`, a
+live `--provider` or a provider's key variable set, each of which may start the process again,
+to take a key out of the environment),
 the protocol streams are claimed and `acp_server.server.handshake` starts answering the first
 `initialize` before the rest of the program is even imported. Everything else, the command line
 included, is `acp_server.cli`'s.
@@ -34,10 +35,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
     """Whether `args` run the stdio server in this very process, with the replay model."""
+    from .providers.registry import key_variables
     from .server.handshake import LOGIN_ENV
 
     if environ.get(LOGIN_ENV) == "1":
         return False  # the terminal auth method: this process logs in
+    if any(environ.get(name) for name in key_variables()):
+        return False  # started again without it first: what this one read would be lost
     if args and args[0] == "serve":
         args = args[1:]
     elif args and not args[0].startswith("-"):

@@ -159,6 +159,33 @@ def test_the_held_key_is_scrubbed_from_every_tool_result_before_it_is_logged_or_
     assert key_pieces_in(server.stderr) == []
 
 
+OTHER_KEY = "sk-ant-Zq8Lw3Xv5Bn7Mk1Pj9Hd2Gf4Sc6Ty0Ru"
+"""Another provider's key, in the environment of a server that does not use it."""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    "provider",
+    [
+        ["--provider", "openai", "--model", "test", "--base-url", "http://127.0.0.1:9/v1"],
+        [],  # llm-replay, which takes no key at all
+    ],
+    ids=["openai", "llm-replay"],
+)
+def test_no_providers_key_stays_in_the_servers_proc_environ(
+    tmp_path: Path, provider: list[str]
+) -> None:
+    env = clean_env(OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=OTHER_KEY)
+    with AcpProcess(tmp_path / "sessions", *provider, env=env) as server:
+        server.initialize()
+        proc_environ = Path(f"/proc/{server.process.pid}/environ").read_bytes().decode()
+        assert server.finish() == 0
+    assert "NO_PROXY=127.0.0.1" in proc_environ
+    assert key_pieces_in(proc_environ) == []
+    assert [n for n in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY") if n in proc_environ] == []
+    assert OTHER_KEY not in proc_environ
+
+
 EVERY_FIELD = {"message": KEY, "code": KEY, "type": KEY, "param": KEY}
 
 

@@ -2,10 +2,11 @@
 
 Removing a variable from `os.environ` does not remove it from `/proc/<pid>/environ`, which
 shows the environment the process was started with, and which any program the server runs
-(`run_command`) can read from its parent. So when `acp-server serve` finds the key in its
-environment, it starts itself again, same interpreter and arguments, with an environment
-without the key (`reexec_without`), and hands the key over through a pipe: the new process
-reads it once and closes the pipe (`take_handed_over`). Only the pipe's file descriptor number
+(`run_command`) can read from its parent. So when `acp-server serve` finds a key in its
+environment (its provider's or any other's), it starts itself again, same interpreter and
+arguments, with an environment without any (`reexec_without`), and hands its own provider's
+key over through a pipe: the new process reads it once and closes the pipe
+(`take_handed_over`). Only the pipe's file descriptor number
 goes through the environment, and it is removed from `os.environ` once read, so the programs
 the server runs inherit neither the key, nor the variable, nor the descriptor.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Final, NoReturn
 
 KEY_FD_ENV: Final = "ACP_SERVER_API_KEY_FD"
@@ -58,28 +59,33 @@ def can_reexec() -> bool:
     return os.name == "posix" and bool(sys.orig_argv)
 
 
-def reexec_without(name: str) -> NoReturn:
+def reexec_without(name: str | None, dropped: Collection[str] = ()) -> NoReturn:
     """Run this same command again without `$name` in its environment, the value of which goes
-    to the new process through an inherited pipe. Does not return (or raises `SecretError`)."""
-    value = os.fsencode(os.environ[name])
+    to the new process through an inherited pipe, and without the variables `dropped` (other
+    providers' keys, which this process does not use). Does not return (or raises
+    `SecretError`)."""
+    value = os.fsencode(os.environ.get(name, "")) if name is not None else b""
     if len(value) > MAX_KEY_BYTES:
         raise SecretError(f"${name} is longer than {MAX_KEY_BYTES} bytes")
-    read_end, write_end = os.pipe()
-    try:
-        written = 0
-        while written < len(value):
-            written += os.write(write_end, value[written:])
-    finally:
-        os.close(write_end)
-    os.set_inheritable(read_end, True)
-    environ = {k: v for k, v in os.environ.items() if k != name}
-    environ[KEY_FD_ENV] = str(read_end)
+    environ = {k: v for k, v in os.environ.items() if k != name and k not in dropped}
+    read_end = None
+    if value:
+        read_end, write_end = os.pipe()
+        try:
+            written = 0
+            while written < len(value):
+                written += os.write(write_end, value[written:])
+        finally:
+            os.close(write_end)
+        os.set_inheritable(read_end, True)
+        environ[KEY_FD_ENV] = str(read_end)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execve(sys.executable, sys.orig_argv, environ)
     except OSError as exc:
-        os.close(read_end)
+        if read_end is not None:
+            os.close(read_end)
         raise SecretError(f"cannot start {sys.executable} again: {exc.strerror or exc}") from None
 
 
