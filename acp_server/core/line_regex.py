@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 import re2
+from re2 import _re2
 
 PIECE_BYTES: Final = 1 << 16
 """About how much of a text one RE2 call searches (whole lines; a longer line is one piece)."""
@@ -27,17 +28,23 @@ _UNSUPPORTED: Final = ("invalid perl operator", "invalid escape sequence")
 atomic group): said to the model as unsupported, not as malformed; and a possessive repeat
 (`a*+`) is a "bad repetition operator" ending in "+"."""
 
+_UNANCHORED: Final = _re2.RE2.Anchor.UNANCHORED
+_NO_MATCH: Final = (-1, -1)
+
 
 class PatternError(ValueError):
     """A pattern RE2 refuses, with a message for the model."""
 
 
-class _Match(Protocol):
-    def span(self) -> tuple[int, int]: ...
-
-
 class _Compiled(Protocol):
-    def search(self, text: bytes, pos: int, endpos: int) -> _Match | None: ...
+    """The extension's `RE2` object: `Match` gives the spans of the match and its groups, or
+    `_NO_MATCH` for each when there is none (the GIL released while it matches)."""
+
+    def ok(self) -> bool: ...
+    def error(self) -> bytes: ...
+    def Match(
+        self, anchor: object, text: bytes, pos: int, endpos: int
+    ) -> list[tuple[int, int]]: ...
 
 
 def _carry_on() -> None:
@@ -55,31 +62,34 @@ def _message(pattern: str, reason: str) -> str:
     return f"invalid regular expression {pattern!r}: {reason}"
 
 
+def _compile(pattern: str, ignore_case: bool) -> _Compiled:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would write its refusals to stderr, the server's log
+    options.never_capture = True  # only where the whole match lies is asked
+    options.case_sensitive = not ignore_case
+    try:
+        encoded = f"(?m){pattern}".encode()
+    except UnicodeEncodeError:
+        raise PatternError(f"invalid regular expression {pattern!r}: not valid Unicode") from None
+    # The extension's object, not `re2.compile`'s wrapper: that one's module-wide cache would
+    # keep up to 128 of a session's patterns, each with up to `max_mem` (8 MiB) of automaton,
+    # and its `search` costs a generator and a match object a call.
+    compiled: _Compiled = _re2.RE2(encoded, options)
+    if not compiled.ok():
+        # RE2 quotes the pattern it was given, the multi-line flag in front included.
+        reason = compiled.error().decode(errors="replace").replace(f"(?m){pattern}", pattern)
+        raise PatternError(_message(pattern, reason))
+    return compiled
+
+
 class LineRegex:
     """A pattern compiled for matching line by line: `^` and `$` at each line's ends."""
 
-    __slots__ = ("_regexp", "pattern")
+    __slots__ = ("_match", "pattern")
 
     def __init__(self, pattern: str, *, ignore_case: bool = False) -> None:
         self.pattern = pattern
-        options = re2.Options()
-        options.log_errors = False  # RE2 would write its refusals to stderr, the server's log
-        options.case_sensitive = not ignore_case
-        try:
-            # Made directly, not with `re2.compile`: its module-wide cache would keep up to 128
-            # of a session's patterns, each with up to `max_mem` (8 MiB) of automaton.
-            self._regexp: _Compiled = re2._Regexp(f"(?m){pattern}", options)
-        except re2.error as exc:
-            reason = exc.args[0]
-            if isinstance(reason, bytes):
-                reason = reason.decode("utf-8", errors="replace")
-            # RE2 quotes the pattern it was given, the multi-line flag in front included.
-            reason = str(reason).replace(f"(?m){pattern}", pattern)
-            raise PatternError(_message(pattern, reason)) from None
-        except UnicodeEncodeError:
-            raise PatternError(
-                f"invalid regular expression {pattern!r}: not valid Unicode"
-            ) from None
+        self._match = _compile(pattern, ignore_case).Match
 
     def lines(
         self, text: bytes, limit: int, checkpoint: Callable[[], None] = _carry_on
@@ -90,20 +100,22 @@ class LineRegex:
         start another); a match must lie within one line, as when each line is searched
         alone."""
         hits: list[int] = []
-        search = self._regexp.search
-        end = len(text)
+        if not text:
+            return hits
+        match = self._match
+        end = len(text) - (text[-1] == 0x0A)  # the end of the last line
         pos = 0  # the start of the first line not yet searched
         counted, line = 0, 0  # `line` is the index of the line starting at `counted`
-        while pos < end and len(hits) < limit:
+        while pos <= end and len(hits) < limit:
             if pos:
                 checkpoint()
-            stop = text.find(b"\n", min(pos + PIECE_BYTES, end - 1))
-            stop = end if stop < 0 else stop  # the piece [pos, stop) is whole lines
-            while pos <= stop and pos < end and len(hits) < limit:
-                match = search(text, pos, stop)
-                if match is None:
+            # The piece [pos, stop) is whole lines: the rest, or up to the end of a line.
+            stop = end if end - pos <= PIECE_BYTES else text.find(b"\n", pos + PIECE_BYTES)
+            stop = end if stop < 0 else stop
+            while pos <= stop and len(hits) < limit:
+                start, finish = match(_UNANCHORED, text, pos, stop)[0]
+                if start < 0:
                     break
-                start, finish = match.span()
                 first = text.rfind(b"\n", pos, start) + 1 or pos
                 last = text.find(b"\n", start, stop)
                 last = stop if last < 0 else last
@@ -111,7 +123,7 @@ class LineRegex:
                 counted = first
                 # A match running on past its line's end is not a match of the line; a shorter
                 # one may be, starting where that one did or later (none starts earlier).
-                if finish <= last or search(text, start, last) is not None:
+                if finish <= last or match(_UNANCHORED, text, start, last)[0] != _NO_MATCH:
                     hits.append(line)
                 pos = last + 1
             pos = max(pos, stop + 1)
