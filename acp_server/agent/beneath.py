@@ -56,7 +56,8 @@ class Escape(OSError):
 
 
 class Changed(OSError):
-    """The file at a path was replaced between two opens of it."""
+    """The file at a path was replaced between two opens of it (raised by the callers that
+    open a path twice: `O_PATH` to check its type, then for real)."""
 
     def __init__(self) -> None:
         super().__init__(errno.ESTALE, "it changed while it was being opened")
@@ -189,6 +190,7 @@ class Roots:
         `make_parents` makes missing directories on the way (inside the roots, as the rest).
 
         `Escape` when the path leads out of the roots; any other `OSError` as `open` gives it.
+        (An open may be made twice, by `openat2` then by the walk: `O_EXCL` is not for here.)
         """
         root, rest = self._locate(_parts(path), path)
         if openat2.usable:
@@ -216,16 +218,6 @@ class Roots:
         `Escape` when it leads out of the roots."""
         root, rest = self._locate(_parts(path), path)
         return _Walk(self, root, rest, follow=True).run(None, 0, False)[1]
-
-    def reopen(self, path: str, flags: int, probed: os.stat_result, mode: int = 0o666) -> int:
-        """`path` opened again with `flags` (following symlinks inside the roots), when it is
-        still the file `probed` describes; `Changed` when it is another one."""
-        fd, _ = self.open(path, flags, mode)
-        status = os.fstat(fd)
-        if (status.st_dev, status.st_ino) != (probed.st_dev, probed.st_ino):
-            os.close(fd)
-            raise Changed()
-        return fd
 
     def _locate(self, parts: list[str], path: str) -> tuple[Root, list[str]]:
         """The deepest root the path starts in, and the rest of it; `Escape` when none.
