@@ -117,6 +117,16 @@ def test_follow_false_refuses_every_symlink(strategy: str, roots: Roots, tree: P
     assert caught.value.errno == errno.ELOOP
 
 
+def test_a_directory_is_opened_without_following_symlinks(
+    strategy: str, roots: Roots, tree: Path
+) -> None:
+    fd, where = roots.open(str(tree / "w/sub"), os.O_RDONLY | os.O_DIRECTORY, follow=False)
+    try:
+        assert (where, os.listdir(fd)) == (str(tree / "w/sub"), ["f.txt"])
+    finally:
+        os.close(fd)
+
+
 def test_missing_parents_are_made_inside(strategy: str, roots: Roots, tree: Path) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
     fd, where = roots.open(str(tree / "w/a/b/new.txt"), flags, make_parents=True)
