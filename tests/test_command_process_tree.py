@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args
+from local_tools import call_locally
 from polling import TIMEOUT, poll, wait_for, wait_until
 from prompt_harness import PromptServer
 
-from acp_server.agent.ports import ClientCapabilities
-from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
+from acp_server.agent.tools import ToolOutcome
 from acp_server.agent.tools.process_tree import kill_tree, members, new_mark
 
 pytestmark = [
@@ -28,7 +27,7 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
 ]
 
-TIMEOUT_MS = 2000
+TIMEOUT_MS = 5000
 """Long enough for the command to start its descendant before it is killed."""
 
 DAEMON = (
@@ -45,35 +44,9 @@ DAEMON = (
 """A command whose grandchild calls `setsid()` through a parent that exits at once."""
 
 
-class NoClient:
-    capabilities = ClientCapabilities()
-
-    async def request(self, method: str, params: Any) -> Any:
-        raise AssertionError(f"unexpected client request {method}")
-
-    async def notify(self, method: str, params: Any) -> None:
-        raise AssertionError(f"unexpected client notification {method}")
-
-    async def notify_all(self, method: str, params: Any) -> None:
-        raise AssertionError(f"unexpected client notification {method}")
-
-
-async def started(content: Any = None) -> None:
-    pass
-
-
 async def run_command(cwd: Path, code: str, **extra: Any) -> ToolOutcome:
-    ctx = ToolContext("sess-1", cwd, [], NoClient(), {"run_command"})
-    args = {"command": sys.executable, "args": ["-c", code], **extra}
-    return await run_tool(
-        BUILTIN_TOOLS,
-        ctx,
-        "call-1",
-        "run_command",
-        msgspec.json.encode(args).decode(),
-        title="run_command",
-        kind="execute",
-        on_started=started,
+    return await call_locally(
+        cwd, "run_command", {"command": sys.executable, "args": ["-c", code], **extra}
     )
 
 

@@ -8,52 +8,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
+from local_tools import call_locally as call
 
-from acp_server.agent.ports import ClientCapabilities
-from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
+from acp_server.agent.tools import ToolOutcome
 from acp_server.core.events import TextContent
 from acp_server.providers.credentials import CONFIG_DIR_ENV, store_key
 from acp_server.providers.registry import LIVE_PROVIDERS
 from acp_server.providers.secret import Secret
 
 KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
-
-
-class NoClient:
-    """A client that advertises nothing and is never asked anything: the tools act locally."""
-
-    capabilities = ClientCapabilities()
-
-    async def request(self, method: str, params: Any) -> Any:
-        raise AssertionError(f"unexpected client request {method}")
-
-    async def notify(self, method: str, params: Any) -> None:
-        raise AssertionError(f"unexpected client notification {method}")
-
-    async def notify_all(self, method: str, params: Any) -> None:
-        raise AssertionError(f"unexpected client notification {method}")
-
-
-async def started(content: Any = None) -> None:
-    pass
-
-
-async def call(cwd: Path, name: str, args: dict[str, Any]) -> ToolOutcome:
-    ctx = ToolContext("sess-1", cwd, [], NoClient(), {name})
-    return await run_tool(
-        BUILTIN_TOOLS,
-        ctx,
-        "call-1",
-        name,
-        msgspec.json.encode(args).decode(),
-        title=name,
-        kind="other",
-        on_started=started,
-    )
 
 
 @pytest.mark.anyio
