@@ -336,6 +336,42 @@ async def test_end_of_input_waits_for_running_requests_then_cancels_them() -> No
     assert finished.is_set()
 
 
+async def test_end_of_input_cancels_background_work_after_the_grace() -> None:
+    holder: list[Connection] = []
+    cancelled = anyio.Event()
+
+    async def stuck() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    with anyio.fail_after(FRAME_DEADLINE):
+        async with connected(holder.append, grace=0.1) as peer:
+            await wait_all_tasks_blocked()  # serving
+            holder[0].start_soon(stuck)
+            await peer.close()
+    assert cancelled.is_set()
+
+
+async def test_background_work_whose_client_went_ends_and_the_connection_serves_on() -> None:
+    holder: list[Connection] = []
+
+    async def sends_to_a_gone_client() -> None:
+        raise anyio.BrokenResourceError
+
+    def setup(connection: Connection) -> None:
+        holder.append(connection)
+        connection.route("ping", lambda params: "pong")
+
+    async with connected(setup) as peer:
+        await wait_all_tasks_blocked()  # serving
+        holder[0].start_soon(sends_to_a_gone_client)
+        await wait_all_tasks_blocked()
+        await peer.send(request(1, "ping"))
+        assert await peer.frame() == {"jsonrpc": "2.0", "id": 1, "result": "pong"}
+
+
 # ---------------------------------------------------------------------------------------------
 # Outbound requests.
 

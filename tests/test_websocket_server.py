@@ -16,7 +16,7 @@ import pytest
 from polling import TIMEOUT, wait_until
 from spec_reader import read_log
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from ws_server import Listening, Peer, PeerError, listening, plain
+from ws_server import Listening, Peer, PeerError, listening, plain, send_text
 
 import acp_server
 from acp_server.storage.store import SessionStore
@@ -272,6 +272,25 @@ def test_sigterm_ends_the_running_turn_and_syncs_its_log(tmp_path: Path, workspa
         assert server.terminate() == 143
     _, events = read_log(SessionStore(tmp_path / "sessions").log_path(session_id))
     assert (events[-1]["type"], events[-1]["data"]["reason"]) == ("turn/end", {"kind": "cancelled"})
+
+
+@pytest.mark.process
+def test_sigterm_ends_a_follower_that_stopped_reading(server: Listening, workspace: Path) -> None:
+    prompting = server.connect()
+    prompting.initialize()
+    session_id = prompting.new_session(workspace)
+    follower = server.raw_websocket(receive_buffer=4096)
+    address = {"kind": "session", "sessionId": session_id}
+    send_text(
+        follower,
+        {"jsonrpc": "2.0", "id": 1, "method": "session.follow", "params": {"address": address}},
+    )
+    # The prompt's user message reaches the follower: 8 MB, more than the follower's receive
+    # buffer and the server's send buffer (at most 4 MiB: net.ipv4.tcp_wmem) can hold.
+    big = [{"type": "text", "text": "x" * 8_000_000}]
+    prompting.request("session/prompt", {"sessionId": session_id, "prompt": big})
+
+    assert server.terminate() == 143
 
 
 def _is_chunk(notification: dict[str, object]) -> bool:

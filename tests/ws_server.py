@@ -9,8 +9,10 @@ notifications are kept in order.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import os
 import re
 import signal
 import socket
@@ -27,6 +29,7 @@ from urllib.parse import urlencode
 
 import msgspec
 from polling import TIMEOUT, wait_until
+from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
 from acp_server.client import Journal, default_answer
@@ -189,12 +192,31 @@ class Listening:
         )
         return Peer(ws)
 
-    def raw(self) -> socket.socket:
+    def raw(self, *, receive_buffer: int | None = None) -> socket.socket:
         """A plain TCP connection to the server (closed when the server is ended), for what no
-        proper client sends: nothing at all, repeated headers, a follow it never reads."""
+        proper client sends: nothing at all, repeated headers, a follow it never reads.
+        `receive_buffer` fixes the socket's receive buffer, so that it fills."""
         host, port = self.address.rsplit(":", 1)
-        sock = self.connections.enter_context(socket.create_connection((host, int(port))))
+        sock = self.connections.enter_context(socket.socket())
+        if receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.settimeout(TIMEOUT)
+        sock.connect((host, int(port)))
+        return sock
+
+    def raw_websocket(self, *, receive_buffer: int | None = None) -> socket.socket:
+        """`raw`, upgraded to a WebSocket (no extension): send it messages with `send_text`."""
+        sock = self.raw(receive_buffer=receive_buffer)
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET /acp?token={self.token} HTTP/1.1\r\nHost: {self.address}\r\n"
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(1)  # no further: what follows is for whoever reads frames
+        assert answer.startswith(b"HTTP/1.1 101 "), answer
         return sock
 
     def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -246,6 +268,11 @@ def listening(sessions_dir: Path, *flags: str) -> Iterator[Listening]:
         for stream in (process.stdout, process.stderr):
             assert stream is not None
             stream.close()
+
+
+def send_text(sock: socket.socket, message: dict[str, Any]) -> None:
+    """One JSON-RPC message as a masked text frame, as a client sends it, on a raw WebSocket."""
+    sock.sendall(Frame(Opcode.TEXT, json.dumps(message).encode()).serialize(mask=True))
 
 
 def plain(event: SessionEvent) -> Any:

@@ -41,7 +41,7 @@ from websockets.http11 import Request, Response
 
 from ..providers.secret import Secret
 from ..storage.api import Store
-from ..transports.websocket import Answer, accept, refuse
+from ..transports.websocket import Answer, WebSocketChannel, accept, refuse
 from .agent import AcpAgent
 from .auth import Auth
 from .config import ServeConfig
@@ -250,7 +250,8 @@ class WebSocketServer:
         self.auth = auth
         self._own_origins = own_origins(listen.host, listen.port)
         self._accepting = anyio.CancelScope()
-        self._connections: set[Connection] = set()
+        self._connections: dict[Connection, WebSocketChannel] = {}
+        self._handshakes: set[anyio.CancelScope] = set()
         self._stopping = False
         self._open = 0
         """Connections accepted and not yet closed."""
@@ -279,11 +280,20 @@ class WebSocketServer:
                             accepting.start_soon(self._accept_all, one, connections)
 
     def stop(self) -> None:
-        """Stop accepting, and end every connection as if its peer had closed it."""
+        """Stop accepting, drop the connections still opening, and end every other as if its
+        peer had closed it, within its `shutdown_grace`: what it runs gets that long, and so
+        does each write to a peer that has stopped reading."""
         self._stopping = True
         self._accepting.cancel()
-        for connection in list(self._connections):
-            connection.stop()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
+        for connection, channel in list(self._connections.items()):
+            self._end(connection, channel)
+
+    @staticmethod
+    def _end(connection: Connection, channel: WebSocketChannel) -> None:
+        connection.stop()
+        channel.hurry(connection.shutdown_grace)
 
     async def _accept_all(self, listener: SocketListener, connections: TaskGroup) -> None:
         """Take each connection `listener` accepts into `connections`, or refuse it: nothing
@@ -343,24 +353,32 @@ class WebSocketServer:
                 self._opening -= 1
 
     async def _connection(self, stream: ByteStream, answer: Answer) -> None:
-        channel = await accept(
-            stream,
-            answer,
-            max_message_bytes=self.config.max_line_bytes,
-            compression=self.listen.compression,
-        )
+        channel: WebSocketChannel | None = None
+        with anyio.CancelScope() as handshake:
+            self._handshakes.add(handshake)
+            if self._stopping:
+                handshake.cancel()
+            try:
+                channel = await accept(
+                    stream,
+                    answer,
+                    max_message_bytes=self.config.max_line_bytes,
+                    compression=self.listen.compression,
+                )
+            finally:
+                self._handshakes.discard(handshake)
         if channel is None:
             return
         connection = Connection(channel, max_inflight=self.listen.max_pending_requests)
         agent = AcpAgent(connection, self.sessions, self.provider, self.config, self.auth)
         agent.install()
-        self._connections.add(connection)
+        self._connections[connection] = channel
         if self._stopping:
-            connection.stop()
+            self._end(connection, channel)
         try:
             await connection.serve(channel.messages())
         finally:
-            self._connections.discard(connection)
+            del self._connections[connection]
             with anyio.CancelScope(shield=True):
                 await self.sessions.close_owned(agent)
                 await channel.close(1001 if self._stopping else 1000)

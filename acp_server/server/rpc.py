@@ -424,6 +424,7 @@ class Connection:
         self._notifications: dict[str, Callable[[Params], Result]] = {}
         self._inflight: dict[Any, anyio.CancelScope] = {}  # by id, for $/cancel_request
         self._scopes: set[anyio.CancelScope] = set()  # every running request, null ids too
+        self._background: set[anyio.CancelScope] = set()  # every task of `start_soon`
         self._idle = anyio.Event()
         self._idle.set()
         self._ids = itertools.count()
@@ -530,10 +531,11 @@ class Connection:
         """Handle every inbound message until their end (or `stop()`), then shut down.
 
         `messages` is the transport's framing (stdio lines, WebSocket text frames): one
-        JSON-RPC message each, or `Oversized` for one the transport skipped. Then every waiter
-        for a response fails with `ConnectionClosed`, in-flight requests get `shutdown_grace`
-        seconds to finish, the rest are cancelled (and answered -32800), and this returns when
-        no handler is left.
+        JSON-RPC message each, or `Oversized` for one the transport skipped; reading also ends
+        when an answer cannot be sent. Then every waiter for a response fails with
+        `ConnectionClosed`, in-flight requests get `shutdown_grace` seconds to finish, the rest
+        (and the background tasks) are cancelled (the requests answered -32800), and this
+        returns when no handler is left.
         """
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
@@ -541,19 +543,36 @@ class Connection:
                 async for message in messages:
                     frame = self._receive_safely(message)
                     if frame is not None:
-                        await self._sink.send(frame)
+                        try:
+                            await self._sink.send(frame)
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            break  # nobody hears us any more: as at the end of input
             self.close()
             with anyio.move_on_after(self.shutdown_grace):
                 await self._idle.wait()
-            for scope in list(self._scopes):
+            for scope in [*self._scopes, *self._background]:
                 scope.cancel()
         self._task_group = None
 
     def start_soon(self, task: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run `task` in the background for as long as the connection serves."""
+        """Run `task` in the background for as long as the connection serves: once input has
+        ended it gets the requests' `shutdown_grace`, then is cancelled. A send that fails
+        because the client went ends it quietly."""
         if self._task_group is None:
             raise ConnectionClosed("the connection is not serving")
-        self._task_group.start_soon(task, *args)
+        self._task_group.start_soon(self._run_background, task, *args)
+
+    async def _run_background(
+        self, task: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+    ) -> None:
+        with anyio.CancelScope() as scope:
+            self._background.add(scope)
+            try:
+                await task(*args)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                log.debug("output closed under %s", getattr(task, "__qualname__", task))
+            finally:
+                self._background.discard(scope)
 
     def stop(self) -> None:
         """Stop reading input (e.g. on SIGTERM) and shut down as at end of input."""

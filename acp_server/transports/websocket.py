@@ -13,7 +13,9 @@ anyio's like everything else (see docs/decisions/websocket-transport.md):
   too big (1009) or a protocol error closes the connection with the matching close code.
 
 Every write goes through one lock, in the order the protocol produced the bytes, so frames of
-concurrent senders never interleave.
+concurrent senders never interleave. Every write has a deadline: a peer that takes nothing for
+`SEND_TIMEOUT` (or, once the server is ending, for what `hurry` allows) has stopped reading,
+and its connection is closed as if it had gone, so that no sender waits on it for ever.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ _protocol_log.setLevel(logging.WARNING)
 READ_SIZE: Final = 256 * 1024
 HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a peer has to send its whole opening request."""
+SEND_TIMEOUT: Final = 30.0
+"""Seconds a peer has to take each `WRITE_CHUNK` we send before it counts as gone. A reading
+peer takes 64 KiB in well under a second on any usable link; a link that stalls for a while (a
+Wi-Fi handover, TCP's retransmission backoff after a few losses) comes back within seconds. A
+longer wait costs little: only the stuck peer's own senders wait (the connection's lock), never
+another connection's, and a shutdown cuts it short (`hurry`)."""
+WRITE_CHUNK: Final = 64 * 1024
+"""Bytes written under one deadline: a large page leaves in pieces, so that the deadline is on
+the peer's progress, not on how long the whole page takes on a slow link."""
 REFUSE_TIMEOUT: Final = 1.0
 """Seconds a refusal gets to leave: it is written in the accepting task, which must not wait on
 a peer it is turning away."""
@@ -70,19 +81,20 @@ async def accept(
     max_message_bytes: int,
     compression: bool = True,
     handshake_timeout: float = HANDSHAKE_TIMEOUT,
+    send_timeout: float = SEND_TIMEOUT,
 ) -> WebSocketChannel | None:
     """Read the opening request on `stream` and answer it; the channel if it was upgraded.
 
     None when the request was answered over plain HTTP, was malformed, or did not come in
     time; the stream has then been closed. With `compression`, permessage-deflate is offered
-    to clients that ask for it.
+    to clients that ask for it. The channel's writes wait at most `send_timeout` for the peer.
     """
     protocol = ServerProtocol(
         max_size=max_message_bytes,
         extensions=[_deflate()] if compression else None,
         logger=_protocol_log,
     )
-    channel = WebSocketChannel(stream, protocol)
+    channel = WebSocketChannel(stream, protocol, send_timeout=send_timeout)
     try:
         request: Request | None = None
         with anyio.move_on_after(handshake_timeout):
@@ -125,12 +137,24 @@ async def refuse(stream: ByteStream, response: Response) -> None:
 class WebSocketChannel:
     """One upgraded WebSocket connection: text messages in, text frames out."""
 
-    def __init__(self, stream: ByteStream, protocol: ServerProtocol) -> None:
+    def __init__(
+        self, stream: ByteStream, protocol: ServerProtocol, *, send_timeout: float = SEND_TIMEOUT
+    ) -> None:
         self._stream = stream
         self._protocol = protocol
         self._out: deque[bytes] = deque()
         self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._broken = False
+        self._send_timeout = send_timeout
+        self._writing: anyio.CancelScope | None = None
+        """The deadline of the write under way, if one is."""
+
+    def hurry(self, timeout: float) -> None:
+        """From now on, no write waits more than `timeout` seconds for the peer, the one under
+        way included (a shutdown's grace: a peer that stopped reading must not hold it up)."""
+        self._send_timeout = min(self._send_timeout, timeout)
+        if self._writing is not None:
+            self._writing.deadline = min(self._writing.deadline, anyio.current_time() + timeout)
 
     async def messages(self) -> AsyncIterator[bytes]:
         """Each text message received, until the peer closes or the connection fails."""
@@ -153,9 +177,10 @@ class WebSocketChannel:
                     protocol.fail(
                         CloseCode.UNSUPPORTED_DATA, "send JSON-RPC messages as text frames"
                     )
-                    await self._flush()
+                    await self._flush_if_heard()
                     return
-            await self._flush()  # pongs, and the echo of a close
+            if not await self._flush_if_heard():  # pongs, and the echo of a close
+                return
 
     async def send(self, frame: bytes) -> None:
         """Send one message as a text frame (a stdio frame's newline is left out)."""
@@ -205,6 +230,14 @@ class WebSocketChannel:
         self._protocol.receive_data(data)
         return True
 
+    async def _flush_if_heard(self) -> bool:
+        """`_flush`; False once the peer can no longer be sent anything."""
+        try:
+            await self._flush()
+        except anyio.BrokenResourceError:
+            log.debug("the peer went while we answered its frames")
+        return not self._broken
+
     async def _flush(self) -> None:
         self._out.extend(self._protocol.data_to_send())
         async with self._lock:
@@ -214,13 +247,33 @@ class WebSocketChannel:
                     continue
                 try:
                     if data:
-                        await self._stream.send(data)
+                        await self._write(data)
                     else:  # the protocol's end of output
                         await self._stream.send_eof()
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     self._broken = True
                     self._out.clear()
                     raise anyio.BrokenResourceError from None
+
+    async def _write(self, data: bytes) -> None:
+        """Send `data`, each `WRITE_CHUNK` of it within the send timeout. A peer that misses
+        it has stopped reading: the stream is closed (which ends `messages()` too) and the
+        write fails as on a broken connection."""
+        # Shielded: a sender cancelled meanwhile must not leave a frame cut short, which would
+        # garble every frame after it. The deadline bounds the wait all the same.
+        with anyio.CancelScope(shield=True):
+            for start in range(0, len(data), WRITE_CHUNK):
+                deadline = anyio.current_time() + self._send_timeout
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    self._writing = scope
+                    try:
+                        await self._stream.send(data[start : start + WRITE_CHUNK])
+                    finally:
+                        self._writing = None
+                if scope.cancelled_caught:
+                    log.info("the peer stopped reading what we send: closing its connection")
+                    await self._stream.aclose()
+                    raise anyio.BrokenResourceError
 
     async def _finish(self) -> None:
         """Send what is left, then wait for the peer to close its side before closing ours:
