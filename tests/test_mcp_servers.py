@@ -60,6 +60,7 @@ async def test_the_tools_of_a_server_are_offered_with_their_descriptions_and_sch
         "mcp__demo__hang",
         "mcp__demo__kinds",
         "mcp__demo__pid",
+        "mcp__demo__repeat",
     ]
     echo = tools["mcp__demo__echo"]
     assert (echo.description, echo.kind) == ("Say the text back, prefixed with `echo: `.", "other")

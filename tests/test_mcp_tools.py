@@ -119,6 +119,39 @@ def test_mcp_content_of_every_kind_becomes_acp_content(tmp_path: Path) -> None:
         ]
 
 
+HUGE_NOTE = (
+    "[truncated: the MCP server's result is 6291469 bytes, over the 1048576-byte limit; "
+    "left out: 2097153 bytes of text, the structured content of 3145741 bytes]"
+)
+"""What is left out of 3 MiB of text (1 Mi three-byte characters) and its structured copy
+`{"result": ...}` (3 MiB and 13 bytes as JSON) under the 1 MiB cap."""
+
+
+@pytest.mark.process
+def test_a_huge_mcp_result_is_cut_to_the_cap_with_a_note_on_the_wire_and_in_the_log(
+    tmp_path: Path,
+) -> None:
+    client = FakeClient(permissions=["allow_once"])
+    scenario = one_call("mcp__demo__repeat", args(unit="€", count=1 << 20))
+    with PromptServer(tmp_path, scenario, *FLAGS, client=client) as server:
+        session_id = server.new_session([stdio_server()], timeout=SLOW)
+        answered = server.prompt(session_id, "go", timeout=SLOW)
+        assert (answered.stop_reason, answered.text()) == ("end_turn", "done")
+        shown = finished(answered.updates)
+        [result] = results(server, session_id)
+
+    # The kept text is compared by its characters and length: a failing diff of megabytes
+    # would take longer than the test.
+    assert "rawOutput" not in shown
+    assert [item["content"]["text"][:1] for item in shown["content"]] == ["€", "["]
+    assert [len(item["content"]["text"]) for item in shown["content"]] == [349525, len(HUGE_NOTE)]
+    assert set(shown["content"][0]["content"]["text"]) == {"€"}
+    assert shown["content"][1] == text(HUGE_NOTE)
+    assert "rawOutput" not in result
+    assert [item["text"] for item in result["content"]][1:] == [HUGE_NOTE]
+    assert result["content"][0] == shown["content"][0]["content"]
+
+
 def test_an_mcp_tool_error_is_a_failed_result_and_the_turn_goes_on(tmp_path: Path) -> None:
     client = FakeClient(permissions=["allow_once"])
     scenario = one_call("mcp__demo__fail", args(message="boom"))

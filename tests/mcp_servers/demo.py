@@ -10,9 +10,9 @@ port, prints `port <n>` on its stdout once it accepts connections, and answers 4
 request whose `Authorization` header is not `Bearer TOKEN`, so a working connection proves the
 header reached it.
 
-Its tools cover what a client of MCP meets: plain text, every kind of content, a tool error,
-a server that dies mid-call, a call that never ends, and the server's pid (so a test can check
-that the process is gone).
+Its tools cover what a client of MCP meets: plain text, an answer of any size, every kind of
+content, a tool error, a server that dies mid-call, a call that never ends, and the server's
+pid (so a test can check that the process is gone).
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def env_set(name: str) -> str:
 @server.tool(description="The server's process id.")
 def pid() -> str:
     return str(os.getpid())
+
+
+@server.tool(description="`unit` repeated `count` times: an answer as large as asked.")
+def repeat(unit: str, count: int) -> str:
+    return unit * count
 
 
 @server.tool(description="One content block of each kind.")

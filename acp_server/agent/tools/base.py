@@ -36,6 +36,9 @@ class ToolLimits:
     """The largest existing file `write_file` overwrites (its old text goes into the diff)."""
     output_bytes: int = 64 << 10
     """The most command output kept (the tail), locally and as the terminal's byte limit."""
+    mcp_result_bytes: int = 1 << 20
+    """The most bytes of one MCP tool result kept (its content, then its structured
+    content); the rest is left out with a note."""
     default_timeout_ms: int = 120_000
     kill_grace_s: float = 2.0
     """How long to collect the last output of a command after killing it."""

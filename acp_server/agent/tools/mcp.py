@@ -11,6 +11,9 @@ call asks permission like any tool that acts outside the server, then calls the 
 a timeout; every way it can fail (an `isError` result, an MCP error, a server that died, the
 timeout) is an error outcome the model reads. Cancelling the turn cancels the call.
 
+A result is capped as the built-in tools' are (`ToolLimits.mcp_result_bytes`, `cap_result`)
+before it reaches the log, the wire and later model requests, with a note on what was left out.
+
 Secrets (a stdio server's `env` values, HTTP header values, credentials in a URL) go to the
 server and nowhere else: failure reasons are redacted before they are logged or shown.
 """
@@ -48,6 +51,7 @@ from ...core.events import (
 )
 from ..mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpServerConfig
 from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
+from .excerpts import complete_utf8_prefix
 from .permission import ensure_permission
 from .registry import OnStarted, Tool
 
@@ -258,7 +262,65 @@ class McpServers:
             return error_outcome(f"the MCP server {name!r} answered with no tool result")
         content = [_content(block) for block in result.content]
         raw = result.structured_content if result.structured_content is not None else UNSET
+        content, raw = cap_result(content, raw, ctx.limits.mcp_result_bytes)
         return ToolOutcome(content, result.is_error, raw)
+
+
+def cap_result(
+    content: list[ToolResultContent], structured: Any, cap: int
+) -> tuple[list[ToolResultContent], Any]:
+    """An MCP result's content and structured content (or `UNSET`) within `cap` bytes in all,
+    with a closing text block that says what was left out when anything was.
+
+    The content comes first, in its order, for it is what the model reads; the structured
+    content (only `rawOutput`) gets what it leaves. Text counts its UTF-8 bytes; the text that
+    reaches the cap is cut there, never inside a character, and nothing after it is kept. Every
+    other block (image, audio, resource, link) counts its size as JSON, base64 data included,
+    and so does the structured content: each is kept whole if it fits in what is left, or else
+    left out whole (a cut image or JSON value is nothing), and a later, smaller one may still
+    fit.
+    """
+    left = cap
+    total = 0
+    kept: list[ToolResultContent] = []
+    text_cut = 0
+    left_out: list[str] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            data = block.text.encode()
+            total += len(data)
+            if len(data) <= left:
+                kept.append(block)
+                left -= len(data)
+                continue
+            shown = complete_utf8_prefix(data[:left])
+            if shown:
+                kept.append(TextContent(shown.decode()))
+            text_cut += len(data) - len(shown)
+            left = 0  # the cut is the end: nothing after it may read as what followed
+            continue
+        size = len(msgspec.json.encode(block))
+        total += size
+        if size <= left:
+            kept.append(block)
+            left -= size
+        else:
+            left_out.append(f"the {block.__struct_config__.tag} block of {size} bytes")
+    if structured is not UNSET:
+        size = len(msgspec.json.encode(structured))
+        total += size
+        if size > left:
+            left_out.append(f"the structured content of {size} bytes")
+            structured = UNSET
+    if text_cut:
+        left_out.insert(0, f"{text_cut} bytes of text")
+    if not left_out:
+        return content, structured
+    note = (
+        f"[truncated: the MCP server's result is {total} bytes, over the {cap}-byte limit; "
+        f"left out: {', '.join(left_out)}]"
+    )
+    return [*kept, TextContent(note)], structured
 
 
 def _object_arguments(raw: str) -> dict[str, Any]:
