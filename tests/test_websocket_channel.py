@@ -1,7 +1,8 @@
-"""`WebSocketChannel`'s write deadline: a peer that takes nothing of what is sent for the send
-timeout (or, once `hurry` is called, for the time it allows) counts as gone. The write fails as
-on a broken connection and the connection is closed, so no sender waits on it for ever. Each
-test upgrades a real loopback TCP connection whose client end never reads."""
+"""`WebSocketChannel`'s write deadline, kept by its `watch`: a peer that takes nothing of what
+is sent for the send timeout (or, once `hurry` is called, for the time it allows) counts as
+gone. The write fails as on a broken connection and the connection is closed, so no sender
+waits on it for ever; a frame is never left cut short. Each test upgrades a real loopback TCP
+connection whose client end reads nothing until the test says so."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ async def unread_channel(send_timeout: float) -> AsyncIterator[tuple[WebSocketCh
             client.protocol.send_request(client.protocol.connect())
             for data in client.protocol.data_to_send():
                 await stream.send(data)
-            async with await server.accept() as accepted:
+            async with await server.accept() as accepted, anyio.create_task_group() as watched:
                 channel = await accept(
                     accepted,
                     lambda request: None,
@@ -65,7 +66,9 @@ async def unread_channel(send_timeout: float) -> AsyncIterator[tuple[WebSocketCh
                     send_timeout=send_timeout,
                 )
                 assert channel is not None
+                watched.start_soon(channel.watch)
                 yield channel, client
+                watched.cancel_scope.cancel()
 
 
 async def test_a_write_the_peer_does_not_take_within_the_send_timeout_fails() -> None:

@@ -376,7 +376,10 @@ class WebSocketServer:
         if self._stopping:
             self._end(connection, channel)
         try:
-            await connection.serve(channel.messages())
+            async with anyio.create_task_group() as watched:
+                watched.start_soon(channel.watch)
+                await connection.serve(channel.messages())
+                watched.cancel_scope.cancel()
         finally:
             del self._connections[connection]
             with anyio.CancelScope(shield=True):

@@ -13,9 +13,10 @@ anyio's like everything else (see docs/decisions/websocket-transport.md):
   too big (1009) or a protocol error closes the connection with the matching close code.
 
 Every write goes through one lock, in the order the protocol produced the bytes, so frames of
-concurrent senders never interleave. Every write has a deadline: a peer that takes nothing for
-`SEND_TIMEOUT` (or, once the server is ending, for what `hurry` allows) has stopped reading,
-and its connection is closed as if it had gone, so that no sender waits on it for ever.
+concurrent senders never interleave. Every write has a deadline, kept by `watch` (which the
+channel's owner runs beside it): a peer that takes nothing for `SEND_TIMEOUT` (or, once the
+server is ending, for what `hurry` allows) has stopped reading, and its connection is closed as
+if it had gone, so that no sender waits on it for ever.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ SEND_TIMEOUT: Final = 30.0
 peer takes 64 KiB in well under a second on any usable link; a link that stalls for a while (a
 Wi-Fi handover, TCP's retransmission backoff after a few losses) comes back within seconds. A
 longer wait costs little: only the stuck peer's own senders wait (the connection's lock), never
-another connection's, and a shutdown cuts it short (`hurry`)."""
+another connection's, and a shutdown cuts it short (`hurry`).
+
+A watchdog (`watch`) keeps it rather than a cancel scope around each write: a deadline scope
+costs a timer per frame sent, and the frames of a streamed turn are many and small."""
 WRITE_CHUNK: Final = 64 * 1024
 """Bytes written under one deadline: a large page leaves in pieces, so that the deadline is on
 the peer's progress, not on how long the whole page takes on a slow link."""
@@ -146,15 +150,35 @@ class WebSocketChannel:
         self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._broken = False
         self._send_timeout = send_timeout
-        self._writing: anyio.CancelScope | None = None
-        """The deadline of the write under way, if one is."""
+        self._write_deadline: float | None = None
+        """When the write under way, if one is, must have been taken by the peer."""
+        self._hurried = anyio.Event()
+
+    async def watch(self) -> None:
+        """Close the connection once a write has waited past its deadline; run it in a task of
+        its own for as long as the channel is used (it returns once it has closed it)."""
+        while True:
+            deadline = self._write_deadline
+            now = anyio.current_time()
+            if deadline is not None and now >= deadline:
+                log.info("the peer stopped reading what we send: closing its connection")
+                self._broken = True
+                await self._stream.aclose()  # the write fails, and messages() ends
+                return
+            # Until the deadline of the write under way, or until one started now would end.
+            wait = self._send_timeout if deadline is None else deadline - now
+            with anyio.move_on_after(wait):
+                await self._hurried.wait()
+            if self._hurried.is_set():
+                self._hurried = anyio.Event()
 
     def hurry(self, timeout: float) -> None:
         """From now on, no write waits more than `timeout` seconds for the peer, the one under
         way included (a shutdown's grace: a peer that stopped reading must not hold it up)."""
         self._send_timeout = min(self._send_timeout, timeout)
-        if self._writing is not None:
-            self._writing.deadline = min(self._writing.deadline, anyio.current_time() + timeout)
+        if self._write_deadline is not None:
+            self._write_deadline = min(self._write_deadline, anyio.current_time() + timeout)
+        self._hurried.set()
 
     async def messages(self) -> AsyncIterator[bytes]:
         """Each text message received, until the peer closes or the connection fails."""
@@ -256,24 +280,23 @@ class WebSocketChannel:
                     raise anyio.BrokenResourceError from None
 
     async def _write(self, data: bytes) -> None:
-        """Send `data`, each `WRITE_CHUNK` of it within the send timeout. A peer that misses
-        it has stopped reading: the stream is closed (which ends `messages()` too) and the
-        write fails as on a broken connection."""
-        # Shielded: a sender cancelled meanwhile must not leave a frame cut short, which would
-        # garble every frame after it. The deadline bounds the wait all the same.
+        """Send `data`, each `WRITE_CHUNK` of it before the send timeout (which `watch` keeps
+        by closing the stream: the send then fails)."""
+        if len(data) <= WRITE_CHUNK:
+            await self._write_chunk(data)
+            return
+        # Shielded: a sender cancelled between two chunks must not leave its frame cut short,
+        # which would garble every frame after it. The deadline bounds each chunk all the same.
         with anyio.CancelScope(shield=True):
             for start in range(0, len(data), WRITE_CHUNK):
-                deadline = anyio.current_time() + self._send_timeout
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    self._writing = scope
-                    try:
-                        await self._stream.send(data[start : start + WRITE_CHUNK])
-                    finally:
-                        self._writing = None
-                if scope.cancelled_caught:
-                    log.info("the peer stopped reading what we send: closing its connection")
-                    await self._stream.aclose()
-                    raise anyio.BrokenResourceError
+                await self._write_chunk(data[start : start + WRITE_CHUNK])
+
+    async def _write_chunk(self, chunk: bytes) -> None:
+        self._write_deadline = anyio.current_time() + self._send_timeout
+        try:
+            await self._stream.send(chunk)
+        finally:
+            self._write_deadline = None
 
     async def _finish(self) -> None:
         """Send what is left, then wait for the peer to close its side before closing ours:
