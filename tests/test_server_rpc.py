@@ -372,6 +372,19 @@ async def test_background_work_whose_client_went_ends_and_the_connection_serves_
         assert await peer.frame() == {"jsonrpc": "2.0", "id": 1, "result": "pong"}
 
 
+async def test_an_answer_that_cannot_be_sent_ends_the_connection_as_the_end_of_input() -> None:
+    out_send, out_receive = anyio.create_memory_object_stream[bytes](100)
+    in_send, in_receive = anyio.create_memory_object_stream[bytes](100)
+    connection = Connection(out_send)
+    connection.route("ping", lambda params: "pong")
+    await out_receive.aclose()  # the client went: nothing can reach it
+    async with out_send, in_send, in_receive:
+        await in_send.send(json.dumps(request(1, "ping")).encode() + b"\n")
+        with anyio.fail_after(FRAME_DEADLINE):
+            await connection.serve(lines(StreamSource(in_receive)))
+    assert connection.closed
+
+
 # ---------------------------------------------------------------------------------------------
 # Outbound requests.
 
