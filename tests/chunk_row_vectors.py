@@ -2,7 +2,7 @@
 
 Both clients decode `session.page` records with their own code: the Python codec
 (`acp_server.core.history.expand_history_records`) and the browser module
-(`acp_server/web/client.js`, `decodeRecords`). This file's vectors are what keeps them equal:
+(`acp_server/web/decode.js`, `decodeRecords`). This file's vectors are what keeps them equal:
 
 - `decodes`: records as the server sends them (events packed canonically by `pack_chunk_runs`,
   and a few hand-made rows), with the exact events they stand for;

@@ -1,6 +1,7 @@
-"""The browser's modules (`acp_server/web/client.js`, the client; `acp_server/web/fold.js`, the
-conversation fold): shipped in the package, and their Node.js tests (`tests/js/*.test.mjs`,
-Node's own test runner, no npm packages) pass, on the vectors the Python tests share.
+"""The browser's modules (`acp_server/web/client.js`, the client, re-exporting `decode.js`,
+`journal.js`, `connection.js` and `follow.js`; `acp_server/web/fold.js`, the conversation fold):
+shipped in the package, and their Node.js tests (`tests/js/*.test.mjs`, Node's own test runner,
+no npm packages) pass, on the vectors the Python tests share.
 
 Without `node` on PATH the Node tests are skipped, saying so (in CI that is a failure).
 """
@@ -21,7 +22,14 @@ JS_TESTS = Path(__file__).parent / "js"
 
 @pytest.mark.parametrize(
     ("name", "export"),
-    [("client.js", "export class Journal"), ("fold.js", "export class ConversationFold")],
+    [
+        ("client.js", 'export * from "./journal.js"'),
+        ("decode.js", "export function decodeRecords"),
+        ("journal.js", "export class Journal"),
+        ("connection.js", "export class AcpConnection"),
+        ("follow.js", "export class Follow"),
+        ("fold.js", "export class ConversationFold"),
+    ],
 )
 def test_the_package_ships_the_browser_module(name: str, export: str) -> None:
     module = files("acp_server").joinpath(f"web/{name}")

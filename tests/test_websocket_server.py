@@ -310,7 +310,9 @@ def test_an_unknown_path_is_404(server: Listening) -> None:
     assert (status, body) == (404, b"Not found\n")
 
 
-@pytest.mark.parametrize("name", ["client.js", "fold.js"])
+@pytest.mark.parametrize(
+    "name", ["client.js", "decode.js", "journal.js", "connection.js", "follow.js", "fold.js"]
+)
 def test_the_browser_modules_are_served_as_shipped(server: Listening, name: str) -> None:
     status, headers, body = server.get(f"/{name}")
     shipped = (Path(acp_server.__file__).parent / "web" / name).read_bytes()

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { AcpConnection, ConnectionClosed, RpcError } from "../../acp_server/web/client.js";
+import { AcpConnection, ConnectionClosed, RpcError } from "../../acp_server/web/connection.js";
 import { FakeSocket } from "./support.mjs";
 
 function connected() {

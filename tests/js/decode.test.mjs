@@ -7,11 +7,11 @@ import { test } from "node:test";
 
 import {
   HistoryProtocolError,
-  Journal,
   KNOWN_EVENT_TYPES,
   decodeEvent,
   decodeRecords,
-} from "../../acp_server/web/client.js";
+} from "../../acp_server/web/decode.js";
+import { Journal } from "../../acp_server/web/journal.js";
 
 const VECTORS = JSON.parse(
   readFileSync(new URL("../vectors/chunk_rows.json", import.meta.url), "utf-8"),

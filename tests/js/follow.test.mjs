@@ -3,7 +3,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { AcpConnection, Follow, Gap, HistoryProtocolError } from "../../acp_server/web/client.js";
+import { AcpConnection } from "../../acp_server/web/connection.js";
+import { HistoryProtocolError } from "../../acp_server/web/decode.js";
+import { Follow } from "../../acp_server/web/follow.js";
+import { Gap } from "../../acp_server/web/journal.js";
 import { FakeSocket, page, randomLog } from "./support.mjs";
 
 const ADDRESS = { kind: "session", sessionId: "s0" };

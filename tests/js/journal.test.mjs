@@ -4,7 +4,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { Gap, HistoryProtocolError, Journal } from "../../acp_server/web/client.js";
+import { HistoryProtocolError } from "../../acp_server/web/decode.js";
+import { Gap, Journal } from "../../acp_server/web/journal.js";
 import { LOG, chunk, page, randomLog, wire } from "./support.mjs";
 
 /** A journal holding `LOG[first..last]`. */
