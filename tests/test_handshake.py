@@ -1,6 +1,6 @@
-"""The `initialize` answered while the server starts (`acp_server.server.handshake`): it answers
-exactly what the connection would, or leaves the line to the connection; and `acp_server.launch`
-starts it only for the stdio server."""
+"""The `initialize` answered while the server starts (`acp_server.startup.handshake`): it answers
+exactly what the connection would, or leaves the line to the connection; and
+`acp_server.startup.launch` starts it only for the stdio server."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from acp_process import AcpProcess
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.launch import serves_stdio_early
 from acp_server.server.agent import AcpAgent
-from acp_server.server.handshake import early_answer
 from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
+from acp_server.startup.handshake import early_answer
+from acp_server.startup.launch import serves_stdio_early
 from acp_server.storage.jsonl import JsonlStore
 
 
