@@ -1,9 +1,9 @@
 """`acp-server serve`'s flags: the parser of the default command, nothing else.
 
 What the flags mean together (which go with which provider, the environment's fallbacks, the
-files they name) is `serve`'s, in `acp_server.cli.serve`; here each flag is read alone, and a
-value that cannot be one (`--pace-ms -1`, `--listen host:port:x`) is refused as argparse refuses
-any bad argument.
+files they name) is `acp_server.cli.serve`'s; here each flag is read alone, and a value that
+cannot be one (`--pace-ms -1`, `--listen host:port:x`) is refused as argparse refuses any bad
+argument.
 """
 
 from __future__ import annotations
