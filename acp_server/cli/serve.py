@@ -24,6 +24,24 @@ if TYPE_CHECKING:
     from ..server.config import ServeConfig
 
 
+SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
+"""The sessions root when `--sessions-dir` is not given."""
+STORE_ENV: Final = "ACP_SERVER_STORE"
+"""The store when neither `--store` nor `--sessions-dir` is given."""
+REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
+"""llm-replay's fixture when `--replay` is not given."""
+
+
+def default_sessions_dir() -> Path:
+    """`$ACP_SERVER_SESSIONS_DIR`, else `sessions/` in the platform's user data directory."""
+    configured = os.environ.get(SESSIONS_DIR_ENV)
+    if configured:
+        return Path(configured)
+    import platformdirs  # only needed when no directory was given
+
+    return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "sessions"
+
+
 class ServeFlagsError(Exception):
     """Flags that do not go together, or a file or environment variable they name that cannot
     be used: the message is the line `serve` reports."""
@@ -49,7 +67,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
     environment (see `_api_key`)."""
     from ..paths import unreachable
     from ..providers.secret import SecretError
-    from ..server.config import REPLAY_FILE_ENV, STORE_ENV, ServeConfig, default_sessions_dir
+    from ..server.config import ServeConfig
 
     store = None
     if args.store is not None and args.sessions_dir is not None:
