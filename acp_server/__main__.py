@@ -1,5 +1,5 @@
 """`python -m acp_server`: the same as the `acp-server` command."""
 
-from .launch import main
+from .startup.launch import main
 
 raise SystemExit(main())

@@ -353,7 +353,7 @@ def load_once(
 ) -> dict[str, Any]:
     """Spawn, initialize, then time one `session/load` from request to response.
 
-    acp-server answers `initialize` while it is still starting (`acp_server.server.handshake`),
+    acp-server answers `initialize` while it is still starting (`acp_server.startup.handshake`),
     so the load is timed after a request the server can only answer once it has started (an
     unknown method, answered -32601 by both agents): what is timed is the load, not the rest of
     the start. The time from the spawn to the last update is kept too."""

@@ -23,8 +23,8 @@ from acp_process import AcpProcess
 from fixtures_builder import Scenario, write_fixture
 from surface_values import session_setup
 
+from acp_server.cli.log import run_log_command
 from acp_server.core.header import SESSION_FORMAT_VERSION
-from acp_server.log_command import run_log_command
 
 BIG = 256 * 1024 * 1024
 """The size of the big logs: far above what any reader here may hold."""

@@ -44,8 +44,8 @@ from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks, write_f
 from polling import TIMEOUT
 from surface_values import session_setup
 
+from acp_server.cli.log import verify_bytes
 from acp_server.core.history import expand_history_records
-from acp_server.log_command import verify_bytes
 from acp_server.storage.log import log_compression, read_log
 
 TRIALS = int(os.environ.get("ACP_CRASH_TRIALS", "15"))

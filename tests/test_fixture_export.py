@@ -14,14 +14,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from acp_server.core.replay_script import parse_fixture
-from acp_server.fixture_command import (
+from acp_server.cli.fixture import (
     ExportError,
     export_fixture,
     finish_recording,
     override_for_fixture,
     record_server_args,
 )
+from acp_server.core.replay_script import parse_fixture
 from acp_server.providers.replay import ReplayProvider
 
 TEXT = [

@@ -1,9 +1,12 @@
-"""The `initialize` answered while the server starts (`acp_server.server.handshake`): it answers
-exactly what the connection would, or leaves the line to the connection; and `acp_server.launch`
-starts it only for the stdio server."""
+"""The `initialize` answered while the server starts (`acp_server.startup.handshake`): it answers
+exactly what the connection would, or leaves the line to the connection; and
+`acp_server.startup.launch` starts it only for the stdio server."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -14,11 +17,13 @@ from acp_process import AcpProcess
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.launch import serves_stdio_early
+from acp_server.cli.parser import build_parser, with_default_command
+from acp_server.providers.registry import REPLAY
 from acp_server.server.agent import AcpAgent
-from acp_server.server.handshake import early_answer
 from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
+from acp_server.startup.handshake import early_answer
+from acp_server.startup.launch import serves_stdio_early
 from acp_server.storage.jsonl import JsonlStore
 
 
@@ -167,6 +172,52 @@ def test_launch_starts_the_handshake_for_the_stdio_server_alone(
     args: list[str], early: bool
 ) -> None:
     assert serves_stdio_early(args, {}) is early
+
+
+COMMAND_LINE = build_parser()
+
+
+def serves_stdio_with_replay(args: list[str]) -> bool | None:
+    """What the command line makes of `args`: whether it serves stdio with llm-replay (False for
+    help and the version); None when argparse refuses it."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            parsed = COMMAND_LINE.parse_args(with_default_command(args))
+    except SystemExit as exc:
+        return False if exc.code == 0 else None
+    return parsed.command == "serve" and parsed.listen is None and parsed.provider == REPLAY
+
+
+def every_abbreviated_flag() -> list[list[str]]:
+    """Each flag of the top level and of `serve`, abbreviated as far as argparse allows and
+    written whole, with a value when it takes one (both providers for `--provider`)."""
+    (commands,) = (
+        action for action in COMMAND_LINE._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    values = {"listen": ["127.0.0.1:0"], "provider": [REPLAY, "openai"]}
+    lines = []
+    for parser in (COMMAND_LINE, commands.choices["serve"]):
+        for action in parser._actions:
+            for flag in action.option_strings:
+                for value in values.get(action.dest, ["1"]) if action.nargs != 0 else [None]:
+                    for end in range(3, len(flag) + 1):
+                        written = [] if value is None else [value]
+                        lines.append(["serve", flag[:end], *written])
+                        lines.append([f"{flag[:end]}={value}"] if value else [flag[:end]])
+    return lines
+
+
+def test_launch_reads_every_abbreviated_flag_as_the_command_line_does() -> None:
+    # The launcher decides before argparse is imported, so it matches prefixes itself: here
+    # its reading is held to argparse's, for every flag that argparse accepts.
+    checked = 0
+    for args in every_abbreviated_flag():
+        expected = serves_stdio_with_replay(args)
+        if expected is not None:
+            assert serves_stdio_early(args, {}) is expected, args
+            checked += 1
+    assert checked > 100
 
 
 def test_the_terminal_auth_method_logs_in_instead() -> None:

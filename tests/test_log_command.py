@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.cli.log import verify_bytes
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
@@ -20,7 +21,6 @@ from acp_server.core.events import (
     encode_event,
 )
 from acp_server.core.header import SessionHeader
-from acp_server.log_command import verify_bytes
 from acp_server.storage.log import Compression
 from acp_server.storage.store import SessionStore
 

@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surface_values import session_setup
 
+from acp_server.cli.log import verify_bytes
 from acp_server.core.events import convert_event
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.replay_script import ReplayError, parse_fixture, parse_override
-from acp_server.log_command import verify_bytes
 from acp_server.providers.replay import ReplayProvider
 from acp_server.storage.log import (
     Compression,

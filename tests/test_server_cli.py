@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from acp_server.cli import _with_default_command, build_parser
+from acp_server.cli.parser import build_parser, with_default_command
 
 
 def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -136,12 +137,24 @@ def test_the_parser_of_one_command_reads_its_command_line_as_the_whole_parser_do
     assert build_parser(argv[0]).parse_args(argv) == build_parser().parse_args(argv)
 
 
+@pytest.mark.parametrize("command", ["serve", "log"])
+def test_a_command_line_that_names_its_command_makes_that_commands_parser_alone(
+    command: str,
+) -> None:
+    (commands,) = (
+        action
+        for action in build_parser(command)._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    assert list(commands.choices) == [command]
+
+
 def test_serve_is_the_default_command() -> None:
-    assert _with_default_command([]) == ["serve"]
-    assert _with_default_command(["--log-level", "info"]) == ["serve", "--log-level", "info"]
-    assert _with_default_command(["demo"]) == ["demo"]
-    assert _with_default_command(["--help"]) == ["--help"]
-    args = build_parser().parse_args(_with_default_command(["--no-pack", "--compression", "zstd"]))
+    assert with_default_command([]) == ["serve"]
+    assert with_default_command(["--log-level", "info"]) == ["serve", "--log-level", "info"]
+    assert with_default_command(["demo"]) == ["demo"]
+    assert with_default_command(["--help"]) == ["--help"]
+    args = build_parser().parse_args(with_default_command(["--no-pack", "--compression", "zstd"]))
     assert (
         args.command,
         args.no_pack,
@@ -163,7 +176,7 @@ def test_serve_is_the_default_command() -> None:
 def test_replay_flags_are_stored_in_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import acp_server.cli as cli
+    import acp_server.cli.main as cli
     import acp_server.server.app as app
 
     fixture = tmp_path / "session.jsonl"

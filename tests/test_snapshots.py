@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from acp_models import AGENT_RESULTS, CLIENT_RESULTS, TO_AGENT_PARAMS, TO_CLIENT_PARAMS, exact
 
+from acp_server.cli.fixture import ExportError, finish_recording, record_server_args
 from acp_server.core.events import SubagentStart
 from acp_server.core.replay_script import (
     ChunksEntry,
@@ -31,7 +32,6 @@ from acp_server.core.replay_script import (
     parse_fixture,
     parse_override,
 )
-from acp_server.fixture_command import ExportError, finish_recording, record_server_args
 from acp_server.schemas import SNAPSHOT_INPUT, rendered
 from acp_server.testing.checks import check_scenario
 from acp_server.testing.draft import DraftFile, write_draft
@@ -298,7 +298,7 @@ def broken_server(name: str) -> list[str]:
     return [
         sys.executable,
         "-c",
-        BREAKS[name] + "\nimport sys\nfrom acp_server.cli import main\nsys.exit(main())\n",
+        BREAKS[name] + "\nimport sys\nfrom acp_server.cli.main import main\nsys.exit(main())\n",
     ]
 
 

@@ -18,8 +18,8 @@ import pytest
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, write_fixture
 
+from acp_server.cli.log import verify_bytes
 from acp_server.core.header import SESSION_FORMAT_VERSION
-from acp_server.log_command import verify_bytes
 from acp_server.storage.log import CorruptLog, read_log
 
 WORK = "/work"

@@ -1,4 +1,5 @@
-"""What starting the server imports: only what `initialize` and `session/new` need.
+"""The import budget of start-up (`acp_server.startup`): what runs before the early answer, and
+what starting the server imports, only what `initialize` and `session/new` need.
 
 Editors spawn the agent each time a thread opens, so everything imported before the first answer
 is waited for each time. Each check runs in a fresh interpreter and looks at `sys.modules`.
@@ -93,7 +94,7 @@ def test_the_modules_a_serve_imports_before_its_first_answers_define_no_dataclas
     program = (
         "import dataclasses, json, sys, tempfile\n"
         "from pathlib import Path\n"
-        "import acp_server.cli, acp_server.server.app\n"
+        "import acp_server.cli.main, acp_server.cli.serve, acp_server.server.app\n"
         "from acp_server.storage.url import open_store, store_url_for_dir\n"
         "open_store(store_url_for_dir(Path(tempfile.mkdtemp())))\n"
         "print(json.dumps(sorted(\n"
@@ -227,11 +228,32 @@ def test_reading_the_bundled_demo_recording_does_not_load(module: str) -> None:
     assert module not in modules_after(bound)
 
 
-@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio", "acp_server.cli"])
+STARTED = (
+    "import acp_server.startup.launch\n"
+    "from acp_server.startup import handshake\n"
+    "from acp_server.transports import stdio_fds"
+)
+"""What the launcher imports to start the early answer: itself, the answer, the streams."""
+
+
+@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio", "argparse", "acp_server.cli"])
 def test_the_early_handshake_starts_before_the_servers_libraries(module: str) -> None:
-    started = (
-        "import acp_server.launch\n"
-        "from acp_server.server import handshake\n"
-        "from acp_server.transports import stdio_fds"
-    )
-    assert module not in modules_after(started)
+    assert module not in modules_after(STARTED)
+
+
+def test_the_launchers_choice_imports_a_few_leaf_modules_of_the_package() -> None:
+    # Whether to start the early answer depends on the providers' key variables, which the
+    # providers' registry names (it imports msgspec, before the answer starts).
+    chosen = STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+    loaded = {name for name in modules_after(chosen) if name.startswith("acp_server")}
+    assert loaded <= {
+        "acp_server",
+        "acp_server.startup",
+        "acp_server.startup.launch",
+        "acp_server.startup.handshake",
+        "acp_server.transports",
+        "acp_server.transports.stdio_fds",
+        "acp_server.providers",
+        "acp_server.providers.registry",
+        "acp_server.providers.settings",
+    }

@@ -237,7 +237,7 @@ def test_a_file_size_limit_fails_the_prompt_as_file_too_large_and_the_next_one_w
 
 def serving(server: PromptServer) -> None:
     """Return once the server has started: `initialize` is answered while it is still starting
-    (`acp_server.server.handshake`), and a process starved while it imports cannot start."""
+    (`acp_server.startup.handshake`), and a process starved while it imports cannot start."""
     assert server.request("authenticate", {"methodId": "agent"}).result == {}
 
 

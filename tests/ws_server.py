@@ -32,11 +32,11 @@ from polling import TIMEOUT, wait_until
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
+from acp_server.cli.demo import WORKSPACE_FILES, recorded_prompt
 from acp_server.client import Journal, default_answer
 from acp_server.client.errors import RpcError
 from acp_server.client.process import serve_command
 from acp_server.core.events import SessionEvent
-from acp_server.demo import WORKSPACE_FILES, recorded_prompt
 
 _ANNOUNCE = re.compile(r"acp-server: session viewer at http://([^/]+)/\?token=(\S+)")
 

@@ -1,7 +1,7 @@
 """The JSON-RPC server and the ACP agent side (SPEC 0, 3, 4).
 
-Layers, from the wire inwards (the framing itself is `acp_server.transports`'):
-- `handshake`: the `initialize` answer, and the thread that gives it while the server starts;
+Layers, from the wire inwards (the framing itself is `acp_server.transports`'; the `initialize`
+answer given while the server starts is `acp_server.startup.handshake`'s):
 - `rpc`: the JSON-RPC connection (inbound dispatch via jsonrpcserver, outbound requests,
   cancellation), over any transport's messages;
 - `errors`: the one table from exceptions to JSON-RPC error codes;

@@ -34,11 +34,11 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
-from . import handshake
+from ..startup import handshake
+from ..startup.handshake import PROTOCOL_VERSION
 from .auth import Auth, NoAuth
 from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
-from .handshake import PROTOCOL_VERSION
 from .history import History
 from .protocol import (
     AcpServerLoadMeta,

@@ -20,12 +20,12 @@ import anyio
 
 from ..core.replay_script import ReplayError
 from ..providers.registry import live_provider
+from ..startup import handshake
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
 from ..transports.stdio import FdReader, FrameWriter, Prefixed, lines
 from ..transports.stdio_fds import StdioFds, claim_stdio
-from . import handshake
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Final
 
 import msgspec
 
@@ -15,20 +13,6 @@ from ..providers.secret import Secret
 from ..storage.log import Compression
 from ..storage.url import StoreUrl
 from ..transports.stdio import DEFAULT_MAX_LINE_BYTES
-
-SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
-STORE_ENV: Final = "ACP_SERVER_STORE"
-REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
-
-
-def default_sessions_dir() -> Path:
-    """`$ACP_SERVER_SESSIONS_DIR`, else `sessions/` in the platform's user data directory."""
-    configured = os.environ.get(SESSIONS_DIR_ENV)
-    if configured:
-        return Path(configured)
-    import platformdirs  # only needed when no directory was given
-
-    return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "sessions"
 
 
 class ServeConfig(msgspec.Struct, frozen=True):

@@ -1,8 +1,8 @@
 """The protocol's private stdio descriptors, claimed before anything else can use fds 0 and 1.
 
-Kept apart from the framing in `stdio`, which needs the event loop: `acp_server.launch` claims
-the streams first thing, before the server's imports, so that the early handshake
-(`acp_server.server.handshake`) can answer `initialize` while they run.
+Kept apart from the framing in `stdio`, which needs the event loop: `acp_server.startup.launch`
+claims the streams first thing, before the server's imports, so that the early handshake
+(`acp_server.startup.handshake`) can answer `initialize` while they run.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Final, TextIO, cast
 
 import msgspec
 
-from .core.chunk_checks import Line
-from .core.chunk_rows import (
+from ..core.chunk_checks import Line
+from ..core.chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
     ChunkRowError,
@@ -35,7 +35,7 @@ from .core.chunk_rows import (
     pack_chunk_runs,
     validate_row,
 )
-from .core.events import (
+from ..core.events import (
     AssistantChunk,
     EventError,
     SessionEvent,
@@ -45,10 +45,10 @@ from .core.events import (
     encode_event,
     event_type,
 )
-from .core.paging import record_count, record_start
-from .core.source_range import SourceRanges
-from .paths import unreachable
-from .storage.log import (
+from ..core.paging import record_count, record_start
+from ..core.source_range import SourceRanges
+from ..paths import unreachable
+from ..storage.log import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
     Compression,
@@ -67,8 +67,8 @@ PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
 
 if TYPE_CHECKING:
-    from .storage.postgres import StoredRows
-    from .storage.sqlite import StoredLines
+    from ..storage.postgres import StoredRows
+    from ..storage.sqlite import StoredLines
 
 
 class UsageError(Exception):
@@ -382,8 +382,8 @@ def run_stored_log_command(
     action: str, url_text: str, session_id: str, out: TextIO = sys.stdout
 ) -> int:
     """`log ACTION --store URL SESSION_ID`: the same action over a session of any store."""
-    from .core.ids import InvalidSessionId, validate_session_id
-    from .storage.url import check_store_url, parse_store_url
+    from ..core.ids import InvalidSessionId, validate_session_id
+    from ..storage.url import check_store_url, parse_store_url
 
     try:
         url = parse_store_url(url_text)
@@ -421,7 +421,7 @@ def _run_lines(action: str, lines: StoredRows | StoredLines, out: TextIO) -> int
 def _run_postgres(action: str, url: str, session_id: str, out: TextIO) -> int:
     import anyio
 
-    from .storage.postgres import PostgresStore
+    from ..storage.postgres import PostgresStore
 
     async def read() -> StoredRows:
         store = PostgresStore(url)
@@ -434,7 +434,7 @@ def _run_postgres(action: str, url: str, session_id: str, out: TextIO) -> int:
 
 
 def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
-    from .storage.sqlite import SqliteStore, StoredLines
+    from ..storage.sqlite import SqliteStore, StoredLines
 
     store = SqliteStore(path)
     try:

@@ -4,7 +4,7 @@ An editor waits for the `initialize` answer each time it spawns the agent. When 
 asks for the stdio server (no command or `serve`, without `--listen`, `--help`, `--version`, a
 live `--provider` or a provider's key variable set, each of which may start the process again,
 to take a key out of the environment),
-the protocol streams are claimed and `acp_server.server.handshake` starts answering the first
+the protocol streams are claimed and `acp_server.startup.handshake` starts answering the first
 `initialize` before the rest of the program is even imported. Everything else, the command line
 included, is `acp_server.cli`'s.
 """
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if serves_stdio_early(args, os.environ):
-        from .server import handshake
-        from .transports.stdio_fds import claim_stdio
+        from ..transports.stdio_fds import claim_stdio
+        from . import handshake
 
         try:
             fds = claim_stdio()
@@ -28,15 +28,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass  # no usable stdio: the server says so, in its own words, once it starts
         else:
             handshake.start(fds.input, fds.output)
-    from .cli import main as cli_main
+    from ..cli.main import main as cli_main
 
     return cli_main(argv)
 
 
 def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
     """Whether `args` run the stdio server in this very process, with the replay model."""
-    from .providers.registry import key_variables
-    from .server.handshake import LOGIN_ENV
+    from ..providers.registry import key_variables
+    from .handshake import LOGIN_ENV
 
     if environ.get(LOGIN_ENV) == "1":
         return False  # the terminal auth method: this process logs in

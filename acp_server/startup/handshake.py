@@ -4,7 +4,7 @@ An editor spawns the agent and sends `initialize` at once; everything it shows w
 answer. That answer depends on nothing but the request (SPEC 4: the capabilities are fixed, and
 the terminal auth method is offered to a client that can run one), so it need not wait for the
 event loop, the store or the provider to be set up. `acp-server serve` on stdio
-(`acp_server.launch`) claims the protocol streams first and starts `EarlyHandshake`: a thread
+(`launch`, beside it) claims the protocol streams first and starts `EarlyHandshake`: a thread
 that reads the first line and, when it is a plain, valid `initialize` request, answers it, while
 the main thread goes on importing and starting the server. When the server is ready to read
 input, `finish()` stops the thread and hands over every byte it read but did not answer, and the

@@ -10,8 +10,8 @@ from __future__ import annotations
 import getpass
 import sys
 
-from .providers.credentials import CredentialsError, credentials_path, remove_key, store_key
-from .providers.secret import Secret
+from ..providers.credentials import CredentialsError, credentials_path, remove_key, store_key
+from ..providers.secret import Secret
 
 
 def run_login() -> int:

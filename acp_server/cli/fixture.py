@@ -43,7 +43,7 @@ from typing import Final
 
 import msgspec
 
-from .core.events import (
+from ..core.events import (
     AssistantChunk,
     AssistantMessageEvent,
     AssistantText,
@@ -57,9 +57,9 @@ from .core.events import (
     TurnEndReasonError,
     convert_event,
 )
-from .core.header import SessionHeader
-from .core.json_values import map_strings
-from .core.replay_script import (
+from ..core.header import SessionHeader
+from ..core.json_values import map_strings
+from ..core.replay_script import (
     FIXTURE_NAME,
     OVERRIDE_NAME,
     HangEntry,
@@ -75,8 +75,8 @@ from .core.replay_script import (
     parse_override,
     render_fixture,
 )
-from .log_command import UsageError, resolve_log_path
-from .storage.log import LogError, read_log
+from ..storage.log import LogError, read_log
+from .log import UsageError, resolve_log_path
 
 WORKSPACE_PLACEHOLDER: Final = "<workspace>"
 SESSIONS_PLACEHOLDER: Final = "<sessions>"

@@ -23,13 +23,13 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from .client import AcpClient
-from .client.connection import session_address
-from .core.chunk_rows import ROW_CLASSES, pack_chunk_runs
-from .core.events import TextContent, UserMessageEvent
-from .core.replay_script import parse_fixture
-from .providers.replay import bundled_demo_fixture
-from .storage.log import encode_records, read_log
+from ..client import AcpClient
+from ..client.connection import session_address
+from ..core.chunk_rows import ROW_CLASSES, pack_chunk_runs
+from ..core.events import TextContent, UserMessageEvent
+from ..core.replay_script import parse_fixture
+from ..providers.replay import bundled_demo_fixture
+from ..storage.log import encode_records, read_log
 
 WORKSPACE_FILES: Final = {"hello.py": 'print("Helo world")\n'}
 """The project the recording works on: a greeting with a typo."""
@@ -140,7 +140,7 @@ def _permission_answerer(console: Console, transcript: Transcript) -> Callable[[
             title = params.get("toolCall", {}).get("title", "a tool call")
             transcript._line(f"  ? permission asked: {title} -> allowed once")
             return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-        from .client.errors import RpcError
+        from ..client.errors import RpcError
 
         raise RpcError(f"the demo client does not implement {method}", code=-32601)
 

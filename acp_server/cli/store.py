@@ -20,11 +20,11 @@ from typing import TextIO
 
 import anyio
 
-from .core.ids import InvalidSessionId, validate_session_id
-from .log_command import Report, run_log_command, verify_lines, write_report
-from .storage.api import Store
-from .storage.errors import LogError
-from .storage.url import StoreUrl, check_store_url, open_store, parse_store_url
+from ..core.ids import InvalidSessionId, validate_session_id
+from ..storage.api import Store
+from ..storage.errors import LogError
+from ..storage.url import StoreUrl, check_store_url, open_store, parse_store_url
+from .log import Report, run_log_command, verify_lines, write_report
 
 
 class _Usage(Exception):
@@ -170,14 +170,14 @@ async def _damage(url: StoreUrl, store: Store) -> list[str]:
     only its own rows: damage anywhere else (the message index, a free page) would pass them."""
     if url.engine != "sqlite":
         return []
-    from .storage.sqlite import SqliteStore
+    from ..storage.sqlite import SqliteStore
 
     assert isinstance(store, SqliteStore)
     return await store.damage()
 
 
 async def _verify_postgres(url: StoreUrl, session_id: str, out: TextIO) -> int:
-    from .storage.postgres import PostgresStore
+    from ..storage.postgres import PostgresStore
 
     store = PostgresStore(url.text)
     try:
@@ -188,7 +188,7 @@ async def _verify_postgres(url: StoreUrl, session_id: str, out: TextIO) -> int:
 
 
 def _verify_sqlite(url: StoreUrl, session_id: str, out: TextIO) -> int:
-    from .storage.sqlite import SqliteStore, StoredLines
+    from ..storage.sqlite import SqliteStore, StoredLines
 
     assert url.path is not None
     store = SqliteStore(url.path)

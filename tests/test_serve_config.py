@@ -1,0 +1,84 @@
+"""`serve`'s flags read together (`acp_server.cli.serve.serve_config`), in this process: the rules
+between them, the environment's fallbacks and the files they name, each problem one message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from acp_server.cli.parser import build_parser
+from acp_server.cli.serve import ServeFlagsError, serve_config
+from acp_server.server.config import ServeConfig
+
+
+def config(*args: str) -> ServeConfig:
+    return serve_config(build_parser("serve").parse_args(["serve", *args]), may_reexec=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_fallbacks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("ACP_SERVER_STORE", "ACP_REPLAY_FILE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACP_SERVER_SESSIONS_DIR", str(tmp_path))
+    monkeypatch.setenv("ACP_SERVER_CONFIG_DIR", str(tmp_path / "config"))  # no stored key either
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--store", "x", "--sessions-dir", "y"],
+            "--store and --sessions-dir: give one of them (a directory is a store URL)",
+        ),
+        (["--model", "m"], "--model applies to --provider openai or anthropic only"),
+        (["--thinking-budget", "2000"], "--thinking-budget applies to --provider anthropic only"),
+        (["--provider", "openai"], "--provider openai needs --model"),
+        (
+            ["--provider", "openai", "--model", "m", "--thinking-budget", "2000"],
+            "--thinking-budget applies to --provider anthropic only",
+        ),
+        (
+            ["--provider", "anthropic", "--model", "m", "--replay", "x"],
+            "--replay applies to --provider llm-replay only",
+        ),
+        (
+            ["--provider", "openai", "--model", "m", "--base-url", "ftp://x"],
+            "--base-url: not an http(s) URL: 'ftp://x'",
+        ),
+        (["--token-file", "/no/such/file"], "--token-file: only with --listen"),
+        (["--allow-origin", "http://a.example"], "--allow-origin: only with --listen"),
+        (["--max-pending-requests", "3"], "--max-pending-requests: only with --listen"),
+        (
+            ["--listen", "0", "--token-file", "/dev/null"],
+            "--token-file: /dev/null is empty: it must hold the token",
+        ),
+        (["--replay", "/no/such/fixture"], "--replay: no such file or directory: /no/such/fixture"),
+    ],
+)
+def test_flags_that_do_not_go_together_are_one_message(args: list[str], message: str) -> None:
+    with pytest.raises(ServeFlagsError) as raised:
+        config(*args)
+    assert str(raised.value) == message
+
+
+def test_the_environment_fills_in_what_the_flags_leave_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fixture = tmp_path / "session.jsonl"
+    fixture.write_text("")
+    monkeypatch.setenv("ACP_REPLAY_FILE", str(fixture))
+    chosen = config()
+    assert (chosen.sessions_dir, chosen.store, chosen.replay) == (tmp_path, None, fixture)
+    monkeypatch.setenv("ACP_SERVER_STORE", "bogus://")
+    with pytest.raises(ServeFlagsError, match=r"^ACP_SERVER_STORE: unknown store URL scheme"):
+        config()
+    assert config("--sessions-dir", str(tmp_path)).store is None  # the flag wins
+
+
+def test_a_live_providers_replay_fixture_variable_is_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACP_REPLAY_FILE", "/no/such/fixture")
+    chosen = config("--provider", "openai", "--model", "m", "--api-key-env", "NO_SUCH_KEY")
+    assert (chosen.provider, chosen.model, chosen.replay) == ("openai", "m", None)
