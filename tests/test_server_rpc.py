@@ -18,7 +18,7 @@ from anyio import wait_all_tasks_blocked
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.core.ids import InvalidSessionId
-from acp_server.core.rpc_error import ErrorObject
+from acp_server.jsonrpc.errors import ErrorObject
 from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture
 from acp_server.server.agent import AcpAgent
 from acp_server.server.errors import (

@@ -21,7 +21,8 @@ from acp_process import AcpProcess, assert_jsonrpc_frame
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.transports.stdio import FdReader, FrameWriter, LineFramer, Oversized, lines
+from acp_server.jsonrpc.peer import Oversized
+from acp_server.transports.stdio import FdReader, FrameWriter, LineFramer, lines
 
 # ---------------------------------------------------------------------------------------------
 # LineFramer.

@@ -34,11 +34,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Final, Protocol, cast
 
 import anyio
-import msgspec
+
+from ..jsonrpc.peer import MAX_MESSAGE_BYTES, Oversized
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_LINE_BYTES: Final = MAX_MESSAGE_BYTES
 """Largest accepted line, without its newline (SPEC 0: one JSON message per line)."""
 
 READ_SIZE: Final = 256 * 1024
@@ -55,12 +56,6 @@ makes the next frames while the client parses the first."""
 
 # ---------------------------------------------------------------------------------------------
 # Framing (sans-I/O).
-
-
-class Oversized(msgspec.Struct, frozen=True):
-    """A line crossed the size bound; it is being discarded up to its newline."""
-
-    limit: int
 
 
 class LineFramer:
