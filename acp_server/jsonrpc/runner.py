@@ -114,6 +114,10 @@ class Runner:
         """The other end's notification, during the read; a frame to send back, if any."""
         return None
 
+    def invalid_received(self, invalid: Invalid) -> bytes | None:
+        """A message that is no JSON-RPC message: the frame answering it, if any."""
+        return invalid.answer
+
     def error_for(self, exc: Exception, method: str) -> RpcError:
         """The error answering a request whose handler raised `exc`."""
         if isinstance(exc, RpcError):
@@ -298,7 +302,7 @@ class Runner:
             if isinstance(event, Notification):
                 return await self.notification_received(event)
             if isinstance(event, Invalid):
-                return event.answer
+                return self.invalid_received(event)
             if isinstance(event, (Response, ErrorResponse)):
                 self._answered(event)
             elif isinstance(event, CancelRequested):
