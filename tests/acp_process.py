@@ -82,7 +82,7 @@ class AcpProcess(ServerProcess):
         unless `id` is given)."""
         if id is None:
             request_id, frame = self.peer.request(method, UNSET if params is None else params)
-            self.send_raw(frame)
+            self.send_raw(frame + b"\n")
             return request_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
@@ -180,9 +180,9 @@ class AcpProcess(ServerProcess):
                     raise AssertionError(f"unexpected request from the server: {frame}")
                 reply = answer(frame)
                 if isinstance(reply, RpcFailure):
-                    self.send_raw(self.peer.fail(event.id, ErrorObject(reply.code, reply.message)))
+                    self.send(self.peer.fail(event.id, ErrorObject(reply.code, reply.message)))
                 else:
-                    self.send_raw(self.peer.answer(event.id, reply))
+                    self.send(self.peer.answer(event.id, reply))
 
     def request(
         self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT

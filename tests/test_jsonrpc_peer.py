@@ -29,7 +29,7 @@ from acp_server.transports.stdio import DEFAULT_MAX_LINE_BYTES, LineFramer
 
 def answer_of(event: object) -> Any:
     assert isinstance(event, Invalid), event
-    assert event.answer.endswith(b"\n") and event.answer.count(b"\n") == 1
+    assert b"\n" not in event.answer  # one message: the transport frames it
     return json.loads(event.answer)
 
 
@@ -67,18 +67,18 @@ def test_answer_and_fail_are_the_exact_frames_and_end_the_request() -> None:
     peer = Peer()
     peer.receive(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
     peer.receive(b'{"jsonrpc":"2.0","id":"two","method":"m"}')
-    assert peer.answer(1, {"ok": True}) == b'{"jsonrpc":"2.0","id":1,"result":{"ok":true}}\n'
+    assert peer.answer(1, {"ok": True}) == b'{"jsonrpc":"2.0","id":1,"result":{"ok":true}}'
     assert (
         peer.fail("two", InvalidParams.at("$.cwd", "must be absolute"))
         == b'{"jsonrpc":"2.0","id":"two","error":{"code":-32602,'
-        b'"message":"Invalid params: must be absolute - at `$.cwd`","data":{"path":"$.cwd"}}}\n'
+        b'"message":"Invalid params: must be absolute - at `$.cwd`","data":{"path":"$.cwd"}}}'
     )
     assert not peer.in_flight(1) and not peer.in_flight("two")
 
 
 def test_an_error_without_data_leaves_data_out() -> None:
     frame = Peer().fail(3, RpcError("Nope", code=-32000))
-    assert frame == b'{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"Nope"}}\n'
+    assert frame == b'{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"Nope"}}'
 
 
 def test_a_second_request_with_an_id_in_flight_is_refused_until_the_first_is_answered() -> None:
@@ -331,9 +331,9 @@ def test_our_requests_get_ids_from_the_first_one_up_and_exact_frames() -> None:
     peer = Peer(first_id=1)
     assert peer.request("fs/read_text_file", {"path": "/a"}) == (
         1,
-        b'{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"}}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"}}',
     )
-    assert peer.request("x") == (2, b'{"jsonrpc":"2.0","id":2,"method":"x"}\n')
+    assert peer.request("x") == (2, b'{"jsonrpc":"2.0","id":2,"method":"x"}')
     assert peer.pending == 2
 
 
@@ -388,7 +388,7 @@ def test_cancel_forgets_our_request_and_gives_the_cancel_frame_once() -> None:
     peer = Peer()
     request_id, _ = peer.request("session/request_permission")
     assert peer.cancel(request_id) == (
-        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}\n'
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}'
     )
     assert peer.cancel(request_id) is None
     assert peer.receive(b'{"jsonrpc":"2.0","id":0,"result":{}}') is None  # a late answer
@@ -404,8 +404,8 @@ def test_close_forgets_every_request_of_ours() -> None:
 
 def test_notify_is_the_exact_frame() -> None:
     peer = Peer()
-    assert peer.notify("n") == b'{"jsonrpc":"2.0","method":"n"}\n'
-    assert peer.notify("n", {"a": [1]}) == b'{"jsonrpc":"2.0","method":"n","params":{"a":[1]}}\n'
+    assert peer.notify("n") == b'{"jsonrpc":"2.0","method":"n"}'
+    assert peer.notify("n", {"a": [1]}) == b'{"jsonrpc":"2.0","method":"n","params":{"a":[1]}}'
 
 
 def test_two_peers_talk_to_each_other() -> None:

@@ -112,20 +112,20 @@ class Loaded(NamedTuple):
 
 
 class _PipeSink:
-    """The runner's `FrameSink` over the server's stdin."""
+    """The runner's `FrameSink` over the server's stdin: one message a line."""
 
     def __init__(self, pipes: ServerPipes) -> None:
         self._pipes = pipes
 
     async def send(self, frame: bytes) -> None:
         try:
-            await self._pipes.send(frame)
+            await self._pipes.send(frame + b"\n")
         except PIPE_GONE as exc:
             raise anyio.BrokenResourceError(f"the server's input is closed: {exc!r}") from None
 
-    async def send_frames(self, batches: Iterable[bytes]) -> None:
-        for batch in batches:
-            await self.send(batch)
+    async def send_frames(self, frames: Iterable[bytes]) -> None:
+        for frame in frames:
+            await self.send(frame)
 
     def send_nowait(self, frame: bytes) -> None:
         raise anyio.WouldBlock  # a pipe write may wait: the runner sends it from a task

@@ -49,14 +49,14 @@ _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
 class FrameSink(Protocol):
-    """Where complete frames go, in order: the transport's writer (a stdio `FrameWriter`, a
-    `WebSocketChannel`), or a memory stream in tests."""
+    """Where whole messages go, in order, each framed by the transport as it needs (stdio's
+    `LineSink`, a `WebSocketChannel`), or a memory stream in tests."""
 
     async def send(self, frame: bytes) -> None: ...
 
-    async def send_frames(self, batches: Iterable[bytes]) -> None:
-        """Send batches of whole frames (each frame ending in its newline), in order; the
-        batches may be made as they are sent, off the event loop."""
+    async def send_frames(self, frames: Iterable[bytes]) -> None:
+        """Send many frames, in order; they may be made as they are sent, off the event
+        loop."""
 
     def send_nowait(self, frame: bytes) -> None:
         """Send without waiting; `anyio.WouldBlock` if that cannot be done now."""

@@ -1,8 +1,8 @@
 """JSON-RPC 2.0 messages as bytes: the top-level probe and the encoders of every frame we send.
 
-A frame here is one whole message followed by a newline; msgspec escapes newlines inside
-strings, so the message is one line. (Where that newline belongs is the transport's business;
-the WebSocket transport leaves it out.)
+A frame here is one whole message and nothing else: how messages are delimited is the
+transport's business (stdio ends each with a newline, which msgspec never writes inside one, as
+it escapes newlines in strings; a WebSocket text frame needs no delimiter).
 """
 
 from __future__ import annotations
@@ -60,11 +60,8 @@ _encoder: Final = msgspec.json.Encoder()
 
 
 def encode_frame(message: Any) -> bytes:
-    """One message as a protocol line. msgspec escapes newlines in strings: it is one line."""
-    buffer = bytearray()
-    _encoder.encode_into(message, buffer)
-    buffer += b"\n"
-    return bytes(buffer)
+    """One message as its JSON text."""
+    return _encoder.encode(message)
 
 
 def request_frame(request_id: int, method: str, params: Any = UNSET) -> bytes:
@@ -89,7 +86,7 @@ def notification_frame(method: str, params: Any = UNSET) -> bytes:
     method: the hot path while a model streams."""
     if params is UNSET:
         return encode_frame(_Notification("2.0", method))
-    return _notification_head(method) + _encoder.encode(params) + b"}\n"
+    return _notification_head(method) + _encoder.encode(params) + b"}"
 
 
 def _notification_head(method: str) -> bytes:
@@ -101,32 +98,14 @@ def _notification_head(method: str) -> bytes:
     return head
 
 
-FRAMES_BATCH: Final = 256 * 1024
-"""Bytes of notifications `notification_frames` encodes into one buffer before handing it on:
-enough to make a write worth its cost, few enough that the client reads the first while the
-rest are encoded."""
-
-
 def notification_frames(method: str, params: Iterable[Any]) -> Iterator[bytes]:
-    """The frames of one notification per params, as `notification_frame` encodes each, in
-    buffers of about `FRAMES_BATCH` bytes (a load's replay is megabytes of them).
-
-    Each params is encoded on its own and a buffer joined once: `encode_into` a growing
-    buffer would resize it, and so copy all of it, for every params it holds."""
+    """The frames of one notification per params, as `notification_frame` encodes each, made
+    as they are taken (a load's replay is megabytes of them: the transport takes them in its
+    own time, and joins them into writes of its own size)."""
     head = _notification_head(method)
     encode = _encoder.encode
-    parts: list[bytes] = []
-    size = 0
     for value in params:
-        body = encode(value)
-        parts += (head, body, b"}\n")
-        size += len(head) + len(body) + 2
-        if size >= FRAMES_BATCH:
-            yield b"".join(parts)
-            parts.clear()
-            size = 0
-    if parts:
-        yield b"".join(parts)
+        yield head + encode(value) + b"}"
 
 
 def valid_id(value: Any) -> bool:

@@ -23,7 +23,7 @@ from ..providers.registry import live_provider
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
-from ..transports.stdio import FdReader, FrameWriter, Prefixed, lines
+from ..transports.stdio import FdReader, FrameWriter, LineSink, Prefixed, lines
 from ..transports.stdio_fds import StdioFds, claim_stdio
 from . import handshake
 from .agent import AcpAgent
@@ -172,7 +172,7 @@ async def serve(
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
     writer = FrameWriter(fds.output)
-    connection = Connection(writer)
+    connection = Connection(LineSink(writer))
     if store is None:
         store = open_config_store(config)
     if not await prepared(store):

@@ -16,7 +16,11 @@ synchronously, in arrival order:
 - a notification's handler is a plain function, run during dispatch: `session/cancel` takes
   effect the moment its line is read, never queued behind a request.
 - handlers receive the params as ONE value, never spread into keyword arguments (so a `_meta`
-  key can never overwrite a real parameter), and convert them to msgspec types themselves.
+  key can never overwrite a real parameter). The params are decoded once, from the JSON text
+  the peer left them as, straight into the type the method was routed with (absent or null
+  params are an empty object), or into plain JSON values for a method routed without one; a
+  request handler's params are decoded where it runs (in its task, for a coroutine), and a
+  ValidationError is the -32602 that names the field.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ from ..jsonrpc.errors import ErrorObject, RpcError
 from ..jsonrpc.peer import Notification, Peer, Request
 from ..jsonrpc.runner import FrameSink, Runner, Then
 from ..jsonrpc.wire import (
-    FRAMES_BATCH,
     Envelope,
     any_decoder,
     encode_frame,
@@ -61,7 +64,6 @@ with warnings.catch_warnings():
     from jsonrpcserver import Error, Result, Success
 
 __all__ = [
-    "FRAMES_BATCH",
     "Call",
     "Connection",
     "Dispatched",
@@ -78,9 +80,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
-"""A request method: gets the params (the decoded JSON value, None when absent), returns the
-result. A coroutine function runs in a task of its own; a plain function never waits, so it runs
-inline, during dispatch."""
+"""A request method: gets the params (of the type it was routed with, else the decoded JSON
+value, None when absent), returns the result. A coroutine function runs in a task of its own; a
+plain function never waits, so it runs inline, during dispatch."""
 
 NotificationHandler = Callable[[Any], None]
 """A notification method: runs at once, in arrival order, so it must not block."""
@@ -91,40 +93,65 @@ NotificationHandler = Callable[[Any], None]
 
 
 class Params:
-    """The params of one call, passed to the method as its single positional argument.
+    """The params of one call, as JSON text, passed to the method as its single positional
+    argument.
 
     jsonrpcserver spreads a dict of params into keyword arguments; boxing them keeps them one
     value, whatever keys the client sent.
     """
 
-    __slots__ = ("present", "value")
+    __slots__ = ("raw",)
 
-    def __init__(self, value: Any, present: bool) -> None:
-        self.value = value
-        self.present = present
+    def __init__(self, raw: msgspec.Raw) -> None:
+        self.raw = raw
+
+
+_EMPTY: Final = msgspec.Raw(b"{}")
+_NULL: Final = msgspec.Raw(b"null")
+
+
+class _Decode:
+    """Params as JSON text to the value a handler takes."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self, params_type: type | None) -> None:
+        self._decoder: msgspec.json.Decoder[Any] | None = (
+            None if params_type is None else msgspec.json.Decoder(params_type)
+        )
+
+    def __call__(self, raw: msgspec.Raw) -> Any:
+        if self._decoder is None:
+            return any_decoder.decode(raw) if raw else None
+        # Absent or null params are no fields: a type of only optional fields takes them.
+        return self._decoder.decode(raw if raw and raw != _NULL else _EMPTY)
 
 
 class Call:
     """A request handler bound to its params, returned by the method jsonrpcserver calls and
-    run by the connection in the request's own task."""
+    run by the connection in the request's own task, which decodes the params."""
 
-    __slots__ = ("handler", "method", "params")
+    __slots__ = ("decode", "handler", "method", "raw")
 
-    def __init__(self, method: str, handler: Handler, params: Any) -> None:
+    def __init__(self, method: str, handler: Handler, decode: _Decode, raw: msgspec.Raw) -> None:
         self.method = method
         self.handler = handler
-        self.params = params
+        self.decode = decode
+        self.raw = raw
+
+    async def __call__(self) -> Any:
+        return await self.handler(self.decode(self.raw))
 
 
 def deserialize(message: bytes | Envelope) -> dict[str, Any]:
-    """jsonrpcserver's deserializer: JSON text (or an already probed envelope) to a request dict.
+    """jsonrpcserver's deserializer: JSON text (or an already probed envelope) to a request
+    dict whose params are left as JSON text, for the method to decode into its type.
 
     Raises `msgspec.DecodeError` for input that is not JSON (jsonrpcserver answers -32700); a
     JSON value that is not an object raises `ValidationError`, also a `DecodeError`.
     """
     envelope = message if isinstance(message, Envelope) else envelope_decoder.decode(message)
-    raw = envelope.params
-    params = Params(any_decoder.decode(raw), True) if raw else Params(None, False)
+    params = Params(envelope.params)
     request: dict[str, Any] = {
         "jsonrpc": envelope.jsonrpc,
         "method": envelope.method,
@@ -145,17 +172,20 @@ _ONE_ARGUMENT: Final = inspect.Signature(
 )
 
 
-def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
+def _request_method(
+    name: str, handler: Handler, params_type: type | None
+) -> Callable[[Params], Result]:
+    decode = _Decode(params_type)
     if inspect.iscoroutinefunction(handler):
 
         def method(params: Params) -> Result:
-            return Success(Call(name, handler, params.value))  # run by the connection, in a task
+            return Success(Call(name, handler, decode, params.raw))  # run in a task
 
     else:
 
         def method(params: Params) -> Result:
             try:
-                return Success(handler(params.value))
+                return Success(handler(decode(params.raw)))
             except Exception as exc:
                 error = to_rpc_error(exc, name)
                 if error.data is UNSET:  # jsonrpcserver omits `data` only when none is given
@@ -166,10 +196,14 @@ def _request_method(name: str, handler: Handler) -> Callable[[Params], Result]:
     return method
 
 
-def _notification_method(name: str, handler: NotificationHandler) -> Callable[[Params], Result]:
+def _notification_method(
+    name: str, handler: NotificationHandler, params_type: type | None
+) -> Callable[[Params], Result]:
+    decode = _Decode(params_type)
+
     def method(params: Params) -> Result:
         try:
-            handler(params.value)
+            handler(decode(params.raw))
         except Exception as exc:
             # No answer can carry the error, and jsonrpcserver would drop it: say it here.
             log.warning("notification %s failed: %s", name, to_rpc_error(exc, name).message)
@@ -237,18 +271,21 @@ class Connection(Runner):
 
     # -- routing ----------------------------------------------------------------------------
 
-    def route(self, method: str, handler: Handler) -> None:
-        """Serve requests for `method` with `handler`."""
-        self._requests[method] = _request_method(method, handler)
+    def route(self, method: str, handler: Handler, params_type: type | None = None) -> None:
+        """Serve requests for `method` with `handler`, which takes the params decoded into
+        `params_type` (plain JSON values without one)."""
+        self._requests[method] = _request_method(method, handler, params_type)
 
-    def route_notification(self, method: str, handler: NotificationHandler) -> None:
-        """Handle notifications of `method` with `handler`.
+    def route_notification(
+        self, method: str, handler: NotificationHandler, params_type: type | None = None
+    ) -> None:
+        """Handle notifications of `method` with `handler`, its params as for `route`.
 
         Requests and notifications are separate tables: a request for a notification method
         is answered -32601, and a notification for a request method is ignored, as for any
         unknown method.
         """
-        self._notifications[method] = _notification_method(method, handler)
+        self._notifications[method] = _notification_method(method, handler, params_type)
 
     # -- the runner's hooks -------------------------------------------------------------------
 
@@ -289,7 +326,7 @@ class Connection(Runner):
                     {"maxPendingRequests": self.max_inflight},
                 ),
             )
-        self.run_request(request.id, call.method, lambda: call.handler(call.params))
+        self.run_request(request.id, call.method, call)
         return None
 
     async def notification_received(self, notification: Notification) -> bytes | None:

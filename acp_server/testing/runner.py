@@ -99,7 +99,7 @@ class _ScenarioProcess(ServerProcess):
 
     def send(self, frame: bytes) -> None:
         try:
-            self.send_raw(frame)
+            self.send_raw(frame + b"\n")
         except BrokenPipeError:
             raise ScenarioError(f"the server closed its input; stderr:\n{self.stderr}") from None
 
