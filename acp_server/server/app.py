@@ -189,7 +189,7 @@ async def serve(
                 agent.install()
                 if handover.initialized is not None:
                     # Answered already: only what the client told us stays.
-                    agent.initialize(handover.initialized)
+                    agent.answered_early(handover.initialized)
 
                 async def watch_signals() -> None:
                     nonlocal status
