@@ -3,7 +3,8 @@
 `AcpProcess` spawns `python -m acp_server serve --sessions-dir DIR ...` through the package's
 `ServerProcess` (stdout and stderr drained by threads from the start, every stdout line kept in
 `stdout_lines`), writes whatever bytes a test gives it, and reads JSON-RPC frames with timeouts
-that fail the test.
+that fail the test. Its requests (their ids, the answers to the server's requests) are made by
+the package's JSON-RPC peer, `acp_server.jsonrpc.peer.Peer`.
 
 The session-setup updates of SPEC 4.4 (`available_commands_update` after `session/new`, and the
 mode, options and commands a load or resume sends) are set aside as they are read, into
@@ -20,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
 from polling import TIMEOUT
 
 from acp_server.client.process import ServerProcess, serve_command
+from acp_server.jsonrpc.errors import ErrorObject
+from acp_server.jsonrpc.peer import ErrorResponse, Peer, Request, Response
 
 DEFAULT_TIMEOUT = TIMEOUT
 
@@ -56,7 +60,7 @@ class AcpProcess(ServerProcess):
         argv = serve_command(sessions_dir) if command is None else list(command)
         self.command = [*argv, *args]
         super().__init__(self.command, env=env)
-        self._next_id = 1000
+        self.peer = Peer(first_id=1001)
         self.keep_setup_updates = False
         self.setup_updates: list[dict[str, Any]] = []
         """The `session/update` params of the setup updates read so far, in order."""
@@ -73,18 +77,18 @@ class AcpProcess(ServerProcess):
             line = json.dumps(message, separators=(",", ":")).encode()
         self.send_raw(line + b"\n")
 
-    def new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
     def send_request(self, method: str, params: Any = None, *, id: Any = None) -> Any:
-        """Send a request (params omitted when None); returns its id."""
-        request_id = self.new_id() if id is None else id
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        """Send a request (params omitted when None); returns its id (the peer's next one
+        unless `id` is given)."""
+        if id is None:
+            request_id, frame = self.peer.request(method, UNSET if params is None else params)
+            self.send_raw(frame + b"\n")
+            return request_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
             message["params"] = params
         self.send(message)
-        return request_id
+        return id
 
     def notify(self, method: str, params: Any = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -165,24 +169,20 @@ class AcpProcess(ServerProcess):
         request_id = self.send_request(method, params)
         before: list[dict[str, Any]] = []
         while True:
-            frame = self.read_frame(timeout)
-            if frame.get("id") == request_id and "method" not in frame:
+            line = self.read_line(timeout)
+            frame = json.loads(line)
+            event = self.peer.receive(line)
+            if isinstance(event, Response | ErrorResponse) and event.id == request_id:
                 return frame, before
             before.append(frame)
-            if "method" in frame and "id" in frame:
+            if isinstance(event, Request):
                 if answer is None:
                     raise AssertionError(f"unexpected request from the server: {frame}")
                 reply = answer(frame)
                 if isinstance(reply, RpcFailure):
-                    self.send(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": frame["id"],
-                            "error": {"code": reply.code, "message": reply.message},
-                        }
-                    )
+                    self.send(self.peer.fail(event.id, ErrorObject(reply.code, reply.message)))
                 else:
-                    self.send({"jsonrpc": "2.0", "id": frame["id"], "result": reply})
+                    self.send(self.peer.answer(event.id, reply))
 
     def request(
         self, method: str, params: Any = None, timeout: float = DEFAULT_TIMEOUT

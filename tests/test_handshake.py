@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from acp_server.cli.parser import build_parser, with_default_command
 from acp_server.providers.registry import REPLAY
 from acp_server.server.agent import AcpAgent
+from acp_server.server.protocol import InitializeRequest
 from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
 from acp_server.startup.handshake import early_answer
@@ -40,7 +41,8 @@ def connection_answer(request_id: Any, params: Any) -> Any:
     agent = AcpAgent(
         Connection(_Sink()), SessionRegistry(JsonlStore(Path("/nonexistent"))), cast(Any, None)
     )
-    return json.loads(result_frame(request_id, agent.initialize(params)))
+    request = msgspec.convert({} if params is None else params, InitializeRequest)
+    return json.loads(result_frame(request_id, agent.initialize(request)))
 
 
 def line(params: Any, request_id: Any = 1, **extra: Any) -> bytes:

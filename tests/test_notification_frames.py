@@ -1,19 +1,22 @@
-"""`notification_frames`: the frames of many notifications in a few buffers, the same bytes
-`notification_frame` gives one at a time."""
+"""`notification_frames` as stdio writes them (`line_batches`): the frames of many notifications
+in a few buffers, the same bytes `notification_frame` gives one at a time, each a line."""
 
 from __future__ import annotations
 
 import json
 
-from acp_server.server.rpc import FRAMES_BATCH, notification_frame, notification_frames
+from acp_server.jsonrpc.wire import notification_frame, notification_frames
+from acp_server.transports.stdio import FRAMES_BATCH, line_batches
 
 
 def test_many_notifications_are_the_frames_of_each_in_order_across_buffers() -> None:
     params = [{"n": n, "text": "über " * (n % 7000)} for n in range(400)]
 
-    buffers = list(notification_frames("session/update", params))
+    buffers = list(line_batches(notification_frames("session/update", params)))
 
-    assert b"".join(buffers) == b"".join(notification_frame("session/update", p) for p in params)
+    assert b"".join(buffers) == b"".join(
+        notification_frame("session/update", p) + b"\n" for p in params
+    )
     assert len(buffers) > 1
     assert all(len(b) < FRAMES_BATCH + 50_000 for b in buffers)  # a buffer ends after a frame
     assert all(b.endswith(b"}\n") for b in buffers)
@@ -22,4 +25,4 @@ def test_many_notifications_are_the_frames_of_each_in_order_across_buffers() -> 
 
 
 def test_no_notifications_are_no_buffers() -> None:
-    assert list(notification_frames("session/update", [])) == []
+    assert list(line_batches(notification_frames("session/update", []))) == []

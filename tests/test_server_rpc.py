@@ -18,7 +18,7 @@ from anyio import wait_all_tasks_blocked
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.core.ids import InvalidSessionId
-from acp_server.core.rpc_error import ErrorObject
+from acp_server.jsonrpc.errors import ErrorObject
 from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture
 from acp_server.server.agent import AcpAgent
 from acp_server.server.errors import (
@@ -68,7 +68,7 @@ class Peer:
     async def frame(self) -> dict[str, Any]:
         with anyio.fail_after(FRAME_DEADLINE):
             raw = await self._outbound.receive()
-        assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+        assert b"\n" not in raw  # one message, which the transport frames
         frame = json.loads(raw)
         assert isinstance(frame, dict)
         return frame
@@ -714,3 +714,39 @@ def test_a_dispatched_result_is_passed_through_as_the_same_object() -> None:
 
 def test_an_unanswered_notification_dispatches_to_nothing() -> None:
     assert dispatched(None) is None
+
+
+class _Point(msgspec.Struct):
+    x: int = 0
+    y: int = 0
+
+
+async def test_a_typed_route_gets_its_params_decoded_into_its_type_once() -> None:
+    got: list[Any] = []
+
+    async def point(params: _Point) -> Any:
+        got.append(params)
+        return params.x + params.y
+
+    def sync_point(params: _Point) -> Any:
+        got.append(params)
+        return params.x
+
+    def setup(connection: Connection) -> None:
+        connection.route("point", point, _Point)
+        connection.route("sync_point", sync_point, _Point)
+
+    async with connected(setup) as peer:
+        await peer.send(request(1, "point", {"x": 2, "y": 3, "extra": "ignored"}))
+        assert (await peer.frame())["result"] == 5
+        await peer.send(request(2, "point"))  # absent params: no fields
+        assert (await peer.frame())["result"] == 0
+        await peer.send({"jsonrpc": "2.0", "id": 3, "method": "sync_point", "params": None})
+        assert (await peer.frame())["result"] == 0
+        await peer.send(request(4, "sync_point", {"x": "one"}))
+        assert (await peer.frame())["error"] == {
+            "code": -32602,
+            "message": "Invalid params: Expected `int`, got `str` - at `$.x`",
+            "data": {"path": "$.x"},
+        }
+    assert got == [_Point(2, 3), _Point(), _Point()]

@@ -3,12 +3,13 @@
 `AcpClient.spawn(...)` starts `python -m acp_server serve ...` and talks JSON-RPC 2.0 to it, one
 JSON message per line:
 
-- a reader task reads stdout line by line from the one subprocess driver (`ServerPipes`,
-  bounded: a longer line fails loudly; stderr is kept as a bounded tail), hands each
-  response to the request waiting for its id, dispatches notifications in wire order (a
-  `session/update` reaches the caller of `prompt` or `load_session` before that call returns),
-  and answers the server's own requests (`session/request_permission`, `fs/*`, `terminal/*`)
-  through a user-supplied async callback, each in its own task;
+- the connection is the package's JSON-RPC runner (`acp_server.jsonrpc`: the ids, the waiters,
+  `$/cancel_request`) over the one subprocess driver (`ServerPipes`, bounded: a longer line
+  fails loudly; stderr is kept as a bounded tail). Its reader hands each response to the
+  request waiting for its id, dispatches notifications in wire order (a `session/update`
+  reaches the caller of `prompt` or `load_session` before that call returns), and answers the
+  server's own requests (`session/request_permission`, `fs/*`, `terminal/*`) through a
+  user-supplied async callback, each in its own task;
 - `async with AcpClient.spawn(...) as client:` closes the server's stdin on exit and waits for it
   to exit (killing it after a timeout).
 
@@ -21,29 +22,30 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import itertools
 import logging
 from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Iterable,
     Iterator,
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 from msgspec import UNSET
 
 from ..core.events import SessionEvent
 from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
-from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, RpcError
+from ..jsonrpc.errors import InternalError
+from ..jsonrpc.peer import Invalid, Notification, Peer, Request
+from ..jsonrpc.runner import Runner
+from .errors import METHOD_NOT_FOUND, ConnectionClosed, RpcError
 from .follow import Follow, walk_older
 from .journal import Journal
 from .process import PIPE_GONE, SERVE_COMMAND, ServerPipes, serve_command
@@ -109,36 +111,41 @@ class Loaded(NamedTuple):
     response: Any
 
 
-@dataclass
-class _Waiter:
-    """A request waiting for its response."""
+class _PipeSink:
+    """The runner's `FrameSink` over the server's stdin: one message a line."""
 
-    on_result: Callable[[Any], None] | None
-    """Runs in the reader as the result arrives, before the next frame is read."""
-    done: anyio.Event
-    frame: dict[str, Any] | None = None
+    def __init__(self, pipes: ServerPipes) -> None:
+        self._pipes = pipes
+
+    async def send(self, frame: bytes) -> None:
+        try:
+            await self._pipes.send(frame + b"\n")
+        except PIPE_GONE as exc:
+            raise anyio.BrokenResourceError(f"the server's input is closed: {exc!r}") from None
+
+    async def send_frames(self, frames: Iterable[bytes]) -> None:
+        for frame in frames:
+            await self.send(frame)
+
+    def send_nowait(self, frame: bytes) -> None:
+        raise anyio.WouldBlock  # a pipe write may wait: the runner sends it from a task
 
 
-class AcpClient:
+class AcpClient(Runner):
     """One JSON-RPC connection to a spawned `acp-server`. Make one with `AcpClient.spawn`."""
 
     def __init__(
-        self,
-        pipes: ServerPipes,
-        task_group: TaskGroup,
-        on_request: RequestHandler = answer_server_request,
+        self, pipes: ServerPipes, on_request: RequestHandler = answer_server_request
     ) -> None:
+        super().__init__(_PipeSink(pipes), Peer(first_id=1))
         self.pipes = pipes
         self.process = pipes.process
         self.on_request = on_request
         self.on_notification: NotificationHandler | None = None
         """Called for notifications no running call or follow takes."""
-        self._task_group = task_group
-        self._ids = itertools.count(1)
-        self._pending: dict[int, _Waiter] = {}
         self._update_handlers: dict[str, UpdateHandler] = {}
         self._follows: dict[str, MemoryObjectSendStream[tuple[str, Any]]] = {}
-        self._closed = False
+        self.on_close(self._end_follows)
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -168,8 +175,8 @@ class AcpClient:
             ) as pipes,
             anyio.create_task_group() as task_group,
         ):
-            client = cls(pipes, task_group, on_request)
-            task_group.start_soon(client._read_stdout)
+            client = cls(pipes, on_request)
+            task_group.start_soon(client.serve, client._lines())
             try:
                 yield client
             except Exception as exc:
@@ -200,113 +207,71 @@ class AcpClient:
         (`follow` uses it to route the notifications that follow the result). Cancelling the
         call sends the server `$/cancel_request` for it.
         """
-        if self._closed:
-            raise ConnectionClosed(f"{method}: the server's output has ended")
-        request_id = next(self._ids)
-        waiter = _Waiter(on_result, anyio.Event())
-        self._pending[request_id] = waiter
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        try:
-            await self._send(message)
-            await waiter.done.wait()
-        except BaseException:
-            if self._pending.pop(request_id, None) is not None and not self._closed:
-                self._task_group.start_soon(self._cancel_request, request_id)
-            raise
-        frame = waiter.frame
-        if frame is None:
-            raise ConnectionClosed(
-                f"{method}: the server's output ended before its answer; stderr:\n{self.stderr}"
-            )
-        if "error" in frame:
-            error = frame["error"]
-            raise RpcError(
-                error.get("message", ""),
-                error.get("data", UNSET),
-                code=error.get("code", INTERNAL_ERROR),
-            )
-        return frame.get("result")
+        decoded: list[Any] = []
+
+        def result_read(raw: msgspec.Raw) -> None:
+            decoded.append(msgspec.json.decode(raw))
+            if on_result is not None:
+                on_result(decoded[0])
+
+        raw = await self.call(method, UNSET if params is None else params, on_result=result_read)
+        return decoded[0] if decoded else msgspec.json.decode(raw)
 
     async def notify(self, method: str, params: Any = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self._send(message)
-
-    async def _cancel_request(self, request_id: int) -> None:
-        with contextlib.suppress(
-            ConnectionClosed, anyio.BrokenResourceError, anyio.ClosedResourceError
-        ):
-            await self.notify("$/cancel_request", {"requestId": request_id})
-
-    async def _send(self, message: Any) -> None:
         try:
-            await self.pipes.send(msgspec.json.encode(message) + b"\n")
-        except PIPE_GONE as exc:
-            raise ConnectionClosed(f"the server's input is closed: {exc!r}") from None
+            await super().notify(method, UNSET if params is None else params)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ConnectionClosed(str(exc)) from None
+
+    def closed_error(self, method: str, sent: bool) -> Exception:
+        if sent:
+            return ConnectionClosed(
+                f"{method}: the server's output ended before its answer; stderr:\n{self.stderr}"
+            )
+        return ConnectionClosed(f"{method}: the server's output has ended")
+
+    def error_for(self, exc: Exception, method: str) -> RpcError:
+        if isinstance(exc, RpcError):
+            return exc
+        log.error("answering the server's %s request failed", method, exc_info=exc)
+        return InternalError()
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def _read_stdout(self) -> None:
+    async def _lines(self) -> AsyncIterator[bytes]:
         try:
             # At the end of output a torn last line is dropped: the server died.
             while (line := await self.pipes.receive_line()) is not None:
-                await self._dispatch(msgspec.json.decode(line))
+                yield line
         finally:
-            self._close()
+            self.close()
 
-    def _close(self) -> None:
-        """Output has ended: wake every waiter (with no answer) and end every follow."""
-        self._closed = True
-        for waiter in self._pending.values():
-            waiter.done.set()
-        self._pending.clear()
+    def _end_follows(self) -> None:
+        """Output has ended: end every follow."""
         for send in self._follows.values():
             send.close()
         self._follows.clear()
 
-    async def _dispatch(self, frame: Any) -> None:
-        if not isinstance(frame, dict):
-            log.warning("ignoring a frame that is not an object: %.200r", frame)
-        elif "method" not in frame:
-            self._resolve(frame)
-        elif "id" in frame:
-            self._task_group.start_soon(self._answer, frame)
-        else:
-            await self._notification(frame["method"], frame.get("params"))
+    def invalid_received(self, invalid: Invalid) -> bytes | None:
+        # The server's output is not ours to correct: say what is wrong, send nothing.
+        log.warning("ignoring a frame that is not a JSON-RPC message: %.300r", invalid.answer)
+        return None
 
-    def _resolve(self, frame: dict[str, Any]) -> None:
-        request_id = frame.get("id")
-        waiter = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
-        if waiter is None:
-            log.warning("ignoring a response to no pending request: %.200r", frame)
-            return
-        waiter.frame = frame
-        if waiter.on_result is not None and "result" in frame:
-            waiter.on_result(frame["result"])
-        waiter.done.set()
+    def request_received(self, request: Request) -> bytes | None:
+        """Answer one of the server's requests through `on_request`, in a task of its own."""
+        params = _decoded(request.params)
+        self.run_request(
+            request.id, request.method, lambda: self.on_request(request.method, params)
+        )
+        return None
 
-    async def _answer(self, frame: dict[str, Any]) -> None:
-        """Answer one of the server's requests through `on_request`."""
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": frame["id"]}
-        try:
-            reply["result"] = await self.on_request(frame["method"], frame.get("params"))
-        except RpcError as exc:
-            reply["error"] = exc.to_wire()
-        except Exception:
-            log.exception("answering the server's %s request failed", frame["method"])
-            reply["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
-        with contextlib.suppress(ConnectionClosed):
-            await self._send(reply)
-
-    async def _notification(self, method: str, params: Any) -> None:
+    async def notification_received(self, notification: Notification) -> bytes | None:
         """Notifications are handled one at a time, in wire order."""
+        method, params = notification.method, _decoded(notification.params)
         if method in ("session.event", "session.followEnded"):
             if not isinstance(params, dict):
                 log.warning("ignoring %s without params object: %.200r", method, params)
-                return
+                return None
             subscription_id: Any = params.get("subscriptionId")
             send = self._follows.get(subscription_id)
             if method == "session.followEnded":
@@ -316,15 +281,16 @@ class AcpClient:
                     send.send_nowait(
                         (method, params)
                     )  # unbounded: the reader never waits on a follower
-            return
+            return None
         if method == "session/update" and isinstance(params, dict):
             session_id: Any = params.get("sessionId")
             handler = self._update_handlers.get(session_id)
             if handler is not None:
                 await _call(handler, params.get("update"))
-                return
+                return None
         if self.on_notification is not None:
             await _call(self.on_notification, method, params)
+        return None
 
     # -- ACP -----------------------------------------------------------------------------------
 
@@ -429,7 +395,7 @@ class AcpClient:
         self, subscription_id: str, send: MemoryObjectSendStream[tuple[str, Any]]
     ) -> None:
         """Send this subscription's frames to `send` (called by the reader, see `request`)."""
-        if self._closed:
+        if self.closed:
             send.close()
         else:
             self._follows[subscription_id] = send
@@ -437,11 +403,6 @@ class AcpClient:
     def unroute_follow(self, subscription_id: str | None) -> None:
         if subscription_id is not None:
             self._follows.pop(subscription_id, None)
-
-    @property
-    def closed(self) -> bool:
-        """The server's output has ended."""
-        return self._closed
 
 
 async def _call(handler: Callable[..., Any], *args: Any) -> None:
@@ -456,3 +417,8 @@ async def _call(handler: Callable[..., Any], *args: Any) -> None:
 
 def _ignore(update: Any) -> None:
     pass
+
+
+def _decoded(params: msgspec.Raw) -> Any:
+    """A message's params as a JSON value (None when absent)."""
+    return msgspec.json.decode(params) if params else None

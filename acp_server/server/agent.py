@@ -93,11 +93,6 @@ TERMINAL_AUTH: Final = msgspec.convert(handshake.TERMINAL_AUTH, TerminalAuthMeth
 module is imported)."""
 
 
-def convert(params: Any, kind: type[T]) -> T:
-    """Params (absent or null means no fields) as a msgspec type; ValidationError names the field."""
-    return msgspec.convert({} if params is None else params, kind)
-
-
 def check_session_id(session_id: str) -> str:
     """A session id from a request, checked before it can reach the file system."""
     try:
@@ -192,25 +187,24 @@ class AcpAgent:
     def install(self) -> None:
         """Route every ACP method this agent serves on its connection."""
         route = self.connection.route
-        route("initialize", self.initialize)
-        route("authenticate", self.authenticate)
-        route("logout", self.logout)
-        route("session/new", self.new_session)
-        route("session/resume", self.resume_session)
-        route("session/list", self.list_sessions)
-        route("session/close", self.close_session)
-        route("session/delete", self.delete_session)
-        route("session/prompt", self.prompt)
-        route("session/load", self.load_session)
-        route("session/set_mode", self.set_mode)
-        route("session/set_config_option", self.set_config_option)
-        self.connection.route_notification("session/cancel", self.cancel)
+        route("initialize", self.initialize, InitializeRequest)
+        route("authenticate", self.authenticate, AuthenticateRequest)
+        route("logout", self.logout, LogoutRequest)
+        route("session/new", self.new_session, NewSessionRequest)
+        route("session/resume", self.resume_session, ResumeSessionRequest)
+        route("session/list", self.list_sessions, ListSessionsRequest)
+        route("session/close", self.close_session, CloseSessionRequest)
+        route("session/delete", self.delete_session, DeleteSessionRequest)
+        route("session/prompt", self.prompt, PromptRequest)
+        route("session/load", self.load_session, LoadSessionRequest)
+        route("session/set_mode", self.set_mode, SetSessionModeRequest)
+        route("session/set_config_option", self.set_config_option, SetSessionConfigOptionRequest)
+        self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
         self.connection.on_close(lambda: self.sessions.cancel_owned(self))
 
-    def initialize(self, params: Any) -> InitializeResponse:
-        request = convert(params, InitializeRequest)
+    def initialize(self, request: InitializeRequest) -> InitializeResponse:
         self.client_protocol_version = request.protocol_version
         self.client_capabilities = _lenient(
             request.client_capabilities, ClientCapabilities, ClientCapabilities()
@@ -233,8 +227,12 @@ class AcpAgent:
             agent_info=AGENT_INFO,
         )
 
-    def authenticate(self, params: Any) -> Empty:
-        request = convert(params, AuthenticateRequest)
+    def answered_early(self, params: Any) -> None:
+        """The early handshake answered `initialize` with these params (plain JSON values):
+        only what the client told us stays."""
+        self.initialize(msgspec.convert(params, InitializeRequest))
+
+    def authenticate(self, request: AuthenticateRequest) -> Empty:
         if request.method_id != AGENT_AUTH.id:
             raise InvalidParams.at(
                 "$.methodId",
@@ -245,13 +243,11 @@ class AcpAgent:
             raise auth_required()
         return Empty()
 
-    def logout(self, params: Any) -> Empty:
-        convert(params, LogoutRequest)
+    def logout(self, request: LogoutRequest) -> Empty:
         self.auth.logout()
         return Empty()
 
-    async def new_session(self, params: Any) -> Then:
-        request = convert(params, NewSessionRequest)
+    async def new_session(self, request: NewSessionRequest) -> Then:
         check_absolute(request.cwd, "$.cwd")
         if self.auth.needed():
             raise auth_required()
@@ -280,14 +276,14 @@ class AcpAgent:
 
         return Then(response, then)
 
-    async def set_mode(self, params: Any) -> Empty:
-        request = convert(params, SetSessionModeRequest)
+    async def set_mode(self, request: SetSessionModeRequest) -> Empty:
         session = self._settable(request.session_id)
         await self.surface.set_mode(session, request.mode_id)
         return Empty()
 
-    async def set_config_option(self, params: Any) -> SetSessionConfigOptionResponse:
-        request = convert(params, SetSessionConfigOptionRequest)
+    async def set_config_option(
+        self, request: SetSessionConfigOptionRequest
+    ) -> SetSessionConfigOptionResponse:
         session = self._settable(request.session_id)
         await self.surface.set_option(session, request.config_id, request.value)
         return SetSessionConfigOptionResponse(self.surface.options(session))
@@ -299,8 +295,7 @@ class AcpAgent:
             raise busy_error(session_id)
         return session
 
-    async def resume_session(self, params: Any) -> Then:
-        request = convert(params, ResumeSessionRequest)
+    async def resume_session(self, request: ResumeSessionRequest) -> Then:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
@@ -363,8 +358,7 @@ class AcpAgent:
         update = AgentMessageChunk(TextContent("\n".join(lines)))
         await self.connection.notify("session/update", SessionNotification(session_id, update))
 
-    async def prompt(self, params: Any) -> PromptResponse:
-        request = convert(params, PromptRequest)
+    async def prompt(self, request: PromptRequest) -> PromptResponse:
         too_big = oversized_block(request.prompt)
         if too_big is not None:
             index, size = too_big
@@ -377,13 +371,12 @@ class AcpAgent:
         stop = await self.conversations.prompt(session, request.prompt)
         return PromptResponse(stop_reason=stop)
 
-    async def load_session(self, params: Any) -> Then:
+    async def load_session(self, request: LoadSessionRequest) -> Then:
         """`session/load`: open the log (with recovery), replay it, then answer `{}`.
 
         With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
         (SPEC 4.2), and the answer's `_meta["acp-server"]` says where the replay started.
         """
-        request = convert(params, LoadSessionRequest)
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
@@ -414,26 +407,22 @@ class AcpAgent:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
         return Then(response, self._reporter(session, failures))
 
-    async def list_sessions(self, params: Any) -> ListSessionsResponse:
-        request = convert(params, ListSessionsRequest)
+    async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None
         if cwd is not None:
             check_absolute(cwd, "$.cwd")
         cursor = request.cursor if isinstance(request.cursor, str) else None
         return await self.sessions.list(cwd, cursor)
 
-    async def close_session(self, params: Any) -> Empty:
-        request = convert(params, CloseSessionRequest)
+    async def close_session(self, request: CloseSessionRequest) -> Empty:
         await self.sessions.close(check_session_id(request.session_id), self)
         return Empty()
 
-    async def delete_session(self, params: Any) -> Empty:
-        request = convert(params, DeleteSessionRequest)
+    async def delete_session(self, request: DeleteSessionRequest) -> Empty:
         await self.sessions.delete(check_session_id(request.session_id), self)
         return Empty()
 
-    def cancel(self, params: Any) -> None:
-        request = convert(params, CancelNotification)
+    def cancel(self, request: CancelNotification) -> None:
         if not self.sessions.cancel(check_session_id(request.session_id), self):
             log.info("session/cancel for %s: no such live session", request.session_id)
 

@@ -24,7 +24,7 @@ from ..startup import handshake
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
-from ..transports.stdio import FdReader, FrameWriter, Prefixed, lines
+from ..transports.stdio import FdReader, FrameWriter, LineSink, Prefixed, lines
 from ..transports.stdio_fds import StdioFds, claim_stdio
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
@@ -172,7 +172,7 @@ async def serve(
     """Serve one client over `fds` until its input ends; the exit status."""
     reader = FdReader(fds.input)
     writer = FrameWriter(fds.output)
-    connection = Connection(writer)
+    connection = Connection(LineSink(writer))
     if store is None:
         store = open_config_store(config)
     if not await prepared(store):
@@ -189,7 +189,7 @@ async def serve(
                 agent.install()
                 if handover.initialized is not None:
                     # Answered already: only what the client told us stays.
-                    agent.initialize(handover.initialized)
+                    agent.answered_early(handover.initialized)
 
                 async def watch_signals() -> None:
                     nonlocal status

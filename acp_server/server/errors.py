@@ -21,7 +21,7 @@ traceback goes to the log on stderr and never to the wire.
 | -32013 | `StorageFailure`     | the machine refused a file operation: `data` is `{"reason", "errno"}`, e.g. `{"reason": "disk-full", "errno": "ENOSPC"}` (reasons in `STORAGE_REASONS`) |
 
 A value the peer sent (or a log holds) is quoted in a message through `echoed`, which cuts it
-to `ECHO_CHARS`; and no message goes out longer than `core.rpc_error.MAX_MESSAGE_CHARS` (its
+to `ECHO_CHARS`; and no message goes out longer than `jsonrpc.errors.MAX_MESSAGE_CHARS` (its
 middle is cut, so that msgspec's ` - at `$.path`` stays): an error never sends a megabyte back.
 
 -32010 to -32013 are in JSON-RPC's server-error range (-32000 to -32099), next to the codes
@@ -43,7 +43,13 @@ from msgspec import UNSET
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientRequestError
 from ..core.ids import InvalidSessionId
-from ..core.rpc_error import RpcError
+from ..jsonrpc.errors import ConnectionClosed as ConnectionClosed
+from ..jsonrpc.errors import InternalError as InternalError
+from ..jsonrpc.errors import InvalidParams as InvalidParams
+from ..jsonrpc.errors import InvalidRequest as InvalidRequest
+from ..jsonrpc.errors import ParseError as ParseError
+from ..jsonrpc.errors import RequestCancelled as RequestCancelled
+from ..jsonrpc.errors import RpcError
 from ..storage.errors import (
     CorruptLog,
     LogLocked,
@@ -64,34 +70,9 @@ def echoed(value: object, limit: int = ECHO_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-class ParseError(RpcError):
-    CODE = -32700
-    MESSAGE = "Parse error"
-
-
-class InvalidRequest(RpcError):
-    CODE = -32600
-    MESSAGE = "Invalid request"
-
-
 class MethodNotFound(RpcError):
     CODE = -32601
     MESSAGE = "Method not found"
-
-
-class InvalidParams(RpcError):
-    CODE = -32602
-    MESSAGE = "Invalid params"
-
-    @classmethod
-    def at(cls, path: str, problem: str) -> InvalidParams:
-        """An error about one field, phrased like msgspec's (`... - at `$.cwd``)."""
-        return cls(f"Invalid params: {problem} - at `{path}`", {"path": path})
-
-
-class InternalError(RpcError):
-    CODE = -32603
-    MESSAGE = "Internal error"
 
 
 class UnknownSession(RpcError):
@@ -107,11 +88,6 @@ class AuthRequired(RpcError):
 
     CODE = -32000
     MESSAGE = "Authentication required"
-
-
-class RequestCancelled(RpcError):
-    CODE = -32800
-    MESSAGE = "Request cancelled"
 
 
 class SessionUnreadable(RpcError):
@@ -155,10 +131,6 @@ STORAGE_REASONS: Final[dict[int, tuple[str, str]]] = {
     errno.ECONNRESET: ("database-unavailable", "the connection to the store's database was lost"),
 }
 """errno -> (`data.reason`, what the message says): failures of the machine, not bugs."""
-
-
-class ConnectionClosed(Exception):
-    """The peer is gone: an outbound request can no longer be answered."""
 
 
 ClientError = ClientRequestError

@@ -116,9 +116,9 @@ class History:
 
     def install(self) -> None:
         route = self.connection.route
-        route("session.page", self.page)
-        route("session.follow", self.follow)
-        route("session.unfollow", self.unfollow)
+        route("session.page", self.page, PageParams)
+        route("session.follow", self.follow, FollowParams)
+        route("session.unfollow", self.unfollow, UnfollowParams)
         self.sessions.event_listeners.append(self._publish)
         self.sessions.deletion_listeners.append(self._deleted)
         self.sessions.rewind_listeners.append(self._rewound)
@@ -126,8 +126,7 @@ class History:
 
     # -- session.page --------------------------------------------------------------------------
 
-    async def page(self, params: Any) -> PageResult:
-        request = msgspec.convert({} if params is None else params, PageParams)
+    async def page(self, request: PageParams) -> PageResult:
         resolved = await self._resolve(request.address)
         last = resolved.source.last_seq
         if request.through_seq > last:
@@ -153,8 +152,7 @@ class History:
 
     # -- session.follow ------------------------------------------------------------------------
 
-    async def follow(self, params: Any) -> Then:
-        request = msgspec.convert({} if params is None else params, FollowParams)
+    async def follow(self, request: FollowParams) -> Then:
         resolved = await self._resolve(request.address)
         # Subscribe before reading the snapshot: nothing appended in between can be missed.
         send, receive = anyio.create_memory_object_stream[SessionEvent](FOLLOW_BUFFER)
@@ -180,8 +178,7 @@ class History:
         )
         return Then(result, lambda: self._start_delivery(subscription))
 
-    async def unfollow(self, params: Any) -> Empty:
-        request = msgspec.convert({} if params is None else params, UnfollowParams)
+    async def unfollow(self, request: UnfollowParams) -> Empty:
         subscription = self._subscriptions.get(request.subscription_id)
         if subscription is None:
             raise InvalidParams.at(

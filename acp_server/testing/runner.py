@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import anyio
 import msgspec
@@ -34,6 +34,8 @@ from ..client.process import SERVE_COMMAND, ServerProcess
 from ..core.events import SubagentStart
 from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
+from ..jsonrpc.errors import ErrorObject
+from ..jsonrpc.peer import ErrorResponse, Event, Notification, Peer, Request, Response
 from ..storage.api import StoredLog
 from ..storage.errors import LogError
 from ..storage.url import StoreUrl, open_store, parse_store_url, store_url_for_dir
@@ -80,16 +82,28 @@ def encode_line(value: Any) -> str:
 # One server process.
 
 
-class _ScenarioProcess(ServerProcess):
-    """The server under a scenario: JSON frames in and out, every failure a `ScenarioError`."""
+class _Incoming(NamedTuple):
+    frame: dict[str, Any]
+    """The message as a JSON object, as the transcript keeps it."""
+    event: Event | None
+    """What the peer made of it."""
 
-    def send(self, frame: Any) -> None:
+
+class _ScenarioProcess(ServerProcess):
+    """The server under a scenario: JSON-RPC frames in and out through the package's peer
+    (its ids, its answers), every failure a `ScenarioError`."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        super().__init__(argv)
+        self.peer = Peer(first_id=1)
+
+    def send(self, frame: bytes) -> None:
         try:
-            self.send_raw(encode_line(frame).encode() + b"\n")
+            self.send_raw(frame + b"\n")
         except BrokenPipeError:
             raise ScenarioError(f"the server closed its input; stderr:\n{self.stderr}") from None
 
-    def read(self, timeout: float) -> dict[str, Any] | None:
+    def read(self, timeout: float) -> _Incoming | None:
         """The next frame, or None when stdout has ended."""
         try:
             line = self.next_line(timeout)
@@ -109,7 +123,7 @@ class _ScenarioProcess(ServerProcess):
             raise ScenarioError(
                 f"the server wrote a JSON value that is not an object: {line[:200]!r}"
             )
-        return frame
+        return _Incoming(frame, self.peer.receive(line))
 
     def wait(self, timeout: float) -> int:
         try:
@@ -202,7 +216,6 @@ class _Run:
         self.process: _ScenarioProcess | None = None
         self.processes = 0
         self.stderr: list[str] = []
-        self.request_ids = 0
         self.session_id: str | None = None
         self.subscriptions: list[str] = []
         self.all_subscriptions: list[str] = []
@@ -229,7 +242,6 @@ class _Run:
             argv += ["--compact-at", str(options.compact_at)]
         self.process = _ScenarioProcess(argv)
         self.processes += 1
-        self.request_ids = 0
         self.subscriptions = []
         self.records.append(("process", self.processes))
 
@@ -240,8 +252,8 @@ class _Run:
         self.process = None
         process.close_input()
         try:
-            while (frame := process.read(self.timeout)) is not None:
-                self._keep_server(frame)
+            while (incoming := process.read(self.timeout)) is not None:
+                self._keep_server(incoming.frame)
             code = process.wait(self.timeout)
         finally:
             process.kill()
@@ -264,11 +276,9 @@ class _Run:
 
     # -- frames --------------------------------------------------------------------------------
 
-    def send(self, frame: dict[str, Any]) -> None:
+    def send(self, frame: bytes) -> None:
         assert self.process is not None
-        self.records.append(
-            ("client", json.loads(encode_line(frame)))
-        )  # as sent, not as mutated later
+        self.records.append(("client", json.loads(frame)))  # as sent, not as mutated later
         self.process.send(frame)
 
     def _keep_server(self, frame: dict[str, Any]) -> None:
@@ -286,11 +296,7 @@ class _Run:
     ) -> dict[str, Any]:
         """Send a request and play the client until its response; the response frame."""
         assert self.process is not None
-        self.request_ids += 1
-        request_id = self.request_ids
-        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not UNSET:
-            frame["params"] = params
+        request_id, frame = self.process.peer.request(method, params)
         self.send(frame)
         if context is not None:
             self._maybe_cancel(context)
@@ -300,19 +306,20 @@ class _Run:
                 raise ScenarioError(
                     f"the server's output ended while waiting for the answer to {method}; stderr:\n{self.process.stderr}"
                 )
-            if "method" in incoming:
-                self._keep_server(incoming)
-                if "id" in incoming:
-                    self._answer(incoming, context)
+            frame_in, event = incoming
+            if isinstance(event, (Request, Notification)):
+                self._keep_server(frame_in)
+                if isinstance(event, Request):
+                    self._answer(frame_in, context)
                 elif context is not None:
-                    self._notification(incoming, context)
+                    self._notification(frame_in, context)
                 continue
-            self.records.append(("server", incoming))
-            if incoming.get("id") != request_id:
+            self.records.append(("server", frame_in))
+            if not isinstance(event, (Response, ErrorResponse)) or event.id != request_id:
                 raise ScenarioError(
-                    f"the server answered request id {incoming.get('id')!r}, which was never sent"
+                    f"the server answered request id {frame_in.get('id')!r}, which was never sent"
                 )
-            return incoming
+            return frame_in
 
     def _notification(self, frame: dict[str, Any], context: _PromptContext) -> None:
         method = frame["method"]
@@ -338,9 +345,8 @@ class _Run:
                     )
                 time.sleep(0.005)
         context.cancel_sent = True
-        self.send(
-            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}}
-        )
+        assert self.process is not None
+        self.send(self.process.peer.notify("session/cancel", {"sessionId": self.session_id}))
 
     # -- answering the server's requests -------------------------------------------------------
 
@@ -362,7 +368,12 @@ class _Run:
                     f"but the server sent {method}: {encode_line(params)[:300]}"
                 )
             reply = self._reply(answer, method, params, context)
-        self.send({"jsonrpc": "2.0", "id": frame["id"], **reply})
+        assert self.process is not None
+        peer = self.process.peer
+        if "error" in reply:
+            self.send(peer.fail(frame["id"], ErrorObject(**reply["error"])))
+        else:
+            self.send(peer.answer(frame["id"], reply["result"]))
 
     def _reply(
         self, answer: Answer, method: str, params: dict[str, Any], context: _PromptContext
@@ -518,13 +529,14 @@ class _Run:
             )
         assert self.process is not None
         while any(s not in context.turn_ends for s in self.subscriptions):
-            frame = self.process.read(self.timeout)
-            if frame is None:
+            incoming = self.process.read(self.timeout)
+            if incoming is None:
                 raise ScenarioError(
                     f"{where}: the server's output ended before the followed turn/end"
                 )
+            frame, event = incoming
             self._keep_server(frame)
-            if "method" in frame and "id" in frame:
+            if isinstance(event, Request):
                 self._answer(frame, context)
             else:
                 self._notification(frame, context)

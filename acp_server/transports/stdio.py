@@ -9,6 +9,8 @@ The I/O around it is thin:
   readability in the event loop and then calls `os.read` (which returns what is there without
   waiting for a full buffer, unlike anyio's `FileReadStream` on a pipe); on anything the
   event loop cannot poll (a regular file, Windows) it reads in a worker thread.
+- `LineSink` is the protocol's side of it: each message it is given leaves as one line (the
+  newline is added here, and stripped by `LineFramer`: the protocol never sees it).
 - `FrameWriter` is the only writer of the protocol output, so frames never interleave and
   leave in the order they were produced. Small frames are written inline when the pipe has
   room (a write of at most PIPE_BUF bytes then cannot block), those of one burst together;
@@ -34,11 +36,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Final, Protocol, cast
 
 import anyio
-import msgspec
+
+from ..jsonrpc.peer import MAX_MESSAGE_BYTES, Oversized
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_LINE_BYTES: Final = MAX_MESSAGE_BYTES
 """Largest accepted line, without its newline (SPEC 0: one JSON message per line)."""
 
 READ_SIZE: Final = 256 * 1024
@@ -55,12 +58,6 @@ makes the next frames while the client parses the first."""
 
 # ---------------------------------------------------------------------------------------------
 # Framing (sans-I/O).
-
-
-class Oversized(msgspec.Struct, frozen=True):
-    """A line crossed the size bound; it is being discarded up to its newline."""
-
-    limit: int
 
 
 class LineFramer:
@@ -503,6 +500,48 @@ class FrameWriter:
         if self._poll is None:
             return False
         return bool(self._poll.poll(0))
+
+
+FRAMES_BATCH: Final = 256 * 1024
+"""Bytes of lines `line_batches` joins into one buffer before handing it on: enough to make a
+write worth its cost, few enough that the client reads the first while the rest are made."""
+
+
+def line_batches(messages: Iterable[bytes]) -> Iterator[bytes]:
+    """`messages` as lines, in buffers of about `FRAMES_BATCH` bytes (a load's replay is
+    megabytes of them). Each buffer is joined once: appending to a growing buffer would copy
+    all of it for every message it holds."""
+    parts: list[bytes] = []
+    size = 0
+    for message in messages:
+        parts += (message, b"\n")
+        size += len(message) + 1
+        if size >= FRAMES_BATCH:
+            yield b"".join(parts)
+            parts.clear()
+            size = 0
+    if parts:
+        yield b"".join(parts)
+
+
+class LineSink:
+    """The protocol's `FrameSink` over stdio: each message leaves as one line, through the
+    process's one `FrameWriter`."""
+
+    __slots__ = ("writer",)
+
+    def __init__(self, writer: FrameWriter) -> None:
+        self.writer = writer
+
+    async def send(self, message: bytes) -> None:
+        await self.writer.send(message + b"\n")
+
+    async def send_frames(self, messages: Iterable[bytes]) -> None:
+        # Lazily: the writer's worker thread makes (and encodes) the lines as it writes them.
+        await self.writer.send_frames(line_batches(messages))
+
+    def send_nowait(self, message: bytes) -> None:
+        self.writer.send_nowait(message + b"\n")
 
 
 def _grow_pipe(fd: int) -> None:

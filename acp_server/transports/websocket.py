@@ -207,16 +207,20 @@ class WebSocketChannel:
                 return
 
     async def send(self, frame: bytes) -> None:
-        """Send one message as a text frame (a stdio frame's newline is left out)."""
+        """Send one message as a text frame."""
         self._send_text(frame)
         await self._flush()
 
-    async def send_frames(self, batches: Iterable[bytes]) -> None:
-        """Send each frame of each batch (frames ending in newlines) as its own text frame."""
-        for batch in batches:
-            for frame in batch.split(b"\n")[:-1]:
-                self._send_text(frame)
-            await self._flush()
+    async def send_frames(self, frames: Iterable[bytes]) -> None:
+        """Send each message as its own text frame, in writes of about `WRITE_CHUNK` bytes."""
+        size = 0
+        for frame in frames:
+            self._send_text(frame)
+            size += len(frame)
+            if size >= WRITE_CHUNK:
+                await self._flush()
+                size = 0
+        await self._flush()
 
     def send_nowait(self, frame: bytes) -> None:
         """Queue a text frame without waiting: it leaves with the next write, in order."""
@@ -226,7 +230,7 @@ class WebSocketChannel:
     def _send_text(self, frame: bytes) -> None:
         if self._protocol.state is not State.OPEN:
             raise anyio.ClosedResourceError
-        self._protocol.send_text(frame[:-1] if frame.endswith(b"\n") else frame)
+        self._protocol.send_text(frame)
 
     async def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
         """Start the closing handshake, if it has not happened, and close the stream."""
