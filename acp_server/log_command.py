@@ -27,17 +27,12 @@ import msgspec
 from .core.chunk_checks import Line
 from .core.chunk_rows import (
     ROW_CLASSES,
-    ChunkRow,
-    ChunkRowError,
     StorageRecord,
-    decode_record_json,
     decode_storage_record,
     pack_chunk_runs,
-    validate_row,
 )
 from .core.events import (
     AssistantChunk,
-    EventError,
     SessionEvent,
     TurnEnd,
     TurnStart,
@@ -45,8 +40,7 @@ from .core.events import (
     encode_event,
     event_type,
 )
-from .core.paging import record_count, record_start
-from .core.source_range import SourceRanges
+from .core.paging import record_count
 from .paths import unreachable
 from .storage.log import (
     PLAIN_LOG_NAME,
@@ -62,6 +56,7 @@ from .storage.log import (
     log_compression,
     parse_header,
 )
+from .storage.records import Problem, RecordChecker
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
@@ -238,12 +233,6 @@ def _cat(reader: LogRecords, out: TextIO) -> int:
 
 
 @dataclass
-class Problem:
-    line: int
-    message: str
-
-
-@dataclass
 class Report:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -293,26 +282,13 @@ def _verify(path: Path | str, lines: Iterator[Line], report: Report) -> None:
     except CorruptLog as exc:
         report.problems.append(Problem(1, exc.reason))
 
-    expected: int | None = 0
-    """The seq the next record must start at; None after an unreadable line (resynchronize)."""
-    ranges = SourceRanges()
+    check = RecordChecker(path, collect=True)
+    check.problems = report.problems
     open_turn: int | None = None
     for number, raw in enumerate(lines, start=2):
-        try:
-            record = decode_record_json(raw)
-            if type(record) in ROW_CLASSES:
-                validate_row(cast(ChunkRow, record))
-        except (ChunkRowError, EventError) as exc:
-            report.problems.append(Problem(number, str(exc)))
-            expected = None  # its events are unknown: the next record sets the count again
+        record = check.line(number, raw)
+        if record is None:
             continue
-        start = record_start(record)
-        if expected is not None and start != expected:
-            what = "gap" if start > expected else "overlap"
-            report.problems.append(
-                Problem(number, f"seq {what}: expected seq {expected}, found {start}")
-            )
-        expected = start + record_count(record)
         if type(record) is UnknownEvent:
             report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")
         elif type(record) is TurnStart:
@@ -323,10 +299,7 @@ def _verify(path: Path | str, lines: Iterator[Line], report: Report) -> None:
             open_turn = record.data.turn
         elif type(record) is TurnEnd:
             open_turn = None
-        problem = ranges.problem(record, start)
-        if problem is not None:
-            report.problems.append(Problem(number, problem))
-        report.events = expected
+        report.events = cast(int, check.expected)
     if open_turn is not None:
         report.notes.append(
             f"turn {open_turn} has no turn/end (the process died): the next load closes it as interrupted"

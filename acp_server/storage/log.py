@@ -41,20 +41,13 @@ from ..core.chunk_checks import (
 from ..core.chunk_rows import (
     ROW_CLASSES,
     ChunkRow,
-    ChunkRowError,
-    ReasoningChunks,
     StorageRecord,
-    TextChunks,
-    ToolCallChunks,
-    decode_record_json,
     decode_storage_record,
     pack_chunk_runs,
-    validate_row,
 )
-from ..core.events import AssistantChunk, EventError, KnownEvent, SessionEvent, UnknownEvent
+from ..core.events import AssistantChunk, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.paging import record_count
-from ..core.source_range import SourceRanges
 from .appends import QueuedAppends
 from .collection import collection_paused
 from .errors import CorruptLog as CorruptLog
@@ -62,6 +55,7 @@ from .errors import LogError as LogError
 from .errors import LogLocked as LogLocked
 from .errors import LogWriteFailed as LogWriteFailed
 from .errors import UnsupportedVersion as UnsupportedVersion
+from .records import RecordChecker, seq_problem
 
 if TYPE_CHECKING:
     # Imported where a Zstandard log is read or written: most logs are plain.
@@ -186,12 +180,6 @@ def complete_frame_after(data: memoryview, start: int) -> bool:
             pass
         at = tail.find(ZSTD_MAGIC, at + 1)
     return False
-
-
-def plain_lines(data: bytes) -> tuple[list[bytes], int]:
-    """Complete lines, and the byte length they span (a final line without `\\n` is torn)."""
-    end = data.rfind(b"\n") + 1
-    return data[:end].split(b"\n")[:-1], end
 
 
 def zstd_lines(path: Path | str, data: bytes) -> tuple[list[bytes], int]:
@@ -562,6 +550,7 @@ class CheckedRecords:
         self.mapped = mapped
         """The map `lines` come from, if they do: a matching run is then taken at once."""
         self.event_count = 0
+        self._check = RecordChecker(path)
         self.used_checks: list[ChunkCheck] = []
         """The checks that matched (`kept`)."""
         self.new_checks: list[ChunkCheck] = []
@@ -610,64 +599,33 @@ class CheckedRecords:
     def _records(
         self, items: Iterable[tuple[int, Line] | PackedChunks], runs: ChunkRuns | None
     ) -> Iterator[KeptRecord]:
-        # The loop runs once per record of every log read (a long session has hundreds of
-        # thousands): `record_start`, `record_count` and the source range check are inlined
-        # for rows, which carry no `sourceRange`.
-        path = self.path
-        problem_of = SourceRanges().problem
-        decode, check_row, row_classes = decode_record_json, validate_row, ROW_CLASSES
-        count = self.event_count
+        check = self._check
         # With `runs`, the records and lines of the open run of chunk lines, held until the run
         # ends: a run that gets a check is yielded as its `PackedChunks` instead.
         run_records: list[StorageRecord] = []
         run_lines: list[Line] = []
         for item in items:
             if type(item) is PackedChunks:
-                if item.seq0 != count:
-                    raise CorruptLog(
-                        path, item.number, f"seq gap: expected seq {count}, found {item.seq0}"
-                    )
+                if item.seq0 != check.expected:
+                    check.fail(item.number, seq_problem(self.event_count, item.seq0))
                 if runs is not None:
                     # The packed run is a run of its own.
                     yield from self._ended_run(runs.end(), run_records, run_lines)
-                count += item.count
-                self.event_count = count
+                check.expected = self.event_count = item.seq0 + item.count
                 yield item
                 continue
             number, raw = item
-            try:
-                record = decode(raw)
-                kind = type(record)
-                is_row = kind in row_classes
-                if is_row:
-                    check_row(cast(ChunkRow, record))
-            except (ChunkRowError, EventError) as exc:
-                raise CorruptLog(path, number, str(exc)) from None
-            if is_row:
-                first = cast(ChunkRow, record).seq0
-                size = (
-                    len(cast(ToolCallChunks, record).data.args)
-                    if kind is ToolCallChunks
-                    else len(cast("TextChunks | ReasoningChunks", record).data.texts)
-                )
-                problem = None
-            else:
-                first = cast("KnownEvent | UnknownEvent", record).seq
-                size = 1
-                problem = problem_of(record, first)
-            if first != count:
-                raise CorruptLog(path, number, f"seq gap: expected seq {count}, found {first}")
-            if problem is not None:
-                raise CorruptLog(path, number, problem)
-            count += size
-            self.event_count = count
+            record = cast(StorageRecord, check.line(number, raw))  # it fails fast
+            first, expected = check.start, cast(int, check.expected)
+            self.event_count = expected
             if runs is None:
                 yield record
                 continue
-            # `ChunkRuns.feed`, with what this loop knows of the record already.
-            if is_row:
+            # `ChunkRuns.feed`, with what the checker knows of the record already.
+            kind = type(record)
+            if kind in ROW_CLASSES:
                 data = cast(ChunkRow, record).data
-                made = runs.feed_chunk(number, raw, first, size, data.turn, data.step)
+                made = runs.feed_chunk(number, raw, first, expected - first, data.turn, data.step)
             elif (
                 kind is AssistantChunk
                 and cast(AssistantChunk, record).source_range is UNSET

@@ -37,22 +37,19 @@ import msgspec
 import zstandard
 
 from ..core.chunk_rows import (
+    ROW_CLASSES,
     ChunkRow,
     ChunkRowError,
-    ReasoningChunks,
     StorageRecord,
-    TextChunks,
     TextChunksData,
     ToolCallChunks,
     ToolCallChunksData,
     decode_record_json,
     pack_chunk_runs,
-    validate_row,
 )
 from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, SubagentStart
 from ..core.header import SessionHeader
 from ..core.paging import PageCut, clip_records, message_cut, page_cut
-from ..core.source_range import source_range_problem
 from .log import (
     READ_BLOCK,
     CorruptLog,
@@ -61,6 +58,7 @@ from .log import (
     parse_header,
     zstd_frame_end,
 )
+from .records import LineNumber, RecordChecker, seq_problem
 
 MIN_BLOCK: Final = 64 * 1024
 """Bytes of a plain log read by the first backward step (later steps are sized to need)."""
@@ -71,9 +69,6 @@ PIECE: Final = 64 * 1024
 
 _records_decoder: Final = msgspec.json.Decoder(KnownEvent | ChunkRow)
 _NEWLINE: Final = re.compile(b"\n")
-
-LineNumber = Callable[[int], int]
-"""The (1-based) line number in the file of line k of a run of lines, for an error."""
 
 
 class _Entry(msgspec.Struct, frozen=True, gc=False):
@@ -474,9 +469,7 @@ class LogIndex:
         """Index about `amount` more of the log (bytes or frames) before what is indexed."""
         self.reader.step_back(amount, lambda lines: self._prepend(lines, keep=keep))
         if self.complete and self.entries and self.entries[0].start != 0:
-            raise CorruptLog(
-                self.path, 2, f"seq gap: expected seq 0, found {self.entries[0].start}"
-            )
+            raise CorruptLog(self.path, 2, seq_problem(0, self.entries[0].start))
 
     def _next_step(self, messages: int, seqs: int, stalled: int = 0) -> int:
         """How far to step back for `messages` more messages, or else `seqs` more seqs.
@@ -506,7 +499,7 @@ class LogIndex:
             raise CorruptLog(
                 self.path,
                 self.reader.line_number(self.entries[0]),
-                f"seq gap: expected seq {region.end}, found {self.entries[0].start}",
+                seq_problem(region.end, self.entries[0].start),
             )
         if not self.entries:
             self.length = region.end
@@ -533,7 +526,7 @@ class LogIndex:
             raise CorruptLog(
                 self.path,
                 self.reader.line_number(entries[0]),
-                f"seq gap: expected seq {self.length}, found {region.starts[0]}",
+                seq_problem(self.length, region.starts[0]),
             )
         self.entries += entries
         self.message_seqs += region.message_seqs
@@ -670,18 +663,16 @@ def _decode(path: Path, text: memoryview, count: int, where: LineNumber) -> list
 
 
 class _Digest:
-    """Checks consecutive records (rows valid, seqs contiguous), takes what the index keeps,
-    and joins the rows that continue one another, fed a piece at a time.
+    """Checks consecutive records (`RecordChecker`: rows valid, seqs contiguous, ranges), takes
+    what the index keeps, and joins the rows that continue one another, fed a piece at a time.
 
     This runs once per stored line a page needs, and a long stream leaves thousands of short
     rows: so it is one pass, which touches each row once (its lists are joined while they are
-    at hand), and checks SPEC 2.1's row rules in full only where a quick bound does not already
-    pass them.
+    at hand).
     """
 
     def __init__(self, path: Path, where: LineNumber) -> None:
-        self.path = path
-        self.where = where
+        self.check = RecordChecker(path, expected=None, calls=False, where=where)
         self.starts: list[int] = []
         self.message_seqs: list[int] = []
         self.message_cuts: list[int] = []
@@ -693,124 +684,75 @@ class _Digest:
         self.dts: list[int] | None = None
         self.fragments: list[str] | None = None
         """The joined lists of the open run, once a second row joins it."""
-        self.block: tuple[Any, ...] = ()
-        """The open run's turn, step, index (and tool-call id and name)."""
         self.last_time = 0
-        self.expected = -1
 
     def region(self) -> _Region:
-        if self.head is not None:
-            self.joined.append(_joined(self.head, self.dts, self.fragments))
-            self.head = self.dts = self.fragments = None
+        self._close_run()
+        end = self.check.expected
         return _Region(
             self.starts,
             self.message_seqs,
             self.message_cuts,
             self.children,
-            self.expected,
+            -1 if end is None else end,
             self.joined,
             self.joined_starts,
         )
 
     def feed(self, records: list[Any], position: int) -> None:
         """Digest the next records; `position` is the number of lines fed before them."""
-        head, dts, fragments, last_time, expected = (
-            self.head,
-            self.dts,
-            self.fragments,
-            self.last_time,
-            self.expected,
-        )
-        if head is not None:
-            turn, step, index, id_, name = self.block
-        joined, joined_starts, add_start = self.joined, self.joined_starts, self.starts.append
-        for record in records:
-            kind = type(record)
-            if kind is TextChunks or kind is ReasoningChunks or kind is ToolCallChunks:
-                d = record.data
-                start, time0 = record.seq0, record.time0
-                dt = d.dt
-                is_tool = kind is ToolCallChunks
-                members = d.args if is_tool else d.texts
-                count = len(members)
-                total = sum(dt)
-                # With no negative gap, a row's member times lie between its first and last.
-                if (
-                    len(dt) + 1 != count
-                    or start + count > MAX_SAFE_INTEGER + 1
-                    or time0 < -MAX_SAFE_INTEGER
-                    or time0 + total > MAX_SAFE_INTEGER
-                    or (dt and min(dt) < 0)
-                ):
-                    try:
-                        validate_row(record)
-                    except ChunkRowError as exc:
-                        raise self._corrupt(records, record, position, str(exc)) from None
-                if (
-                    head is not None
-                    and kind is type(head)
-                    and start == expected
-                    and d.turn == turn
-                    and d.step == step
-                    and d.index == index
-                    and (not is_tool or (d.id == id_ and d.name == name))
-                    and -MAX_SAFE_INTEGER <= time0 - last_time <= MAX_SAFE_INTEGER
-                ):
-                    if dts is None:
-                        dts, fragments = (
-                            list(head.data.dt),
-                            list(head.data.args if is_tool else head.data.texts),
-                        )
-                    dts.append(time0 - last_time)
-                    dts.extend(dt)
-                    cast(list[str], fragments).extend(members)  # set with dts, just above
-                else:
-                    if head is not None:
-                        joined.append(_joined(head, dts, fragments))
-                        dts = fragments = None
-                    head = record
-                    joined_starts.append(start)
-                    turn, step, index = d.turn, d.step, d.index
-                    id_, name = (d.id, d.name) if is_tool else (None, None)
-                last_time = time0 + total
+        check, add_start = self.check, self.starts.append
+        for k, record in enumerate(records, position):
+            expected = check.expected
+            check.record(k, record)  # it fails fast
+            add_start(check.start)
+            if type(record) in ROW_CLASSES:
+                self._row(record, expected)
+                continue
+            self._close_run()
+            start = check.start
+            self.joined.append(record)
+            self.joined_starts.append(start)
+            if type(record) is SubagentStart:
+                self.children.add(record.data.child_session_id)
             else:
-                start = record.seq
-                count = 1
-                if type(record.source_range) is tuple:
-                    problem = source_range_problem(record, start, None)
-                    if problem is not None:
-                        raise self._corrupt(records, record, position, problem)
-                if head is not None:
-                    joined.append(_joined(head, dts, fragments))
-                    head = dts = fragments = None
-                joined.append(record)
-                joined_starts.append(start)
-                if kind is SubagentStart:
-                    self.children.add(record.data.child_session_id)
-                else:
-                    cut = message_cut(record, start)
-                    if cut is not None:
-                        self.message_seqs.append(start)
-                        self.message_cuts.append(cut)
-            if start != expected and expected >= 0:
-                raise self._corrupt(
-                    records, record, position, f"seq gap: expected seq {expected}, found {start}"
-                )
-            add_start(start)
-            expected = start + count
-        self.head, self.dts, self.fragments, self.last_time, self.expected = (
-            head,
-            dts,
-            fragments,
-            last_time,
-            expected,
-        )
-        if head is not None:
-            self.block = (turn, step, index, id_, name)
+                cut = message_cut(record, start)
+                if cut is not None:
+                    self.message_seqs.append(start)
+                    self.message_cuts.append(cut)
 
-    def _corrupt(self, records: list[Any], record: Any, position: int, reason: str) -> CorruptLog:
-        k = next(k for k, candidate in enumerate(records) if candidate is record)
-        return CorruptLog(self.path, self.where(position + k), reason)
+    def _row(self, row: Any, expected: int | None) -> None:
+        """Join `row` to the open run if it continues it (`expected`: the seq it had to start
+        at), or open a run with it."""
+        d, head, time0 = row.data, self.head, row.time0
+        is_tool = type(row) is ToolCallChunks
+        members = d.args if is_tool else d.texts
+        if (
+            head is not None
+            and type(row) is type(head)
+            and row.seq0 == expected
+            and d.turn == head.data.turn
+            and d.step == head.data.step
+            and d.index == head.data.index
+            and (not is_tool or (d.id == head.data.id and d.name == head.data.name))
+            and -MAX_SAFE_INTEGER <= time0 - self.last_time <= MAX_SAFE_INTEGER
+        ):
+            if self.dts is None:
+                self.dts = list(head.data.dt)
+                self.fragments = list(head.data.args if is_tool else head.data.texts)
+            self.dts.append(time0 - self.last_time)
+            self.dts.extend(d.dt)
+            cast(list[str], self.fragments).extend(members)  # set with dts, just above
+        else:
+            self._close_run()
+            self.head = row
+            self.joined_starts.append(row.seq0)
+        self.last_time = time0 + sum(d.dt)
+
+    def _close_run(self) -> None:
+        if self.head is not None:
+            self.joined.append(_joined(self.head, self.dts, self.fragments))
+            self.head = self.dts = self.fragments = None
 
 
 def _joined(head: Any, dt: list[int] | None, fragments: list[str] | None) -> StorageRecord:
