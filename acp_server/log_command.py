@@ -62,8 +62,8 @@ PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
 
 if TYPE_CHECKING:
-    from .storage.postgres import StoredRows
-    from .storage.sqlite import StoredLines
+    from .storage.api import SessionLines
+    from .storage.url import StoreUrl
 
 
 class UsageError(Exception):
@@ -361,7 +361,7 @@ def run_stored_log_command(
     try:
         url = parse_store_url(url_text)
         problem = check_store_url(url)
-        if problem is None and url.engine == "sqlite" and url.path and not url.path.exists():
+        if problem is None and url.kind.missing(url):
             problem = f"{url.shown}: no such database"
         if problem is not None:
             raise UsageError(problem)
@@ -369,48 +369,36 @@ def run_stored_log_command(
     except (ValueError, InvalidSessionId, UsageError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 2
-    if url.engine == "jsonl":
-        assert url.path is not None
-        return run_log_command(action, url.path / session_id, out)
+    log_file = url.kind.log_file(url, session_id)
+    if log_file is not None:
+        return run_log_command(action, log_file, out)
     try:
-        if url.engine == "postgresql":
-            return _run_postgres(action, url.text, session_id, out)
-        assert url.path is not None
-        return _run_sqlite(action, url.path, session_id, out)
+        return _run_lines(action, _stored_lines(url, session_id), out)
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 1
 
 
-def _run_lines(action: str, lines: StoredRows | StoredLines, out: TextIO) -> int:
+def _stored_lines(url: StoreUrl, session_id: str) -> SessionLines:
+    """The session's lines, read through its store (closed once they are in hand)."""
+    import anyio
+
+    from .storage.url import open_store
+
+    async def read() -> SessionLines:
+        store = open_store(url)
+        try:
+            return await store.lines(session_id)
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+def _run_lines(action: str, lines: SessionLines, out: TextIO) -> int:
     if action == "verify":
         return write_report(lines.path, verify_lines(lines), out)
     reader = LogRecords(lines)
     if action == "cat":
         return _cat(reader, out)
     return _stats(lines.path, reader, lambda: ("in the database", lines.size), out)
-
-
-def _run_postgres(action: str, url: str, session_id: str, out: TextIO) -> int:
-    import anyio
-
-    from .storage.postgres import PostgresStore
-
-    async def read() -> StoredRows:
-        store = PostgresStore(url)
-        try:
-            return await store.stored_lines(session_id)
-        finally:
-            await store.aclose()
-
-    return _run_lines(action, anyio.run(read), out)
-
-
-def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
-    from .storage.sqlite import SqliteStore, StoredLines
-
-    store = SqliteStore(path)
-    try:
-        return _run_lines(action, StoredLines(store, session_id), out)
-    finally:
-        store.close()

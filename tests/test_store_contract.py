@@ -187,6 +187,25 @@ async def test_appended_batches_read_back_as_the_same_events(store: Store) -> No
     assert (await store.read("s1")).events == events
 
 
+async def test_a_session_reads_as_the_lines_of_its_log_header_first(store: Store) -> None:
+    events = conversation()
+    await stored(store, events)
+    lines = await store.lines("s1")
+    read = list(lines)
+    stored_log = await store.read("s1")
+    assert read == [
+        msgspec.json.encode(stored_log.header),
+        *(msgspec.json.encode(r) for r in stored_log.records),
+    ]
+    assert (lines.count, lines.torn_tail, lines.size) == (
+        len(read),
+        False,
+        sum(map(len, read)) + len(read),
+    )
+    assert "s1" in lines.path
+    assert await store.damage() == []
+
+
 async def test_a_batch_is_stored_packed_as_written_a_chunk_run_one_row(store: Store) -> None:
     built = Events()
     built.turn(0, "hi", ["a", "b", "c", "d", "e"])
@@ -408,7 +427,7 @@ async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_fr
     writer.append(events[cut : cut + 2])
     with pytest.raises(LogWriteFailed, match="s1"):
         await writer.flush()
-    opened = await store.reopen(writer, "s1", 5)
+    opened = await writer.reopen(5)
     assert opened.events == events[:cut]
     opened.writer.append(events[cut:])
     await opened.writer.close()

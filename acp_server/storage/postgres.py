@@ -314,13 +314,6 @@ class PostgresStore:
                 raise
         return opened
 
-    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
-        """A failed writer's connection may be gone, and its lock with it: claim anew."""
-        assert isinstance(writer, PostgresWriter)
-        with anyio.CancelScope(shield=True):
-            await writer.close_now()
-        return await self.open(session_id, now_ms)
-
     # -- reading -------------------------------------------------------------------------------
 
     async def header(self, session_id: str) -> SessionHeader:
@@ -403,7 +396,10 @@ class PostgresStore:
             cur = await conn.execute("SELECT id FROM acp_sessions ORDER BY id")
             return [row[0] for row in await cur.fetchall()]
 
-    async def stored_lines(self, session_id: str) -> StoredRows:
+    async def damage(self) -> list[str]:
+        return []  # the database server keeps its own pages whole
+
+    async def lines(self, session_id: str) -> StoredRows:
         """A session's header and records as the lines of a JSONL log would hold them, read
         in one transaction: the log tools read every engine as lines."""
         validate_session_id(session_id)
@@ -633,6 +629,12 @@ class PostgresWriter(QueuedAppends):
                 finally:
                     await self.close_now()
 
+    async def reopen(self, now_ms: int) -> Opened:
+        """The connection may be gone, and the lock with it: the session is claimed anew."""
+        with anyio.CancelScope(shield=True):
+            await self.close_now()
+        return await self.store.open(self.header.id, now_ms)
+
     async def close_now(self) -> None:
         """Give up the claim, writing nothing.
 
@@ -709,7 +711,7 @@ class PostgresHistory:
 
 
 class StoredRows:
-    """The `Lines` of a session read from the database (see `PostgresStore.stored_lines`)."""
+    """The `SessionLines` of a session read from the database (`PostgresStore.lines`)."""
 
     def __init__(self, path: str, lines: list[bytes]) -> None:
         self.path = path

@@ -316,12 +316,6 @@ class SqliteStore:
             writer.close_now()
             raise
 
-    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
-        assert isinstance(writer, SqliteWriter)
-        with anyio.CancelScope(shield=True):
-            result = await anyio.to_thread.run_sync(self._reopen, writer, session_id, now_ms)
-        return result
-
     def _reopen(self, writer: SqliteWriter, session_id: str, now_ms: int) -> Opened:
         if writer.closed:
             return self._continue(session_id, now_ms)
@@ -422,6 +416,9 @@ class SqliteStore:
             return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
 
     # -- deleting, copying ---------------------------------------------------------------------
+
+    async def lines(self, session_id: str) -> StoredLines:
+        return StoredLines(self, session_id)
 
     async def prepare(self) -> None:
         pass  # checked when the store was built
@@ -634,6 +631,13 @@ class SqliteWriter(QueuedAppends):
     async def close(self) -> None:
         async with self._lock:
             await anyio.to_thread.run_sync(self._close)
+
+    async def reopen(self, now_ms: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(
+                self.store._reopen, self, self.header.id, now_ms
+            )
+        return result
 
     def _close(self) -> None:
         if self.closed:

@@ -35,8 +35,9 @@ from ..core.events import SubagentStart
 from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
 from ..storage.api import StoredLog
+from ..storage.engines import BY_NAME
 from ..storage.errors import LogError
-from ..storage.url import StoreUrl, open_store, parse_store_url, store_url_for_dir
+from ..storage.url import open_store, parse_store_url, store_url_for_dir
 from .normalize import Normalizer
 from .scenario import (
     INPUT_NAME,
@@ -185,13 +186,7 @@ class _Run:
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
         self.store = (
-            parse_store_url(store)
-            if store is not None
-            else StoreUrl(
-                "sqlite", self.sessions / "sessions.db", f"sqlite://{self.sessions}/sessions.db"
-            )
-            if engine == "sqlite"
-            else store_url_for_dir(self.sessions)
+            parse_store_url(store) if store is not None else BY_NAME[engine].url_in(self.sessions)
         )
         seed = directory / WORKSPACE_NAME
         if seed.is_dir():
@@ -213,7 +208,7 @@ class _Run:
     def start(self) -> None:
         options = self.scenario.server
         argv = [*self.command, "--sessions-dir", str(self.sessions)]
-        if self.store.engine != "jsonl":
+        if self.store != store_url_for_dir(self.sessions):
             argv = [*self.command, "--store", self.store.text]
         if self.model_args is not None:
             argv += self.model_args
