@@ -361,7 +361,7 @@ def run_stored_log_command(
     try:
         url = parse_store_url(url_text)
         problem = check_store_url(url)
-        if problem is None and url.kind.missing(url):
+        if problem is None and url.kind.missing(url.path):
             problem = f"{url.shown}: no such database"
         if problem is not None:
             raise UsageError(problem)
@@ -369,7 +369,7 @@ def run_stored_log_command(
     except (ValueError, InvalidSessionId, UsageError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 2
-    log_file = url.kind.log_file(url, session_id)
+    log_file = url.log_file(session_id)
     if log_file is not None:
         return run_log_command(action, log_file, out)
     try:

@@ -158,7 +158,7 @@ async def _verify(url: StoreUrl, out: TextIO) -> int:
 
 async def _verify_session(url: StoreUrl, store: Store, session_id: str, out: TextIO) -> int:
     """`log verify` of one session: of its file where it has one, else of its stored lines."""
-    log_file = url.kind.log_file(url, session_id)
+    log_file = url.log_file(session_id)
     if log_file is not None:
         text = io.StringIO()
         status = await anyio.to_thread.run_sync(run_log_command, "verify", log_file, text)

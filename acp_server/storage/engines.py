@@ -9,94 +9,80 @@ keeps them as files. Each engine's module is imported only when a store of it is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
+import msgspec
+
 if TYPE_CHECKING:
     from .api import Store
     from .log import Compression
-    from .url import StoreUrl
 
 EngineName = Literal["jsonl", "sqlite", "postgresql"]
 Names = Literal["directory", "file", "server"]
 
 
-@dataclass(frozen=True)
-class Engine:
-    """One engine: what its URLs name and how a store of it is opened."""
+class Engine(msgspec.Struct, frozen=True):
+    """One engine: what its URLs name and how a store of it is opened (`path`: the directory
+    or database file a URL names, None for a server; `shown`: the URL as it may be shown)."""
 
     name: EngineName
     scheme: str
     """The scheme it is written with (others may name it too: the table has them all)."""
     names: Names
     """What a URL of it names: a directory, a file (both by absolute path) or a server."""
-    opener: Callable[[StoreUrl, bool, Compression], Store]
+    opener: Callable[[Path | None, str, bool, Compression], Store]
+    """Builds the store from the path and the URL as given, `pack` and `compression`."""
 
-    def problem(self, url: StoreUrl) -> str | None:
+    def problem(self, path: Path | None, shown: str) -> str | None:
         """Why the store cannot be used, in one line, or None (checked before serving)."""
-        path = url.path
         if self.names == "server":
             if find_spec("psycopg") is None or find_spec("psycopg_pool") is None:
                 return (
-                    f"{url.shown}: PostgreSQL stores need the driver: "
+                    f"{shown}: PostgreSQL stores need the driver: "
                     "pip install 'acp-server[postgres]'"
                 )
             return None
         assert path is not None
         if self.names == "directory":
             if path.exists() and not path.is_dir():
-                return f"{url.shown}: not a directory"
+                return f"{shown}: not a directory"
             return None
         if path.exists() and not path.is_file():
-            return f"{url.shown}: not a regular file"
+            return f"{shown}: not a regular file"
         if not path.parent.is_dir():
-            return f"{url.shown}: no directory {path.parent}"
+            return f"{shown}: no directory {path.parent}"
         return None
 
-    def missing(self, url: StoreUrl) -> bool:
+    def missing(self, path: Path | None) -> bool:
         """Whether the URL names a database file that is not there (opening it creates it)."""
-        return self.names == "file" and url.path is not None and not url.path.exists()
+        return self.names == "file" and path is not None and not path.exists()
 
-    def log_file(self, url: StoreUrl, session_id: str) -> Path | None:
+    def log_file(self, path: Path | None, session_id: str) -> Path | None:
         """Where the session's log is a file of its own (the log tools then read it as one):
         in a directory store; None for a database."""
-        return url.path / session_id if self.names == "directory" and url.path else None
-
-    def url_in(self, directory: Path) -> StoreUrl:
-        """A store of this engine kept in `directory` (a database file is `sessions.db`)."""
-        from .url import StoreUrl
-
-        if self.names == "directory":
-            return StoreUrl(self.name, directory, str(directory))
-        if self.names == "file":
-            path = directory / "sessions.db"
-            return StoreUrl(self.name, path, f"{self.scheme}://{path}")
-        raise ValueError(f"a {self.name} store is not kept in a directory")
-
-    def open(self, url: StoreUrl, *, pack: bool = True, compression: Compression = "none") -> Store:
-        return self.opener(url, pack, compression)
+        return path / session_id if self.names == "directory" and path is not None else None
 
 
-def _jsonl(url: StoreUrl, pack: bool, compression: Compression) -> Store:
+def _jsonl(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
     from .jsonl import JsonlStore
 
-    assert url.path is not None
-    return JsonlStore(url.path, pack=pack, compression=compression)
+    assert path is not None
+    return JsonlStore(path, pack=pack, compression=compression)
 
 
-def _sqlite(url: StoreUrl, pack: bool, compression: Compression) -> Store:
+def _sqlite(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
     from .sqlite import SqliteStore
 
-    assert url.path is not None
-    return SqliteStore(url.path, pack=pack)
+    assert path is not None
+    return SqliteStore(path, pack=pack)
 
 
-def _postgresql(url: StoreUrl, pack: bool, compression: Compression) -> Store:
+def _postgresql(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
     from .postgres import PostgresStore
 
-    return PostgresStore(url.text, pack=pack)
+    return PostgresStore(text, pack=pack)
 
 
 JSONL: Final = Engine("jsonl", "file", "directory", _jsonl)

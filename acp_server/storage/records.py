@@ -13,9 +13,10 @@ a collecting checker takes the seq chain up again from the next record it can re
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
+
+import msgspec
 
 from ..core.chunk_checks import Line
 from ..core.chunk_rows import (
@@ -41,8 +42,7 @@ def _same(position: int) -> int:
     return position
 
 
-@dataclass
-class Problem:
+class Problem(msgspec.Struct):
     """One problem found, on the line it names."""
 
     line: int

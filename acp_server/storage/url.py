@@ -44,6 +44,10 @@ class StoreUrl(msgspec.Struct, frozen=True):
         """The engine's entry in the engine table."""
         return BY_NAME[self.engine]
 
+    def log_file(self, session_id: str) -> Path | None:
+        """The session's log file, where the engine keeps each session in one (`Engine`)."""
+        return self.kind.log_file(self.path, session_id)
+
 
 def parse_store_url(text: str) -> StoreUrl:
     """The store a URL names; `ValueError` (one line, password hidden) if it names none."""
@@ -74,12 +78,23 @@ def parse_store_url(text: str) -> StoreUrl:
 
 def store_url_for_dir(directory: Path) -> StoreUrl:
     """The JSONL store of a sessions directory (`--sessions-dir`)."""
-    return JSONL.url_in(directory)
+    return StoreUrl(JSONL.name, directory, str(directory))
+
+
+def store_url_in(engine: EngineName, directory: Path) -> StoreUrl:
+    """A store of `engine` kept in `directory` (a database file is `sessions.db` in it)."""
+    kind = BY_NAME[engine]
+    if kind.names == "directory":
+        return StoreUrl(engine, directory, str(directory))
+    if kind.names == "file":
+        path = directory / "sessions.db"
+        return StoreUrl(engine, path, f"{kind.scheme}://{path}")
+    raise ValueError(f"a {engine} store is not kept in a directory")
 
 
 def check_store_url(url: StoreUrl) -> str | None:
     """Why the store cannot be used, in one line, or None (checked before serving)."""
-    return url.kind.problem(url)
+    return url.kind.problem(url.path, url.shown)
 
 
 def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "none") -> Store:
@@ -89,4 +104,4 @@ def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "
     problem = check_store_url(url)
     if problem is not None:
         raise UnsupportedStore(problem)
-    return url.kind.open(url, pack=pack, compression=compression)
+    return url.kind.opener(url.path, url.text, pack, compression)

@@ -35,9 +35,8 @@ from ..core.events import SubagentStart
 from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
 from ..storage.api import StoredLog
-from ..storage.engines import BY_NAME
 from ..storage.errors import LogError
-from ..storage.url import open_store, parse_store_url, store_url_for_dir
+from ..storage.url import open_store, parse_store_url, store_url_for_dir, store_url_in
 from .normalize import Normalizer
 from .scenario import (
     INPUT_NAME,
@@ -186,7 +185,7 @@ class _Run:
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
         self.store = (
-            parse_store_url(store) if store is not None else BY_NAME[engine].url_in(self.sessions)
+            parse_store_url(store) if store is not None else store_url_in(engine, self.sessions)
         )
         seed = directory / WORKSPACE_NAME
         if seed.is_dir():
