@@ -76,7 +76,8 @@ from .core.replay_script import (
     render_fixture,
 )
 from .log_command import UsageError, resolve_log_path
-from .storage.log import LogError, read_log
+from .storage.errors import LogError
+from .storage.jsonl.log import read_log
 
 WORKSPACE_PLACEHOLDER: Final = "<workspace>"
 SESSIONS_PLACEHOLDER: Final = "<sessions>"

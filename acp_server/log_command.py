@@ -42,21 +42,17 @@ from .core.events import (
 )
 from .core.paging import record_count
 from .paths import unreachable
-from .storage.log import (
+from .storage.checked import Lines, LogRecords
+from .storage.errors import CorruptLog, LogError, UnsupportedVersion
+from .storage.jsonl.lines import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
     Compression,
-    CorruptLog,
-    Lines,
-    LogError,
     LogLines,
-    LogRecords,
-    UnsupportedVersion,
-    encode_records,
     log_compression,
-    parse_header,
 )
-from .storage.records import Problem, RecordChecker
+from .storage.jsonl.writer import encode_records
+from .storage.records import Problem, RecordChecker, parse_header
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""

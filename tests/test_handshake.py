@@ -19,7 +19,7 @@ from acp_server.server.agent import AcpAgent
 from acp_server.server.handshake import early_answer
 from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
-from acp_server.storage.jsonl import JsonlStore
+from acp_server.storage.jsonl.store import JsonlStore
 
 
 class _Sink:

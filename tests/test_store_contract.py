@@ -54,7 +54,6 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage import postgres
 from acp_server.storage.api import Store, follow_stored
 from acp_server.storage.errors import (
     LogLocked,
@@ -65,9 +64,10 @@ from acp_server.storage.errors import (
     UnsupportedStore,
     UnsupportedVersion,
 )
-from acp_server.storage.jsonl import JsonlStore
-from acp_server.storage.postgres import PostgresStore
-from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.jsonl.store import JsonlStore
+from acp_server.storage.sql import postgres
+from acp_server.storage.sql.postgres import PostgresStore
+from acp_server.storage.sql.sqlite import SqliteStore
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
@@ -746,7 +746,7 @@ async def test_following_a_deleted_session_ends(store: Store) -> None:
 async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(
     tmp_path: Path,
 ) -> None:
-    from acp_server.storage.jsonl import INDEX_CACHE
+    from acp_server.storage.jsonl.store import INDEX_CACHE
 
     store = JsonlStore(tmp_path)
     ids = [f"s{k}" for k in range(INDEX_CACHE + 2)]

@@ -17,7 +17,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from .api import Store
-    from .log import Compression
+    from .jsonl.lines import Compression
 
 EngineName = Literal["jsonl", "sqlite", "postgresql"]
 Names = Literal["directory", "file", "server"]
@@ -66,21 +66,21 @@ class Engine(msgspec.Struct, frozen=True):
 
 
 def _jsonl(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
-    from .jsonl import JsonlStore
+    from .jsonl.store import JsonlStore
 
     assert path is not None
     return JsonlStore(path, pack=pack, compression=compression)
 
 
 def _sqlite(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
-    from .sqlite import SqliteStore
+    from .sql.sqlite import SqliteStore
 
     assert path is not None
     return SqliteStore(path, pack=pack)
 
 
 def _postgresql(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
-    from .postgres import PostgresStore
+    from .sql.postgres import PostgresStore
 
     return PostgresStore(text, pack=pack)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Final, cast
 
 import msgspec
 
@@ -31,8 +31,11 @@ from ..core.chunk_rows import (
     validate_row,
 )
 from ..core.events import EventError, KnownEvent, ToolCall, UnknownEvent
+from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.source_range import source_range_problem
-from .errors import CorruptLog
+from .errors import CorruptLog, UnsupportedVersion
+
+_json_decoder: Final = msgspec.json.Decoder()
 
 LineNumber = Callable[[int], int]
 """The (1-based) line number of the record at a position, asked only for an error."""
@@ -141,3 +144,25 @@ class RecordChecker:
     def _unreadable(self, position: int, reason: str) -> None:
         self.fail(position, reason)
         self.expected = None
+
+
+def parse_header(path: Path | str, raw: Line) -> SessionHeader:
+    """Decode line 1. The version is checked before anything else, so that a log from another
+    version reads as unsupported rather than corrupt."""
+    try:
+        value = _json_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise CorruptLog(path, 1, f"header is not valid JSON: {exc}") from None
+    if not isinstance(value, dict) or value.get("type") != "session":
+        raise CorruptLog(
+            path, 1, 'the first line is not a session header ({"type": "session", ...})'
+        )
+    if "version" not in value:
+        raise CorruptLog(path, 1, "the header has no version")
+    version = value["version"]
+    if type(version) is not int or version != SESSION_FORMAT_VERSION:
+        raise UnsupportedVersion(path, version)
+    try:
+        return msgspec.convert(value, SessionHeader)
+    except msgspec.ValidationError as exc:
+        raise CorruptLog(path, 1, f"invalid header: {exc}") from None

@@ -23,7 +23,7 @@ from .redact import redact_url
 
 if TYPE_CHECKING:
     from .api import Store
-    from .log import Compression
+    from .jsonl.lines import Compression
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 

@@ -39,20 +39,22 @@ from typing import Final
 import anyio
 import msgspec
 
-from ..core.chunk_rows import (
+from ...core.chunk_rows import (
     StorageRecord,
     pack_chunk_runs,
 )
-from ..core.event_log import EventLog
-from ..core.events import SessionEvent
-from ..core.header import SessionHeader
-from ..core.ids import validate_session_id
-from ..core.paging import PageCut, clip_records
-from ..core.recovery import interrupted_turn_closers
-from .api import ListedSession, Opened, PollingWatch, StoredLog
-from .appends import QueuedAppends, batch_rows
-from .collection import collection_paused
-from .errors import (
+from ...core.event_log import EventLog
+from ...core.events import SessionEvent
+from ...core.header import SessionHeader
+from ...core.ids import validate_session_id
+from ...core.paging import PageCut, clip_records
+from ...core.recovery import interrupted_turn_closers
+from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..appends import QueuedAppends, batch_rows
+from ..checked import CheckedRecords
+from ..collection import collection_paused
+from ..digest import joined_records
+from ..errors import (
     CorruptLog,
     LogError,
     LogLocked,
@@ -62,8 +64,7 @@ from .errors import (
     StaleWriter,
     UnsupportedStore,
 )
-from .log import CheckedRecords, parse_header
-from .log_index import joined_records
+from ..records import parse_header
 
 log = logging.getLogger(__name__)
 

@@ -23,24 +23,19 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
 
-from ..core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
-from ..core.events import SessionEvent, SessionTitle, decode_event
-from ..core.header import SessionHeader
-from ..core.paging import PageCut
-from .api import ListedSession, Opened, PollingWatch, StoredLog
-from .errors import LogError, LogLocked, SessionNotFound
-from .log import (
-    READ_BLOCK,
-    Compression,
-    LogLines,
-    LogWriter,
-    log_compression,
-)
-from .store import ContinuedLog, SessionStore
+from ...core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
+from ...core.events import SessionEvent, SessionTitle, decode_event
+from ...core.header import SessionHeader
+from ...core.paging import PageCut
+from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..errors import LogError, LogLocked, SessionNotFound
+from .lines import READ_BLOCK, Compression, LogLines, log_compression
+from .sessions import ContinuedLog, SessionStore
+from .writer import LogWriter
 
 if TYPE_CHECKING:
     # Imported by the first history request: a start and a session/load need no page index.
-    from .log_index import LogIndex
+    from .index import LogIndex
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +204,7 @@ class JsonlStore:
             if index is None or index.path != path:
                 # The header is checked as every reader checks it (its bound, its id) first.
                 self.files.header(session_id)
-                from .log_index import LogIndex
+                from .index import LogIndex
 
                 index = LogIndex.build(path)
                 with self._cache_lock:
