@@ -40,21 +40,14 @@ import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
-from ...core.chunk_rows import StorageRecord, pack_chunk_runs
-from ...core.event_log import EventLog
+from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
-from ...core.paging import PageCut, clip_records
-from ...core.recovery import interrupted_turn_closers
+from ...core.paging import PageCut
 from ..api import ListedSession, Opened, StoredLog
-from ..appends import QueuedAppends, batch_rows
-from ..checked import CheckedRecords
-from ..collection import collection_paused
-from ..digest import joined_records
+from ..appends import batch_rows
 from ..errors import (
-    CorruptLog,
-    LogError,
     LogLocked,
     LogWriteFailed,
     SessionExists,
@@ -62,13 +55,23 @@ from ..errors import (
     StaleWriter,
     UnsupportedStore,
 )
-from ..records import parse_header
 from ..redact import redact_url
+from .common import (
+    SCHEMA_VERSION,
+    CountedLines,
+    SqlWriter,
+    Statements,
+    listed_sessions,
+    page_start,
+    records_between,
+    session_header,
+    stale,
+    stored_log,
+    version_refused,
+)
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 1
-"""Bumped whenever the tables change; a database of another version is refused."""
 CHANNEL: Final = "acp_appends"
 """The `LISTEN` channel: each committed batch notifies its session id."""
 SAFETY_POLL_S: Final = 1.0
@@ -114,6 +117,7 @@ _LOCK_KEY: Final = "%s::integer, %s::integer"
 _LOCK_PERSON: Final = b"acp-server lock"
 
 _encoder: Final = msgspec.json.Encoder()
+_sql: Final = Statements("acp_", "%s", "header::text", "body::text")
 
 
 def _lock_key(session_id: str) -> tuple[int, int]:
@@ -230,18 +234,13 @@ class PostgresStore:
             if row is None or not row[0]:
                 for statement in _SCHEMA.split(";"):
                     await conn.execute(statement.encode())
-                await conn.execute(
-                    "INSERT INTO acp_store VALUES ('schema_version', %s)", (SCHEMA_VERSION,)
-                )
+                await conn.execute(_sql.set_schema_version, (SCHEMA_VERSION,))
                 return
-            cur = await conn.execute("SELECT value FROM acp_store WHERE key = 'schema_version'")
+            cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
-        found = row[0] if row else None
-        if found != SCHEMA_VERSION:
-            raise UnsupportedStore(
-                f"{self.url}: unsupported store schema version {found!r} "
-                f"(this build reads version {SCHEMA_VERSION})"
-            )
+        refused = version_refused(self.url, row[0] if row else None)
+        if refused is not None:
+            raise refused
 
     async def prepare(self) -> None:
         """Connect and create the tables now (`serve`, `acp-server store init`), or check the
@@ -320,27 +319,16 @@ class PostgresStore:
     async def header(self, session_id: str) -> SessionHeader:
         validate_session_id(session_id)
         async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
-            )
+            cur = await conn.execute(_sql.header, (session_id,))
             row = await cur.fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
-        return self._parse_header(session_id, row[0])
-
-    def _parse_header(self, session_id: str, text: str) -> SessionHeader:
-        where = self.where(session_id)
-        header = parse_header(where, text.encode())
-        if header.id != session_id:
-            raise CorruptLog(
-                where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
-            )
-        return header
+        return session_header(self.where(session_id), session_id, row[0])
 
     async def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT 1 FROM acp_sessions WHERE id = %s", (session_id,))
+            cur = await conn.execute(_sql.exists, (session_id,))
             return await cur.fetchone() is not None
 
     async def read(self, session_id: str) -> StoredLog:
@@ -349,29 +337,18 @@ class PostgresStore:
 
     async def _read(self, session_id: str) -> StoredLog:
         """The whole session, every record checked as a JSONL reader checks its lines."""
+        row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
+        return stored_log(self.where(session_id), session_id, row, bodies)
+
+    async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
+        """The session's row (`query`) and its records' bodies, read in one transaction."""
         async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text, next_seq FROM acp_sessions WHERE id = %s", (session_id,)
-            )
+            cur = await conn.execute(query, (session_id,))
             row = await cur.fetchone()
             if row is None:
-                raise SessionNotFound(f"unknown session {session_id!r}")
-            cur = await conn.execute(
-                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
-                (session_id,),
-            )
-            bodies = [body.encode() for (body,) in await cur.fetchall()]
-        header = self._parse_header(session_id, row[0])
-        checked = CheckedRecords(self.where(session_id), bodies)
-        with collection_paused():
-            records = list(checked)
-        if checked.event_count != row[1]:
-            raise CorruptLog(
-                self.where(session_id),
-                len(bodies) + 1,
-                f"the records hold {checked.event_count} events, the session says {row[1]}",
-            )
-        return StoredLog(header, records, checked.event_count)
+                return None, []
+            cur = await conn.execute(_sql.bodies, (session_id,))
+            return row, [body.encode() for (body,) in await cur.fetchall()]
 
     async def history(self, session_id: str) -> PostgresHistory:
         source = PostgresHistory(self, await self.header(session_id))
@@ -380,21 +357,13 @@ class PostgresStore:
 
     async def list_sessions(self) -> list[ListedSession]:
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT id, header::text, title, updated_at FROM acp_sessions")
+            cur = await conn.execute(_sql.listed)
             rows = await cur.fetchall()
-        listed = []
-        for session_id, text, title, updated_at in rows:
-            try:
-                header = self._parse_header(session_id, text)
-            except LogError as exc:
-                log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
-            listed.append(ListedSession(header, title, updated_at))
-        return listed
+        return listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT id FROM acp_sessions ORDER BY id")
+            cur = await conn.execute(_sql.ids)
             return [row[0] for row in await cur.fetchall()]
 
     async def damage(self) -> list[str]:
@@ -404,19 +373,10 @@ class PostgresStore:
         """A session's header and records as the lines of a JSONL log would hold them, read
         in one transaction: the log tools read every engine as lines."""
         validate_session_id(session_id)
-        async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise SessionNotFound(f"unknown session {session_id!r}")
-            cur = await conn.execute(
-                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
-                (session_id,),
-            )
-            lines = [row[0].encode(), *(body.encode() for (body,) in await cur.fetchall())]
-        return StoredRows(self.where(session_id), lines)
+        row, bodies = await self._rows(session_id, _sql.header)
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        return StoredRows(self.where(session_id), [row[0].encode(), *bodies])
 
     def watch(self, session_id: str) -> PostgresWatch:
         """A watch woken when the session may have grown (registered from now on)."""
@@ -503,18 +463,14 @@ async def _insert_records(
         (batch.end, batch.title, batch.last_time, session_id, first, epoch),
     )
     if cur.rowcount != 1:
-        raise StaleWriter(
-            where,
-            f"a batch from seq {first} does not follow what is stored "
-            "(another writer appended to the session, or took it over)",
-        )
+        raise stale(where, first, "another writer appended to the session, or took it over")
     async with conn.cursor() as many:
         if batch.records:
             await many.executemany(
                 "INSERT INTO acp_records VALUES (%s, %s, %s, %s::json)", batch.records
             )
         if batch.messages:
-            await many.executemany("INSERT INTO acp_messages VALUES (%s, %s, %s)", batch.messages)
+            await many.executemany(_sql.insert_messages, batch.messages)
         if batch.children:
             await many.executemany(
                 "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", batch.children
@@ -523,7 +479,7 @@ async def _insert_records(
     return batch.end
 
 
-class PostgresWriter(QueuedAppends):
+class PostgresWriter(SqlWriter):
     """The store API's `Writer` of one session: its connection (holding the session's
     advisory lock), its epoch, its queue."""
 
@@ -535,53 +491,31 @@ class PostgresWriter(QueuedAppends):
         next_seq: int,
         epoch: int,
     ) -> None:
-        self.store = store
-        self.header = header
+        super().__init__(store, header, next_seq)
+        self.postgres = store
         self.conn = conn
         self.epoch = epoch
-        self.next_seq = next_seq
-        self.stored_seq = next_seq
-        """The seq the next batch written starts at."""
-        self.failure: OSError | None = None
-        self.writable = True
-        self.closed = False
-        self._pending: list[SessionEvent] = []
-        self._unsynced = False
-        self._lock = anyio.Lock()
+        self._closed = False
 
     @property
-    def name(self) -> str:
-        return self.store.where(self.header.id)
-
-    def _location(self) -> str:
-        return self.name
-
-    async def flush(self) -> None:
-        await self._write(sync=False)
-
-    async def sync(self) -> None:
-        await self._write(sync=True)
-
-    async def _write(self, *, sync: bool) -> None:
-        async with self._lock:
-            self._check()
-            batch, self._pending = self._pending, []
-            if batch or (sync and self._unsynced):
-                with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
-                    await self.commit(batch, sync)
+    def closed(self) -> bool:
+        return self._closed
 
     async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
-        """One transaction for the batch; with `sync`, durable once this returns."""
         self._check()
         conn = self.conn
-        try:
+        with self.failing(psycopg.Error, _os_error):
             async with conn.transaction():
                 if not sync:
                     await conn.execute("SET LOCAL synchronous_commit TO off")
                 if batch:
-                    records = pack_chunk_runs(batch) if self.store.pack else list(batch)
                     self.stored_seq = await _insert_records(
-                        conn, self.name, self.header.id, records, self.stored_seq, self.epoch
+                        conn,
+                        self.name,
+                        self.header.id,
+                        self.records(batch),
+                        self.stored_seq,
+                        self.epoch,
                     )
                 else:
                     # Nothing new: a synchronous commit that writes flushes the WAL past every
@@ -593,48 +527,12 @@ class PostgresWriter(QueuedAppends):
                     if cur.rowcount != 1:
                         raise StaleWriter(self.name, "another writer took the session over")
             self._unsynced = not sync
-        except StaleWriter as exc:
-            self.failure = exc.cause
-            self._pending = []
-            raise
-        except psycopg.Error as exc:
-            self.failure = _os_error(exc)
-            self._pending = []
-            raise LogWriteFailed(self.name, self.failure) from None
-
-    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
-        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
-        log_ = EventLog(stored.records)
-        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
-        if closers:
-            try:
-                self.append(closers)
-                batch, self._pending = self._pending, []
-                await self.commit(batch, True)
-            except LogWriteFailed:
-                return Opened(self, log_, False, [])
-            for event in closers:
-                log_.append(event)
-        return Opened(self, log_, False, closers)
-
-    async def close(self) -> None:
-        async with self._lock:
-            if self.closed:
-                return
-            with anyio.CancelScope(shield=True):
-                try:
-                    if self.failure is None:
-                        batch, self._pending = self._pending, []
-                        if batch or self._unsynced:
-                            await self.commit(batch, True)
-                finally:
-                    await self.close_now()
 
     async def reopen(self, now_ms: int) -> Opened:
         """The connection may be gone, and the lock with it: the session is claimed anew."""
         with anyio.CancelScope(shield=True):
             await self.close_now()
-        return await self.store.open(self.header.id, now_ms)
+        return await self.postgres.open(self.header.id, now_ms)
 
     async def close_now(self) -> None:
         """Give up the claim, writing nothing.
@@ -643,7 +541,7 @@ class PostgresWriter(QueuedAppends):
         too, but only once the server has ended that connection's backend, so a process that
         tried the lock right after this returned could still find it held.
         """
-        self.closed = True
+        self._closed = True
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.execute(
                 f"SELECT pg_advisory_unlock({_LOCK_KEY})", _lock_key(self.header.id)
@@ -663,9 +561,7 @@ class PostgresHistory:
     async def refresh(self) -> None:
         session_id = self.header.id
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT next_seq FROM acp_sessions WHERE id = %s", (session_id,)
-            )
+            cur = await conn.execute(_sql.next_seq, (session_id,))
             row = await cur.fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
@@ -673,13 +569,9 @@ class PostgresHistory:
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT cut FROM acp_messages WHERE session = %s AND seq < %s "
-                "ORDER BY seq DESC LIMIT %s",
-                (self.header.id, end, max_messages),
-            )
+            cur = await conn.execute(_sql.cuts, (self.header.id, end, max_messages))
             cuts = [cut for (cut,) in await cur.fetchall()]
-            start = min(cuts) if len(cuts) == max_messages else 0
+            start = page_start(cuts, max_messages)
             return PageCut(start, end), await self._between(conn, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
@@ -690,43 +582,25 @@ class PostgresHistory:
         if lo >= hi:
             return []
         session_id = self.header.id
-        cur = await conn.execute(
-            "SELECT body::text FROM acp_records WHERE session = %(s)s AND seq0 < %(hi)s "
-            "AND seq0 >= coalesce((SELECT max(seq0) FROM acp_records "
-            "WHERE session = %(s)s AND seq0 <= %(lo)s), 0) ORDER BY seq0",
-            {"s": session_id, "lo": lo, "hi": hi},
-        )
+        cur = await conn.execute(_sql.between, (session_id, hi, session_id, lo))
         bodies = [body.encode() for (body,) in await cur.fetchall()]
-        if not bodies:
-            return []
-        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
-        return pack_chunk_runs(clip_records(records, starts, lo, hi))
+        return records_between(self.store.where(session_id), bodies, lo, hi)
 
     async def has_child(self, child_id: str) -> bool:
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT 1 FROM acp_children WHERE session = %s AND child = %s",
-                (self.header.id, child_id),
-            )
+            cur = await conn.execute(_sql.has_child, (self.header.id, child_id))
             return await cur.fetchone() is not None
 
 
-class StoredRows:
+class StoredRows(CountedLines):
     """The `SessionLines` of a session read from the database (`PostgresStore.lines`)."""
 
     def __init__(self, path: str, lines: list[bytes]) -> None:
-        self.path = path
+        super().__init__(path)
         self.lines = lines
-        self.count = 0
-        self.torn_tail = False  # a transaction is whole or absent
-        self.size = 0
-        """Bytes of JSON text the lines read so far hold."""
 
     def __iter__(self) -> Iterator[bytes]:
-        for line in self.lines:
-            self.count += 1
-            self.size += len(line) + 1
-            yield line
+        return map(self.counted, self.lines)
 
 
 class PostgresWatch:
