@@ -65,7 +65,7 @@ from acp_server.storage.errors import (
     UnsupportedVersion,
 )
 from acp_server.storage.jsonl.store import JsonlStore
-from acp_server.storage.sql import postgres
+from acp_server.storage.sql import postgres_links
 from acp_server.storage.sql.postgres import PostgresStore
 from acp_server.storage.sql.sqlite import SqliteStore
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
@@ -515,7 +515,7 @@ async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
 ) -> None:
     """With the safety poll an hour long, only `LISTEN/NOTIFY` (and the catch-up after the
     listening connection reconnects) can bring the appends to the follower."""
-    monkeypatch.setattr(postgres, "SAFETY_POLL_S", 3600.0)
+    monkeypatch.setattr(postgres_links, "SAFETY_POLL_S", 3600.0)
     store = PostgresStore(postgres_url)
     events = conversation(4)
     cut = after_turn(events, 0)
@@ -524,14 +524,14 @@ async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
     received: list[SessionEvent] = []
     arrived = anyio.Event()
     waiting = anyio.Event()
-    wait = postgres.PostgresWatch.wait
+    wait = postgres_links.PostgresWatch.wait
 
-    async def watched_wait(watch: postgres.PostgresWatch, poll: float) -> None:
+    async def watched_wait(watch: postgres_links.PostgresWatch, poll: float) -> None:
         if not watch._woken.is_set():
             waiting.set()  # the follower has read all there is: only a wake-up brings more
         await wait(watch, poll)
 
-    monkeypatch.setattr(postgres.PostgresWatch, "wait", watched_wait)
+    monkeypatch.setattr(postgres_links.PostgresWatch, "wait", watched_wait)
 
     async def follow(until: int) -> None:
         async for batch in follow_stored(store, "s1", cut):

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import errno
 import io
-import logging
 import mmap
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal
-
-import msgspec
 
 from ...core.chunk_checks import (
     Line,
@@ -44,10 +41,6 @@ READ_BLOCK: Final = 1024 * 1024
 """Bytes read from a log file at a time by the readers that stream it."""
 LONG_LINE: Final = 4 * READ_BLOCK
 """A plain line longer than this is not held while it is read, but read again once whole."""
-
-_encoder: Final = msgspec.json.Encoder()
-_json_decoder: Final = msgspec.json.Decoder()
-log = logging.getLogger(__name__)
 
 
 READ_ONLY_ERRNOS: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})

@@ -25,12 +25,8 @@ slow safety poll. Whoever wakes reads by seq from what it has: never by a global
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
-import hashlib
-import logging
-import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
@@ -69,15 +65,16 @@ from .common import (
     stored_log,
     version_refused,
 )
+from .postgres_links import (
+    CHANNEL,
+    LOCK_KEY,
+    Listener,
+    PostgresWatch,
+    lock_key,
+    os_error,
+    said,
+)
 
-log = logging.getLogger(__name__)
-
-CHANNEL: Final = "acp_appends"
-"""The `LISTEN` channel: each committed batch notifies its session id."""
-SAFETY_POLL_S: Final = 1.0
-"""How often a follower looks for appends even without a notification."""
-RECONNECT_S: Final = 0.5
-"""How long the listening connection waits before connecting again after losing the server."""
 LOCK_CLASS: Final = 0x61637053
 """The key ("acpS") of the advisory lock that creating the tables takes (one bigint key: a space
 apart from the two-integer keys of the sessions' locks)."""
@@ -113,50 +110,8 @@ CREATE TABLE acp_children (
 )
 """
 _TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
-_LOCK_KEY: Final = "%s::integer, %s::integer"
-_LOCK_PERSON: Final = b"acp-server lock"
-
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = Statements("acp_", "%s", "header::text", "body::text")
-
-
-def _lock_key(session_id: str) -> tuple[int, int]:
-    """The two integer keys of a session's advisory lock: the halves of a 64-bit BLAKE2b digest
-    of its id.
-
-    An advisory lock is what a dead connection gives back by itself (its backend ends, its
-    locks go), with no row to clean up after it; but its key holds 64 bits, not a whole id. The
-    32 bits of `hashtext` let two ids of the same hash, found in under a second, refuse each
-    other; two ids share a 64-bit digest with a chance of 2^-64 a pair, which is accepted here:
-    they would refuse each other as "in use", never write each other's log (every append also
-    checks the session's own epoch and next seq). A lock row keyed by the whole id would be
-    exact, but only a transaction left open for as long as the session is written can hold a
-    row lock, and the writer's connection commits each batch. The personalisation makes the keys
-    this store's own: another application's two-integer locks on the database meet one only by
-    the same chance. (A process of a build that keyed the lock by `hashtext` does not see these
-    locks: against it, only the epoch keeps one writer, the later claim.)
-    """
-    digest = hashlib.blake2b(session_id.encode(), digest_size=8, person=_LOCK_PERSON).digest()
-    high, low = struct.unpack(">ii", digest)
-    return high, low
-
-
-def _said(exc: psycopg.Error) -> str:
-    """What the driver said, on one line (libpq's connection errors take several)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return "; ".join(lines) or type(exc).__name__
-
-
-def _os_error(exc: psycopg.Error) -> OSError:
-    """A database failure as the OSError a writer's `failure` holds: a lost or refused
-    connection is ECONNRESET (the request says the database is unavailable)."""
-    if isinstance(exc, errors.DiskFull):
-        number = errno.ENOSPC
-    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        number = errno.ECONNRESET
-    else:
-        number = errno.EIO
-    return OSError(number, _said(exc))
 
 
 class PostgresStore:
@@ -168,7 +123,7 @@ class PostgresStore:
         self._shown = redact_url(conninfo)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._ready = anyio.Lock()
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
 
     @property
     def url(self) -> str:
@@ -183,7 +138,7 @@ class PostgresStore:
         try:
             return await AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.Error as exc:
-            raise LogWriteFailed(self.url, _os_error(exc)) from None
+            raise LogWriteFailed(self.url, os_error(exc)) from None
 
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection[Any]]:
@@ -194,7 +149,7 @@ class PostgresStore:
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # The database is unreachable: a storage failure of the request, not a bug.
-            raise OSError(errno.ECONNRESET, f"{self.url}: {_said(exc)}") from None
+            raise OSError(errno.ECONNRESET, f"{self.url}: {said(exc)}") from None
 
     async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         if self._pool is not None:
@@ -222,7 +177,7 @@ class PostgresStore:
         try:
             return await AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.Error as exc:
-            raise UnsupportedStore(f"{self.url}: cannot connect: {_said(exc)}") from None
+            raise UnsupportedStore(f"{self.url}: cannot connect: {said(exc)}") from None
 
     async def _check_schema(self, conn: AsyncConnection[Any]) -> None:
         """Create the tables in a database that has none; refuse one of another version."""
@@ -255,12 +210,12 @@ class PostgresStore:
         conn = await self.connect()
         try:
             cur = await conn.execute(
-                f"SELECT pg_try_advisory_lock({_LOCK_KEY})", _lock_key(session_id)
+                f"SELECT pg_try_advisory_lock({LOCK_KEY})", lock_key(session_id)
             )
             row = await cur.fetchone()
         except psycopg.Error as exc:
             await conn.close()
-            raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+            raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
         if row is None or not row[0]:
             await conn.close()
             raise LogLocked(
@@ -283,7 +238,7 @@ class PostgresStore:
                 raise SessionExists(f"session {header.id!r} already exists") from None
             except psycopg.Error as exc:
                 await conn.close()
-                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(header.id), os_error(exc)) from None
         return PostgresWriter(self, header, conn, next_seq=0, epoch=1)
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
@@ -302,7 +257,7 @@ class PostgresStore:
                 stored = await self._read(session_id)
             except psycopg.Error as exc:
                 await conn.close()
-                raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
             except BaseException:
                 await conn.close()
                 raise
@@ -381,7 +336,7 @@ class PostgresStore:
     def watch(self, session_id: str) -> PostgresWatch:
         """A watch woken when the session may have grown (registered from now on)."""
         if self._listener is None:
-            self._listener = _Listener(self)
+            self._listener = Listener(self.conninfo, self.url)
         return self._listener.watch(session_id)
 
     # -- deleting, copying ---------------------------------------------------------------------
@@ -391,7 +346,7 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(session_id)
+                    f"SELECT pg_try_advisory_xact_lock({LOCK_KEY})", lock_key(session_id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -414,7 +369,7 @@ class PostgresStore:
         try:
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(header.id)
+                    f"SELECT pg_try_advisory_xact_lock({LOCK_KEY})", lock_key(header.id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -504,7 +459,7 @@ class PostgresWriter(SqlWriter):
     async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
         self._check()
         conn = self.conn
-        with self.failing(psycopg.Error, _os_error):
+        with self.failing(psycopg.Error, os_error):
             async with conn.transaction():
                 if not sync:
                     await conn.execute("SET LOCAL synchronous_commit TO off")
@@ -544,7 +499,7 @@ class PostgresWriter(SqlWriter):
         self._closed = True
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.execute(
-                f"SELECT pg_advisory_unlock({_LOCK_KEY})", _lock_key(self.header.id)
+                f"SELECT pg_advisory_unlock({LOCK_KEY})", lock_key(self.header.id)
             )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.close()
@@ -601,89 +556,3 @@ class StoredRows(CountedLines):
 
     def __iter__(self) -> Iterator[bytes]:
         return map(self.counted, self.lines)
-
-
-class PostgresWatch:
-    """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
-
-    def __init__(self, listener: _Listener, session_id: str) -> None:
-        self.listener = listener
-        self.session_id = session_id
-        self._woken = anyio.Event()
-        # Woken from the start: the first wait is the catch-up read of what was appended
-        # between the follower's snapshot and this registration.
-        self._woken.set()
-
-    def wake(self) -> None:
-        self._woken.set()
-
-    async def wait(self, poll: float) -> None:
-        """Until a notification since the last wait, or the safety poll (`poll` is for the
-        engines that only poll)."""
-        with anyio.move_on_after(SAFETY_POLL_S):
-            await self._woken.wait()
-        self._woken = anyio.Event()
-
-    def close(self) -> None:
-        self.listener.forget(self)
-
-
-class _Listener:
-    """The store's one `LISTEN` connection, run by a task of its own while anyone watches."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-        self.watches: dict[str, set[PostgresWatch]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self.listening = anyio.Event()
-        """Set once the connection listens (tests wait for it before counting on a wake)."""
-
-    def watch(self, session_id: str) -> PostgresWatch:
-        watch = PostgresWatch(self, session_id)
-        self.watches.setdefault(session_id, set()).add(watch)
-        if self._task is None:
-            # psycopg's async connections run on asyncio: so does this engine's listener.
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        return watch
-
-    def forget(self, watch: PostgresWatch) -> None:
-        watches = self.watches.get(watch.session_id)
-        if watches is not None:
-            watches.discard(watch)
-            if not watches:
-                del self.watches[watch.session_id]
-
-    def _wake_all(self) -> None:
-        for watches in self.watches.values():
-            for watch in watches:
-                watch.wake()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                conn = await AsyncConnection.connect(self.store.conninfo, autocommit=True)
-            except psycopg.Error as exc:
-                log.warning("%s: cannot listen for appends: %s", self.store.url, _said(exc))
-                await asyncio.sleep(RECONNECT_S)
-                continue
-            try:
-                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-                self.listening.set()
-                self._wake_all()  # what was notified while not listening is read by seq
-                async for note in conn.notifies():
-                    for watch in self.watches.get(note.payload, ()):
-                        watch.wake()
-            except psycopg.Error as exc:
-                log.warning("%s: lost the listening connection: %s", self.store.url, _said(exc))
-            finally:
-                with contextlib.suppress(psycopg.Error, OSError):
-                    await conn.close()
-            self._wake_all()
-            await asyncio.sleep(RECONNECT_S)
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

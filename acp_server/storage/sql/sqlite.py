@@ -25,9 +25,6 @@ share one behind a lock.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import logging
 import os
 import sqlite3
 import threading
@@ -49,9 +46,7 @@ from ...core.paging import PageCut
 from ..api import ListedSession, Opened, PollingWatch, StoredLog
 from ..appends import batch_rows
 from ..errors import (
-    CorruptLog,
     LogError,
-    LogLocked,
     LogWriteFailed,
     SessionExists,
     SessionNotFound,
@@ -70,11 +65,15 @@ from .common import (
     stored_log,
     version_refused,
 )
-
-log = logging.getLogger(__name__)
-
-BUSY_TIMEOUT_MS: Final = 10_000
-"""How long a transaction waits for another connection's write to end."""
+from .sqlite_connect import (
+    BUSY_TIMEOUT_MS,
+    Claim,
+    connect,
+    damage_is_corrupt,
+    is_damage,
+    os_error,
+    transaction,
+)
 
 _SCHEMA: Final = """
 CREATE TABLE store (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
@@ -109,81 +108,6 @@ _TABLES: Final = ("children", "messages", "records", "sessions")
 
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = Statements("", "?", "header", "CAST(body AS BLOB)")
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA synchronous = NORMAL")
-    return db
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
-    db.execute(f"BEGIN {mode}")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        # A failed COMMIT leaves the transaction open: it is undone, as a failed body is.
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
-        raise
-
-
-_DAMAGE: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-"""The primary result codes of a database file that is not what SQLite wrote."""
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    # Only these: a busy database, a failing disk or a full one are `OperationalError`s (also
-    # `DatabaseError`s) and keep their own meaning. Extended codes carry the primary one in
-    # their low byte (SQLITE_CORRUPT_INDEX, ...).
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in _DAMAGE
-
-
-@contextlib.contextmanager
-def _damage_is_corrupt(where: str, line: Callable[[], int]) -> Iterator[None]:
-    """A damaged database met inside as the `CorruptLog` of `where`, at `line()`."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        if not _is_damage(exc):
-            raise
-        raise CorruptLog(where, line(), f"the database is damaged: {exc}") from None
-
-
-def _os_error(exc: sqlite3.Error) -> OSError:
-    """A database failure as the OSError a writer's `failure` holds."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    number = errno.ENOSPC if code == sqlite3.SQLITE_FULL else errno.EIO
-    return OSError(number, str(exc))
-
-
-class _Claim:
-    """The single-writer claim of one session: an exclusive `flock` on its lock file."""
-
-    def __init__(self, path: Path, owner: str) -> None:
-        path.parent.mkdir(exist_ok=True)
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise LogLocked(
-                f"{owner}: the session is open for writing in another process"
-            ) from None
-
-    def release(self, *, remove: bool = False) -> None:
-        if self.fd < 0:
-            return
-        if remove:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-        os.close(self.fd)
-        self.fd = -1
 
 
 class SqliteStore:
@@ -223,12 +147,12 @@ class SqliteStore:
                 raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
 
     def _open_once(self) -> sqlite3.Connection:
-        db = _connect(self.path)
+        db = connect(self.path)
         try:
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
-            with _transaction(db):
+            with transaction(db):
                 self._check_schema(db)
         except BaseException:
             db.close()
@@ -261,16 +185,14 @@ class SqliteStore:
         """
         where = self.url if session_id is None else self.where(session_id)
         with (
-            _damage_is_corrupt(where, line),
+            damage_is_corrupt(where, line),
             self._read_lock,
-            _transaction(self._db, "DEFERRED"),
+            transaction(self._db, "DEFERRED"),
         ):
             yield self._db
 
-    def _claim(self, session_id: str) -> _Claim:
-        return _Claim(
-            self.locks / f"{validate_session_id(session_id)}.lock", self.where(session_id)
-        )
+    def _claim(self, session_id: str) -> Claim:
+        return Claim(self.locks / f"{validate_session_id(session_id)}.lock", self.where(session_id))
 
     # -- creating and opening ------------------------------------------------------------------
 
@@ -285,7 +207,7 @@ class SqliteStore:
             writer = SqliteWriter(self, header, claim, next_seq=0)
             try:
                 writer.db.execute("PRAGMA synchronous = FULL")
-                with _transaction(writer.db):
+                with transaction(writer.db):
                     _insert_session(writer.db, header)
                 writer.db.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.IntegrityError:
@@ -293,7 +215,7 @@ class SqliteStore:
                 raise SessionExists(f"session {header.id!r} already exists") from None
             except sqlite3.Error as exc:
                 writer.db.close()
-                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(header.id), os_error(exc)) from None
         except BaseException:
             claim.release()
             raise
@@ -400,9 +322,9 @@ class SqliteStore:
             raise SessionNotFound(f"unknown session {session_id!r}")
         claim = self._claim(session_id)
         try:
-            db = _connect(self.path)
+            db = connect(self.path)
             try:
-                with _damage_is_corrupt(self.where(session_id), lambda: 1), _transaction(db):
+                with damage_is_corrupt(self.where(session_id), lambda: 1), transaction(db):
                     for table in _TABLES:
                         column = "id" if table == "sessions" else "session"
                         db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
@@ -417,10 +339,10 @@ class SqliteStore:
     def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
         claim = self._claim(header.id)
         try:
-            db = _connect(self.path)
+            db = connect(self.path)
             try:
                 db.execute("PRAGMA synchronous = FULL")
-                with _damage_is_corrupt(self.where(header.id), lambda: 1), _transaction(db):
+                with damage_is_corrupt(self.where(header.id), lambda: 1), transaction(db):
                     _insert_session(db, header)
                     _insert_records(db, self.where(header.id), header.id, records, 0)
             except sqlite3.IntegrityError:
@@ -441,7 +363,7 @@ class SqliteStore:
                 rows = self._db.execute("PRAGMA quick_check").fetchall()
         except sqlite3.DatabaseError as exc:
             # Damage bad enough that SQLite stops checking: its error is the finding.
-            if not _is_damage(exc):
+            if not is_damage(exc):
                 raise LogError(f"{self.url}: cannot check the database: {exc}") from None
             return [str(exc)]
         lines = [line for (text,) in rows for line in str(text).splitlines()]
@@ -489,11 +411,11 @@ def _insert_records(
 class SqliteWriter(SqlWriter):
     """The store API's `Writer` of one session: its connection, its claim, its queue."""
 
-    def __init__(self, store: SqliteStore, header: SessionHeader, claim: _Claim, next_seq: int):
+    def __init__(self, store: SqliteStore, header: SessionHeader, claim: Claim, next_seq: int):
         super().__init__(store, header, next_seq)
         self.sqlite = store
         self.claim = claim
-        self.db = _connect(store.path)
+        self.db = connect(store.path)
 
     @property
     def closed(self) -> bool:
@@ -505,7 +427,7 @@ class SqliteWriter(SqlWriter):
     def _commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
         self._check()
         db = self.db
-        with self.failing(sqlite3.Error, _os_error):
+        with self.failing(sqlite3.Error, os_error):
             if not batch:
                 self._sync_wal()
                 return
@@ -513,7 +435,7 @@ class SqliteWriter(SqlWriter):
             if sync:
                 db.execute("PRAGMA synchronous = FULL")
             try:
-                with _transaction(db):
+                with transaction(db):
                     self.stored_seq = _insert_records(
                         db, self.name, self.header.id, records, self.stored_seq
                     )
@@ -624,11 +546,11 @@ class StoredLines(CountedLines):
         self.session_id = validate_session_id(session_id)
 
     def __iter__(self) -> Iterator[bytes]:
-        db = _connect(self.store.path)
+        db = connect(self.store.path)
         try:
             with (
-                _damage_is_corrupt(self.path, lambda: self.count + 1),
-                _transaction(db, "DEFERRED"),
+                damage_is_corrupt(self.path, lambda: self.count + 1),
+                transaction(db, "DEFERRED"),
             ):
                 row = db.execute(_sql.header, (self.session_id,)).fetchone()
                 if row is None:
