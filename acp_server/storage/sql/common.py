@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 import anyio
 
@@ -41,6 +41,7 @@ from ..records import parse_header
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Exception)
+S = TypeVar("S")
 
 SCHEMA_VERSION: Final = 1
 """Bumped whenever the tables change; a database of another version is refused."""
@@ -151,6 +152,21 @@ def records_between(where: str, bodies: list[bytes], lo: int, hi: int) -> list[S
         return []
     records, starts = joined_records(where, b"\n".join(bodies), 2)
     return pack_chunk_runs(clip_records(records, starts, lo, hi))
+
+
+class SqlHistory(Generic[S]):
+    """The store API's `HistorySource` of one session in a database: what both engines keep."""
+
+    def __init__(self, store: S, header: SessionHeader) -> None:
+        self.store = store
+        self.header = header
+        self.last_seq = -1
+
+    def refreshed(self, row: tuple[int] | None) -> None:
+        """Take the session's stored next seq, as read (None: the session is gone)."""
+        if row is None:
+            raise SessionNotFound(f"unknown session {self.header.id!r}")
+        self.last_seq = row[0] - 1
 
 
 class CountedLines:
@@ -265,6 +281,14 @@ class SqlWriter(QueuedAppends):
             for event in closers:
                 log_.append(event)
         return Opened(self, log_, False, closers)
+
+    async def opened(self, stored: StoredLog, now_ms: int) -> Opened:
+        """`recover`, the claim given up if that fails: how opening a session ends."""
+        try:
+            return await self.recover(stored, now_ms)
+        except BaseException:
+            await self.close_now()
+            raise
 
     async def close(self) -> None:
         async with self._lock:

@@ -52,19 +52,7 @@ from ..errors import (
     UnsupportedStore,
 )
 from ..redact import redact_url
-from .common import (
-    SCHEMA_VERSION,
-    CountedLines,
-    SqlWriter,
-    Statements,
-    listed_sessions,
-    page_start,
-    records_between,
-    session_header,
-    stale,
-    stored_log,
-    version_refused,
-)
+from . import common
 from .postgres_links import (
     CHANNEL,
     LOCK_KEY,
@@ -111,7 +99,7 @@ CREATE TABLE acp_children (
 """
 _TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
 _encoder: Final = msgspec.json.Encoder()
-_sql: Final = Statements("acp_", "%s", "header::text", "body::text")
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 
 
 class PostgresStore:
@@ -189,11 +177,11 @@ class PostgresStore:
             if row is None or not row[0]:
                 for statement in _SCHEMA.split(";"):
                     await conn.execute(statement.encode())
-                await conn.execute(_sql.set_schema_version, (SCHEMA_VERSION,))
+                await conn.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
                 return
             cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
-        refused = version_refused(self.url, row[0] if row else None)
+        refused = common.version_refused(self.url, row[0] if row else None)
         if refused is not None:
             raise refused
 
@@ -262,11 +250,7 @@ class PostgresStore:
                 await conn.close()
                 raise
             writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
-            try:
-                opened = await writer.recover(stored, now_ms)
-            except BaseException:
-                await writer.close_now()
-                raise
+            opened = await writer.opened(stored, now_ms)
         return opened
 
     # -- reading -------------------------------------------------------------------------------
@@ -278,7 +262,7 @@ class PostgresStore:
             row = await cur.fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
-        return session_header(self.where(session_id), session_id, row[0])
+        return common.session_header(self.where(session_id), session_id, row[0])
 
     async def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
@@ -293,7 +277,7 @@ class PostgresStore:
     async def _read(self, session_id: str) -> StoredLog:
         """The whole session, every record checked as a JSONL reader checks its lines."""
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
-        return stored_log(self.where(session_id), session_id, row, bodies)
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
@@ -314,7 +298,7 @@ class PostgresStore:
         async with self.reading() as conn:
             cur = await conn.execute(_sql.listed)
             rows = await cur.fetchall()
-        return listed_sessions(rows, self.where)
+        return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
         async with self.reading() as conn:
@@ -418,7 +402,7 @@ async def _insert_records(
         (batch.end, batch.title, batch.last_time, session_id, first, epoch),
     )
     if cur.rowcount != 1:
-        raise stale(where, first, "another writer appended to the session, or took it over")
+        raise common.stale(where, first, "another writer appended to the session, or took it over")
     async with conn.cursor() as many:
         if batch.records:
             await many.executemany(
@@ -434,7 +418,7 @@ async def _insert_records(
     return batch.end
 
 
-class PostgresWriter(SqlWriter):
+class PostgresWriter(common.SqlWriter):
     """The store API's `Writer` of one session: its connection (holding the session's
     advisory lock), its epoch, its queue."""
 
@@ -505,28 +489,19 @@ class PostgresWriter(SqlWriter):
             await self.conn.close()
 
 
-class PostgresHistory:
+class PostgresHistory(common.SqlHistory[PostgresStore]):
     """The store API's `HistorySource` of one session in the database."""
 
-    def __init__(self, store: PostgresStore, header: SessionHeader) -> None:
-        self.store = store
-        self.header = header
-        self.last_seq = -1
-
     async def refresh(self) -> None:
-        session_id = self.header.id
         async with self.store.reading() as conn:
-            cur = await conn.execute(_sql.next_seq, (session_id,))
-            row = await cur.fetchone()
-        if row is None:
-            raise SessionNotFound(f"unknown session {session_id!r}")
-        self.last_seq = row[0] - 1
+            cur = await conn.execute(_sql.next_seq, (self.header.id,))
+            self.refreshed(await cur.fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         async with self.store.reading() as conn:
             cur = await conn.execute(_sql.cuts, (self.header.id, end, max_messages))
             cuts = [cut for (cut,) in await cur.fetchall()]
-            start = page_start(cuts, max_messages)
+            start = common.page_start(cuts, max_messages)
             return PageCut(start, end), await self._between(conn, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
@@ -539,7 +514,7 @@ class PostgresHistory:
         session_id = self.header.id
         cur = await conn.execute(_sql.between, (session_id, hi, session_id, lo))
         bodies = [body.encode() for (body,) in await cur.fetchall()]
-        return records_between(self.store.where(session_id), bodies, lo, hi)
+        return common.records_between(self.store.where(session_id), bodies, lo, hi)
 
     async def has_child(self, child_id: str) -> bool:
         async with self.store.reading() as conn:
@@ -547,7 +522,7 @@ class PostgresHistory:
             return await cur.fetchone() is not None
 
 
-class StoredRows(CountedLines):
+class StoredRows(common.CountedLines):
     """The `SessionLines` of a session read from the database (`PostgresStore.lines`)."""
 
     def __init__(self, path: str, lines: list[bytes]) -> None:

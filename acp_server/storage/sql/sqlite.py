@@ -52,19 +52,7 @@ from ..errors import (
     SessionNotFound,
     UnsupportedStore,
 )
-from .common import (
-    SCHEMA_VERSION,
-    CountedLines,
-    SqlWriter,
-    Statements,
-    listed_sessions,
-    page_start,
-    records_between,
-    session_header,
-    stale,
-    stored_log,
-    version_refused,
-)
+from . import common
 from .sqlite_connect import (
     BUSY_TIMEOUT_MS,
     Claim,
@@ -107,7 +95,7 @@ CREATE TABLE children (
 _TABLES: Final = ("children", "messages", "records", "sessions")
 
 _encoder: Final = msgspec.json.Encoder()
-_sql: Final = Statements("", "?", "header", "CAST(body AS BLOB)")
+_sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
 
 
 class SqliteStore:
@@ -165,12 +153,12 @@ class SqliteStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
-            db.execute(_sql.set_schema_version, (SCHEMA_VERSION,))
+            db.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
             return
         if "store" not in names:
             raise UnsupportedStore(f"{self.url}: not an acp-server session store")
         row = db.execute(_sql.schema_version).fetchone()
-        refused = version_refused(self.url, row[0] if row else None)
+        refused = common.version_refused(self.url, row[0] if row else None)
         if refused is not None:
             raise refused
 
@@ -224,11 +212,7 @@ class SqliteStore:
     async def open(self, session_id: str, now_ms: int) -> Opened:
         with anyio.CancelScope(shield=True):
             writer, stored = await anyio.to_thread.run_sync(self._claimed, session_id)
-            try:
-                opened = await writer.recover(stored, now_ms)
-            except BaseException:
-                await writer.close_now()
-                raise
+            opened = await writer.opened(stored, now_ms)
         return opened
 
     def _claimed(self, session_id: str) -> tuple[SqliteWriter, StoredLog]:
@@ -252,7 +236,7 @@ class SqliteStore:
             row = db.execute(_sql.header, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
-        return session_header(self.where(session_id), session_id, row[0])
+        return common.session_header(self.where(session_id), session_id, row[0])
 
     async def exists(self, session_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._exists, session_id)
@@ -276,7 +260,7 @@ class SqliteStore:
             row = db.execute(_sql.header_and_next_seq, (session_id,)).fetchone()
             if row is not None:
                 bodies.extend(body for (body,) in db.execute(_sql.bodies, (session_id,)))
-        return stored_log(self.where(session_id), session_id, row, bodies)
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def history(self, session_id: str) -> SqliteHistory:
         return await anyio.to_thread.run_sync(self._history, session_id)
@@ -293,7 +277,7 @@ class SqliteStore:
     def _list(self) -> list[ListedSession]:
         with self._reading() as db:
             rows = db.execute(_sql.listed).fetchall()
-        return listed_sessions(rows, self.where)
+        return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self._session_ids)
@@ -401,14 +385,14 @@ def _insert_records(
         (batch.end, batch.title, batch.last_time, session_id, first),
     )
     if moved.rowcount != 1:
-        raise stale(where, first, "another writer appended to the session")
+        raise common.stale(where, first, "another writer appended to the session")
     db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", batch.records)
     db.executemany(_sql.insert_messages, batch.messages)
     db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", batch.children)
     return batch.end
 
 
-class SqliteWriter(SqlWriter):
+class SqliteWriter(common.SqlWriter):
     """The store API's `Writer` of one session: its connection, its claim, its queue."""
 
     def __init__(self, store: SqliteStore, header: SessionHeader, claim: Claim, next_seq: int):
@@ -480,28 +464,19 @@ class SqliteWriter(SqlWriter):
 
 def _first_record_line() -> int:
     # A range read does not know the line it starts at: it numbers its records from line 2, as
-    # `records_between` does decoding them.
+    # `common.records_between` does decoding them.
     return 2
 
 
-class SqliteHistory:
+class SqliteHistory(common.SqlHistory[SqliteStore]):
     """The store API's `HistorySource` of one session in the database."""
-
-    def __init__(self, store: SqliteStore, header: SessionHeader) -> None:
-        self.store = store
-        self.header = header
-        self.last_seq = -1
 
     async def refresh(self) -> None:
         await anyio.to_thread.run_sync(self.refresh_now)
 
     def refresh_now(self) -> None:
-        session_id = self.header.id
-        with self.store._reading(session_id) as db:
-            row = db.execute(_sql.next_seq, (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFound(f"unknown session {session_id!r}")
-        self.last_seq = row[0] - 1
+        with self.store._reading(self.header.id) as db:
+            self.refreshed(db.execute(_sql.next_seq, (self.header.id,)).fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         return await anyio.to_thread.run_sync(self._page, end, max_messages)
@@ -510,7 +485,7 @@ class SqliteHistory:
         session_id = self.header.id
         with self.store._reading(session_id, _first_record_line) as db:
             cuts = [cut for (cut,) in db.execute(_sql.cuts, (session_id, end, max_messages))]
-            start = page_start(cuts, max_messages)
+            start = common.page_start(cuts, max_messages)
             return PageCut(start, end), self._between(db, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
@@ -525,7 +500,9 @@ class SqliteHistory:
             return []
         session_id = self.header.id
         query = db.execute(_sql.between, (session_id, hi, session_id, lo))
-        return records_between(self.store.where(session_id), [body for (body,) in query], lo, hi)
+        return common.records_between(
+            self.store.where(session_id), [body for (body,) in query], lo, hi
+        )
 
     async def has_child(self, child_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._has_child, child_id)
@@ -536,7 +513,7 @@ class SqliteHistory:
         return found is not None
 
 
-class StoredLines(CountedLines):
+class StoredLines(common.CountedLines):
     """A session's header and records as the lines of a JSONL log would hold them, streamed
     from the database in one read transaction: the log tools read every engine as lines."""
 
