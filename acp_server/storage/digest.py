@@ -15,10 +15,11 @@ from typing import Any, Final, cast
 import msgspec
 
 from ..core.chunk_rows import (
-    ROW_CLASSES,
     ChunkRow,
     ChunkRowError,
+    ReasoningChunks,
     StorageRecord,
+    TextChunks,
     TextChunksData,
     ToolCallChunks,
     ToolCallChunksData,
@@ -148,53 +149,56 @@ class _Digest:
 
     def feed(self, records: list[Any], position: int) -> None:
         """Digest the next records; `position` is the number of lines fed before them."""
-        check, add_start = self.check, self.starts.append
+        check = self.check
+        head, dts, fragments, last_time = self.head, self.dts, self.fragments, self.last_time
+        joined, joined_starts, add_start = self.joined, self.joined_starts, self.starts.append
         for k, record in enumerate(records, position):
             expected = check.expected
             check.record(k, record)  # it fails fast
-            add_start(check.start)
-            if type(record) in ROW_CLASSES:
-                self._row(record, expected)
-                continue
-            self._close_run()
             start = check.start
-            self.joined.append(record)
-            self.joined_starts.append(start)
-            if type(record) is SubagentStart:
+            add_start(start)
+            kind = type(record)
+            if kind is TextChunks or kind is ReasoningChunks or kind is ToolCallChunks:
+                d, time0 = record.data, record.time0
+                is_tool = kind is ToolCallChunks
+                members = d.args if is_tool else d.texts
+                if (
+                    head is not None
+                    and kind is type(head)
+                    and start == expected
+                    and d.turn == head.data.turn
+                    and d.step == head.data.step
+                    and d.index == head.data.index
+                    and (not is_tool or (d.id == head.data.id and d.name == head.data.name))
+                    and -MAX_SAFE_INTEGER <= time0 - last_time <= MAX_SAFE_INTEGER
+                ):
+                    if dts is None:
+                        dts = list(head.data.dt)
+                        fragments = list(head.data.args if is_tool else head.data.texts)
+                    dts.append(time0 - last_time)
+                    dts.extend(d.dt)
+                    cast(list[str], fragments).extend(members)  # set with dts, just above
+                else:
+                    if head is not None:
+                        joined.append(_joined(head, dts, fragments))
+                        dts = fragments = None
+                    head = record
+                    joined_starts.append(start)
+                last_time = time0 + sum(d.dt)
+                continue
+            if head is not None:
+                joined.append(_joined(head, dts, fragments))
+                head = dts = fragments = None
+            joined.append(record)
+            joined_starts.append(start)
+            if kind is SubagentStart:
                 self.children.add(record.data.child_session_id)
             else:
                 cut = message_cut(record, start)
                 if cut is not None:
                     self.message_seqs.append(start)
                     self.message_cuts.append(cut)
-
-    def _row(self, row: Any, expected: int | None) -> None:
-        """Join `row` to the open run if it continues it (`expected`: the seq it had to start
-        at), or open a run with it."""
-        d, head, time0 = row.data, self.head, row.time0
-        is_tool = type(row) is ToolCallChunks
-        members = d.args if is_tool else d.texts
-        if (
-            head is not None
-            and type(row) is type(head)
-            and row.seq0 == expected
-            and d.turn == head.data.turn
-            and d.step == head.data.step
-            and d.index == head.data.index
-            and (not is_tool or (d.id == head.data.id and d.name == head.data.name))
-            and -MAX_SAFE_INTEGER <= time0 - self.last_time <= MAX_SAFE_INTEGER
-        ):
-            if self.dts is None:
-                self.dts = list(head.data.dt)
-                self.fragments = list(head.data.args if is_tool else head.data.texts)
-            self.dts.append(time0 - self.last_time)
-            self.dts.extend(d.dt)
-            cast(list[str], self.fragments).extend(members)  # set with dts, just above
-        else:
-            self._close_run()
-            self.head = row
-            self.joined_starts.append(row.seq0)
-        self.last_time = time0 + sum(d.dt)
+        self.head, self.dts, self.fragments, self.last_time = head, dts, fragments, last_time
 
     def _close_run(self) -> None:
         if self.head is not None:
