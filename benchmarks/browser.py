@@ -78,7 +78,7 @@ from load import SEED, SESSION_ID, write_session  # noqa: E402
 from playwright.async_api import Browser, CDPSession, Page, async_playwright  # noqa: E402
 from websocket import Listening  # noqa: E402
 
-from acp_server.storage.store import SessionStore  # noqa: E402
+from acp_server.storage.jsonl.sessions import SessionStore  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -93,8 +93,8 @@ from acp_server.core.history import (  # noqa: E402
     expand_history_records,
     to_history_records,
 )
-from acp_server.storage.log_index import LogIndex  # noqa: E402
-from acp_server.storage.store import SessionStore  # noqa: E402
+from acp_server.storage.jsonl.index import LogIndex  # noqa: E402
+from acp_server.storage.jsonl.sessions import SessionStore  # noqa: E402
 
 try:
     import brotli

@@ -111,8 +111,8 @@ from acp_server.core.events import (  # noqa: E402
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.core.projection import project_load  # noqa: E402
-from acp_server.storage.log import read_log  # noqa: E402
-from acp_server.storage.store import CHECKS_NAME, SessionStore  # noqa: E402
+from acp_server.storage.jsonl.log import read_log  # noqa: E402
+from acp_server.storage.jsonl.sessions import CHECKS_NAME, SessionStore  # noqa: E402
 
 TURNS = 1000
 DELTAS_PER_MESSAGE = 400

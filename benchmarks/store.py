@@ -58,7 +58,7 @@ from history_transport import flush_batches  # noqa: E402
 
 from acp_server.core.events import AssistantChunk, SessionEvent, TurnStart  # noqa: E402
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
-from acp_server.storage.jsonl import JsonlStore  # noqa: E402
+from acp_server.storage.jsonl.store import JsonlStore  # noqa: E402
 
 NEWEST = 50
 WHOLE = 2**31

@@ -11,7 +11,7 @@ every frame the server writes until the prompt's response. Each line is parsed a
 client parses what it gets), the `agent_message_chunk` notifications are counted (there must be
 exactly `--chunks`) and their text is checked against the script. The measured time runs from
 writing the prompt to reading its response. Afterwards the session log on disk is read back
-with `acp_server.storage.log.read_log` and must hold every chunk.
+with `acp_server.storage.jsonl.log.read_log` and must hold every chunk.
 
 The path measured, per chunk: `ReplayProvider.stream` -> `Turn._stream_step` (the recorder's
 append to the in-memory log and the writer's batch, the assembler) -> the `session/update`
@@ -79,7 +79,7 @@ from acp_server.core.events import (  # noqa: E402
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.core.replay_script import render_fixture  # noqa: E402
-from acp_server.storage.log import read_log  # noqa: E402
+from acp_server.storage.jsonl.log import read_log  # noqa: E402
 
 DEFAULT_CHUNKS = 200_000
 SEED = 20260815

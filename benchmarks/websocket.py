@@ -45,7 +45,7 @@ from websockets.frames import Frame, Opcode  # noqa: E402
 from websockets.http11 import Response  # noqa: E402
 from websockets.uri import parse_uri  # noqa: E402
 
-from acp_server.storage.store import SessionStore  # noqa: E402
+from acp_server.storage.jsonl.sessions import SessionStore  # noqa: E402
 
 ANNOUNCE = re.compile(r"viewer at http://([^/]+)/\?token=(\S+)")
 INITIALIZE = {"protocolVersion": 1, "clientCapabilities": {}}

@@ -29,7 +29,7 @@ from fixtures_builder import Scenario, Step, ToolUse, step_chunks, write_fixture
 from polling import TIMEOUT
 
 from acp_server.core.json_values import map_strings
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 ALL_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 

@@ -33,7 +33,7 @@ from anthropic_server import (
     tool_block,
 )
 
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 KEY = "sk-ant-api03-Zq8Wm3Kx7Lp2Vn9Bt4Hc6Jd1RfSECRET"
 """No 8 characters of it in a row appear anywhere by chance."""

@@ -256,7 +256,7 @@ def test_the_history_index_of_a_zstd_log_walks_its_frames_without_holding_the_fi
 ) -> None:
     """A page of a Zstandard log reads its frames' headers a block at a time: the newest page
     of a 16 MiB log holds a few frames, not the file."""
-    from acp_server.storage.log_index import LogIndex
+    from acp_server.storage.jsonl.index import LogIndex
 
     compressor = zstandard.ZstdCompressor(write_checksum=True)
     path = tmp_path / "session.jsonl.zst"

@@ -49,7 +49,8 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.projection import project_load
-from acp_server.storage.log import CheckedRecords, CorruptLog
+from acp_server.storage.checked import CheckedRecords
+from acp_server.storage.errors import CorruptLog
 
 encode = msgspec.json.encode
 

@@ -42,8 +42,8 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.log import read_log
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.log import read_log
+from acp_server.storage.jsonl.sessions import SessionStore
 
 pytestmark = pytest.mark.anyio
 

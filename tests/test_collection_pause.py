@@ -10,10 +10,10 @@ import pytest
 
 from acp_server.core.events import SessionTitle, SessionTitleData
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage import log as log_module
+from acp_server.storage import records as records_module
 from acp_server.storage.collection import collection_paused
-from acp_server.storage.log import read_log
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.log import read_log
+from acp_server.storage.jsonl.sessions import SessionStore
 
 
 @pytest.fixture
@@ -80,13 +80,13 @@ def test_reading_a_log_pauses_the_collector_and_leaves_it_enabled(
 ) -> None:
     store = _one_event_log(tmp_path)
     seen: list[bool] = []
-    real_decode = log_module.decode_record_json
+    real_decode = records_module.decode_record_json
 
     def decode(raw: bytes | str) -> object:
         seen.append(gc.isenabled())
         return real_decode(raw)
 
-    monkeypatch.setattr(log_module, "decode_record_json", decode)
+    monkeypatch.setattr(records_module, "decode_record_json", decode)
     read_log(store.log_path("s"))
     continued = store.continue_session("s", 0)
     continued.writer.close()

@@ -24,7 +24,7 @@ from acp_server.core.events import (
     TurnEnd,
     UserMessageEvent,
 )
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 SUMMARY = "The user is Ada."
 

@@ -46,7 +46,8 @@ from surface_values import session_setup
 
 from acp_server.cli.log import verify_bytes
 from acp_server.core.history import expand_history_records
-from acp_server.storage.log import log_compression, read_log
+from acp_server.storage.jsonl.lines import log_compression
+from acp_server.storage.jsonl.log import read_log
 
 TRIALS = int(os.environ.get("ACP_CRASH_TRIALS", "15"))
 BASE_SEED = int(os.environ.get("ACP_CRASH_SEED", "20250611"))

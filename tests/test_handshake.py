@@ -25,7 +25,7 @@ from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
 from acp_server.startup.handshake import early_answer
 from acp_server.startup.launch import serves_stdio_early
-from acp_server.storage.jsonl import JsonlStore
+from acp_server.storage.jsonl.store import JsonlStore
 
 
 class _Sink:

@@ -67,10 +67,12 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.history import expand_history_records, to_history_records
 from acp_server.core.paging import PageCut
-from acp_server.storage import log_index
-from acp_server.storage.log import Compression, CorruptLog, read_log
-from acp_server.storage.log_index import LogIndex
-from acp_server.storage.store import SessionStore
+from acp_server.storage.errors import CorruptLog
+from acp_server.storage.jsonl import readers
+from acp_server.storage.jsonl.index import LogIndex
+from acp_server.storage.jsonl.lines import Compression
+from acp_server.storage.jsonl.log import read_log
+from acp_server.storage.jsonl.sessions import SessionStore
 
 MESSAGE_TYPES = (UserMessageEvent, AssistantMessageEvent)
 T0 = 1_760_000_000_000
@@ -708,15 +710,15 @@ def test_walking_the_pages_of_a_log_on_disk_gives_back_the_log(
     max_messages = data.draw(st.integers(1, 4))
     # Small steps make the index reach back from the end in many steps, as it does in a long log.
     block, frames = data.draw(
-        st.sampled_from([(1, 1), (50, 2), (400, 3), (log_index.MIN_BLOCK, log_index.MIN_FRAMES)])
+        st.sampled_from([(1, 1), (50, 2), (400, 3), (readers.MIN_BLOCK, readers.MIN_FRAMES)])
     )
     built_after = data.draw(st.integers(0, len(batches)))
     """The index is built after this many batches, and refreshed at the end."""
     torn = data.draw(st.booleans())
     with (
         tempfile.TemporaryDirectory() as tmp,
-        patch.object(log_index, "MIN_BLOCK", block),
-        patch.object(log_index, "MIN_FRAMES", frames),
+        patch.object(readers, "MIN_BLOCK", block),
+        patch.object(readers, "MIN_FRAMES", frames),
     ):
         store = SessionStore(tmp, compression=compression)
         writer = store.create(header("prop"))
@@ -839,7 +841,7 @@ def test_a_corrupt_line_is_reported_by_the_page_that_reaches_it(
     lines[bad] = corrupt(lines[bad])
     path = tmp_path / ("bad.jsonl.zst" if compression == "zstd" else "bad.jsonl")
     write_lines(path, lines, compression)
-    with patch.object(log_index, "MIN_BLOCK", 100), patch.object(log_index, "MIN_FRAMES", 1):
+    with patch.object(readers, "MIN_BLOCK", 100), patch.object(readers, "MIN_FRAMES", 1):
         index = LogIndex.build(path)
         cut, records = index.page(len(events), 2)
         assert expand_history_records(wire(to_history_records(records))) == events[cut.start :]

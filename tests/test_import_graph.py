@@ -129,7 +129,10 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-OPTIONAL_EXTRAS = {"acp_server.storage.postgres": "postgres"}
+OPTIONAL_EXTRAS = {
+    "acp_server.storage.sql.postgres": "postgres",
+    "acp_server.storage.sql.postgres_links": "postgres",
+}
 """The modules that may import an optional extra's dependencies (and only that extra's)."""
 
 

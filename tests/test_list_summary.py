@@ -17,9 +17,9 @@ from acp_server.core.events import (
     TurnStartData,
 )
 from acp_server.core.header import SessionHeader
-from acp_server.storage.jsonl import list_summary
-from acp_server.storage.log import Compression
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.lines import Compression
+from acp_server.storage.jsonl.sessions import SessionStore
+from acp_server.storage.jsonl.store import list_summary
 
 
 def write(root: Path, compression: Compression, events: list[SessionEvent]) -> Path:

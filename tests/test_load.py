@@ -29,7 +29,7 @@ from polling import TIMEOUT, wait_until
 from surface_values import session_setup
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: a place on disk, a server process, the expected replay.

@@ -73,8 +73,15 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.ids import InvalidSessionId
-from acp_server.storage.log import Compression, CorruptLog, LogLocked, UnsupportedVersion
-from acp_server.storage.store import SessionExists, SessionNotFound, SessionStore
+from acp_server.storage.errors import (
+    CorruptLog,
+    LogLocked,
+    SessionExists,
+    SessionNotFound,
+    UnsupportedVersion,
+)
+from acp_server.storage.jsonl.lines import Compression
+from acp_server.storage.jsonl.sessions import SessionStore
 
 T0 = 1_750_000_000_000
 NOW = T0 + 3_600_000
@@ -718,7 +725,7 @@ def test_new_session_is_locked_by_its_creator(store: SessionStore) -> None:
 
 CONTINUE_IN_CHILD = """
 import sys
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.sessions import SessionStore
 try:
     SessionStore(sys.argv[1]).continue_session(sys.argv[2], 0).writer.close()
 except Exception as exc:

@@ -21,8 +21,8 @@ from acp_server.core.events import (
     encode_event,
 )
 from acp_server.core.header import SessionHeader
-from acp_server.storage.log import Compression
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.lines import Compression
+from acp_server.storage.jsonl.sessions import SessionStore
 
 EVENTS = [
     TurnStart(0, 10, TurnStartData(0)),

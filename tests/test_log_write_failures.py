@@ -22,7 +22,9 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.log import LogWriteFailed, LogWriter, read_log
+from acp_server.storage.errors import LogWriteFailed
+from acp_server.storage.jsonl.log import read_log
+from acp_server.storage.jsonl.writer import LogWriter
 
 HEADER = SessionHeader(version=SESSION_FORMAT_VERSION, id="s1", created_at=0, cwd="/work")
 

@@ -38,16 +38,10 @@ from acp_server.core.events import convert_event
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.replay_script import ReplayError, parse_fixture, parse_override
 from acp_server.providers.replay import ReplayProvider
-from acp_server.storage.log import (
-    Compression,
-    CorruptLog,
-    LogError,
-    UnsupportedVersion,
-    parse_log,
-    read_log,
-    zstd_frame_end,
-)
-from acp_server.storage.store import SessionStore
+from acp_server.storage.errors import CorruptLog, LogError, UnsupportedVersion
+from acp_server.storage.jsonl.lines import Compression, zstd_frame_end
+from acp_server.storage.jsonl.log import parse_log, read_log
+from acp_server.storage.jsonl.sessions import SessionStore
 
 SESSION_ID = "damaged"
 LINE = re.compile(r": line (\d+): ")

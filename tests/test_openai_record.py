@@ -23,7 +23,7 @@ from acp_process import AcpProcess
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text, usage
 
 from acp_server.core.replay_script import parse_fixture
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 KEY = "sk-live-KEY-4f9d2c7a1b3e5f60SECRET"
 CUT_MESSAGE = (

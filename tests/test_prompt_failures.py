@@ -260,7 +260,7 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
     from acp_server.core.event_log import EventLog
     from acp_server.core.events import TextContent, TurnEnd, TurnEndReasonError
     from acp_server.core.header import SessionHeader
-    from acp_server.storage.jsonl import JsonlStore
+    from acp_server.storage.jsonl.store import JsonlStore
 
     class Broken:
         name = "broken"

@@ -22,7 +22,7 @@ from prompt_harness import (
     turn_opening,
 )
 
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 TASK = ToolUse("call_task", "task", args(prompt="Count the files"))
 TASK_STEP = Step(calls=[TASK])

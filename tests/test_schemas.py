@@ -36,7 +36,7 @@ from acp_server.core.chunk_rows import (
 )
 from acp_server.core.history import FollowEndedParams, to_history_records
 from acp_server.core.replay_script import ReplayError, parse_override
-from acp_server.storage.log import zstd_lines
+from acp_server.storage.jsonl.lines import zstd_lines
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
 

@@ -27,8 +27,8 @@ from acp_server.core.events import (
     TurnStartData,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.log import LogLocked
-from acp_server.storage.store import SessionStore
+from acp_server.storage.errors import LogLocked
+from acp_server.storage.jsonl.sessions import SessionStore
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 

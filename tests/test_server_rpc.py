@@ -38,9 +38,8 @@ from acp_server.server.sessions import (
     iso_time,
     select_page,
 )
-from acp_server.storage.jsonl import JsonlStore
-from acp_server.storage.log import CorruptLog, LogLocked, UnsupportedVersion
-from acp_server.storage.store import SessionNotFound
+from acp_server.storage.errors import CorruptLog, LogLocked, SessionNotFound, UnsupportedVersion
+from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.transports.stdio import lines
 
 pytestmark = pytest.mark.anyio

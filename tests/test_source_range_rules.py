@@ -20,7 +20,8 @@ from fixtures_builder import Scenario, write_fixture
 
 from acp_server.cli.log import verify_bytes
 from acp_server.core.header import SESSION_FORMAT_VERSION
-from acp_server.storage.log import CorruptLog, read_log
+from acp_server.storage.errors import CorruptLog
+from acp_server.storage.jsonl.log import read_log
 
 WORK = "/work"
 HEADER = {"type": "session", "version": SESSION_FORMAT_VERSION, "createdAt": 0, "cwd": WORK}

@@ -78,8 +78,8 @@ from acp_server.core.events import (
     encode_event,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, McpServerRecord, SessionHeader
-from acp_server.storage.log import Compression
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.lines import Compression
+from acp_server.storage.jsonl.sessions import SessionStore
 
 T0 = 1_760_000_000_000
 WORDS = [

@@ -18,7 +18,7 @@ from acp_process import AcpProcess
 from test_store_contract import conversation, header
 
 from acp_server.storage.errors import CorruptLog
-from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.sql.sqlite import SqliteStore
 
 PAGE = 4096
 DAMAGED = "the database is damaged: database disk image is malformed"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from acp_server.storage.errors import UnsupportedStore
-from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.sql.sqlite import SqliteStore
 
 
 def test_a_database_locked_while_opening_is_opened_when_it_is_free(

@@ -35,7 +35,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.sessions import SessionStore
 
 
 def modules_after(statement: str) -> set[str]:
@@ -72,7 +72,7 @@ def test_importing_the_server_does_not_load(server_modules: set[str], module: st
     assert module not in server_modules
 
 
-@pytest.mark.parametrize("module", ["acp_server.storage.log_index", "zstandard"])
+@pytest.mark.parametrize("module", ["acp_server.storage.jsonl.index", "zstandard"])
 def test_opening_a_sessions_directory_does_not_load(module: str) -> None:
     opened = (
         "import tempfile\n"

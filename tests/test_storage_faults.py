@@ -32,7 +32,7 @@ from polling import wait_until
 from prompt_harness import PromptServer
 from surface_values import session_setup
 
-from acp_server.storage.log import read_log
+from acp_server.storage.jsonl.log import read_log
 
 NOISE = "".join(random.Random(20251201).choices(string.ascii_letters + " ", k=16_000))
 """Text that compresses poorly: whether plain or zstd, its log records fill several pages."""

@@ -14,8 +14,8 @@ from acp_server.core.chunk_checks import MIN_CHECKED_EVENTS, PackedChunks, decod
 from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.projection import project_load
-from acp_server.storage.log import CorruptLog
-from acp_server.storage.store import CHECKS_NAME, SessionStore
+from acp_server.storage.errors import CorruptLog
+from acp_server.storage.jsonl.sessions import CHECKS_NAME, SessionStore
 
 SID = "s"
 DELTAS = 3 * MIN_CHECKED_EVENTS

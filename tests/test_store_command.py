@@ -12,8 +12,8 @@ import pytest
 from test_store_contract import Events, conversation, header
 
 from acp_server.core.events import SessionEvent
-from acp_server.storage.jsonl import JsonlStore
-from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.jsonl.store import JsonlStore
+from acp_server.storage.sql.sqlite import SqliteStore
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -54,7 +54,6 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage import postgres
 from acp_server.storage.api import Store, follow_stored
 from acp_server.storage.errors import (
     LogLocked,
@@ -65,9 +64,10 @@ from acp_server.storage.errors import (
     UnsupportedStore,
     UnsupportedVersion,
 )
-from acp_server.storage.jsonl import JsonlStore
-from acp_server.storage.postgres import PostgresStore
-from acp_server.storage.sqlite import SqliteStore
+from acp_server.storage.jsonl.store import JsonlStore
+from acp_server.storage.sql import postgres_links
+from acp_server.storage.sql.postgres import PostgresStore
+from acp_server.storage.sql.sqlite import SqliteStore
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
@@ -185,6 +185,25 @@ async def test_appended_batches_read_back_as_the_same_events(store: Store) -> No
     events = conversation()
     await stored(store, events)
     assert (await store.read("s1")).events == events
+
+
+async def test_a_session_reads_as_the_lines_of_its_log_header_first(store: Store) -> None:
+    events = conversation()
+    await stored(store, events)
+    lines = await store.lines("s1")
+    read = list(lines)
+    stored_log = await store.read("s1")
+    assert read == [
+        msgspec.json.encode(stored_log.header),
+        *(msgspec.json.encode(r) for r in stored_log.records),
+    ]
+    assert (lines.count, lines.torn_tail, lines.size) == (
+        len(read),
+        False,
+        sum(map(len, read)) + len(read),
+    )
+    assert "s1" in lines.path
+    assert await store.damage() == []
 
 
 async def test_a_batch_is_stored_packed_as_written_a_chunk_run_one_row(store: Store) -> None:
@@ -408,7 +427,7 @@ async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_fr
     writer.append(events[cut : cut + 2])
     with pytest.raises(LogWriteFailed, match="s1"):
         await writer.flush()
-    opened = await store.reopen(writer, "s1", 5)
+    opened = await writer.reopen(5)
     assert opened.events == events[:cut]
     opened.writer.append(events[cut:])
     await opened.writer.close()
@@ -496,7 +515,7 @@ async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
 ) -> None:
     """With the safety poll an hour long, only `LISTEN/NOTIFY` (and the catch-up after the
     listening connection reconnects) can bring the appends to the follower."""
-    monkeypatch.setattr(postgres, "SAFETY_POLL_S", 3600.0)
+    monkeypatch.setattr(postgres_links, "SAFETY_POLL_S", 3600.0)
     store = PostgresStore(postgres_url)
     events = conversation(4)
     cut = after_turn(events, 0)
@@ -505,14 +524,14 @@ async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
     received: list[SessionEvent] = []
     arrived = anyio.Event()
     waiting = anyio.Event()
-    wait = postgres.PostgresWatch.wait
+    wait = postgres_links.PostgresWatch.wait
 
-    async def watched_wait(watch: postgres.PostgresWatch, poll: float) -> None:
+    async def watched_wait(watch: postgres_links.PostgresWatch, poll: float) -> None:
         if not watch._woken.is_set():
             waiting.set()  # the follower has read all there is: only a wake-up brings more
         await wait(watch, poll)
 
-    monkeypatch.setattr(postgres.PostgresWatch, "wait", watched_wait)
+    monkeypatch.setattr(postgres_links.PostgresWatch, "wait", watched_wait)
 
     async def follow(until: int) -> None:
         async for batch in follow_stored(store, "s1", cut):
@@ -727,7 +746,7 @@ async def test_following_a_deleted_session_ends(store: Store) -> None:
 async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(
     tmp_path: Path,
 ) -> None:
-    from acp_server.storage.jsonl import INDEX_CACHE
+    from acp_server.storage.jsonl.store import INDEX_CACHE
 
     store = JsonlStore(tmp_path)
     ids = [f"s{k}" for k in range(INDEX_CACHE + 2)]

@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from ws_server import Listening, Peer, PeerError, listening, plain, send_text
 
 import acp_server
-from acp_server.storage.store import SessionStore
+from acp_server.storage.jsonl.sessions import SessionStore
 
 PROMPT = [{"type": "text", "text": "hello"}]
 

@@ -29,7 +29,8 @@ from ..core.chunk_rows import ROW_CLASSES, pack_chunk_runs
 from ..core.events import TextContent, UserMessageEvent
 from ..core.replay_script import parse_fixture
 from ..providers.replay import bundled_demo_fixture
-from ..storage.log import encode_records, read_log
+from ..storage.jsonl.log import read_log
+from ..storage.jsonl.writer import encode_records
 
 WORKSPACE_FILES: Final = {"hello.py": 'print("Helo world")\n'}
 """The project the recording works on: a greeting with a typo."""

@@ -75,7 +75,8 @@ from ..core.replay_script import (
     parse_override,
     render_fixture,
 )
-from ..storage.log import LogError, read_log
+from ..storage.errors import LogError
+from ..storage.jsonl.log import read_log
 from .log import UsageError, resolve_log_path
 
 WORKSPACE_PLACEHOLDER: Final = "<workspace>"

@@ -27,17 +27,12 @@ import msgspec
 from ..core.chunk_checks import Line
 from ..core.chunk_rows import (
     ROW_CLASSES,
-    ChunkRow,
-    ChunkRowError,
     StorageRecord,
-    decode_record_json,
     decode_storage_record,
     pack_chunk_runs,
-    validate_row,
 )
 from ..core.events import (
     AssistantChunk,
-    EventError,
     SessionEvent,
     TurnEnd,
     TurnStart,
@@ -45,30 +40,26 @@ from ..core.events import (
     encode_event,
     event_type,
 )
-from ..core.paging import record_count, record_start
-from ..core.source_range import SourceRanges
+from ..core.paging import record_count
 from ..paths import unreachable
-from ..storage.log import (
+from ..storage.checked import Lines, LogRecords
+from ..storage.errors import CorruptLog, LogError, UnsupportedVersion
+from ..storage.jsonl.lines import (
     PLAIN_LOG_NAME,
     ZSTD_LOG_NAME,
     Compression,
-    CorruptLog,
-    Lines,
-    LogError,
     LogLines,
-    LogRecords,
-    UnsupportedVersion,
-    encode_records,
     log_compression,
-    parse_header,
 )
+from ..storage.jsonl.writer import encode_records
+from ..storage.records import Problem, RecordChecker, parse_header
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
 
 if TYPE_CHECKING:
-    from ..storage.postgres import StoredRows
-    from ..storage.sqlite import StoredLines
+    from ..storage.api import SessionLines
+    from ..storage.url import StoreUrl
 
 
 class UsageError(Exception):
@@ -238,12 +229,6 @@ def _cat(reader: LogRecords, out: TextIO) -> int:
 
 
 @dataclass
-class Problem:
-    line: int
-    message: str
-
-
-@dataclass
 class Report:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -293,26 +278,13 @@ def _verify(path: Path | str, lines: Iterator[Line], report: Report) -> None:
     except CorruptLog as exc:
         report.problems.append(Problem(1, exc.reason))
 
-    expected: int | None = 0
-    """The seq the next record must start at; None after an unreadable line (resynchronize)."""
-    ranges = SourceRanges()
+    check = RecordChecker(path, collect=True)
+    check.problems = report.problems
     open_turn: int | None = None
     for number, raw in enumerate(lines, start=2):
-        try:
-            record = decode_record_json(raw)
-            if type(record) in ROW_CLASSES:
-                validate_row(cast(ChunkRow, record))
-        except (ChunkRowError, EventError) as exc:
-            report.problems.append(Problem(number, str(exc)))
-            expected = None  # its events are unknown: the next record sets the count again
+        record = check.line(number, raw)
+        if record is None:
             continue
-        start = record_start(record)
-        if expected is not None and start != expected:
-            what = "gap" if start > expected else "overlap"
-            report.problems.append(
-                Problem(number, f"seq {what}: expected seq {expected}, found {start}")
-            )
-        expected = start + record_count(record)
         if type(record) is UnknownEvent:
             report.notes.append(f"line {number}: unknown event type {record.type!r}, ignorable")
         elif type(record) is TurnStart:
@@ -323,10 +295,7 @@ def _verify(path: Path | str, lines: Iterator[Line], report: Report) -> None:
             open_turn = record.data.turn
         elif type(record) is TurnEnd:
             open_turn = None
-        problem = ranges.problem(record, start)
-        if problem is not None:
-            report.problems.append(Problem(number, problem))
-        report.events = expected
+        report.events = cast(int, check.expected)
     if open_turn is not None:
         report.notes.append(
             f"turn {open_turn} has no turn/end (the process died): the next load closes it as interrupted"
@@ -388,7 +357,7 @@ def run_stored_log_command(
     try:
         url = parse_store_url(url_text)
         problem = check_store_url(url)
-        if problem is None and url.engine == "sqlite" and url.path and not url.path.exists():
+        if problem is None and url.kind.missing(url.path):
             problem = f"{url.shown}: no such database"
         if problem is not None:
             raise UsageError(problem)
@@ -396,48 +365,36 @@ def run_stored_log_command(
     except (ValueError, InvalidSessionId, UsageError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 2
-    if url.engine == "jsonl":
-        assert url.path is not None
-        return run_log_command(action, url.path / session_id, out)
+    log_file = url.log_file(session_id)
+    if log_file is not None:
+        return run_log_command(action, log_file, out)
     try:
-        if url.engine == "postgresql":
-            return _run_postgres(action, url.text, session_id, out)
-        assert url.path is not None
-        return _run_sqlite(action, url.path, session_id, out)
+        return _run_lines(action, _stored_lines(url, session_id), out)
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
         return 1
 
 
-def _run_lines(action: str, lines: StoredRows | StoredLines, out: TextIO) -> int:
+def _stored_lines(url: StoreUrl, session_id: str) -> SessionLines:
+    """The session's lines, read through its store (closed once they are in hand)."""
+    import anyio
+
+    from ..storage.url import open_store
+
+    async def read() -> SessionLines:
+        store = open_store(url)
+        try:
+            return await store.lines(session_id)
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+def _run_lines(action: str, lines: SessionLines, out: TextIO) -> int:
     if action == "verify":
         return write_report(lines.path, verify_lines(lines), out)
     reader = LogRecords(lines)
     if action == "cat":
         return _cat(reader, out)
     return _stats(lines.path, reader, lambda: ("in the database", lines.size), out)
-
-
-def _run_postgres(action: str, url: str, session_id: str, out: TextIO) -> int:
-    import anyio
-
-    from ..storage.postgres import PostgresStore
-
-    async def read() -> StoredRows:
-        store = PostgresStore(url)
-        try:
-            return await store.stored_lines(session_id)
-        finally:
-            await store.aclose()
-
-    return _run_lines(action, anyio.run(read), out)
-
-
-def _run_sqlite(action: str, path: Path, session_id: str, out: TextIO) -> int:
-    from ..storage.sqlite import SqliteStore, StoredLines
-
-    store = SqliteStore(path)
-    try:
-        return _run_lines(action, StoredLines(store, session_id), out)
-    finally:
-        store.close()

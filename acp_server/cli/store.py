@@ -24,7 +24,7 @@ from ..core.ids import InvalidSessionId, validate_session_id
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import StoreUrl, check_store_url, open_store, parse_store_url
-from .log import Report, run_log_command, verify_lines, write_report
+from .log import run_log_command, verify_lines, write_report
 
 
 class _Usage(Exception):
@@ -133,31 +133,22 @@ async def _init(url: StoreUrl, out: TextIO) -> int:
 async def _verify(url: StoreUrl, out: TextIO) -> int:
     store = open_store(url)
     try:
-        damage = await _damage(url, store)
+        # A session's checks read only its own rows: damage anywhere else in a database file
+        # (the message index, a free page) would pass them.
+        damage = await store.damage()
         ids = [] if damage else await store.session_ids()
+        if damage:
+            for finding in damage:
+                out.write(f"{url.shown}: {finding}\n")
+            out.write(f"FAILED: {url.shown} is damaged: no session verified\n")
+            return 1
+        failed = 0
+        with _progress(len(ids), "verifying") as advance:
+            for session_id in ids:
+                failed += await _verify_session(url, store, session_id, out) != 0
+                advance()
     finally:
         await store.aclose()
-    if damage:
-        for finding in damage:
-            out.write(f"{url.shown}: {finding}\n")
-        out.write(f"FAILED: {url.shown} is damaged: no session verified\n")
-        return 1
-    failed = 0
-    with _progress(len(ids), "verifying") as advance:
-        for session_id in ids:
-            if url.engine == "jsonl":
-                assert url.path is not None
-                text = io.StringIO()
-                status = await anyio.to_thread.run_sync(
-                    run_log_command, "verify", url.path / session_id, text
-                )
-                out.write(text.getvalue())
-            elif url.engine == "postgresql":
-                status = await _verify_postgres(url, session_id, out)
-            else:
-                status = await anyio.to_thread.run_sync(_verify_sqlite, url, session_id, out)
-            failed += status != 0
-            advance()
     out.write(
         f"{'FAILED' if failed else 'OK'}: {len(ids) - failed} of {len(ids)} "
         f"session{'s' if len(ids) != 1 else ''} verified\n"
@@ -165,36 +156,14 @@ async def _verify(url: StoreUrl, out: TextIO) -> int:
     return 1 if failed else 0
 
 
-async def _damage(url: StoreUrl, store: Store) -> list[str]:
-    """What SQLite's `PRAGMA quick_check` finds wrong in a SQLite store. A session's checks read
-    only its own rows: damage anywhere else (the message index, a free page) would pass them."""
-    if url.engine != "sqlite":
-        return []
-    from ..storage.sqlite import SqliteStore
-
-    assert isinstance(store, SqliteStore)
-    return await store.damage()
-
-
-async def _verify_postgres(url: StoreUrl, session_id: str, out: TextIO) -> int:
-    from ..storage.postgres import PostgresStore
-
-    store = PostgresStore(url.text)
-    try:
-        lines = await store.stored_lines(session_id)
-    finally:
-        await store.aclose()
-    return write_report(lines.path, verify_lines(lines), out)
-
-
-def _verify_sqlite(url: StoreUrl, session_id: str, out: TextIO) -> int:
-    from ..storage.sqlite import SqliteStore, StoredLines
-
-    assert url.path is not None
-    store = SqliteStore(url.path)
-    try:
-        lines = StoredLines(store, session_id)
-        report: Report = verify_lines(lines)
-        return write_report(lines.path, report, out)
-    finally:
-        store.close()
+async def _verify_session(url: StoreUrl, store: Store, session_id: str, out: TextIO) -> int:
+    """`log verify` of one session: of its file where it has one, else of its stored lines."""
+    log_file = url.log_file(session_id)
+    if log_file is not None:
+        text = io.StringIO()
+        status = await anyio.to_thread.run_sync(run_log_command, "verify", log_file, text)
+        out.write(text.getvalue())
+        return status
+    lines = await store.lines(session_id)
+    report = await anyio.to_thread.run_sync(verify_lines, lines)
+    return write_report(lines.path, report, out)

@@ -10,7 +10,7 @@ from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..core.compaction import DEFAULT_COMPACT_AT
 from ..providers.secret import Secret
-from ..storage.log import Compression
+from ..storage.jsonl.lines import Compression
 from ..storage.url import StoreUrl
 from ..transports.stdio import DEFAULT_MAX_LINE_BYTES
 

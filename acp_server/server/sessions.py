@@ -407,7 +407,7 @@ class SessionRegistry:
             if writer.failure is None and not writer.closed:
                 with contextlib.suppress(LogWriteFailed):
                     await writer.sync()  # keep what is still queued
-            continued = await self.store.reopen(writer, session.id, self.clock())
+            continued = await writer.reopen(self.clock())
         held = session.recorder.log.length
         kept = continued.log.length - len(continued.closers)
         session.recorder.writer = continued.writer

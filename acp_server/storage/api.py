@@ -17,7 +17,7 @@ SQLite, PostgreSQL's notifications) and reads what was appended by seq after eve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Final, Protocol
 
 import anyio
@@ -38,7 +38,7 @@ class Writer(Protocol):
     """The one writer of a session (holding its claim until `close`).
 
     A write that fails sets `failure`: from then on every append, flush and sync raises
-    `LogWriteFailed` until the store reopens the session (`Store.reopen`).
+    `LogWriteFailed` until the session is reopened (`reopen`).
     """
 
     @property
@@ -79,6 +79,10 @@ class Writer(Protocol):
     async def close(self) -> None:
         """Sync (unless writing failed) and give up the claim. Safe to call twice."""
 
+    async def reopen(self, now_ms: int) -> Opened:
+        """Continue the session again after this writer failed: re-read, recover (SPEC 2.5).
+        The writer of the result may be this one or a new one (a lost claim is taken anew)."""
+
 
 class Opened(msgspec.Struct):
     """A session opened for continuation: its writer and its (recovered) events."""
@@ -104,6 +108,30 @@ class StoredLog(msgspec.Struct):
     @property
     def events(self) -> list[SessionEvent]:
         return [event for record in self.records for event in decode_storage_record(record)]
+
+
+class SessionLines(Protocol):
+    """A stored session as the lines of a JSONL log would hold them, header first: what the
+    log tools (`log stats|verify|cat`) read of any engine. Iterating may block (a database read
+    streams its rows): it is done in a thread, or outside the event loop."""
+
+    @property
+    def path(self) -> str:
+        """What names the session in a report: a file path, or the store's URL and the id."""
+
+    @property
+    def count(self) -> int:
+        """Lines yielded so far."""
+
+    @property
+    def torn_tail(self) -> bool:
+        """Whether an incomplete line follows the complete ones (a database has none)."""
+
+    @property
+    def size(self) -> int:
+        """Bytes the lines read so far take where they are stored."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
 
 
 class ListedSession(msgspec.Struct, frozen=True):
@@ -178,9 +206,6 @@ class Store(Protocol):
     async def open(self, session_id: str, now_ms: int) -> Opened:
         """Claim the session's writer (`LogLocked` if another holds it), then recover it."""
 
-    async def reopen(self, writer: Writer, session_id: str, now_ms: int) -> Opened:
-        """Continue a session again after its writer failed: re-read, recover (SPEC 2.5)."""
-
     async def header(self, session_id: str) -> SessionHeader:
         """A session's header (`SessionNotFound`), reading nothing else of it."""
 
@@ -197,6 +222,13 @@ class Store(Protocol):
 
     async def session_ids(self) -> list[str]:
         """The id of every session the store holds, readable or not, sorted."""
+
+    async def lines(self, session_id: str) -> SessionLines:
+        """The session as lines (`SessionNotFound`, maybe only once they are read)."""
+
+    async def damage(self) -> list[str]:
+        """What the engine's own check of the whole store finds wrong, a line each (SQLite's
+        `quick_check`): nothing when it is whole or the engine has no such check."""
 
     def watch(self, session_id: str) -> Watch:
         """Wake-ups for the appends to a session from now on (`close` it when done)."""

@@ -5,38 +5,31 @@
 database. Anything else is a `ValueError` whose message is one line for a person. A password in
 a URL is never shown: `redact_url` and `StoreUrl.shown` print it as `***`.
 
-`open_store` builds the engine a URL names, importing only that engine's module.
+Which schemes name which engine, and what each engine's URL names, is the engine table's
+(`engines.py`); `open_store` builds the store a URL names, importing only its engine's module.
 """
 
 from __future__ import annotations
 
 import re
-from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import msgspec
 
+from .engines import BY_NAME, ENGINES, JSONL, Engine, EngineName
 from .redact import redact_url
 
 if TYPE_CHECKING:
     from .api import Store
-    from .log import Compression
-
-Engine = Literal["jsonl", "sqlite", "postgresql"]
+    from .jsonl.lines import Compression
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SCHEMES: dict[str, Engine] = {
-    "file": "jsonl",
-    "sqlite": "sqlite",
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-}
 
 
 class StoreUrl(msgspec.Struct, frozen=True):
-    engine: Engine
+    engine: EngineName
     path: Path | None
     """The directory (JSONL) or database file (SQLite); None for a database server."""
     text: str
@@ -46,6 +39,15 @@ class StoreUrl(msgspec.Struct, frozen=True):
     def shown(self) -> str:
         return redact_url(self.text)
 
+    @property
+    def kind(self) -> Engine:
+        """The engine's entry in the engine table."""
+        return BY_NAME[self.engine]
+
+    def log_file(self, session_id: str) -> Path | None:
+        """The session's log file, where the engine keeps each session in one (`Engine`)."""
+        return self.kind.log_file(self.path, session_id)
+
 
 def parse_store_url(text: str) -> StoreUrl:
     """The store a URL names; `ValueError` (one line, password hidden) if it names none."""
@@ -53,16 +55,16 @@ def parse_store_url(text: str) -> StoreUrl:
         raise ValueError("empty store URL")
     match = _SCHEME.match(text)
     if match is None:
-        return StoreUrl("jsonl", Path(text), text)
+        return StoreUrl(JSONL.name, Path(text), text)
     scheme = match.group(1).lower()
-    engine = _SCHEMES.get(scheme)
+    engine = ENGINES.get(scheme)
     if engine is None:
         raise ValueError(
             f"unknown store URL scheme {scheme!r} in {redact_url(text)} "
             "(use a directory, file:///abs/dir, sqlite:///abs/path.db or postgresql://...)"
         )
-    if engine == "postgresql":
-        return StoreUrl(engine, None, text)
+    if engine.names == "server":
+        return StoreUrl(engine.name, None, text)
     parts = urlsplit(text)
     if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
         raise ValueError(f"{redact_url(text)}: the path must be absolute ({scheme}:///abs/path)")
@@ -71,34 +73,28 @@ def parse_store_url(text: str) -> StoreUrl:
     path = unquote(parts.path)
     if path.rstrip("/") == "":
         raise ValueError(f"{redact_url(text)}: no path")
-    return StoreUrl(engine, Path(path), text)
+    return StoreUrl(engine.name, Path(path), text)
 
 
 def store_url_for_dir(directory: Path) -> StoreUrl:
     """The JSONL store of a sessions directory (`--sessions-dir`)."""
-    return StoreUrl("jsonl", directory, str(directory))
+    return StoreUrl(JSONL.name, directory, str(directory))
+
+
+def store_url_in(engine: EngineName, directory: Path) -> StoreUrl:
+    """A store of `engine` kept in `directory` (a database file is `sessions.db` in it)."""
+    kind = BY_NAME[engine]
+    if kind.names == "directory":
+        return StoreUrl(engine, directory, str(directory))
+    if kind.names == "file":
+        path = directory / "sessions.db"
+        return StoreUrl(engine, path, f"{kind.scheme}://{path}")
+    raise ValueError(f"a {engine} store is not kept in a directory")
 
 
 def check_store_url(url: StoreUrl) -> str | None:
     """Why the store cannot be used, in one line, or None (checked before serving)."""
-    path = url.path
-    if url.engine == "postgresql":
-        if find_spec("psycopg") is None or find_spec("psycopg_pool") is None:
-            return (
-                f"{url.shown}: PostgreSQL stores need the driver: "
-                "pip install 'acp-server[postgres]'"
-            )
-        return None
-    assert path is not None
-    if url.engine == "jsonl":
-        if path.exists() and not path.is_dir():
-            return f"{url.shown}: not a directory"
-        return None
-    if path.exists() and not path.is_file():
-        return f"{url.shown}: not a regular file"
-    if not path.parent.is_dir():
-        return f"{url.shown}: no directory {path.parent}"
-    return None
+    return url.kind.problem(url.path, url.shown)
 
 
 def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "none") -> Store:
@@ -108,15 +104,4 @@ def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "
     problem = check_store_url(url)
     if problem is not None:
         raise UnsupportedStore(problem)
-    if url.engine == "postgresql":
-        from .postgres import PostgresStore
-
-        return PostgresStore(url.text, pack=pack)
-    assert url.path is not None
-    if url.engine == "sqlite":
-        from .sqlite import SqliteStore
-
-        return SqliteStore(url.path, pack=pack)
-    from .jsonl import JsonlStore
-
-    return JsonlStore(url.path, pack=pack, compression=compression)
+    return url.kind.opener(url.path, url.text, pack, compression)

@@ -38,7 +38,7 @@ from ..jsonrpc.errors import ErrorObject
 from ..jsonrpc.peer import ErrorResponse, Event, Notification, Peer, Request, Response
 from ..storage.api import StoredLog
 from ..storage.errors import LogError
-from ..storage.url import StoreUrl, open_store, parse_store_url, store_url_for_dir
+from ..storage.url import open_store, parse_store_url, store_url_for_dir, store_url_in
 from .normalize import Normalizer
 from .scenario import (
     INPUT_NAME,
@@ -199,13 +199,7 @@ class _Run:
         self.workspace = work / WORKSPACE_NAME
         self.sessions.mkdir()
         self.store = (
-            parse_store_url(store)
-            if store is not None
-            else StoreUrl(
-                "sqlite", self.sessions / "sessions.db", f"sqlite://{self.sessions}/sessions.db"
-            )
-            if engine == "sqlite"
-            else store_url_for_dir(self.sessions)
+            parse_store_url(store) if store is not None else store_url_in(engine, self.sessions)
         )
         seed = directory / WORKSPACE_NAME
         if seed.is_dir():
@@ -226,7 +220,7 @@ class _Run:
     def start(self) -> None:
         options = self.scenario.server
         argv = [*self.command, "--sessions-dir", str(self.sessions)]
-        if self.store.engine != "jsonl":
+        if self.store != store_url_for_dir(self.sessions):
             argv = [*self.command, "--store", self.store.text]
         if self.model_args is not None:
             argv += self.model_args

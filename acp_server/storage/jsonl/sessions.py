@@ -26,31 +26,27 @@ from typing import Any
 
 import msgspec
 
-from ..core.chunk_checks import ChunkCheck, decode_checks, encode_checks
-from ..core.event_log import EventLog
-from ..core.events import SessionEvent
-from ..core.header import SessionHeader
-from ..core.ids import validate_session_id
-from ..core.recovery import interrupted_turn_closers
-from .collection import collection_paused
-from .errors import SessionExists as SessionExists
-from .errors import SessionNotFound as SessionNotFound
-from .log import (
+from ...core.chunk_checks import ChunkCheck, decode_checks, encode_checks
+from ...core.event_log import EventLog
+from ...core.events import SessionEvent
+from ...core.header import SessionHeader
+from ...core.ids import validate_session_id
+from ...core.recovery import interrupted_turn_closers
+from ..collection import collection_paused
+from ..errors import CorruptLog, LogError, LogWriteFailed
+from ..errors import SessionExists as SessionExists
+from ..errors import SessionNotFound as SessionNotFound
+from .lines import (
     PLAIN_LOG_NAME,
     READ_ONLY_ERRNOS,
     ZSTD_LOG_NAME,
     Compression,
-    CorruptLog,
-    LogContents,
-    LogError,
     LogLines,
-    LogWriteFailed,
-    LogWriter,
     MappedLines,
     read_header,
-    read_kept_log,
-    read_log,
 )
+from .log import LogContents, read_kept_log, read_log
+from .writer import LogWriter
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,8 @@ slow safety poll. Whoever wakes reads by seq from what it has: never by a global
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
-import hashlib
-import logging
-import struct
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
@@ -40,19 +36,14 @@ import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
-from ..core.chunk_rows import StorageRecord, pack_chunk_runs
-from ..core.event_log import EventLog
-from ..core.events import SessionEvent
-from ..core.header import SessionHeader
-from ..core.ids import validate_session_id
-from ..core.paging import PageCut, clip_records
-from ..core.recovery import interrupted_turn_closers
-from .api import ListedSession, Opened, StoredLog
-from .appends import QueuedAppends, batch_rows
-from .collection import collection_paused
-from .errors import (
-    CorruptLog,
-    LogError,
+from ...core.chunk_rows import StorageRecord
+from ...core.events import SessionEvent
+from ...core.header import SessionHeader
+from ...core.ids import validate_session_id
+from ...core.paging import PageCut
+from ..api import ListedSession, Opened, StoredLog
+from ..appends import batch_rows
+from ..errors import (
     LogLocked,
     LogWriteFailed,
     SessionExists,
@@ -60,20 +51,18 @@ from .errors import (
     StaleWriter,
     UnsupportedStore,
 )
-from .log import CheckedRecords, parse_header
-from .log_index import joined_records
-from .redact import redact_url
+from ..redact import redact_url
+from . import common
+from .postgres_links import (
+    CHANNEL,
+    LOCK_KEY,
+    Listener,
+    PostgresWatch,
+    lock_key,
+    os_error,
+    said,
+)
 
-log = logging.getLogger(__name__)
-
-SCHEMA_VERSION: Final = 1
-"""Bumped whenever the tables change; a database of another version is refused."""
-CHANNEL: Final = "acp_appends"
-"""The `LISTEN` channel: each committed batch notifies its session id."""
-SAFETY_POLL_S: Final = 1.0
-"""How often a follower looks for appends even without a notification."""
-RECONNECT_S: Final = 0.5
-"""How long the listening connection waits before connecting again after losing the server."""
 LOCK_CLASS: Final = 0x61637053
 """The key ("acpS") of the advisory lock that creating the tables takes (one bigint key: a space
 apart from the two-integer keys of the sessions' locks)."""
@@ -109,49 +98,8 @@ CREATE TABLE acp_children (
 )
 """
 _TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
-_LOCK_KEY: Final = "%s::integer, %s::integer"
-_LOCK_PERSON: Final = b"acp-server lock"
-
 _encoder: Final = msgspec.json.Encoder()
-
-
-def _lock_key(session_id: str) -> tuple[int, int]:
-    """The two integer keys of a session's advisory lock: the halves of a 64-bit BLAKE2b digest
-    of its id.
-
-    An advisory lock is what a dead connection gives back by itself (its backend ends, its
-    locks go), with no row to clean up after it; but its key holds 64 bits, not a whole id. The
-    32 bits of `hashtext` let two ids of the same hash, found in under a second, refuse each
-    other; two ids share a 64-bit digest with a chance of 2^-64 a pair, which is accepted here:
-    they would refuse each other as "in use", never write each other's log (every append also
-    checks the session's own epoch and next seq). A lock row keyed by the whole id would be
-    exact, but only a transaction left open for as long as the session is written can hold a
-    row lock, and the writer's connection commits each batch. The personalisation makes the keys
-    this store's own: another application's two-integer locks on the database meet one only by
-    the same chance. (A process of a build that keyed the lock by `hashtext` does not see these
-    locks: against it, only the epoch keeps one writer, the later claim.)
-    """
-    digest = hashlib.blake2b(session_id.encode(), digest_size=8, person=_LOCK_PERSON).digest()
-    high, low = struct.unpack(">ii", digest)
-    return high, low
-
-
-def _said(exc: psycopg.Error) -> str:
-    """What the driver said, on one line (libpq's connection errors take several)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return "; ".join(lines) or type(exc).__name__
-
-
-def _os_error(exc: psycopg.Error) -> OSError:
-    """A database failure as the OSError a writer's `failure` holds: a lost or refused
-    connection is ECONNRESET (the request says the database is unavailable)."""
-    if isinstance(exc, errors.DiskFull):
-        number = errno.ENOSPC
-    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        number = errno.ECONNRESET
-    else:
-        number = errno.EIO
-    return OSError(number, _said(exc))
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 
 
 class PostgresStore:
@@ -163,7 +111,7 @@ class PostgresStore:
         self._shown = redact_url(conninfo)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._ready = anyio.Lock()
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
 
     @property
     def url(self) -> str:
@@ -178,7 +126,7 @@ class PostgresStore:
         try:
             return await AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.Error as exc:
-            raise LogWriteFailed(self.url, _os_error(exc)) from None
+            raise LogWriteFailed(self.url, os_error(exc)) from None
 
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection[Any]]:
@@ -189,7 +137,7 @@ class PostgresStore:
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # The database is unreachable: a storage failure of the request, not a bug.
-            raise OSError(errno.ECONNRESET, f"{self.url}: {_said(exc)}") from None
+            raise OSError(errno.ECONNRESET, f"{self.url}: {said(exc)}") from None
 
     async def _open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         if self._pool is not None:
@@ -217,7 +165,7 @@ class PostgresStore:
         try:
             return await AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.Error as exc:
-            raise UnsupportedStore(f"{self.url}: cannot connect: {_said(exc)}") from None
+            raise UnsupportedStore(f"{self.url}: cannot connect: {said(exc)}") from None
 
     async def _check_schema(self, conn: AsyncConnection[Any]) -> None:
         """Create the tables in a database that has none; refuse one of another version."""
@@ -229,18 +177,13 @@ class PostgresStore:
             if row is None or not row[0]:
                 for statement in _SCHEMA.split(";"):
                     await conn.execute(statement.encode())
-                await conn.execute(
-                    "INSERT INTO acp_store VALUES ('schema_version', %s)", (SCHEMA_VERSION,)
-                )
+                await conn.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
                 return
-            cur = await conn.execute("SELECT value FROM acp_store WHERE key = 'schema_version'")
+            cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
-        found = row[0] if row else None
-        if found != SCHEMA_VERSION:
-            raise UnsupportedStore(
-                f"{self.url}: unsupported store schema version {found!r} "
-                f"(this build reads version {SCHEMA_VERSION})"
-            )
+        refused = common.version_refused(self.url, row[0] if row else None)
+        if refused is not None:
+            raise refused
 
     async def prepare(self) -> None:
         """Connect and create the tables now (`serve`, `acp-server store init`), or check the
@@ -255,12 +198,12 @@ class PostgresStore:
         conn = await self.connect()
         try:
             cur = await conn.execute(
-                f"SELECT pg_try_advisory_lock({_LOCK_KEY})", _lock_key(session_id)
+                f"SELECT pg_try_advisory_lock({LOCK_KEY})", lock_key(session_id)
             )
             row = await cur.fetchone()
         except psycopg.Error as exc:
             await conn.close()
-            raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+            raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
         if row is None or not row[0]:
             await conn.close()
             raise LogLocked(
@@ -283,7 +226,7 @@ class PostgresStore:
                 raise SessionExists(f"session {header.id!r} already exists") from None
             except psycopg.Error as exc:
                 await conn.close()
-                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(header.id), os_error(exc)) from None
         return PostgresWriter(self, header, conn, next_seq=0, epoch=1)
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
@@ -302,51 +245,29 @@ class PostgresStore:
                 stored = await self._read(session_id)
             except psycopg.Error as exc:
                 await conn.close()
-                raise LogWriteFailed(self.where(session_id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
             except BaseException:
                 await conn.close()
                 raise
             writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
-            try:
-                opened = await writer.recover(stored, now_ms)
-            except BaseException:
-                await writer.close_now()
-                raise
+            opened = await writer.opened(stored, now_ms)
         return opened
-
-    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
-        """A failed writer's connection may be gone, and its lock with it: claim anew."""
-        assert isinstance(writer, PostgresWriter)
-        with anyio.CancelScope(shield=True):
-            await writer.close_now()
-        return await self.open(session_id, now_ms)
 
     # -- reading -------------------------------------------------------------------------------
 
     async def header(self, session_id: str) -> SessionHeader:
         validate_session_id(session_id)
         async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
-            )
+            cur = await conn.execute(_sql.header, (session_id,))
             row = await cur.fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
-        return self._parse_header(session_id, row[0])
-
-    def _parse_header(self, session_id: str, text: str) -> SessionHeader:
-        where = self.where(session_id)
-        header = parse_header(where, text.encode())
-        if header.id != session_id:
-            raise CorruptLog(
-                where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
-            )
-        return header
+        return common.session_header(self.where(session_id), session_id, row[0])
 
     async def exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT 1 FROM acp_sessions WHERE id = %s", (session_id,))
+            cur = await conn.execute(_sql.exists, (session_id,))
             return await cur.fetchone() is not None
 
     async def read(self, session_id: str) -> StoredLog:
@@ -355,29 +276,18 @@ class PostgresStore:
 
     async def _read(self, session_id: str) -> StoredLog:
         """The whole session, every record checked as a JSONL reader checks its lines."""
+        row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
+
+    async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
+        """The session's row (`query`) and its records' bodies, read in one transaction."""
         async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text, next_seq FROM acp_sessions WHERE id = %s", (session_id,)
-            )
+            cur = await conn.execute(query, (session_id,))
             row = await cur.fetchone()
             if row is None:
-                raise SessionNotFound(f"unknown session {session_id!r}")
-            cur = await conn.execute(
-                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
-                (session_id,),
-            )
-            bodies = [body.encode() for (body,) in await cur.fetchall()]
-        header = self._parse_header(session_id, row[0])
-        checked = CheckedRecords(self.where(session_id), bodies)
-        with collection_paused():
-            records = list(checked)
-        if checked.event_count != row[1]:
-            raise CorruptLog(
-                self.where(session_id),
-                len(bodies) + 1,
-                f"the records hold {checked.event_count} events, the session says {row[1]}",
-            )
-        return StoredLog(header, records, checked.event_count)
+                return None, []
+            cur = await conn.execute(_sql.bodies, (session_id,))
+            return row, [body.encode() for (body,) in await cur.fetchall()]
 
     async def history(self, session_id: str) -> PostgresHistory:
         source = PostgresHistory(self, await self.header(session_id))
@@ -386,45 +296,31 @@ class PostgresStore:
 
     async def list_sessions(self) -> list[ListedSession]:
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT id, header::text, title, updated_at FROM acp_sessions")
+            cur = await conn.execute(_sql.listed)
             rows = await cur.fetchall()
-        listed = []
-        for session_id, text, title, updated_at in rows:
-            try:
-                header = self._parse_header(session_id, text)
-            except LogError as exc:
-                log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
-            listed.append(ListedSession(header, title, updated_at))
-        return listed
+        return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
         async with self.reading() as conn:
-            cur = await conn.execute("SELECT id FROM acp_sessions ORDER BY id")
+            cur = await conn.execute(_sql.ids)
             return [row[0] for row in await cur.fetchall()]
 
-    async def stored_lines(self, session_id: str) -> StoredRows:
+    async def damage(self) -> list[str]:
+        return []  # the database server keeps its own pages whole
+
+    async def lines(self, session_id: str) -> StoredRows:
         """A session's header and records as the lines of a JSONL log would hold them, read
         in one transaction: the log tools read every engine as lines."""
         validate_session_id(session_id)
-        async with self.reading() as conn:
-            cur = await conn.execute(
-                "SELECT header::text FROM acp_sessions WHERE id = %s", (session_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise SessionNotFound(f"unknown session {session_id!r}")
-            cur = await conn.execute(
-                "SELECT body::text FROM acp_records WHERE session = %s ORDER BY seq0",
-                (session_id,),
-            )
-            lines = [row[0].encode(), *(body.encode() for (body,) in await cur.fetchall())]
-        return StoredRows(self.where(session_id), lines)
+        row, bodies = await self._rows(session_id, _sql.header)
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        return StoredRows(self.where(session_id), [row[0].encode(), *bodies])
 
     def watch(self, session_id: str) -> PostgresWatch:
         """A watch woken when the session may have grown (registered from now on)."""
         if self._listener is None:
-            self._listener = _Listener(self)
+            self._listener = Listener(self.conninfo, self.url)
         return self._listener.watch(session_id)
 
     # -- deleting, copying ---------------------------------------------------------------------
@@ -434,7 +330,7 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(session_id)
+                    f"SELECT pg_try_advisory_xact_lock({LOCK_KEY})", lock_key(session_id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -457,7 +353,7 @@ class PostgresStore:
         try:
             async with self.reading() as conn:
                 cur = await conn.execute(
-                    f"SELECT pg_try_advisory_xact_lock({_LOCK_KEY})", _lock_key(header.id)
+                    f"SELECT pg_try_advisory_xact_lock({LOCK_KEY})", lock_key(header.id)
                 )
                 row = await cur.fetchone()
                 if row is None or not row[0]:
@@ -506,18 +402,14 @@ async def _insert_records(
         (batch.end, batch.title, batch.last_time, session_id, first, epoch),
     )
     if cur.rowcount != 1:
-        raise StaleWriter(
-            where,
-            f"a batch from seq {first} does not follow what is stored "
-            "(another writer appended to the session, or took it over)",
-        )
+        raise common.stale(where, first, "another writer appended to the session, or took it over")
     async with conn.cursor() as many:
         if batch.records:
             await many.executemany(
                 "INSERT INTO acp_records VALUES (%s, %s, %s, %s::json)", batch.records
             )
         if batch.messages:
-            await many.executemany("INSERT INTO acp_messages VALUES (%s, %s, %s)", batch.messages)
+            await many.executemany(_sql.insert_messages, batch.messages)
         if batch.children:
             await many.executemany(
                 "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", batch.children
@@ -526,7 +418,7 @@ async def _insert_records(
     return batch.end
 
 
-class PostgresWriter(QueuedAppends):
+class PostgresWriter(common.SqlWriter):
     """The store API's `Writer` of one session: its connection (holding the session's
     advisory lock), its epoch, its queue."""
 
@@ -538,53 +430,31 @@ class PostgresWriter(QueuedAppends):
         next_seq: int,
         epoch: int,
     ) -> None:
-        self.store = store
-        self.header = header
+        super().__init__(store, header, next_seq)
+        self.postgres = store
         self.conn = conn
         self.epoch = epoch
-        self.next_seq = next_seq
-        self.stored_seq = next_seq
-        """The seq the next batch written starts at."""
-        self.failure: OSError | None = None
-        self.writable = True
-        self.closed = False
-        self._pending: list[SessionEvent] = []
-        self._unsynced = False
-        self._lock = anyio.Lock()
+        self._closed = False
 
     @property
-    def name(self) -> str:
-        return self.store.where(self.header.id)
-
-    def _location(self) -> str:
-        return self.name
-
-    async def flush(self) -> None:
-        await self._write(sync=False)
-
-    async def sync(self) -> None:
-        await self._write(sync=True)
-
-    async def _write(self, *, sync: bool) -> None:
-        async with self._lock:
-            self._check()
-            batch, self._pending = self._pending, []
-            if batch or (sync and self._unsynced):
-                with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
-                    await self.commit(batch, sync)
+    def closed(self) -> bool:
+        return self._closed
 
     async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
-        """One transaction for the batch; with `sync`, durable once this returns."""
         self._check()
         conn = self.conn
-        try:
+        with self.failing(psycopg.Error, os_error):
             async with conn.transaction():
                 if not sync:
                     await conn.execute("SET LOCAL synchronous_commit TO off")
                 if batch:
-                    records = pack_chunk_runs(batch) if self.store.pack else list(batch)
                     self.stored_seq = await _insert_records(
-                        conn, self.name, self.header.id, records, self.stored_seq, self.epoch
+                        conn,
+                        self.name,
+                        self.header.id,
+                        self.records(batch),
+                        self.stored_seq,
+                        self.epoch,
                     )
                 else:
                     # Nothing new: a synchronous commit that writes flushes the WAL past every
@@ -596,42 +466,12 @@ class PostgresWriter(QueuedAppends):
                     if cur.rowcount != 1:
                         raise StaleWriter(self.name, "another writer took the session over")
             self._unsynced = not sync
-        except StaleWriter as exc:
-            self.failure = exc.cause
-            self._pending = []
-            raise
-        except psycopg.Error as exc:
-            self.failure = _os_error(exc)
-            self._pending = []
-            raise LogWriteFailed(self.name, self.failure) from None
 
-    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
-        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
-        log_ = EventLog(stored.records)
-        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
-        if closers:
-            try:
-                self.append(closers)
-                batch, self._pending = self._pending, []
-                await self.commit(batch, True)
-            except LogWriteFailed:
-                return Opened(self, log_, False, [])
-            for event in closers:
-                log_.append(event)
-        return Opened(self, log_, False, closers)
-
-    async def close(self) -> None:
-        async with self._lock:
-            if self.closed:
-                return
-            with anyio.CancelScope(shield=True):
-                try:
-                    if self.failure is None:
-                        batch, self._pending = self._pending, []
-                        if batch or self._unsynced:
-                            await self.commit(batch, True)
-                finally:
-                    await self.close_now()
+    async def reopen(self, now_ms: int) -> Opened:
+        """The connection may be gone, and the lock with it: the session is claimed anew."""
+        with anyio.CancelScope(shield=True):
+            await self.close_now()
+        return await self.postgres.open(self.header.id, now_ms)
 
     async def close_now(self) -> None:
         """Give up the claim, writing nothing.
@@ -640,43 +480,28 @@ class PostgresWriter(QueuedAppends):
         too, but only once the server has ended that connection's backend, so a process that
         tried the lock right after this returned could still find it held.
         """
-        self.closed = True
+        self._closed = True
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.execute(
-                f"SELECT pg_advisory_unlock({_LOCK_KEY})", _lock_key(self.header.id)
+                f"SELECT pg_advisory_unlock({LOCK_KEY})", lock_key(self.header.id)
             )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.conn.close()
 
 
-class PostgresHistory:
+class PostgresHistory(common.SqlHistory[PostgresStore]):
     """The store API's `HistorySource` of one session in the database."""
 
-    def __init__(self, store: PostgresStore, header: SessionHeader) -> None:
-        self.store = store
-        self.header = header
-        self.last_seq = -1
-
     async def refresh(self) -> None:
-        session_id = self.header.id
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT next_seq FROM acp_sessions WHERE id = %s", (session_id,)
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise SessionNotFound(f"unknown session {session_id!r}")
-        self.last_seq = row[0] - 1
+            cur = await conn.execute(_sql.next_seq, (self.header.id,))
+            self.refreshed(await cur.fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT cut FROM acp_messages WHERE session = %s AND seq < %s "
-                "ORDER BY seq DESC LIMIT %s",
-                (self.header.id, end, max_messages),
-            )
+            cur = await conn.execute(_sql.cuts, (self.header.id, end, max_messages))
             cuts = [cut for (cut,) in await cur.fetchall()]
-            start = min(cuts) if len(cuts) == max_messages else 0
+            start = common.page_start(cuts, max_messages)
             return PageCut(start, end), await self._between(conn, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
@@ -687,126 +512,22 @@ class PostgresHistory:
         if lo >= hi:
             return []
         session_id = self.header.id
-        cur = await conn.execute(
-            "SELECT body::text FROM acp_records WHERE session = %(s)s AND seq0 < %(hi)s "
-            "AND seq0 >= coalesce((SELECT max(seq0) FROM acp_records "
-            "WHERE session = %(s)s AND seq0 <= %(lo)s), 0) ORDER BY seq0",
-            {"s": session_id, "lo": lo, "hi": hi},
-        )
+        cur = await conn.execute(_sql.between, (session_id, hi, session_id, lo))
         bodies = [body.encode() for (body,) in await cur.fetchall()]
-        if not bodies:
-            return []
-        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
-        return pack_chunk_runs(clip_records(records, starts, lo, hi))
+        return common.records_between(self.store.where(session_id), bodies, lo, hi)
 
     async def has_child(self, child_id: str) -> bool:
         async with self.store.reading() as conn:
-            cur = await conn.execute(
-                "SELECT 1 FROM acp_children WHERE session = %s AND child = %s",
-                (self.header.id, child_id),
-            )
+            cur = await conn.execute(_sql.has_child, (self.header.id, child_id))
             return await cur.fetchone() is not None
 
 
-class StoredRows:
-    """The `Lines` of a session read from the database (see `PostgresStore.stored_lines`)."""
+class StoredRows(common.CountedLines):
+    """The `SessionLines` of a session read from the database (`PostgresStore.lines`)."""
 
     def __init__(self, path: str, lines: list[bytes]) -> None:
-        self.path = path
+        super().__init__(path)
         self.lines = lines
-        self.count = 0
-        self.torn_tail = False  # a transaction is whole or absent
-        self.size = 0
-        """Bytes of JSON text the lines read so far hold."""
 
     def __iter__(self) -> Iterator[bytes]:
-        for line in self.lines:
-            self.count += 1
-            self.size += len(line) + 1
-            yield line
-
-
-class PostgresWatch:
-    """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
-
-    def __init__(self, listener: _Listener, session_id: str) -> None:
-        self.listener = listener
-        self.session_id = session_id
-        self._woken = anyio.Event()
-        # Woken from the start: the first wait is the catch-up read of what was appended
-        # between the follower's snapshot and this registration.
-        self._woken.set()
-
-    def wake(self) -> None:
-        self._woken.set()
-
-    async def wait(self, poll: float) -> None:
-        """Until a notification since the last wait, or the safety poll (`poll` is for the
-        engines that only poll)."""
-        with anyio.move_on_after(SAFETY_POLL_S):
-            await self._woken.wait()
-        self._woken = anyio.Event()
-
-    def close(self) -> None:
-        self.listener.forget(self)
-
-
-class _Listener:
-    """The store's one `LISTEN` connection, run by a task of its own while anyone watches."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-        self.watches: dict[str, set[PostgresWatch]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self.listening = anyio.Event()
-        """Set once the connection listens (tests wait for it before counting on a wake)."""
-
-    def watch(self, session_id: str) -> PostgresWatch:
-        watch = PostgresWatch(self, session_id)
-        self.watches.setdefault(session_id, set()).add(watch)
-        if self._task is None:
-            # psycopg's async connections run on asyncio: so does this engine's listener.
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        return watch
-
-    def forget(self, watch: PostgresWatch) -> None:
-        watches = self.watches.get(watch.session_id)
-        if watches is not None:
-            watches.discard(watch)
-            if not watches:
-                del self.watches[watch.session_id]
-
-    def _wake_all(self) -> None:
-        for watches in self.watches.values():
-            for watch in watches:
-                watch.wake()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                conn = await AsyncConnection.connect(self.store.conninfo, autocommit=True)
-            except psycopg.Error as exc:
-                log.warning("%s: cannot listen for appends: %s", self.store.url, _said(exc))
-                await asyncio.sleep(RECONNECT_S)
-                continue
-            try:
-                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-                self.listening.set()
-                self._wake_all()  # what was notified while not listening is read by seq
-                async for note in conn.notifies():
-                    for watch in self.watches.get(note.payload, ()):
-                        watch.wake()
-            except psycopg.Error as exc:
-                log.warning("%s: lost the listening connection: %s", self.store.url, _said(exc))
-            finally:
-                with contextlib.suppress(psycopg.Error, OSError):
-                    await conn.close()
-            self._wake_all()
-            await asyncio.sleep(RECONNECT_S)
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        return map(self.counted, self.lines)

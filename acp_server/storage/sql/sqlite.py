@@ -25,9 +25,6 @@ share one behind a lock.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import logging
 import os
 import sqlite3
 import threading
@@ -39,38 +36,32 @@ from typing import Final
 import anyio
 import msgspec
 
-from ..core.chunk_rows import (
+from ...core.chunk_rows import (
     StorageRecord,
-    pack_chunk_runs,
 )
-from ..core.event_log import EventLog
-from ..core.events import SessionEvent
-from ..core.header import SessionHeader
-from ..core.ids import validate_session_id
-from ..core.paging import PageCut, clip_records
-from ..core.recovery import interrupted_turn_closers
-from .api import ListedSession, Opened, PollingWatch, StoredLog
-from .appends import QueuedAppends, batch_rows
-from .collection import collection_paused
-from .errors import (
-    CorruptLog,
+from ...core.events import SessionEvent
+from ...core.header import SessionHeader
+from ...core.ids import validate_session_id
+from ...core.paging import PageCut
+from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..appends import batch_rows
+from ..errors import (
     LogError,
-    LogLocked,
     LogWriteFailed,
     SessionExists,
     SessionNotFound,
-    StaleWriter,
     UnsupportedStore,
 )
-from .log import CheckedRecords, parse_header
-from .log_index import joined_records
-
-log = logging.getLogger(__name__)
-
-SCHEMA_VERSION: Final = 1
-"""Bumped whenever the tables change; a database of another version is refused."""
-BUSY_TIMEOUT_MS: Final = 10_000
-"""How long a transaction waits for another connection's write to end."""
+from . import common
+from .sqlite_connect import (
+    BUSY_TIMEOUT_MS,
+    Claim,
+    connect,
+    damage_is_corrupt,
+    is_damage,
+    os_error,
+    transaction,
+)
 
 _SCHEMA: Final = """
 CREATE TABLE store (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
@@ -104,81 +95,7 @@ CREATE TABLE children (
 _TABLES: Final = ("children", "messages", "records", "sessions")
 
 _encoder: Final = msgspec.json.Encoder()
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA synchronous = NORMAL")
-    return db
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
-    db.execute(f"BEGIN {mode}")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        # A failed COMMIT leaves the transaction open: it is undone, as a failed body is.
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
-        raise
-
-
-_DAMAGE: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-"""The primary result codes of a database file that is not what SQLite wrote."""
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    # Only these: a busy database, a failing disk or a full one are `OperationalError`s (also
-    # `DatabaseError`s) and keep their own meaning. Extended codes carry the primary one in
-    # their low byte (SQLITE_CORRUPT_INDEX, ...).
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in _DAMAGE
-
-
-@contextlib.contextmanager
-def _damage_is_corrupt(where: str, line: Callable[[], int]) -> Iterator[None]:
-    """A damaged database met inside as the `CorruptLog` of `where`, at `line()`."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        if not _is_damage(exc):
-            raise
-        raise CorruptLog(where, line(), f"the database is damaged: {exc}") from None
-
-
-def _os_error(exc: sqlite3.Error) -> OSError:
-    """A database failure as the OSError a writer's `failure` holds."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    number = errno.ENOSPC if code == sqlite3.SQLITE_FULL else errno.EIO
-    return OSError(number, str(exc))
-
-
-class _Claim:
-    """The single-writer claim of one session: an exclusive `flock` on its lock file."""
-
-    def __init__(self, path: Path, owner: str) -> None:
-        path.parent.mkdir(exist_ok=True)
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise LogLocked(
-                f"{owner}: the session is open for writing in another process"
-            ) from None
-
-    def release(self, *, remove: bool = False) -> None:
-        if self.fd < 0:
-            return
-        if remove:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-        os.close(self.fd)
-        self.fd = -1
+_sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
 
 
 class SqliteStore:
@@ -218,12 +135,12 @@ class SqliteStore:
                 raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
 
     def _open_once(self) -> sqlite3.Connection:
-        db = _connect(self.path)
+        db = connect(self.path)
         try:
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
-            with _transaction(db):
+            with transaction(db):
                 self._check_schema(db)
         except BaseException:
             db.close()
@@ -236,17 +153,14 @@ class SqliteStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
-            db.execute("INSERT INTO store VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            db.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
             return
         if "store" not in names:
             raise UnsupportedStore(f"{self.url}: not an acp-server session store")
-        row = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
-        found = row[0] if row else None
-        if found != SCHEMA_VERSION:
-            raise UnsupportedStore(
-                f"{self.url}: unsupported store schema version {found!r} "
-                f"(this build reads version {SCHEMA_VERSION})"
-            )
+        row = db.execute(_sql.schema_version).fetchone()
+        refused = common.version_refused(self.url, row[0] if row else None)
+        if refused is not None:
+            raise refused
 
     @contextlib.contextmanager
     def _reading(
@@ -259,16 +173,14 @@ class SqliteStore:
         """
         where = self.url if session_id is None else self.where(session_id)
         with (
-            _damage_is_corrupt(where, line),
+            damage_is_corrupt(where, line),
             self._read_lock,
-            _transaction(self._db, "DEFERRED"),
+            transaction(self._db, "DEFERRED"),
         ):
             yield self._db
 
-    def _claim(self, session_id: str) -> _Claim:
-        return _Claim(
-            self.locks / f"{validate_session_id(session_id)}.lock", self.where(session_id)
-        )
+    def _claim(self, session_id: str) -> Claim:
+        return Claim(self.locks / f"{validate_session_id(session_id)}.lock", self.where(session_id))
 
     # -- creating and opening ------------------------------------------------------------------
 
@@ -283,7 +195,7 @@ class SqliteStore:
             writer = SqliteWriter(self, header, claim, next_seq=0)
             try:
                 writer.db.execute("PRAGMA synchronous = FULL")
-                with _transaction(writer.db):
+                with transaction(writer.db):
                     _insert_session(writer.db, header)
                 writer.db.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.IntegrityError:
@@ -291,7 +203,7 @@ class SqliteStore:
                 raise SessionExists(f"session {header.id!r} already exists") from None
             except sqlite3.Error as exc:
                 writer.db.close()
-                raise LogWriteFailed(self.where(header.id), _os_error(exc)) from None
+                raise LogWriteFailed(self.where(header.id), os_error(exc)) from None
         except BaseException:
             claim.release()
             raise
@@ -299,35 +211,19 @@ class SqliteStore:
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
         with anyio.CancelScope(shield=True):
-            result = await anyio.to_thread.run_sync(self._continue, session_id, now_ms)
-        return result
+            writer, stored = await anyio.to_thread.run_sync(self._claimed, session_id)
+            opened = await writer.opened(stored, now_ms)
+        return opened
 
-    def _continue(self, session_id: str, now_ms: int) -> Opened:
+    def _claimed(self, session_id: str) -> tuple[SqliteWriter, StoredLog]:
+        """Claim the session's writer, then read the session."""
         claim = self._claim(session_id)
         try:
             stored = self._read(session_id)
-            writer = SqliteWriter(self, stored.header, claim, next_seq=stored.event_count)
+            return SqliteWriter(self, stored.header, claim, stored.event_count), stored
         except BaseException:
             claim.release()
             raise
-        try:
-            return writer.recover(stored, now_ms)
-        except BaseException:
-            writer.close_now()
-            raise
-
-    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
-        assert isinstance(writer, SqliteWriter)
-        with anyio.CancelScope(shield=True):
-            result = await anyio.to_thread.run_sync(self._reopen, writer, session_id, now_ms)
-        return result
-
-    def _reopen(self, writer: SqliteWriter, session_id: str, now_ms: int) -> Opened:
-        if writer.closed:
-            return self._continue(session_id, now_ms)
-        stored = self._read(session_id)
-        writer.reset(stored.event_count)
-        return writer.recover(stored, now_ms)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -337,19 +233,10 @@ class SqliteStore:
     def _header(self, session_id: str) -> SessionHeader:
         validate_session_id(session_id)
         with self._reading(session_id) as db:
-            row = db.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = db.execute(_sql.header, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"unknown session {session_id!r}")
-        return self._parse_header(session_id, row[0])
-
-    def _parse_header(self, session_id: str, text: str) -> SessionHeader:
-        where = self.where(session_id)
-        header = parse_header(where, text.encode())
-        if header.id != session_id:
-            raise CorruptLog(
-                where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
-            )
-        return header
+        return common.session_header(self.where(session_id), session_id, row[0])
 
     async def exists(self, session_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._exists, session_id)
@@ -357,7 +244,7 @@ class SqliteStore:
     def _exists(self, session_id: str) -> bool:
         validate_session_id(session_id)
         with self._reading(session_id) as db:
-            found = db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            found = db.execute(_sql.exists, (session_id,)).fetchone()
         return found is not None
 
     async def read(self, session_id: str) -> StoredLog:
@@ -370,24 +257,10 @@ class SqliteStore:
         # The header is line 1, the records the lines after it: damage stops the read at the
         # line after the last record read.
         with self._reading(session_id, lambda: len(bodies) + 2) as db:
-            row = db.execute(
-                "SELECT header, next_seq FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"unknown session {session_id!r}")
-            query = "SELECT CAST(body AS BLOB) FROM records WHERE session = ? ORDER BY seq0"
-            bodies.extend(body for (body,) in db.execute(query, (session_id,)))
-        header = self._parse_header(session_id, row[0])
-        checked = CheckedRecords(self.where(session_id), bodies)
-        with collection_paused():
-            records = list(checked)
-        if checked.event_count != row[1]:
-            raise CorruptLog(
-                self.where(session_id),
-                len(bodies) + 1,
-                f"the records hold {checked.event_count} events, the session says {row[1]}",
-            )
-        return StoredLog(header, records, checked.event_count)
+            row = db.execute(_sql.header_and_next_seq, (session_id,)).fetchone()
+            if row is not None:
+                bodies.extend(body for (body,) in db.execute(_sql.bodies, (session_id,)))
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def history(self, session_id: str) -> SqliteHistory:
         return await anyio.to_thread.run_sync(self._history, session_id)
@@ -403,25 +276,20 @@ class SqliteStore:
 
     def _list(self) -> list[ListedSession]:
         with self._reading() as db:
-            rows = db.execute("SELECT id, header, title, updated_at FROM sessions").fetchall()
-        listed = []
-        for session_id, text, title, updated_at in rows:
-            try:
-                header = self._parse_header(session_id, text)
-            except LogError as exc:
-                log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
-            listed.append(ListedSession(header, title, updated_at))
-        return listed
+            rows = db.execute(_sql.listed).fetchall()
+        return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self._session_ids)
 
     def _session_ids(self) -> list[str]:
         with self._reading() as db:
-            return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
+            return [row[0] for row in db.execute(_sql.ids)]
 
     # -- deleting, copying ---------------------------------------------------------------------
+
+    async def lines(self, session_id: str) -> StoredLines:
+        return StoredLines(self, session_id)
 
     async def prepare(self) -> None:
         pass  # checked when the store was built
@@ -438,9 +306,9 @@ class SqliteStore:
             raise SessionNotFound(f"unknown session {session_id!r}")
         claim = self._claim(session_id)
         try:
-            db = _connect(self.path)
+            db = connect(self.path)
             try:
-                with _damage_is_corrupt(self.where(session_id), lambda: 1), _transaction(db):
+                with damage_is_corrupt(self.where(session_id), lambda: 1), transaction(db):
                     for table in _TABLES:
                         column = "id" if table == "sessions" else "session"
                         db.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
@@ -455,10 +323,10 @@ class SqliteStore:
     def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
         claim = self._claim(header.id)
         try:
-            db = _connect(self.path)
+            db = connect(self.path)
             try:
                 db.execute("PRAGMA synchronous = FULL")
-                with _damage_is_corrupt(self.where(header.id), lambda: 1), _transaction(db):
+                with damage_is_corrupt(self.where(header.id), lambda: 1), transaction(db):
                     _insert_session(db, header)
                     _insert_records(db, self.where(header.id), header.id, records, 0)
             except sqlite3.IntegrityError:
@@ -479,7 +347,7 @@ class SqliteStore:
                 rows = self._db.execute("PRAGMA quick_check").fetchall()
         except sqlite3.DatabaseError as exc:
             # Damage bad enough that SQLite stops checking: its error is the finding.
-            if not _is_damage(exc):
+            if not is_damage(exc):
                 raise LogError(f"{self.url}: cannot check the database: {exc}") from None
             return [str(exc)]
         lines = [line for (text,) in rows for line in str(text).splitlines()]
@@ -517,71 +385,41 @@ def _insert_records(
         (batch.end, batch.title, batch.last_time, session_id, first),
     )
     if moved.rowcount != 1:
-        raise StaleWriter(
-            where,
-            f"a batch from seq {first} does not follow what is stored "
-            "(another writer appended to the session)",
-        )
+        raise common.stale(where, first, "another writer appended to the session")
     db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", batch.records)
-    db.executemany("INSERT INTO messages VALUES (?, ?, ?)", batch.messages)
+    db.executemany(_sql.insert_messages, batch.messages)
     db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", batch.children)
     return batch.end
 
 
-class SqliteWriter(QueuedAppends):
+class SqliteWriter(common.SqlWriter):
     """The store API's `Writer` of one session: its connection, its claim, its queue."""
 
-    def __init__(self, store: SqliteStore, header: SessionHeader, claim: _Claim, next_seq: int):
-        self.store = store
-        self.header = header
+    def __init__(self, store: SqliteStore, header: SessionHeader, claim: Claim, next_seq: int):
+        super().__init__(store, header, next_seq)
+        self.sqlite = store
         self.claim = claim
-        self.next_seq = next_seq
-        self.stored_seq = next_seq
-        """The seq the next batch written starts at."""
-        self.failure: OSError | None = None
-        self.writable = True
-        self.db = _connect(store.path)
-        self._pending: list[SessionEvent] = []
-        self._unsynced = False
-        self._lock = anyio.Lock()
-
-    @property
-    def name(self) -> str:
-        return self.store.where(self.header.id)
+        self.db = connect(store.path)
 
     @property
     def closed(self) -> bool:
         return self.claim.fd < 0
 
-    def _location(self) -> str:
-        return self.name
+    async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        await anyio.to_thread.run_sync(self._commit, batch, sync)
 
-    async def flush(self) -> None:
-        await self._write(sync=False)
-
-    async def sync(self) -> None:
-        await self._write(sync=True)
-
-    async def _write(self, *, sync: bool) -> None:
-        async with self._lock:
-            self._check()
-            batch, self._pending = self._pending, []
-            if batch or (sync and self._unsynced):
-                await anyio.to_thread.run_sync(self.commit, batch, sync)
-
-    def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
-        """One transaction for the batch (synced with `sync`); blocking."""
+    def _commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
         self._check()
         db = self.db
-        try:
+        with self.failing(sqlite3.Error, os_error):
             if not batch:
                 self._sync_wal()
                 return
-            records = pack_chunk_runs(batch) if self.store.pack else list(batch)
+            records = self.records(batch)
             if sync:
                 db.execute("PRAGMA synchronous = FULL")
             try:
-                with _transaction(db):
+                with transaction(db):
                     self.stored_seq = _insert_records(
                         db, self.name, self.header.id, records, self.stored_seq
                     )
@@ -589,19 +427,11 @@ class SqliteWriter(QueuedAppends):
                 if sync:
                     db.execute("PRAGMA synchronous = NORMAL")
             self._unsynced = not sync
-        except StaleWriter as exc:
-            self.failure = exc.cause
-            self._pending = []
-            raise
-        except sqlite3.Error as exc:
-            self.failure = _os_error(exc)
-            self._pending = []
-            raise LogWriteFailed(self.name, self.failure) from None
 
     def _sync_wal(self) -> None:
         """Make the commits made with `synchronous=NORMAL` durable: fsync the WAL."""
         try:
-            fd = os.open(f"{self.store.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(f"{self.sqlite.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return  # checkpointed and removed: the database file holds it, synced
         try:
@@ -610,43 +440,22 @@ class SqliteWriter(QueuedAppends):
             os.close(fd)
         self._unsynced = False
 
-    def recover(self, stored: StoredLog, now_ms: int) -> Opened:
-        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
-        log_ = EventLog(stored.records)
-        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
-        if closers:
-            try:
-                self.append(closers)
-                batch, self._pending = self._pending, []
-                self.commit(batch, True)
-            except LogWriteFailed:
-                return Opened(self, log_, False, [])
-            for event in closers:
-                log_.append(event)
-        return Opened(self, log_, False, closers)
-
-    def reset(self, stored_seq: int) -> None:
-        """Accept writes again after a failure, from what the database holds."""
-        self.failure = None
-        self._pending = []
-        self.next_seq = self.stored_seq = stored_seq
-
-    async def close(self) -> None:
-        async with self._lock:
-            await anyio.to_thread.run_sync(self._close)
-
-    def _close(self) -> None:
+    async def reopen(self, now_ms: int) -> Opened:
+        """Re-read the session and go on writing it with this claim (claimed anew if closed)."""
         if self.closed:
-            return
-        try:
-            if self.failure is None:
-                batch, self._pending = self._pending, []
-                if batch or self._unsynced:
-                    self.commit(batch, True)
-        finally:
-            self.close_now()
+            return await self.sqlite.open(self.header.id, now_ms)
+        with anyio.CancelScope(shield=True):
+            stored = await anyio.to_thread.run_sync(self.sqlite._read, self.header.id)
+            self.failure = None
+            self._pending = []
+            self.next_seq = self.stored_seq = stored.event_count
+            opened = await self.recover(stored, now_ms)
+        return opened
 
-    def close_now(self) -> None:
+    async def close_now(self) -> None:
+        self.release()
+
+    def release(self) -> None:
         """Give up the claim without writing what is queued."""
         with contextlib.suppress(sqlite3.Error):
             self.db.close()
@@ -655,28 +464,19 @@ class SqliteWriter(QueuedAppends):
 
 def _first_record_line() -> int:
     # A range read does not know the line it starts at: it numbers its records from line 2, as
-    # `_between` does decoding them.
+    # `common.records_between` does decoding them.
     return 2
 
 
-class SqliteHistory:
+class SqliteHistory(common.SqlHistory[SqliteStore]):
     """The store API's `HistorySource` of one session in the database."""
-
-    def __init__(self, store: SqliteStore, header: SessionHeader) -> None:
-        self.store = store
-        self.header = header
-        self.last_seq = -1
 
     async def refresh(self) -> None:
         await anyio.to_thread.run_sync(self.refresh_now)
 
     def refresh_now(self) -> None:
-        session_id = self.header.id
-        with self.store._reading(session_id) as db:
-            row = db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFound(f"unknown session {session_id!r}")
-        self.last_seq = row[0] - 1
+        with self.store._reading(self.header.id) as db:
+            self.refreshed(db.execute(_sql.next_seq, (self.header.id,)).fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         return await anyio.to_thread.run_sync(self._page, end, max_messages)
@@ -684,15 +484,8 @@ class SqliteHistory:
     def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         session_id = self.header.id
         with self.store._reading(session_id, _first_record_line) as db:
-            cuts = [
-                cut
-                for (cut,) in db.execute(
-                    "SELECT cut FROM messages WHERE session = ? AND seq < ? "
-                    "ORDER BY seq DESC LIMIT ?",
-                    (session_id, end, max_messages),
-                )
-            ]
-            start = min(cuts) if len(cuts) == max_messages else 0
+            cuts = [cut for (cut,) in db.execute(_sql.cuts, (session_id, end, max_messages))]
+            start = common.page_start(cuts, max_messages)
             return PageCut(start, end), self._between(db, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
@@ -706,66 +499,42 @@ class SqliteHistory:
         if lo >= hi:
             return []
         session_id = self.header.id
-        bodies = [
-            body
-            for (body,) in db.execute(
-                "SELECT CAST(body AS BLOB) FROM records WHERE session = ?1 AND seq0 < ?3 "
-                "AND seq0 >= coalesce((SELECT max(seq0) FROM records "
-                "WHERE session = ?1 AND seq0 <= ?2), 0) ORDER BY seq0",
-                (session_id, lo, hi),
-            )
-        ]
-        if not bodies:
-            return []
-        # Decoded a piece at a time, the short rows a stream's flushes left joined.
-        records, starts = joined_records(self.store.where(session_id), b"\n".join(bodies), 2)
-        return pack_chunk_runs(clip_records(records, starts, lo, hi))
+        query = db.execute(_sql.between, (session_id, hi, session_id, lo))
+        return common.records_between(
+            self.store.where(session_id), [body for (body,) in query], lo, hi
+        )
 
     async def has_child(self, child_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._has_child, child_id)
 
     def _has_child(self, child_id: str) -> bool:
         with self.store._reading(self.header.id) as db:
-            found = db.execute(
-                "SELECT 1 FROM children WHERE session = ? AND child = ?", (self.header.id, child_id)
-            ).fetchone()
+            found = db.execute(_sql.has_child, (self.header.id, child_id)).fetchone()
         return found is not None
 
 
-class StoredLines:
+class StoredLines(common.CountedLines):
     """A session's header and records as the lines of a JSONL log would hold them, streamed
     from the database in one read transaction: the log tools read every engine as lines."""
 
     def __init__(self, store: SqliteStore, session_id: str) -> None:
+        super().__init__(store.where(session_id))
         self.store = store
         self.session_id = validate_session_id(session_id)
-        self.path = store.where(session_id)
-        self.count = 0
-        self.torn_tail = False  # a transaction is whole or absent
-        self.size = 0
-        """Bytes of JSON text the lines read so far hold."""
 
     def __iter__(self) -> Iterator[bytes]:
-        db = _connect(self.store.path)
+        db = connect(self.store.path)
         try:
             with (
-                _damage_is_corrupt(self.path, lambda: self.count + 1),
-                _transaction(db, "DEFERRED"),
+                damage_is_corrupt(self.path, lambda: self.count + 1),
+                transaction(db, "DEFERRED"),
             ):
-                row = db.execute(
-                    "SELECT header FROM sessions WHERE id = ?", (self.session_id,)
-                ).fetchone()
+                row = db.execute(_sql.header, (self.session_id,)).fetchone()
                 if row is None:
                     raise SessionNotFound(f"unknown session {self.session_id!r}")
-                yield self._counted(row[0])
+                yield self.counted(row[0].encode())
                 query = "SELECT body FROM records WHERE session = ? ORDER BY seq0"
                 for (body,) in db.execute(query, (self.session_id,)):
-                    yield self._counted(body)
+                    yield self.counted(body.encode())
         finally:
             db.close()
-
-    def _counted(self, text: str) -> bytes:
-        line = text.encode()
-        self.count += 1
-        self.size += len(line) + 1
-        return line

@@ -17,30 +17,25 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
 
-from ..core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
-from ..core.events import SessionEvent, SessionTitle, decode_event
-from ..core.header import SessionHeader
-from ..core.paging import PageCut
-from .api import ListedSession, Opened, PollingWatch, StoredLog
-from .errors import LogError, LogLocked, SessionNotFound
-from .log import (
-    READ_BLOCK,
-    Compression,
-    LogLines,
-    LogWriter,
-    log_compression,
-)
-from .store import ContinuedLog, SessionStore
+from ...core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
+from ...core.events import SessionEvent, SessionTitle, decode_event
+from ...core.header import SessionHeader
+from ...core.paging import PageCut
+from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..errors import LogError, LogLocked, SessionNotFound
+from .lines import READ_BLOCK, Compression, LogLines, log_compression
+from .sessions import ContinuedLog, SessionStore
+from .writer import LogWriter
 
 if TYPE_CHECKING:
     # Imported by the first history request: a start and a session/load need no page index.
-    from .log_index import LogIndex
+    from .index import LogIndex
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +46,9 @@ INDEX_CACHE: Final = 64
 class JsonlWriter:
     """The store API's `Writer` over a `LogWriter`."""
 
-    def __init__(self, raw: LogWriter) -> None:
+    def __init__(self, raw: LogWriter, files: SessionStore) -> None:
         self.raw = raw
+        self.files = files
         self._lock = anyio.Lock()
 
     @property
@@ -104,6 +100,13 @@ class JsonlWriter:
     async def close(self) -> None:
         async with self._lock:
             await anyio.to_thread.run_sync(self.raw.close)
+
+    async def reopen(self, now_ms: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            continued = await anyio.to_thread.run_sync(
+                self.files.reopen, self.raw, self.header.id, now_ms
+            )
+        return _opened(continued, self.files)
 
 
 class JsonlHistory:
@@ -169,22 +172,14 @@ class JsonlStore:
         # Shielded: once the log exists its writer (and lock) must reach the caller.
         with anyio.CancelScope(shield=True):
             raw = await anyio.to_thread.run_sync(self.files.create, header)
-        return JsonlWriter(raw)
+        return JsonlWriter(raw, self.files)
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
         with anyio.CancelScope(shield=True):
             continued = await anyio.to_thread.run_sync(
                 self.files.continue_session, session_id, now_ms
             )
-        return _opened(continued)
-
-    async def reopen(self, writer: object, session_id: str, now_ms: int) -> Opened:
-        assert isinstance(writer, JsonlWriter)
-        with anyio.CancelScope(shield=True):
-            continued = await anyio.to_thread.run_sync(
-                self.files.reopen, writer.raw, session_id, now_ms
-            )
-        return _opened(continued)
+        return _opened(continued, self.files)
 
     async def header(self, session_id: str) -> SessionHeader:
         return await anyio.to_thread.run_sync(self.files.header, session_id)
@@ -209,7 +204,7 @@ class JsonlStore:
             if index is None or index.path != path:
                 # The header is checked as every reader checks it (its bound, its id) first.
                 self.files.header(session_id)
-                from .log_index import LogIndex
+                from .index import LogIndex
 
                 index = LogIndex.build(path)
                 with self._cache_lock:
@@ -265,6 +260,12 @@ class JsonlStore:
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self.files.session_ids)
 
+    async def lines(self, session_id: str) -> FileLines:
+        return FileLines(await anyio.to_thread.run_sync(self.files.log_path, session_id))
+
+    async def damage(self) -> list[str]:
+        return []  # each log is checked on its own
+
     async def prepare(self) -> None:
         pass  # checked when the store was built
 
@@ -309,13 +310,33 @@ PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Failures of this process rather than of one session's files."""
 
 
-def _opened(continued: ContinuedLog) -> Opened:
+def _opened(continued: ContinuedLog, files: SessionStore) -> Opened:
     return Opened(
-        JsonlWriter(continued.writer),
+        JsonlWriter(continued.writer, files),
         continued.log,
         continued.dropped_torn_tail,
         continued.closers,
     )
+
+
+class FileLines:
+    """The store API's `SessionLines` of one log file, read as they are iterated."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.count = 0
+        self.torn_tail = False
+        self.size = 0
+        self._path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self._path, "rb") as file:
+            lines = LogLines(self._path, file, log_compression(self._path))
+            for line in lines:
+                self.count = lines.count
+                self.size = lines.valid_size
+                yield line
+            self.torn_tail = lines.torn_tail
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,304 @@
+"""What the SQLite and PostgreSQL engines share: the tables' statements in each one's dialect,
+reading a session back and checking it, the history pages, and a writer's queue, commits,
+recovery and close (SPEC 2.4 to 2.6).
+
+Both keep the same tables (PostgreSQL's names with `acp_` before them): a session's row holds
+its header as written and its stored next seq; each storage record is a row keyed by session
+and first seq, its JSON text byte for byte; the message index and the children started beside
+them. An engine brings its connection, its claim and its driver's errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Final, Generic, Protocol, TypeVar
+
+import anyio
+
+from ...core.chunk_rows import StorageRecord, pack_chunk_runs
+from ...core.event_log import EventLog
+from ...core.events import SessionEvent
+from ...core.header import SessionHeader
+from ...core.paging import clip_records
+from ...core.recovery import interrupted_turn_closers
+from ..api import ListedSession, Opened, StoredLog
+from ..appends import QueuedAppends
+from ..checked import CheckedRecords
+from ..collection import collection_paused
+from ..digest import joined_records
+from ..errors import (
+    CorruptLog,
+    LogError,
+    LogWriteFailed,
+    SessionNotFound,
+    StaleWriter,
+    UnsupportedStore,
+)
+from ..records import parse_header
+
+log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Exception)
+S = TypeVar("S")
+
+SCHEMA_VERSION: Final = 1
+"""Bumped whenever the tables change; a database of another version is refused."""
+
+
+class Statements:
+    """The statements both engines run, in one engine's dialect: its tables' prefix, its
+    parameter marker, and how a JSON column is read as text (`header`) and as bytes (`body`)."""
+
+    def __init__(self, prefix: str, p: str, header: str, body: str) -> None:
+        sessions, records = f"{prefix}sessions", f"{prefix}records"
+        self.header = f"SELECT {header} FROM {sessions} WHERE id = {p}"
+        self.header_and_next_seq = f"SELECT {header}, next_seq FROM {sessions} WHERE id = {p}"
+        self.exists = f"SELECT 1 FROM {sessions} WHERE id = {p}"
+        self.next_seq = f"SELECT next_seq FROM {sessions} WHERE id = {p}"
+        self.listed = f"SELECT id, {header}, title, updated_at FROM {sessions}"
+        self.ids = f"SELECT id FROM {sessions} ORDER BY id"
+        self.bodies = f"SELECT {body} FROM {records} WHERE session = {p} ORDER BY seq0"
+        self.cuts = (
+            f"SELECT cut FROM {prefix}messages WHERE session = {p} AND seq < {p} "
+            f"ORDER BY seq DESC LIMIT {p}"
+        )
+        # From the row holding `lo` (the last starting at or before it) to `hi`: parameters
+        # (session, hi, session, lo).
+        self.between = (
+            f"SELECT {body} FROM {records} WHERE session = {p} AND seq0 < {p} "
+            f"AND seq0 >= coalesce((SELECT max(seq0) FROM {records} "
+            f"WHERE session = {p} AND seq0 <= {p}), 0) ORDER BY seq0"
+        )
+        self.has_child = f"SELECT 1 FROM {prefix}children WHERE session = {p} AND child = {p}"
+        self.schema_version = f"SELECT value FROM {prefix}store WHERE key = 'schema_version'"
+        self.set_schema_version = f"INSERT INTO {prefix}store VALUES ('schema_version', {p})"
+        self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
+
+
+def version_refused(url: str, found: object) -> UnsupportedStore | None:
+    """The refusal of a store whose schema version is not this build's (None: it is)."""
+    if found == SCHEMA_VERSION:
+        return None
+    return UnsupportedStore(
+        f"{url}: unsupported store schema version {found!r} "
+        f"(this build reads version {SCHEMA_VERSION})"
+    )
+
+
+def stale(where: str, first: int, how: str) -> StaleWriter:
+    """A batch from seq `first` that does not follow what is stored."""
+    return StaleWriter(where, f"a batch from seq {first} does not follow what is stored ({how})")
+
+
+def session_header(where: str, session_id: str, text: str) -> SessionHeader:
+    """A session's stored header, checked as a log's line 1 is, and against its id."""
+    header = parse_header(where, text.encode())
+    if header.id != session_id:
+        raise CorruptLog(
+            where, 1, f"header id {header.id!r} does not match the session {session_id!r}"
+        )
+    return header
+
+
+def stored_log(
+    where: str, session_id: str, row: tuple[str, int] | None, bodies: list[bytes]
+) -> StoredLog:
+    """A whole session from its row (header, next seq) and its records' bodies in seq order,
+    every record checked as a JSONL reader checks its lines (the header being line 1)."""
+    if row is None:
+        raise SessionNotFound(f"unknown session {session_id!r}")
+    header = session_header(where, session_id, row[0])
+    checked = CheckedRecords(where, bodies)
+    with collection_paused():
+        records = list(checked)
+    if checked.event_count != row[1]:
+        raise CorruptLog(
+            where,
+            len(bodies) + 1,
+            f"the records hold {checked.event_count} events, the session says {row[1]}",
+        )
+    return StoredLog(header, records, checked.event_count)
+
+
+def listed_sessions(
+    rows: Iterable[tuple[str, str, str | None, int | None]], where: Callable[[str], str]
+) -> list[ListedSession]:
+    """`session/list`'s sessions from their rows (id, header, title, last event time); one
+    whose header cannot be read is left out, with a warning."""
+    listed = []
+    for session_id, text, title, updated_at in rows:
+        try:
+            header = session_header(where(session_id), session_id, text)
+        except LogError as exc:
+            log.warning("session/list: skipped session %s: %s", session_id, exc)
+            continue
+        listed.append(ListedSession(header, title, updated_at))
+    return listed
+
+
+def page_start(cuts: list[int], max_messages: int) -> int:
+    """Where a page starts, from the cuts of the newest `max_messages` messages before its end
+    (fewer: the page starts at the beginning)."""
+    return min(cuts) if len(cuts) == max_messages else 0
+
+
+def records_between(where: str, bodies: list[bytes], lo: int, hi: int) -> list[StorageRecord]:
+    """The canonical packing of the events in `[lo, hi)` from the bodies `Statements.between`
+    read, decoded a piece at a time, the short rows a stream's flushes left joined. A range
+    read does not know the line it starts at: its records are numbered from line 2."""
+    if not bodies:
+        return []
+    records, starts = joined_records(where, b"\n".join(bodies), 2)
+    return pack_chunk_runs(clip_records(records, starts, lo, hi))
+
+
+class SqlHistory(Generic[S]):
+    """The store API's `HistorySource` of one session in a database: what both engines keep."""
+
+    def __init__(self, store: S, header: SessionHeader) -> None:
+        self.store = store
+        self.header = header
+        self.last_seq = -1
+
+    def refreshed(self, row: tuple[int] | None) -> None:
+        """Take the session's stored next seq, as read (None: the session is gone)."""
+        if row is None:
+            raise SessionNotFound(f"unknown session {self.header.id!r}")
+        self.last_seq = row[0] - 1
+
+
+class CountedLines:
+    """The lines of a stored session (`SessionLines`), counted as they are yielded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self.torn_tail = False  # a transaction is whole or absent
+        self.size = 0
+        """Bytes of JSON text the lines read so far hold."""
+
+    def counted(self, line: bytes) -> bytes:
+        self.count += 1
+        self.size += len(line) + 1
+        return line
+
+
+class _Store(Protocol):
+    pack: bool
+
+    def where(self, session_id: str) -> str: ...
+
+
+class SqlWriter(QueuedAppends):
+    """The store API's `Writer` of one session in a database: its queue, its batches (one
+    transaction each, `commit`), recovery and close. An engine brings `commit` and
+    `close_now` (giving up its claim), and marks its driver's failures with `failing`."""
+
+    def __init__(self, store: _Store, header: SessionHeader, next_seq: int) -> None:
+        self.store = store
+        self.header = header
+        self.next_seq = next_seq
+        self.stored_seq = next_seq
+        """The seq the next batch written starts at."""
+        self.failure: OSError | None = None
+        self.writable = True
+        self._pending: list[SessionEvent] = []
+        self._unsynced = False
+        self._lock = anyio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.store.where(self.header.id)
+
+    def _location(self) -> str:
+        return self.name
+
+    async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        """One transaction for the batch; with `sync`, durable once this returns."""
+        raise NotImplementedError
+
+    async def close_now(self) -> None:
+        """Give up the claim without writing what is queued."""
+        raise NotImplementedError
+
+    async def reopen(self, now_ms: int) -> Opened:
+        """Continue the session again after this writer failed (the store API's `Writer`)."""
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def records(self, batch: Sequence[SessionEvent]) -> list[StorageRecord]:
+        """A batch as it is stored: packed unless the store says not to."""
+        return pack_chunk_runs(batch) if self.store.pack else list(batch)
+
+    def take(self) -> list[SessionEvent]:
+        batch, self._pending = self._pending, []
+        return batch
+
+    @contextlib.contextmanager
+    def failing(self, errors: type[E], os_error: Callable[[E], OSError]) -> Iterator[None]:
+        """A write that fails refuses every later one: a stale batch, or the driver's
+        `errors` (as the `OSError` `os_error` makes of one, raised as `LogWriteFailed`)."""
+        try:
+            yield
+        except StaleWriter as exc:
+            self.failure = exc.cause
+            self._pending = []
+            raise
+        except errors as exc:
+            self.failure = os_error(exc)
+            self._pending = []
+            raise LogWriteFailed(self.name, self.failure) from None
+
+    async def flush(self) -> None:
+        await self._write(sync=False)
+
+    async def sync(self) -> None:
+        await self._write(sync=True)
+
+    async def _write(self, *, sync: bool) -> None:
+        async with self._lock:
+            self._check()
+            batch = self.take()
+            if batch or (sync and self._unsynced):
+                with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
+                    await self.commit(batch, sync)
+
+    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
+        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
+        log_ = EventLog(stored.records)
+        closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
+        if closers:
+            try:
+                self.append(closers)
+                await self.commit(self.take(), True)
+            except LogWriteFailed:
+                return Opened(self, log_, False, [])
+            for event in closers:
+                log_.append(event)
+        return Opened(self, log_, False, closers)
+
+    async def opened(self, stored: StoredLog, now_ms: int) -> Opened:
+        """`recover`, the claim given up if that fails: how opening a session ends."""
+        try:
+            return await self.recover(stored, now_ms)
+        except BaseException:
+            await self.close_now()
+            raise
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self.closed:
+                return
+            with anyio.CancelScope(shield=True):
+                try:
+                    if self.failure is None:
+                        batch = self.take()
+                        if batch or self._unsynced:
+                            await self.commit(batch, True)
+                finally:
+                    await self.close_now()

@@ -1,0 +1,155 @@
+"""What a PostgreSQL store holds beside its pool of readers: the keys of its writers' advisory
+locks, its one listening connection and the followers' watches it wakes, and how a driver
+error reads (one line; the `OSError` a writer's failure holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import logging
+import struct
+from typing import Final
+
+import anyio
+import psycopg
+from psycopg import AsyncConnection, errors, sql
+
+log = logging.getLogger(__name__)
+
+CHANNEL: Final = "acp_appends"
+"""The `LISTEN` channel: each committed batch notifies its session id."""
+SAFETY_POLL_S: Final = 1.0
+"""How often a follower looks for appends even without a notification."""
+RECONNECT_S: Final = 0.5
+"""How long the listening connection waits before connecting again after losing the server."""
+LOCK_KEY: Final = "%s::integer, %s::integer"
+_LOCK_PERSON: Final = b"acp-server lock"
+
+
+def lock_key(session_id: str) -> tuple[int, int]:
+    """The two integer keys of a session's advisory lock: the halves of a 64-bit BLAKE2b digest
+    of its id.
+
+    An advisory lock is what a dead connection gives back by itself (its backend ends, its
+    locks go), with no row to clean up after it; but its key holds 64 bits, not a whole id. The
+    32 bits of `hashtext` let two ids of the same hash, found in under a second, refuse each
+    other; two ids share a 64-bit digest with a chance of 2^-64 a pair, which is accepted here:
+    they would refuse each other as "in use", never write each other's log (every append also
+    checks the session's own epoch and next seq). A lock row keyed by the whole id would be
+    exact, but only a transaction left open for as long as the session is written can hold a
+    row lock, and the writer's connection commits each batch. The personalisation makes the keys
+    this store's own: another application's two-integer locks on the database meet one only by
+    the same chance. (A process of a build that keyed the lock by `hashtext` does not see these
+    locks: against it, only the epoch keeps one writer, the later claim.)
+    """
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8, person=_LOCK_PERSON).digest()
+    high, low = struct.unpack(">ii", digest)
+    return high, low
+
+
+def said(exc: psycopg.Error) -> str:
+    """What the driver said, on one line (libpq's connection errors take several)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines) or type(exc).__name__
+
+
+def os_error(exc: psycopg.Error) -> OSError:
+    """A database failure as the OSError a writer's `failure` holds: a lost or refused
+    connection is ECONNRESET (the request says the database is unavailable)."""
+    if isinstance(exc, errors.DiskFull):
+        number = errno.ENOSPC
+    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        number = errno.ECONNRESET
+    else:
+        number = errno.EIO
+    return OSError(number, said(exc))
+
+
+class PostgresWatch:
+    """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
+
+    def __init__(self, listener: Listener, session_id: str) -> None:
+        self.listener = listener
+        self.session_id = session_id
+        self._woken = anyio.Event()
+        # Woken from the start: the first wait is the catch-up read of what was appended
+        # between the follower's snapshot and this registration.
+        self._woken.set()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def wait(self, poll: float) -> None:
+        """Until a notification since the last wait, or the safety poll (`poll` is for the
+        engines that only poll)."""
+        with anyio.move_on_after(SAFETY_POLL_S):
+            await self._woken.wait()
+        self._woken = anyio.Event()
+
+    def close(self) -> None:
+        self.listener.forget(self)
+
+
+class Listener:
+    """The store's one `LISTEN` connection, run by a task of its own while anyone watches."""
+
+    def __init__(self, conninfo: str, url: str) -> None:
+        self.conninfo = conninfo
+        self.url = url
+        self.watches: dict[str, set[PostgresWatch]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.listening = anyio.Event()
+        """Set once the connection listens (tests wait for it before counting on a wake)."""
+
+    def watch(self, session_id: str) -> PostgresWatch:
+        watch = PostgresWatch(self, session_id)
+        self.watches.setdefault(session_id, set()).add(watch)
+        if self._task is None:
+            # psycopg's async connections run on asyncio: so does this engine's listener.
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        return watch
+
+    def forget(self, watch: PostgresWatch) -> None:
+        watches = self.watches.get(watch.session_id)
+        if watches is not None:
+            watches.discard(watch)
+            if not watches:
+                del self.watches[watch.session_id]
+
+    def _wake_all(self) -> None:
+        for watches in self.watches.values():
+            for watch in watches:
+                watch.wake()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            try:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening.set()
+                self._wake_all()  # what was notified while not listening is read by seq
+                async for note in conn.notifies():
+                    for watch in self.watches.get(note.payload, ()):
+                        watch.wake()
+            except psycopg.Error as exc:
+                log.warning("%s: lost the listening connection: %s", self.url, said(exc))
+            finally:
+                with contextlib.suppress(psycopg.Error, OSError):
+                    await conn.close()
+            self._wake_all()
+            await asyncio.sleep(RECONNECT_S)
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
