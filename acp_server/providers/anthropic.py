@@ -19,15 +19,12 @@ and every failure is scrubbed of it before it is cut to length.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 import httpx
 import msgspec
 
-from ..core.events import StreamChunk
 from .anthropic_stream import API_VERSION, ErrorPayload, EventMapper, error_message, request_body
 from .base import ModelRequest
 from .http import (
@@ -36,13 +33,13 @@ from .http import (
     ProviderConfigError,
     SseProvider,
     read_body,
+    settings_tuning,
     status_failure,
+    warn_keyless,
 )
 from .secret import Secret
 from .settings import LiveSettings
 from .wire import excerpt
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
@@ -57,6 +54,8 @@ class AnthropicProvider(SseProvider):
     """The tunables (timeouts, retries, `trust_env`, `sleep`) are `SseProvider`'s, by keyword."""
 
     label: ClassVar[str] = "anthropic"
+    path: ClassVar[str] = "/v1/messages"
+    extra_headers: ClassVar[dict[str, str]] = {"anthropic-version": API_VERSION}
     finish_word: ClassVar[str] = "stop reason"
     cut_retryable: ClassVar[bool] = True
     model: str
@@ -75,31 +74,23 @@ class AnthropicProvider(SseProvider):
         if self.thinking_budget is not None:
             _check_budget(self.thinking_budget, self.max_tokens)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        model = request.model or self.model
+    def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
         max_tokens = request.max_tokens or self.max_tokens
         budget = self.thinking_budget
         if budget is not None and budget >= max_tokens:
             budget = None  # a request that caps its answer below the budget goes without
-        body = msgspec.json.encode(
-            request_body(
-                model,
-                request.messages,
-                request.tools,
-                system=request.system,
-                max_tokens=max_tokens,
-                thinking_budget=budget,
-                cache=self.prompt_caching,
-            )
+        return request_body(
+            model,
+            request.messages,
+            request.tools,
+            system=request.system,
+            max_tokens=max_tokens,
+            thinking_budget=budget,
+            cache=self.prompt_caching,
         )
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            "anthropic-version": API_VERSION,
-        }
-        if self.api_key is not None:
-            headers["x-api-key"] = self.api_key.reveal()
-        return self._post(f"{self.base_url}/v1/messages", body, headers, request, model)
+
+    def _key_headers(self, key: Secret) -> dict[str, str]:
+        return {"x-api-key": key.reveal()}
 
     def _mapper(self) -> ChunkMapper:
         return EventMapper(self._redact)
@@ -158,24 +149,15 @@ def _check_budget(budget: int, max_tokens: int) -> None:
 
 def from_settings(settings: LiveSettings) -> AnthropicProvider:
     """The provider `--provider anthropic` names (`acp_server.providers.registry`)."""
-    options: dict[str, Any] = {
-        key: value
-        for key in ("connect_timeout", "read_timeout", "max_retries")
-        if (value := getattr(settings, key)) is not None
-    }
     provider = AnthropicProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
         settings.api_key,
         max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
         thinking_budget=settings.thinking_budget,
-        **options,
+        **settings_tuning(settings),
     )
-    if settings.api_key is None:  # said once the settings are known to be good
-        log.warning(
-            "anthropic: $%s is not set: requests go without an API key",
-            settings.api_key_env or DEFAULT_API_KEY_ENV,
-        )
+    warn_keyless("anthropic", settings, DEFAULT_API_KEY_ENV)  # once the settings are known good
     return provider
 
 

@@ -25,14 +25,16 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol, TypedDict
 
 import anyio
 import httpx
+import msgspec
 
 from ..core.events import StreamChunk
 from .base import ModelRequest, ProviderError
 from .secret import Secret
+from .settings import LiveSettings
 from .wire import CODE_CHARS, Redact, SseDecoder, clip, excerpt
 
 log = logging.getLogger(__name__)
@@ -364,6 +366,39 @@ class HttpTuning:
     _http: HttpClient = field(init=False, repr=False)
 
 
+class HttpOptions(TypedDict, total=False):
+    """`HttpTuning`'s fields as keywords, for a caller that passes on only those it was given."""
+
+    connect_timeout: float
+    read_timeout: float
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    trust_env: bool
+
+
+def settings_tuning(settings: LiveSettings) -> HttpOptions:
+    """The tunables the command line set (the others keep the provider's defaults)."""
+    options = HttpOptions()
+    if settings.connect_timeout is not None:
+        options["connect_timeout"] = settings.connect_timeout
+    if settings.read_timeout is not None:
+        options["read_timeout"] = settings.read_timeout
+    if settings.max_retries is not None:
+        options["max_retries"] = settings.max_retries
+    return options
+
+
+def warn_keyless(label: str, settings: LiveSettings, default_env: str) -> None:
+    """Say that requests go without a key (a local server needs none; a remote one answers 401)."""
+    if settings.api_key is None:
+        logging.getLogger(f"{__package__}.{label}").warning(
+            "%s: $%s is not set: requests go without an API key",
+            label,
+            settings.api_key_env or default_env,
+        )
+
+
 class SseProvider(HttpTuning):
     """An HTTP provider whose answers are server-sent events. A subclass is a dataclass with
     its own fields (`base_url`, `api_key` and `name` among them), builds each request's body
@@ -371,10 +406,15 @@ class SseProvider(HttpTuning):
 
     label: ClassVar[str]
     """What its messages and log lines begin with."""
+    path: ClassVar[str]
+    """Where a request is posted, below `base_url`."""
+    extra_headers: ClassVar[dict[str, str]] = {}
+    """Headers every request carries besides the content types and the key."""
     finish_word: ClassVar[str]
     """What its stream calls the reason it stopped ("finish reason", "stop reason")."""
     cut_retryable: ClassVar[bool] = False
     """Whether a stream its mapper finds cut, before any chunk, is tried again."""
+    model: str
     base_url: str
     api_key: Secret | None
     name: str
@@ -403,10 +443,25 @@ class SseProvider(HttpTuning):
         """The logger of the provider's own module, which its log lines have always named."""
         return logging.getLogger(type(self).__module__)
 
-    def _post(
-        self, url: str, body: bytes, headers: dict[str, str], request: ModelRequest, model: str
-    ) -> AsyncIterator[StreamChunk]:
+    def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        """The request's JSON body, in the provider's own wire."""
+        raise NotImplementedError
+
+    def _key_headers(self, key: Secret) -> dict[str, str]:
+        """The headers that carry the key (the only place it is revealed)."""
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one model request, attempted as the retry policy allows."""
+        model = request.model or self.model
+        url = f"{self.base_url}{self.path}"
+        body = msgspec.json.encode(self._body(request, model))
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            **self.extra_headers,
+            **(self._key_headers(self.api_key) if self.api_key is not None else {}),
+        }
         self._log.debug(
             "%s: POST %s (model %s, %d messages)",
             self.label,
@@ -484,6 +539,7 @@ __all__ = [
     "ChunkMapper",
     "Failure",
     "HttpClient",
+    "HttpOptions",
     "HttpTuning",
     "Progress",
     "ProviderConfigError",
@@ -497,10 +553,12 @@ __all__ = [
     "redactor",
     "retry_after",
     "retryable_status",
+    "settings_tuning",
     "shown_url",
     "status_failure",
     "stream_with_retries",
     "transport_failure",
     "validate_base_url",
     "validate_env_name",
+    "warn_keyless",
 ]

@@ -29,24 +29,26 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, TypedDict, Unpack
+from typing import Any, ClassVar, Final, Unpack
 
 import httpx
 import msgspec
 
-from ..core.events import StreamChunk
 from .base import ModelRequest
 from .http import (
     ChunkMapper,
     Failure,
+    HttpOptions,
     ProviderConfigError,
     SseProvider,
     read_body,
+    settings_tuning,
     status_failure,
     validate_base_url,
     validate_env_name,
+    warn_keyless,
 )
 from .openai_stream import (
     DeltaMapper,
@@ -64,15 +66,9 @@ DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
 
 
-class ProviderOptions(TypedDict, total=False):
+class ProviderOptions(HttpOptions, total=False):
     """The `OpenAIProvider` fields `from_env` passes through as they are."""
 
-    connect_timeout: float
-    read_timeout: float
-    max_retries: int
-    retry_base_delay: float
-    retry_max_delay: float
-    trust_env: bool
     name: str
 
 
@@ -81,6 +77,7 @@ class OpenAIProvider(SseProvider):
     """The tunables (timeouts, retries, `trust_env`, `sleep`) are `SseProvider`'s, by keyword."""
 
     label: ClassVar[str] = "openai"
+    path: ClassVar[str] = "/chat/completions"
     finish_word: ClassVar[str] = "finish reason"
     model: str
     base_url: str = DEFAULT_BASE_URL
@@ -110,22 +107,20 @@ class OpenAIProvider(SseProvider):
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
         return cls(model, base_url, Secret(key) if key else None, **options)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        model = request.model or self.model
-        body = msgspec.json.encode(
-            request_body(
-                model,
-                request.messages,
-                request.tools,
-                system=request.system,
-                max_tokens=request.max_tokens or self.max_tokens,
-                reasoning_effort=request.reasoning_effort,
-            )
+    def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        max_tokens = request.max_tokens or self.max_tokens
+        effort = request.reasoning_effort
+        return request_body(
+            model,
+            request.messages,
+            request.tools,
+            system=request.system,
+            max_tokens=max_tokens,
+            reasoning_effort=effort,
         )
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key is not None:
-            headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
-        return self._post(f"{self.base_url}/chat/completions", body, headers, request, model)
+
+    def _key_headers(self, key: Secret) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key.reveal()}"}
 
     def _mapper(self) -> ChunkMapper:
         return DeltaMapper(_new_call_id, self._redact)
@@ -143,29 +138,14 @@ class OpenAIProvider(SseProvider):
 
 def from_settings(settings: LiveSettings) -> OpenAIProvider:
     """The provider `--provider openai` names (`acp_server.providers.registry`)."""
-    if settings.api_key is None:
-        log.warning(
-            "openai: $%s is not set: requests go without an API key",
-            settings.api_key_env or DEFAULT_API_KEY_ENV,
-        )
+    warn_keyless("openai", settings, DEFAULT_API_KEY_ENV)
     return OpenAIProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
         settings.api_key,
         max_tokens=settings.max_tokens,
-        **_options(settings),
+        **settings_tuning(settings),
     )
-
-
-def _options(settings: LiveSettings) -> ProviderOptions:
-    options = ProviderOptions()
-    if settings.connect_timeout is not None:
-        options["connect_timeout"] = settings.connect_timeout
-    if settings.read_timeout is not None:
-        options["read_timeout"] = settings.read_timeout
-    if settings.max_retries is not None:
-        options["max_retries"] = settings.max_retries
-    return options
 
 
 def _new_call_id(index: int) -> str:
