@@ -38,7 +38,7 @@ from .http import (
     warn_keyless,
 )
 from .secret import Secret
-from .settings import LiveSettings
+from .settings import ProviderSettings
 from .wire import excerpt
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
@@ -147,7 +147,7 @@ def _check_budget(budget: int, max_tokens: int) -> None:
         )
 
 
-def from_settings(settings: LiveSettings) -> AnthropicProvider:
+def from_settings(settings: ProviderSettings) -> AnthropicProvider:
     """The provider `--provider anthropic` names (`acp_server.providers.registry`)."""
     provider = AnthropicProvider(
         settings.model,

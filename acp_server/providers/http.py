@@ -34,7 +34,7 @@ import msgspec
 from ..core.events import StreamChunk
 from .base import ModelRequest, ProviderError
 from .secret import Secret
-from .settings import LiveSettings
+from .settings import ProviderSettings
 from .wire import CODE_CHARS, Redact, SseDecoder, clip, excerpt
 
 log = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ class HttpOptions(TypedDict, total=False):
     trust_env: bool
 
 
-def settings_tuning(settings: LiveSettings) -> HttpOptions:
+def settings_tuning(settings: ProviderSettings) -> HttpOptions:
     """The tunables the command line set (the others keep the provider's defaults)."""
     options = HttpOptions()
     if settings.connect_timeout is not None:
@@ -389,7 +389,7 @@ def settings_tuning(settings: LiveSettings) -> HttpOptions:
     return options
 
 
-def warn_keyless(label: str, settings: LiveSettings, default_env: str) -> None:
+def warn_keyless(label: str, settings: ProviderSettings, default_env: str) -> None:
     """Say that requests go without a key (a local server needs none; a remote one answers 401)."""
     if settings.api_key is None:
         logging.getLogger(f"{__package__}.{label}").warning(

@@ -57,7 +57,7 @@ from .openai_stream import (
     request_body,
 )
 from .secret import Secret
-from .settings import LiveSettings
+from .settings import ProviderSettings
 from .wire import Redact, excerpt
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class OpenAIProvider(SseProvider):
         return found[0] if found is not None else None
 
 
-def from_settings(settings: LiveSettings) -> OpenAIProvider:
+def from_settings(settings: ProviderSettings) -> OpenAIProvider:
     """The provider `--provider openai` names (`acp_server.providers.registry`)."""
     warn_keyless("openai", settings, DEFAULT_API_KEY_ENV)
     return OpenAIProvider(
