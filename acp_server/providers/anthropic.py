@@ -35,7 +35,6 @@ from .http import (
     read_body,
     settings_tuning,
     status_failure,
-    warn_keyless,
 )
 from .secret import Secret
 from .settings import ProviderSettings
@@ -157,7 +156,9 @@ def from_settings(settings: ProviderSettings) -> AnthropicProvider:
         thinking_budget=settings.thinking_budget,
         **settings_tuning(settings),
     )
-    warn_keyless("anthropic", settings, DEFAULT_API_KEY_ENV)  # once the settings are known good
+    AnthropicProvider.warn_keyless(
+        settings, DEFAULT_API_KEY_ENV
+    )  # once the settings are known good
     return provider
 
 

@@ -389,16 +389,6 @@ def settings_tuning(settings: ProviderSettings) -> HttpOptions:
     return options
 
 
-def warn_keyless(label: str, settings: ProviderSettings, default_env: str) -> None:
-    """Say that requests go without a key (a local server needs none; a remote one answers 401)."""
-    if settings.api_key is None:
-        logging.getLogger(f"{__package__}.{label}").warning(
-            "%s: $%s is not set: requests go without an API key",
-            label,
-            settings.api_key_env or default_env,
-        )
-
-
 class SseProvider(HttpTuning):
     """An HTTP provider whose answers are server-sent events. A subclass is a dataclass with
     its own fields (`base_url`, `api_key` and `name` among them), builds each request's body
@@ -428,20 +418,7 @@ class SseProvider(HttpTuning):
         """Close the provider's HTTP client (a later request opens a new one)."""
         await self._http.aclose()
 
-    def _mapper(self) -> ChunkMapper:
-        raise NotImplementedError
-
-    async def _check(self, response: httpx.Response, shown: str) -> None:
-        """Raise a `Failure` for an answer that is not a stream of events (`shown`: its URL)."""
-        raise NotImplementedError
-
-    def _redact(self, text: str) -> str:
-        return redactor(self.api_key)(text)
-
-    @property
-    def _log(self) -> logging.Logger:
-        """The logger of the provider's own module, which its log lines have always named."""
-        return logging.getLogger(type(self).__module__)
+    # -- what each provider says ----------------------------------------------------------------
 
     def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
         """The request's JSON body, in the provider's own wire."""
@@ -450,6 +427,35 @@ class SseProvider(HttpTuning):
     def _key_headers(self, key: Secret) -> dict[str, str]:
         """The headers that carry the key (the only place it is revealed)."""
         raise NotImplementedError
+
+    async def _check(self, response: httpx.Response, shown: str) -> None:
+        """Raise a `Failure` for an answer that is not a stream of events (`shown`: its URL)."""
+        raise NotImplementedError
+
+    def _mapper(self) -> ChunkMapper:
+        """A mapper for one response's events."""
+        raise NotImplementedError
+
+    # -- what they share -------------------------------------------------------------------------
+
+    @classmethod
+    def warn_keyless(cls, settings: ProviderSettings, default_env: str) -> None:
+        """Say, if it is so, that requests go without a key (a local server needs none; a
+        remote one answers 401, which fails the turn with its message)."""
+        if settings.api_key is None:
+            logging.getLogger(cls.__module__).warning(
+                "%s: $%s is not set: requests go without an API key",
+                cls.label,
+                settings.api_key_env or default_env,
+            )
+
+    def _redact(self, text: str) -> str:
+        return redactor(self.api_key)(text)
+
+    @property
+    def _log(self) -> logging.Logger:
+        """The logger of the provider's own module, which its log lines have always named."""
+        return logging.getLogger(type(self).__module__)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one model request, attempted as the retry policy allows."""
@@ -560,5 +566,4 @@ __all__ = [
     "transport_failure",
     "validate_base_url",
     "validate_env_name",
-    "warn_keyless",
 ]

@@ -4,7 +4,7 @@ OpenAI, DeepSeek, vLLM, llama.cpp's server and Ollama all speak it. Each model r
 streaming `POST {base_url}/chat/completions`; the response's server-sent events are mapped onto
 `StreamChunk`s as they arrive (`acp_server.providers.openai_stream`, pure, does the mapping).
 
-Failures:
+Failures are those of every HTTP provider (`acp_server.providers.http`, `SseProvider`):
 
 - Before the first chunk is yielded, HTTP 408, 409, 429 and 5xx, an error event with such a
   code, a timeout, a connection error or a body that ends with nothing in it are retried, up to
@@ -48,7 +48,6 @@ from .http import (
     status_failure,
     validate_base_url,
     validate_env_name,
-    warn_keyless,
 )
 from .openai_stream import (
     DeltaMapper,
@@ -108,15 +107,13 @@ class OpenAIProvider(SseProvider):
         return cls(model, base_url, Secret(key) if key else None, **options)
 
     def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        max_tokens = request.max_tokens or self.max_tokens
-        effort = request.reasoning_effort
         return request_body(
             model,
             request.messages,
             request.tools,
             system=request.system,
-            max_tokens=max_tokens,
-            reasoning_effort=effort,
+            max_tokens=request.max_tokens or self.max_tokens,
+            reasoning_effort=request.reasoning_effort,
         )
 
     def _key_headers(self, key: Secret) -> dict[str, str]:
@@ -138,7 +135,7 @@ class OpenAIProvider(SseProvider):
 
 def from_settings(settings: ProviderSettings) -> OpenAIProvider:
     """The provider `--provider openai` names (`acp_server.providers.registry`)."""
-    warn_keyless("openai", settings, DEFAULT_API_KEY_ENV)
+    OpenAIProvider.warn_keyless(settings, DEFAULT_API_KEY_ENV)
     return OpenAIProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
