@@ -20,6 +20,7 @@ import anyio
 
 from ..core.replay_script import ReplayError
 from ..providers.registry import live_provider, provider_spec
+from ..providers.settings import ProviderSettings
 from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
@@ -51,8 +52,6 @@ def configure_logging(level: str) -> None:
 def load_provider(config: ServeConfig) -> Provider:
     """The model provider the flags name, built by its entry in the registry. Raises
     `ValueError` (or `ReplayError`, `OSError`) when it cannot be set up."""
-    from ..providers.settings import ProviderSettings
-
     spec = provider_spec(config.provider)
     if spec.live and not config.model:
         raise ValueError(f"--provider {spec.name} needs --model")
