@@ -37,9 +37,9 @@ from sse_server import LoopbackServer, Sse, Status
 
 from acp_server.core.events import TextDelta
 from acp_server.providers.anthropic import AnthropicProvider
-from acp_server.providers.http import SseProvider
 from acp_server.providers.openai import OpenAIProvider
 from acp_server.providers.replay import ReplayProvider
+from acp_server.providers.sse_provider import SseProvider
 
 pytestmark = pytest.mark.anyio
 

@@ -27,17 +27,10 @@ import msgspec
 
 from .anthropic_stream import API_VERSION, ErrorPayload, EventMapper, error_message, request_body
 from .base import ModelRequest
-from .http import (
-    ChunkMapper,
-    Failure,
-    ProviderConfigError,
-    SseProvider,
-    read_body,
-    settings_tuning,
-    status_failure,
-)
+from .http import Failure, ProviderConfigError, read_body, status_failure
 from .secret import Secret
 from .settings import ProviderSettings
+from .sse_provider import ChunkMapper, SseProvider, settings_tuning
 from .wire import excerpt
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"

@@ -4,7 +4,7 @@ OpenAI, DeepSeek, vLLM, llama.cpp's server and Ollama all speak it. Each model r
 streaming `POST {base_url}/chat/completions`; the response's server-sent events are mapped onto
 `StreamChunk`s as they arrive (`acp_server.providers.openai_stream`, pure, does the mapping).
 
-Failures are those of every HTTP provider (`acp_server.providers.http`, `SseProvider`):
+Failures are those of every HTTP provider (`acp_server.providers.http`):
 
 - Before the first chunk is yielded, HTTP 408, 409, 429 and 5xx, an error event with such a
   code, a timeout, a connection error or a body that ends with nothing in it are retried, up to
@@ -38,13 +38,9 @@ import msgspec
 
 from .base import ModelRequest
 from .http import (
-    ChunkMapper,
     Failure,
-    HttpOptions,
     ProviderConfigError,
-    SseProvider,
     read_body,
-    settings_tuning,
     status_failure,
     validate_base_url,
     validate_env_name,
@@ -57,6 +53,7 @@ from .openai_stream import (
 )
 from .secret import Secret
 from .settings import ProviderSettings
+from .sse_provider import ChunkMapper, HttpOptions, SseProvider, settings_tuning
 from .wire import Redact, excerpt
 
 log = logging.getLogger(__name__)
