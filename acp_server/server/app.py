@@ -55,23 +55,11 @@ def load_provider(config: ServeConfig) -> Provider:
     spec = provider_spec(config.provider)
     if spec.live and not config.model:
         raise ValueError(f"--provider {spec.name} needs --model")
-    # Its module (and, for a live model, httpx) is loaded only now.
-    return spec.build(
-        ProviderSettings(
-            model=config.model or "",
-            base_url=config.base_url,
-            api_key=config.api_key,
-            api_key_env=config.api_key_env or spec.api_key_env,
-            connect_timeout=config.connect_timeout,
-            read_timeout=config.read_timeout,
-            max_retries=config.max_retries,
-            max_tokens=config.max_tokens,
-            thinking_budget=config.thinking_budget,
-            replay=config.replay,
-            replay_override=config.replay_override,
-            pace_ms=config.pace_ms,
-        )
-    )
+    # ServeConfig names each provider setting as ProviderSettings does; a live provider's
+    # variable defaults to the registry's.
+    given = {name: getattr(config, name) for name in ProviderSettings.__struct_fields__}
+    given.update(model=config.model or "", api_key_env=config.api_key_env or spec.api_key_env)
+    return spec.build(ProviderSettings(**given))  # its module (httpx for a live one) loads now
 
 
 def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
