@@ -1,14 +1,8 @@
 """A real HTTP server on 127.0.0.1 that speaks Anthropic's streaming Messages API (a test helper).
 
-`FakeAnthropic` serves a script of canned responses, one per request, in order: server-sent
-event streams (`Sse`, each event sent as `event: <type>` and `data: <json>`, as the API does)
-and plain error answers (`Status`). It records every request (path, headers, JSON body, and
-the client's port, which tells whether a connection was reused). It binds port 0 on loopback
-only, runs in a daemon thread, and stops itself after `lifetime` seconds even if a test
-forgets to (and at the end of its `with` block).
-
-`Sse` streams use chunked transfer encoding; `cut=True` aborts the connection after the events
-(the client sees an incomplete chunked body).
+`FakeAnthropic` is a `sse_server.LoopbackServer` (a script of canned responses, `Sse` streams
+and `Status` answers, one per request) that sends each event as `event: <type>` and
+`data: <json>`, as the API does; a stream ends with its `message_stop` event.
 
 The event builders below (`message_start`, `text_block`, `thinking_block`, `tool_block`,
 `message_delta`, ...) give the API's event payloads.
@@ -17,11 +11,9 @@ The event builders below (`message_start`, `text_block`, `thinking_block`, `tool
 from __future__ import annotations
 
 import json
-import socket
-import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
+
+from sse_server import LoopbackServer, Request, Response, Sse, Status
 
 Event = dict[str, Any]
 
@@ -119,133 +111,35 @@ def reply(*blocks: list[Event], stop: str = "end_turn", output_tokens: int = 5) 
     return [*events, message_delta(stop, output_tokens), message_stop()]
 
 
-@dataclass
-class Sse:
-    events: list[Event | str]
-    """Each an event payload, or a raw `data:` payload string (for malformed events)."""
-    cut: bool = False
+class FakeAnthropic(LoopbackServer):
+    def frame(self, event: Event | str) -> str:
+        """`event: <type>` and `data: <json>`, as the API sends them (a raw string: data only)."""
+        if isinstance(event, str):
+            return f"data: {event}\n\n"
+        return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+
+    def exhausted(self) -> Response:
+        return Status(500, error_body("api_error", "the test script is exhausted"))
 
 
-@dataclass
-class Status:
-    status: int
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-Response = Sse | Status
-
-
-@dataclass
-class Request:
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw: bytes
-    peer_port: int
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hangs up mid-stream (as the provider does after an error) is normal
-
-
-class FakeAnthropic:
-    def __init__(self, script: list[Response] | None = None, *, lifetime: float = 60.0) -> None:
-        self.script: list[Response] = list(script or [])
-        self.requests: list[Request] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = 10  # a stuck client cannot hold a handler thread for long
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                with owner._lock:
-                    owner.requests.append(
-                        Request(
-                            self.path,
-                            dict(self.headers),
-                            json.loads(raw),
-                            raw,
-                            self.client_address[1],
-                        )
-                    )
-                    response = (
-                        owner.script.pop(0)
-                        if owner.script
-                        else Status(500, error_body("api_error", "the test script is exhausted"))
-                    )
-                if isinstance(response, Status):
-                    self._status(response)
-                else:
-                    self._sse(response)
-
-            def _status(self, response: Status) -> None:
-                data = json.dumps(response.body).encode() if response.body is not None else b""
-                self.send_response(response.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in response.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _sse(self, response: Sse) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for event in response.events:
-                    if isinstance(event, str):
-                        frame = f"data: {event}\n\n"
-                    else:
-                        frame = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    data = frame.encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
-                if response.cut:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                self.wfile.write(b"0\r\n\r\n")
-
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        self._timer = threading.Timer(lifetime, self.close)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def add(self, *responses: Response) -> None:
-        with self._lock:
-            self.script.extend(responses)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._timer.cancel()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+__all__ = [
+    "Event",
+    "FakeAnthropic",
+    "Request",
+    "Response",
+    "Sse",
+    "Status",
+    "block_start",
+    "block_stop",
+    "delta",
+    "error_body",
+    "error_event",
+    "message_delta",
+    "message_start",
+    "message_stop",
+    "ping",
+    "reply",
+    "text_block",
+    "thinking_block",
+    "tool_block",
+]

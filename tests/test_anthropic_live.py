@@ -10,13 +10,11 @@ what the programs the model runs can read, not on stdout or stderr, in the log o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from acp_process import AcpProcess
 from anthropic_server import (
@@ -32,8 +30,14 @@ from anthropic_server import (
     thinking_block,
     tool_block,
 )
-
-from acp_server.storage.jsonl.log import read_log
+from recorded_sessions import (
+    assert_replayed_alike,
+    clean_env,
+    drive,
+    export,
+    logical,
+    workspace,
+)
 
 KEY = "sk-ant-api03-Zq8Wm3Kx7Lp2Vn9Bt4Hc6Jd1RfSECRET"
 """No 8 characters of it in a row appear anywhere by chance."""
@@ -69,72 +73,14 @@ def live_script() -> list[Any]:
     return [overloaded, turn_0_step_0, turn_0_step_1, turn_1_cut, limited, turn_2]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k.upper() not in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "ANTHROPIC_API_KEY")
-    }
-    return {**env, "NO_PROXY": "127.0.0.1", **extra}
-
-
 def key_pieces_in(text: str) -> list[str]:
     """Every 8 characters of the key in a row that occur in `text`."""
     return sorted({KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text})
 
 
-def workspace(path: Path) -> Path:
-    path.mkdir()
-    (path / "notes.txt").write_text("alpha\nbeta\n")
-    return path
-
-
 def allow(frame: dict[str, Any]) -> Any:
     assert frame["method"] == "session/request_permission", frame
     return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-
-
-def drive(server: AcpProcess, cwd: Path, prompts: list[str]) -> tuple[str, list[dict[str, Any]]]:
-    server.initialize()
-    session = server.result("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
-    responses = []
-    for prompt in prompts:
-        response, _ = server.exchange(
-            "session/prompt",
-            {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]},
-            answer=allow,
-        )
-        responses.append(response)
-    return session, responses
-
-
-def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A log's header and events with the session id and cwd replaced, times left out."""
-    contents = read_log(path)
-
-    def scrub(value: Any) -> Any:
-        raw = (
-            json.dumps(msgspec.to_builtins(value))
-            .replace(session, "<session>")
-            .replace(str(cwd), "<workspace>")
-        )
-        return json.loads(raw)
-
-    header = scrub(contents.header)
-    header["createdAt"] = 0
-    events = []
-    for event in contents.events:
-        value = scrub(event)
-        value.pop("time")
-        events.append(value)
-    return header, events
-
-
-def transcript(server: AcpProcess, session: str, cwd: Path) -> list[str]:
-    return [
-        line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>")
-        for line in server.stdout_lines
-    ]
 
 
 def live_server(sessions: Path, model: FakeAnthropic, *extra: str) -> AcpProcess:
@@ -153,7 +99,7 @@ def test_record_a_live_anthropic_session_export_it_and_replay_it_to_the_same_eve
     live_sessions = tmp_path / "live-sessions"
     model = FakeAnthropic(live_script())
     with model, live_server(live_sessions, model, "--thinking-budget", "2048") as live:
-        live_session, live_responses = drive(live, live_cwd, PROMPTS)
+        live_session, live_responses = drive(live, live_cwd, PROMPTS, allow)
         assert live.finish() == 0
     requests = model.requests
 
@@ -216,27 +162,14 @@ def test_record_a_live_anthropic_session_export_it_and_replay_it_to_the_same_eve
 
     # Export the session as a scenario's fixture, then replay it under the same client script.
     scenario = tmp_path / "scenario"
-    exported = subprocess.run(
-        [sys.executable, "-m", "acp_server", "fixture", "export", str(live_sessions / live_session), str(scenario)],
-        check=False, capture_output=True, text=True, timeout=60, env=clean_env(),
-    )  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
+    export(live_sessions / live_session, scenario)
     override = json.loads((scenario / "replay.override.json").read_text())
     assert [(p["at"], p["entry"]["kind"], p["entry"].get("code")) for p in override["patches"]] == [
         (2, "throw", "stream-cut")
     ]
-    replay_cwd = workspace(tmp_path / "replay-workspace")
-    replay_sessions = tmp_path / "replay-sessions"
-    with AcpProcess(replay_sessions, "--replay", str(scenario), env=clean_env()) as replay:
-        replay_session, replay_responses = drive(replay, replay_cwd, PROMPTS)
-        assert replay.finish() == 0
-    assert logical(
-        replay_sessions / replay_session / "session.jsonl", replay_session, replay_cwd
-    ) == logical(live_log, live_session, live_cwd)
-    assert transcript(replay, replay_session, replay_cwd) == transcript(
-        live, live_session, live_cwd
+    assert_replayed_alike(
+        tmp_path, scenario, PROMPTS, (live, live_log, live_session, live_cwd, live_responses), allow
     )
-    assert replay_responses == live_responses
 
     outputs = {
         "live stdout": b"\n".join(live.stdout_lines).decode(),

@@ -1,24 +1,21 @@
 """The `anthropic` provider against a real HTTP server on loopback (tests/anthropic_server.py).
 
 Every delta the API streams becomes exactly one chunk, in order; thinking keeps its signature
-and goes back signed across a tool-use turn; usage counts cache reads and writes; failures
-retry only before the first chunk (529, 429 after its retry-after), a cut stream fails, and
-the API key is found nowhere but in the `x-api-key` header. No test waits: the retry delays
-are recorded, not slept.
+and goes back signed across a tool-use turn; usage counts cache reads and writes; errors in
+Anthropic's wire (error events, `x-should-retry`, a body that ends early) fail as they should.
+What every provider does (retries, a cut stream, cancellation, the key) is
+tests/test_provider_contract.py. No test waits: the retry delays are recorded, not slept.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 from anthropic_server import (
     FakeAnthropic,
     Sse,
     Status,
-    block_start,
-    delta,
     error_body,
     error_event,
     message_delta,
@@ -30,33 +27,23 @@ from anthropic_server import (
     thinking_block,
     tool_block,
 )
+from provider_values import Sleeps, cd, end, fin, rd, run, start, td, use
 
 from acp_server.core.assembly import MessageAssembler
 from acp_server.core.events import ImageContent, TextContent
 from acp_server.core.messages import AssistantTurn, ToolDefinition, ToolTurn, UserTurn
 from acp_server.providers.anthropic import AnthropicProvider
-from acp_server.providers.base import ModelRequest, ProviderError
+from acp_server.providers.base import ModelRequest
 from acp_server.providers.http import ProviderConfigError
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-ant-test-7Hq2Zp9Lw4Xc8Vb3Nm6RSECRET"
-HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=[])
 READ_FILE = ToolDefinition(
     "read_file",
     "Read a file.",
     {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
-
-
-class Sleeps:
-    """Records the waits before retries instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
 
 
 def provider(
@@ -72,59 +59,8 @@ def provider(
     )
 
 
-async def run(
-    p: AnthropicProvider, request: ModelRequest = HELLO
-) -> tuple[list[dict[str, Any]], ProviderError | None]:
-    """The chunks streamed (as JSON values) and the error that ended the stream, if any."""
-    chunks: list[dict[str, Any]] = []
-    try:
-        async for c in p.stream(request):
-            chunks.append(msgspec.to_builtins(c))
-    except ProviderError as exc:
-        return chunks, exc
-    finally:
-        await p.aclose()
-    return chunks, None
-
-
-def start(i: int, kind: str) -> dict[str, Any]:
-    return {"type": "block-start", "index": i, "blockType": kind}
-
-
-def end(i: int) -> dict[str, Any]:
-    return {"type": "block-end", "index": i}
-
-
-def td(i: int, t: str) -> dict[str, Any]:
-    return {"type": "text-delta", "index": i, "text": t}
-
-
-def rd(i: int, t: str) -> dict[str, Any]:
-    return {"type": "reasoning-delta", "index": i, "text": t}
-
-
 def sig(i: int, s: str) -> dict[str, Any]:
     return {"type": "reasoning-signature", "index": i, "signature": s}
-
-
-def cd(i: int, id: str, args: str, name: str | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "type": "tool-call-delta",
-        "index": i,
-        "id": id,
-        "argumentsDelta": args,
-    }
-    if name is not None:
-        value["name"] = name
-    return value
-
-
-def use(inp: int, out: int, **cache: int) -> dict[str, Any]:
-    return {"type": "usage", "usage": {"inputTokens": inp, "outputTokens": out, **cache}}
-
-
-def fin(reason: str) -> dict[str, Any]:
-    return {"type": "finish", "reason": reason}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,83 +299,8 @@ async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_pro
     ]
 
 
-async def test_one_connection_serves_every_request_and_retry_of_a_provider() -> None:
-    overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
-    with FakeAnthropic(
-        [Sse(reply(text_block(0, "a"))), overloaded, Sse(reply(text_block(0, "b")))]
-    ) as server:
-        p = provider(server)
-        async for _ in p.stream(HELLO):
-            pass
-        chunks, error = await run(p)
-    assert error is None and chunks[1] == td(0, "b")
-    assert len(server.requests) == 3
-    assert len({r.peer_port for r in server.requests}) == 1
-
-
 # ---------------------------------------------------------------------------------------------
 # Failures and retries.
-
-
-async def test_overloaded_529_is_retried_after_the_backoff_then_streams() -> None:
-    overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
-    sleeps = Sleeps()
-    with FakeAnthropic([overloaded, overloaded, Sse(reply(text_block(0, "ok")))]) as server:
-        chunks, error = await run(provider(server, sleeps, retry_base_delay=0.5))
-    assert error is None
-    assert chunks == [start(0, "text"), td(0, "ok"), end(0), use(10, 5), fin("stop")]
-    assert sleeps.delays == [0.5, 1.0]
-    assert len(server.requests) == 3
-
-
-async def test_a_429_waits_what_its_retry_after_header_asks() -> None:
-    limited = Status(429, error_body("rate_limit_error", "slow down"), {"retry-after": "7"})
-    sleeps = Sleeps()
-    with FakeAnthropic([limited, Sse(reply(text_block(0, "ok")))]) as server:
-        chunks, error = await run(provider(server, sleeps))
-    assert error is None and chunks[-1] == fin("stop")
-    assert sleeps.delays == [7.0]
-
-
-async def test_a_429_asking_for_too_long_a_wait_fails_at_once() -> None:
-    limited = Status(
-        429, error_body("rate_limit_error", "come back later"), {"retry-after": "3600"}
-    )
-    sleeps = Sleeps()
-    with FakeAnthropic([limited]) as server:
-        chunks, error = await run(provider(server, sleeps))
-    assert chunks == [] and error is not None and sleeps.delays == []
-    assert (error.message, error.code) == (
-        f"anthropic: HTTP 429 Too Many Requests from {server.base_url}/v1/messages: come back "
-        "later (the server asked to wait 3600 s: not retried)",
-        429,
-    )
-
-
-async def test_retries_give_up_after_max_retries_naming_the_attempts() -> None:
-    overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
-    sleeps = Sleeps()
-    with FakeAnthropic([overloaded] * 3) as server:
-        chunks, error = await run(provider(server, sleeps, max_retries=2))
-    assert chunks == [] and error is not None
-    assert (error.message, error.code) == (
-        f"anthropic: HTTP 529 error from {server.base_url}/v1/messages: Overloaded "
-        "(after 3 attempts)",
-        529,
-    )
-    assert len(sleeps.delays) == 2
-
-
-async def test_a_bad_request_is_not_retried_and_carries_the_apis_message() -> None:
-    bad = Status(400, error_body("invalid_request_error", "max_tokens: too large"))
-    with FakeAnthropic([bad]) as server:
-        chunks, error = await run(provider(server))
-    assert chunks == [] and error is not None
-    assert (error.message, error.code) == (
-        f"anthropic: HTTP 400 Bad Request from {server.base_url}/v1/messages: max_tokens: too large",
-        400,
-    )
-    assert len(server.requests) == 1
 
 
 async def test_x_should_retry_false_overrules_a_retryable_status() -> None:
@@ -483,33 +344,6 @@ async def test_an_error_event_after_chunks_fails_the_stream_keeping_what_came() 
     assert len(server.requests) == 1
 
 
-async def test_a_stream_cut_after_chunks_is_a_failed_stream() -> None:
-    cut = Sse(
-        [
-            message_start(),
-            block_start(0, {"type": "text", "text": ""}),
-            delta(0, {"type": "text_delta", "text": "Half"}),
-        ],
-        cut=True,
-    )
-    with FakeAnthropic([cut]) as server:
-        chunks, error = await run(provider(server))
-    assert chunks == [start(0, "text"), td(0, "Half")]
-    assert error is not None and error.code == "stream-cut"
-    assert error.message.startswith("anthropic: the stream was cut: ")
-    assert error.message.endswith(" (after 2 chunks)")
-    assert len(server.requests) == 1
-
-
-async def test_a_stream_cut_before_any_chunk_is_retried() -> None:
-    sleeps = Sleeps()
-    script = [Sse([message_start(), ping()], cut=True), Sse(reply(text_block(0, "ok")))]
-    with FakeAnthropic(script) as server:
-        chunks, error = await run(provider(server, sleeps))
-    assert error is None and chunks[1] == td(0, "ok")
-    assert len(sleeps.delays) == 1
-
-
 async def test_a_body_that_ends_before_message_stop_without_a_stop_reason_fails() -> None:
     ended = Sse([message_start(), *text_block(0, "x")])
     with FakeAnthropic([ended]) as server:
@@ -531,24 +365,7 @@ async def test_a_body_that_ends_after_its_stop_reason_is_complete() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The key.
-
-
-async def test_the_key_is_found_nowhere_but_in_the_x_api_key_header() -> None:
-    leaky = Status(401, error_body("authentication_error", f"invalid x-api-key {KEY}"))
-    with FakeAnthropic([Sse(reply(text_block(0, "ok"))), leaky]) as server:
-        p = provider(server)
-        async for _ in p.stream(HELLO):
-            pass
-        _, error = await run(p)
-    assert error is not None
-    assert KEY not in error.message and KEY not in repr(p)
-    assert error.message.endswith("invalid x-api-key [redacted]")
-    for request in server.requests:
-        assert request.headers["x-api-key"] == KEY
-        assert KEY.encode() not in request.raw
-        others = {k: v for k, v in request.headers.items() if k.lower() != "x-api-key"}
-        assert not any(KEY in f"{k}: {v}" for k, v in others.items())
+# Settings.
 
 
 def test_a_thinking_budget_below_the_apis_minimum_or_above_max_tokens_is_refused() -> None:

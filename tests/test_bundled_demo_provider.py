@@ -7,8 +7,8 @@ import pytest
 
 from acp_server.core.events import StreamChunk
 from acp_server.providers.base import ModelRequest
+from acp_server.providers.bundled import BundledDemoProvider
 from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture
-from acp_server.server.app import BundledDemoProvider
 
 pytestmark = pytest.mark.anyio
 

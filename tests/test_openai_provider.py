@@ -1,19 +1,19 @@
 """The `openai` provider against a real HTTP server on loopback (tests/openai_server.py).
 
 Every delta the server sends becomes exactly one chunk, in order; blocks, usage and the finish
-are placed as `acp_server.providers.openai_stream` documents; failures retry only before the
-first chunk, and the API key never leaves the Authorization header.
+are placed as `acp_server.providers.openai_stream` documents; errors in OpenAI's wire (error
+events, error bodies, a JSON answer) fail as they should. What every provider does (retries, a
+cut stream, cancellation, the key) is tests/test_provider_contract.py.
 """
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
-import anyio
 import msgspec
 import pytest
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text, usage
+from provider_values import cd, end, fin, rd, run, start, td, use
 
 from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.events import (
@@ -23,7 +23,6 @@ from acp_server.core.events import (
     DiffContent,
     ImageContent,
     TextContent,
-    TextDelta,
 )
 from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn
 from acp_server.providers.base import ModelRequest, ProviderError
@@ -34,68 +33,12 @@ from acp_server.providers.wire import SseDecoder
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-0123456789abcdefSECRET"
-HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=[])
 
 
 def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
     options.setdefault("retry_base_delay", 0.01)
     options.setdefault("trust_env", False)
     return OpenAIProvider("test-model", server.base_url, KEY, **options)  # type: ignore[arg-type]  # a plain str key, which __post_init__ accepts
-
-
-async def run(
-    p: OpenAIProvider, request: ModelRequest = HELLO
-) -> tuple[list[dict[str, Any]], ProviderError | None]:
-    """The chunks streamed (as JSON values) and the error that ended the stream, if any; the
-    provider's HTTP client is closed afterwards."""
-    chunks: list[dict[str, Any]] = []
-    try:
-        async for c in p.stream(request):
-            chunks.append(msgspec.to_builtins(c))
-    except ProviderError as exc:
-        return chunks, exc
-    finally:
-        await p.aclose()
-    return chunks, None
-
-
-def start(i: int, kind: str) -> dict[str, Any]:
-    return {"type": "block-start", "index": i, "blockType": kind}
-
-
-def end(i: int) -> dict[str, Any]:
-    return {"type": "block-end", "index": i}
-
-
-def td(i: int, t: str) -> dict[str, Any]:
-    return {"type": "text-delta", "index": i, "text": t}
-
-
-def rd(i: int, t: str) -> dict[str, Any]:
-    return {"type": "reasoning-delta", "index": i, "text": t}
-
-
-def cd(i: int, id: str, args: str, name: str | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "type": "tool-call-delta",
-        "index": i,
-        "id": id,
-        "argumentsDelta": args,
-    }
-    if name is not None:
-        value["name"] = name
-    return value
-
-
-def use(inp: int, out: int, cached: int | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {"inputTokens": inp, "outputTokens": out}
-    if cached is not None:
-        value["cachedInputTokens"] = cached
-    return {"type": "usage", "usage": value}
-
-
-def fin(reason: str) -> dict[str, Any]:
-    return {"type": "finish", "reason": reason}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,87 +163,6 @@ async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_st
 
 
 # ---------------------------------------------------------------------------------------------
-# Retries before the first chunk.
-
-
-async def test_a_429_is_retried_after_the_backoff_then_succeeds() -> None:
-    limited = Status(
-        429,
-        {
-            "error": {
-                "message": "Rate limit reached",
-                "type": "requests",
-                "code": "rate_limit_exceeded",
-            }
-        },
-    )
-    with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
-        chunks, error = await run(provider(server, retry_base_delay=0.15))
-    assert error is None
-    assert chunks == [start(0, "text"), td(0, "ok"), end(0), fin("stop")]
-    first, second = server.requests
-    assert second.at - first.at >= 0.15
-    assert second.body == first.body
-
-
-async def test_retry_after_is_respected_over_the_base_delay() -> None:
-    limited = Status(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "250"})
-    with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
-        chunks, error = await run(provider(server, retry_base_delay=0.001))
-    assert error is None and chunks[-1] == fin("stop")
-    first, second = server.requests
-    assert second.at - first.at >= 0.25
-
-
-async def test_a_5xx_that_persists_fails_with_its_status_after_the_retries() -> None:
-    failing = [Status(503, {"error": {"message": "overloaded"}}) for _ in range(3)]
-    with FakeOpenAI(failing) as server:
-        chunks, error = await run(provider(server, max_retries=2))
-    assert chunks == [] and error is not None
-    assert error.code == 503
-    assert (
-        error.message
-        == f"openai: HTTP 503 Service Unavailable from {server.base_url}/chat/completions: overloaded (after 3 attempts)"
-    )
-    assert len(server.requests) == 3
-
-
-async def test_a_4xx_is_not_retried_and_an_echoed_key_is_redacted() -> None:
-    refused = Status(
-        401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
-    )
-    with FakeOpenAI([refused]) as server:
-        chunks, error = await run(provider(server))
-    assert chunks == [] and error is not None and error.code == 401
-    assert KEY not in error.message and "[redacted]" in error.message
-    assert "Incorrect API key provided" in error.message
-    assert len(server.requests) == 1
-
-
-async def test_connection_refused_is_retried_then_fails_clearly() -> None:
-    with socket.socket() as probe:  # a loopback port with nobody listening
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://user:pass-SECRET@127.0.0.1:{port}/v1"  # credentials in the URL are never shown
-    p = OpenAIProvider("m", url, None, max_retries=1, retry_base_delay=0.01, trust_env=False)
-    chunks, error = await run(p)
-    assert chunks == [] and error is not None
-    assert error.code == "connection-error"
-    assert "SECRET" not in error.message
-    assert error.message.startswith(
-        f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: "
-    )
-    assert error.message.endswith("(after 2 attempts)")
-
-
-async def test_a_read_timeout_before_anything_arrives() -> None:
-    with FakeOpenAI([Sse([text("late")], first_delay=0.6)]) as server:
-        chunks, error = await run(provider(server, read_timeout=0.2, max_retries=0))
-    assert chunks == [] and error is not None
-    assert (error.code, error.message) == ("timeout", "openai: the server sent nothing for 0.2 s")
-
-
-# ---------------------------------------------------------------------------------------------
 # Failures after chunks: never retried, the chunks already yielded stand.
 
 
@@ -320,31 +182,6 @@ async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
         error.message
         == "openai: the server reported an error mid-stream: upstream overloaded (after 3 chunks)"
     )
-    assert len(server.requests) == 1
-
-
-async def test_a_stream_cut_mid_way_fails_after_the_chunks_it_gave() -> None:
-    stream = Sse(
-        [
-            reasoning("Think"),
-            reasoning("ing"),
-            call(0, id="call_X", name="todo_write", arguments='{"to'),
-        ],
-        cut=True,
-    )
-    with FakeOpenAI([stream]) as server:
-        chunks, error = await run(provider(server))
-    assert chunks == [
-        start(0, "reasoning"),
-        rd(0, "Think"),
-        rd(0, "ing"),
-        end(0),
-        start(1, "tool-call"),
-        cd(1, "call_X", '{"to', "todo_write"),
-    ]
-    assert error is not None and error.code == "stream-cut"
-    assert error.message.startswith("openai: the stream was cut: ")
-    assert error.message.endswith("(after 6 chunks)")
     assert len(server.requests) == 1
 
 
@@ -400,25 +237,6 @@ async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None
         503,
         "openai: the server answered with an error: model not loaded",
     )
-
-
-async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
-    # Five events 0.5 s apart: the whole stream would take 2.5 s.
-    with FakeOpenAI(
-        [Sse([text("a"), text("b"), text("c"), chunk(finish="stop")], delay=0.5)]
-    ) as server:
-        got = []
-        # Reading the rest of the stream would take 2 s: the deadline fails a provider that
-        # swallows the cancellation and drains the stream first.
-        p = provider(server)
-        with anyio.fail_after(1.5), anyio.CancelScope() as scope:
-            async for c in p.stream(HELLO):
-                got.append(msgspec.to_builtins(c))
-                if isinstance(c, TextDelta):
-                    scope.cancel()
-        await p.aclose()
-    assert scope.cancelled_caught
-    assert got == [start(0, "text"), td(0, "a")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,20 +10,24 @@ and the API key appears nowhere: not on stdout or stderr, not in the log, not in
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from acp_process import AcpProcess
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text, usage
+from recorded_sessions import (
+    assert_replayed_alike,
+    clean_env,
+    drive,
+    export,
+    logical,
+    workspace,
+)
 
 from acp_server.core.replay_script import parse_fixture
-from acp_server.storage.jsonl.log import read_log
 
 KEY = "sk-live-KEY-4f9d2c7a1b3e5f60SECRET"
 CUT_MESSAGE = (
@@ -59,74 +63,6 @@ def live_script() -> list[Any]:
     return [rate_limited, TURN_0_STEP_0, TURN_0_STEP_1, TURN_1_CUT, TURN_2_MALFORMED, TURN_3]
 
 
-def workspace(path: Path) -> Path:
-    path.mkdir()
-    (path / "notes.txt").write_text("alpha\nbeta\n")
-    return path
-
-
-def drive(server: AcpProcess, cwd: Path) -> tuple[str, list[dict[str, Any]]]:
-    """The client's script: initialize, a new session, four prompts. Returns the session id and
-    each prompt's response."""
-    server.initialize()
-    session = server.result("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
-    responses = []
-    for prompt in PROMPTS:
-        response, _ = server.exchange(
-            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}
-        )
-        responses.append(response)
-    return session, responses
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k.upper() not in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "OPENAI_API_KEY")
-    }
-    return {**env, "NO_PROXY": "127.0.0.1", **extra}
-
-
-def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A log's header and events with the session id and cwd replaced, times left out."""
-    contents = read_log(path)
-
-    def scrub(value: Any) -> Any:
-        raw = (
-            json.dumps(msgspec.to_builtins(value))
-            .replace(session, "<session>")
-            .replace(str(cwd), "<workspace>")
-        )
-        return json.loads(raw)
-
-    header = scrub(contents.header)
-    header["createdAt"] = 0
-    events = []
-    for event in contents.events:
-        value = scrub(event)
-        value.pop("time")
-        events.append(value)
-    return header, events
-
-
-def transcript(server: AcpProcess, session: str, cwd: Path) -> list[str]:
-    """The server's stdout, its session and workspace as placeholders, and the model option's
-    models as `<model>`: they name the provider that ran (the live model, then llm-replay)."""
-    return [
-        MODEL_OPTION.sub(
-            '"currentValue":"<model>","options":[{"value":"<model>","name":"<model>"}]',
-            line.decode().replace(session, "<session>").replace(str(cwd), "<workspace>"),
-        )
-        for line in server.stdout_lines
-    ]
-
-
-MODEL_OPTION = re.compile(
-    r'"currentValue":"(test|llm-replay)","options":\[\{"value":"\1","name":"\1"\}\]'
-)
-
-
 def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_path: Path) -> None:
     live_cwd = workspace(tmp_path / "live-workspace")
     live_sessions = tmp_path / "live-sessions"
@@ -136,7 +72,7 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
         "--provider", "openai", "--model", "test", "--base-url", model.base_url, "--log-level", "debug",
         env=clean_env(OPENAI_API_KEY=KEY),
     ) as live:  # fmt: skip
-        live_session, live_responses = drive(live, live_cwd)
+        live_session, live_responses = drive(live, live_cwd, PROMPTS)
         assert live.finish() == 0
     requests = model.requests
 
@@ -195,11 +131,7 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
 
     # Export the session as a scenario's fixture.
     scenario = tmp_path / "scenario"
-    exported = subprocess.run(
-        [sys.executable, "-m", "acp_server", "fixture", "export", str(live_sessions / live_session), str(scenario)],
-        check=False, capture_output=True, text=True, timeout=60, env=clean_env(),
-    )  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
+    exported = export(live_sessions / live_session, scenario)
     assert sorted(p.name for p in scenario.iterdir()) == ["replay.override.json", "session.jsonl"]
     override = json.loads((scenario / "replay.override.json").read_text())
     assert [(p["at"], p["entry"]["kind"], p["entry"].get("code")) for p in override["patches"]] == [
@@ -214,19 +146,9 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
     )
 
     # Replay it in a fresh server, from another workspace, under the same client script.
-    replay_cwd = workspace(tmp_path / "replay-workspace")
-    replay_sessions = tmp_path / "replay-sessions"
-    with AcpProcess(replay_sessions, "--replay", str(scenario), env=clean_env()) as replay:
-        replay_session, replay_responses = drive(replay, replay_cwd)
-        assert replay.finish() == 0
-
-    assert logical(
-        replay_sessions / replay_session / "session.jsonl", replay_session, replay_cwd
-    ) == logical(live_log, live_session, live_cwd)
-    assert transcript(replay, replay_session, replay_cwd) == transcript(
-        live, live_session, live_cwd
+    assert_replayed_alike(
+        tmp_path, scenario, PROMPTS, (live, live_log, live_session, live_cwd, live_responses)
     )
-    assert replay_responses == live_responses
 
     # No secret anywhere.
     outputs = {

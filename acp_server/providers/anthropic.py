@@ -19,40 +19,19 @@ and every failure is scrubbed of it before it is cut to length.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-import anyio
 import httpx
 import msgspec
 
-from ..core.events import StreamChunk
 from .anthropic_stream import API_VERSION, ErrorPayload, EventMapper, error_message, request_body
-from .base import ModelRequest, ProviderError
-from .http import (
-    Failure,
-    HttpClient,
-    Progress,
-    ProviderConfigError,
-    RetryPolicy,
-    as_secret,
-    drain,
-    read_body,
-    redactor,
-    retryable_status,
-    shown_url,
-    status_failure,
-    stream_with_retries,
-    transport_failure,
-    validate_base_url,
-)
+from .base import ModelRequest
+from .http import Failure, ProviderConfigError, read_body, status_failure
 from .secret import Secret
-from .settings import LiveSettings
-from .wire import SseDecoder, excerpt
-
-log = logging.getLogger(__name__)
+from .settings import ProviderSettings
+from .sse_provider import ChunkMapper, SseProvider, settings_tuning
+from .wire import excerpt
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_API_KEY_ENV: Final = "ANTHROPIC_API_KEY"
@@ -63,7 +42,14 @@ MIN_THINKING_BUDGET: Final = 1024
 
 
 @dataclass(eq=False)
-class AnthropicProvider:
+class AnthropicProvider(SseProvider):
+    """The tunables (timeouts, retries, `trust_env`, `sleep`) are `SseProvider`'s, by keyword."""
+
+    label: ClassVar[str] = "anthropic"
+    path: ClassVar[str] = "/v1/messages"
+    extra_headers: ClassVar[dict[str, str]] = {"anthropic-version": API_VERSION}
+    finish_word: ClassVar[str] = "stop reason"
+    cut_retryable: ClassVar[bool] = True
     model: str
     base_url: str = DEFAULT_BASE_URL
     api_key: Secret | None = field(default=None, repr=False)
@@ -71,131 +57,45 @@ class AnthropicProvider:
     thinking_budget: int | None = None
     """Extended thinking with this budget of tokens (less than `max_tokens`); None: off."""
     prompt_caching: bool = True
-    connect_timeout: float = 10.0
-    read_timeout: float = 300.0
-    max_retries: int = 3
-    retry_base_delay: float = 0.5
-    retry_max_delay: float = 20.0
-    trust_env: bool = True
     name: str = "anthropic"
-    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False)
-    """How the wait before a retry is spent (tests pass one that records it)."""
-    _http: HttpClient = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.base_url = validate_base_url(self.base_url)
-        self.api_key = as_secret(self.api_key)
+        super().__post_init__()
         if self.max_tokens < 1:
             raise ProviderConfigError(f"max_tokens must be positive, got {self.max_tokens}")
         if self.thinking_budget is not None:
             _check_budget(self.thinking_budget, self.max_tokens)
-        self._http = HttpClient(self.connect_timeout, self.read_timeout, self.trust_env)
 
-    async def aclose(self) -> None:
-        """Close the provider's HTTP client (a later request opens a new one)."""
-        await self._http.aclose()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        url = f"{self.base_url}/v1/messages"
-        model = request.model or self.model
+    def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
         max_tokens = request.max_tokens or self.max_tokens
         budget = self.thinking_budget
         if budget is not None and budget >= max_tokens:
             budget = None  # a request that caps its answer below the budget goes without
-        body = msgspec.json.encode(
-            request_body(
-                model,
-                request.messages,
-                request.tools,
-                system=request.system,
-                max_tokens=max_tokens,
-                thinking_budget=budget,
-                cache=self.prompt_caching,
-            )
-        )
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            "anthropic-version": API_VERSION,
-        }
-        if self.api_key is not None:
-            headers["x-api-key"] = self.api_key.reveal()
-        log.debug(
-            "anthropic: POST %s (model %s, %d messages)",
-            shown_url(url),
+        return request_body(
             model,
-            len(request.messages),
+            request.messages,
+            request.tools,
+            system=request.system,
+            max_tokens=max_tokens,
+            thinking_budget=budget,
+            cache=self.prompt_caching,
         )
-        policy = RetryPolicy(
-            self.max_retries, self.retry_base_delay, self.retry_max_delay, self.sleep
-        )
 
-        def attempt(progress: Progress) -> AsyncGenerator[StreamChunk, None]:
-            return self._attempt(url, body, headers, progress)
+    def _key_headers(self, key: Secret) -> dict[str, str]:
+        return {"x-api-key": key.reveal()}
 
-        return stream_with_retries("anthropic", attempt, policy, self._redact)
+    def _mapper(self) -> ChunkMapper:
+        return EventMapper(self._redact)
 
-    async def _attempt(
-        self, url: str, body: bytes, headers: dict[str, str], progress: Progress
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """One request: its chunks, or a `Failure` saying whether another attempt may help."""
-        shown = shown_url(url)
-        mapper = EventMapper(self._redact)
-        try:
-            async with self._http.get().stream(
-                "POST", url, content=body, headers=headers
-            ) as response:
-                progress.responded = True
-                if response.status_code != 200:
-                    failure = await status_failure(
-                        response, shown, self._redact, self._status_detail
-                    )
-                    should_retry = response.headers.get("x-should-retry")
-                    if should_retry in ("true", "false"):
-                        failure.retryable = should_retry == "true"
-                    raise failure
-                if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                    raise await self._not_a_stream(response)
-                decoder = SseDecoder()
-                pieces = response.aiter_bytes()
-                async for piece in pieces:
-                    for data in decoder.feed(piece):
-                        for chunk in mapper.event(data):
-                            yield chunk
-                        if mapper.done:
-                            await drain(pieces)
-                            return
-                tail = decoder.end_bytes()  # an event left without its closing blank line
-                for chunk in mapper.event(tail) if tail is not None else ():
-                    yield chunk
-                if mapper.done:
-                    return
-                if mapper.events == 0:
-                    raise Failure(
-                        "the response body ended with no events", "stream-cut", retryable=True
-                    )
-                for chunk in mapper.end():
-                    yield chunk
-        except httpx.TransportError as exc:  # timeouts included
-            if mapper.finished:  # everything but `message_stop` arrived
-                log.warning(
-                    "anthropic: the stream broke after its stop reason (%s): taken as complete",
-                    exc,
-                )
-                for chunk in mapper.end():
-                    yield chunk
-                return
-            raise transport_failure(
-                exc, progress, shown, shown_url(self.base_url), self._http
-            ) from None
-        except ProviderError as exc:  # from the decoder or the mapper
-            retryable = exc.code == "stream-cut" or (
-                isinstance(exc.code, int) and retryable_status(exc.code)
-            )
-            raise Failure(exc.message, exc.code, retryable=retryable) from None
-
-    def _redact(self, text: str) -> str:
-        return redactor(self.api_key)(text)
+    async def _check(self, response: httpx.Response, shown: str) -> None:
+        if response.status_code != 200:
+            failure = await status_failure(response, shown, self._redact, self._status_detail)
+            should_retry = response.headers.get("x-should-retry")
+            if should_retry in ("true", "false"):
+                failure.retryable = should_retry == "true"
+            raise failure
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            raise await self._not_a_stream(response)
 
     def _status_detail(self, text: str) -> str | None:
         """The API's own message in an error body: `{"type": "error", "error": {...}}`."""
@@ -239,26 +139,19 @@ def _check_budget(budget: int, max_tokens: int) -> None:
         )
 
 
-def from_settings(settings: LiveSettings) -> AnthropicProvider:
+def from_settings(settings: ProviderSettings) -> AnthropicProvider:
     """The provider `--provider anthropic` names (`acp_server.providers.registry`)."""
-    options: dict[str, Any] = {
-        key: value
-        for key in ("connect_timeout", "read_timeout", "max_retries")
-        if (value := getattr(settings, key)) is not None
-    }
     provider = AnthropicProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
         settings.api_key,
         max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
         thinking_budget=settings.thinking_budget,
-        **options,
+        **settings_tuning(settings),
     )
-    if settings.api_key is None:  # said once the settings are known to be good
-        log.warning(
-            "anthropic: $%s is not set: requests go without an API key",
-            settings.api_key_env or DEFAULT_API_KEY_ENV,
-        )
+    AnthropicProvider.warn_keyless(
+        settings, DEFAULT_API_KEY_ENV
+    )  # once the settings are known good
     return provider
 
 

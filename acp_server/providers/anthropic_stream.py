@@ -37,20 +37,16 @@ from ..core.events import (
     AssistantReasoning,
     AssistantText,
     AssistantToolCall,
-    AudioContent,
     BlockEnd,
     BlockStart,
     BlockType,
-    DiffContent,
     EmbeddedResource,
     Finish,
     FinishReason,
     ImageContent,
     ReasoningDelta,
     ReasoningSignature,
-    ResourceLink,
     StreamChunk,
-    TextContent,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -58,7 +54,7 @@ from ..core.events import (
 )
 from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
 from .base import ProviderError
-from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, clip, excerpt, unchanged
+from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged
 
 log = logging.getLogger(__name__)
 
@@ -200,28 +196,18 @@ def _input(call: AssistantToolCall) -> dict[str, Any]:
 
 
 def _content_block(block: Any) -> dict[str, Any]:
-    if isinstance(block, TextContent):
-        return {"type": "text", "text": block.text}
     if isinstance(block, ImageContent) and block.mime_type in IMAGE_TYPES:
         return _base64("image", block.mime_type, block.data)
-    if isinstance(block, EmbeddedResource):
+    blob = block.resource.blob if isinstance(block, EmbeddedResource) else None
+    if isinstance(blob, str):
         resource = block.resource
         mime = resource.mime_type if isinstance(resource.mime_type, str) else ""
-        if isinstance(resource.blob, str):
-            if mime in IMAGE_TYPES:
-                return _base64("image", mime, resource.blob)
-            if mime == "application/pdf":
-                return _base64("document", mime, resource.blob)
-            return {"type": "text", "text": f"(binary resource {resource.uri}, not shown)"}
-        text = resource.text if isinstance(resource.text, str) else ""
-        return {"type": "text", "text": f"{resource.uri}:\n{text}"}
-    if isinstance(block, ResourceLink):
-        return {"type": "text", "text": f"[{block.name}]({block.uri})"}
-    if isinstance(block, DiffContent):
-        return {"type": "text", "text": f"(diff of {block.path})"}
-    if isinstance(block, (ImageContent, AudioContent)):
-        return {"type": "text", "text": f"({block.mime_type} content, not shown)"}
-    return {"type": "text", "text": "(content not shown)"}
+        if mime in IMAGE_TYPES:
+            return _base64("image", mime, blob)
+        if mime == "application/pdf":
+            return _base64("document", mime, blob)
+        return {"type": "text", "text": f"(binary resource {resource.uri}, not shown)"}
+    return {"type": "text", "text": block_text(block, "(content not shown)")}
 
 
 def _base64(kind: str, media_type: str, data: str) -> dict[str, Any]:
@@ -243,20 +229,22 @@ class _Message(msgspec.Struct):
     usage: _Usage | None = None
 
 
-class _Block(msgspec.Struct):
-    type: str
+class _Pieces(msgspec.Struct, kw_only=True):
+    """What a block's start and its deltas both may carry."""
+
     text: str | None = None
     thinking: str | None = None
     signature: str | None = None
+
+
+class _Block(_Pieces, kw_only=True):
+    type: str
     id: str | None = None
     name: str | None = None
 
 
-class _Delta(msgspec.Struct):
+class _Delta(_Pieces, kw_only=True):
     type: str | None = None
-    text: str | None = None
-    thinking: str | None = None
-    signature: str | None = None
     partial_json: str | None = None
     stop_reason: str | None = None
 
@@ -320,16 +308,7 @@ class EventMapper:
     def event(self, data: str | bytes) -> list[StreamChunk]:
         """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
-        try:
-            event = _decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            redact = self._redact
-            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-            raise ProviderError(
-                f"malformed server-sent event {self.events} ({redact(str(exc))}): "
-                f"{excerpt(redact(text))}",
-                "malformed-event",
-            ) from None
+        event = decode_event(_decoder, data, self.events, self._redact)
         kind = event.type
         if kind == "content_block_delta":
             return self._delta(event)

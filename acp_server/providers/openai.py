@@ -4,7 +4,7 @@ OpenAI, DeepSeek, vLLM, llama.cpp's server and Ollama all speak it. Each model r
 streaming `POST {base_url}/chat/completions`; the response's server-sent events are mapped onto
 `StreamChunk`s as they arrive (`acp_server.providers.openai_stream`, pure, does the mapping).
 
-Failures:
+Failures are those of every HTTP provider (`acp_server.providers.http`):
 
 - Before the first chunk is yielded, HTTP 408, 409, 429 and 5xx, an error event with such a
   code, a timeout, a connection error or a body that ends with nothing in it are retried, up to
@@ -29,31 +29,19 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Final, TypedDict, Unpack
+from typing import Any, ClassVar, Final, Unpack
 
-import anyio
 import httpx
 import msgspec
 
-from ..core.events import StreamChunk
-from .base import ModelRequest, ProviderError
+from .base import ModelRequest
 from .http import (
     Failure,
-    HttpClient,
-    Progress,
     ProviderConfigError,
-    RetryPolicy,
-    as_secret,
-    drain,
     read_body,
-    redactor,
-    retryable_status,
-    shown_url,
     status_failure,
-    stream_with_retries,
-    transport_failure,
     validate_base_url,
     validate_env_name,
 )
@@ -64,56 +52,35 @@ from .openai_stream import (
     request_body,
 )
 from .secret import Secret
-from .settings import LiveSettings
-from .wire import Redact, SseDecoder, excerpt
+from .settings import ProviderSettings
+from .sse_provider import ChunkMapper, HttpOptions, SseProvider, settings_tuning
+from .wire import Redact, excerpt
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
-DEFAULT_CONNECT_TIMEOUT: Final = 10.0
-DEFAULT_READ_TIMEOUT: Final = 300.0
-"""Seconds without a byte from the server (reasoning models think a while before the first)."""
-DEFAULT_MAX_RETRIES: Final = 3
-DEFAULT_RETRY_BASE_DELAY: Final = 0.5
-DEFAULT_RETRY_MAX_DELAY: Final = 20.0
 
 
-class ProviderOptions(TypedDict, total=False):
+class ProviderOptions(HttpOptions, total=False):
     """The `OpenAIProvider` fields `from_env` passes through as they are."""
 
-    connect_timeout: float
-    read_timeout: float
-    max_retries: int
-    retry_base_delay: float
-    retry_max_delay: float
-    trust_env: bool
     name: str
 
 
 @dataclass(eq=False)
-class OpenAIProvider:
+class OpenAIProvider(SseProvider):
+    """The tunables (timeouts, retries, `trust_env`, `sleep`) are `SseProvider`'s, by keyword."""
+
+    label: ClassVar[str] = "openai"
+    path: ClassVar[str] = "/chat/completions"
+    finish_word: ClassVar[str] = "finish reason"
     model: str
     base_url: str = DEFAULT_BASE_URL
     api_key: Secret | None = field(default=None, repr=False)
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    read_timeout: float = DEFAULT_READ_TIMEOUT
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY
-    retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY
-    trust_env: bool = True
-    """Honour HTTP(S)_PROXY / NO_PROXY / SSL_CERT_FILE from the environment, as httpx does."""
     name: str = "openai"
     max_tokens: int | None = None
     """Sent when a request names none (`--max-tokens`); None: the server's default."""
-    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False)
-    """How the wait before a retry is spent (tests pass one that records it)."""
-    _http: HttpClient = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.base_url = validate_base_url(self.base_url)
-        self.api_key = as_secret(self.api_key)
-        self._http = HttpClient(self.connect_timeout, self.read_timeout, self.trust_env)
 
     @classmethod
     def from_env(
@@ -136,129 +103,43 @@ class OpenAIProvider:
             log.warning("openai: $%s is not set: requests go without an API key", api_key_env)
         return cls(model, base_url, Secret(key) if key else None, **options)
 
-    async def aclose(self) -> None:
-        """Close the provider's HTTP client (a later request opens a new one)."""
-        await self._http.aclose()
-
-    # -- streaming -----------------------------------------------------------------------------
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        url = f"{self.base_url}/chat/completions"
-        model = request.model or self.model
-        body = msgspec.json.encode(
-            request_body(
-                model,
-                request.messages,
-                request.tools,
-                system=request.system,
-                max_tokens=request.max_tokens or self.max_tokens,
-                reasoning_effort=request.reasoning_effort,
-            )
-        )
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key is not None:
-            headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
-        log.debug(
-            "openai: POST %s (model %s, %d messages)",
-            shown_url(url),
+    def _body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return request_body(
             model,
-            len(request.messages),
+            request.messages,
+            request.tools,
+            system=request.system,
+            max_tokens=request.max_tokens or self.max_tokens,
+            reasoning_effort=request.reasoning_effort,
         )
-        policy = RetryPolicy(
-            self.max_retries, self.retry_base_delay, self.retry_max_delay, self.sleep
-        )
 
-        def attempt(progress: Progress) -> AsyncGenerator[StreamChunk, None]:
-            return self._attempt(url, body, headers, progress)
+    def _key_headers(self, key: Secret) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key.reveal()}"}
 
-        return stream_with_retries("openai", attempt, policy, self._redact)
+    def _mapper(self) -> ChunkMapper:
+        return DeltaMapper(_new_call_id, self._redact)
 
-    async def _attempt(
-        self, url: str, body: bytes, headers: dict[str, str], progress: Progress
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """One request: its chunks, or a `Failure` saying whether another attempt may help."""
-        shown = shown_url(url)
-        mapper = DeltaMapper(_new_call_id, self._redact)
-        try:
-            async with self._http.get().stream(
-                "POST", url, content=body, headers=headers
-            ) as response:
-                progress.responded = True
-                if response.status_code != 200:
-                    raise await status_failure(response, shown, self._redact, self._status_detail)
-                if response.headers.get("content-type", "").startswith("application/json"):
-                    raise await _not_a_stream(response, self._redact)
-                decoder = SseDecoder()
-                pieces = response.aiter_bytes()
-                async for piece in pieces:
-                    for data in decoder.feed(piece):
-                        for chunk in mapper.event(data):
-                            yield chunk
-                        if mapper.done:
-                            await drain(pieces)
-                            return
-                # The body ended without [DONE]: first an event left without its closing
-                # blank line, then either the finish held back or a cut stream.
-                tail = decoder.end_bytes()
-                for chunk in mapper.event(tail) if tail is not None else ():
-                    yield chunk
-                if mapper.done:
-                    return
-                if mapper.events == 0:
-                    raise Failure(
-                        "the response body ended with no events", "stream-cut", retryable=True
-                    )
-                for chunk in mapper.end():
-                    yield chunk
-        except httpx.TransportError as exc:  # timeouts included
-            if mapper.finished:  # everything but `[DONE]` (and perhaps usage) arrived
-                log.warning(
-                    "openai: the stream broke after its finish reason (%s): taken as complete",
-                    exc,
-                )
-                for chunk in mapper.end():
-                    yield chunk
-                return
-            raise transport_failure(
-                exc, progress, shown, shown_url(self.base_url), self._http
-            ) from None
-        except ProviderError as exc:  # from the decoder or the mapper: a malformed or error event
-            retryable = isinstance(exc.code, int) and retryable_status(exc.code)
-            raise Failure(exc.message, exc.code, retryable=retryable) from None
-
-    def _redact(self, text: str) -> str:
-        return redactor(self.api_key)(text)
+    async def _check(self, response: httpx.Response, shown: str) -> None:
+        if response.status_code != 200:
+            raise await status_failure(response, shown, self._redact, self._status_detail)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            raise await _not_a_stream(response, self._redact)
 
     def _status_detail(self, text: str) -> str | None:
         found = _body_error(text, self._redact)
         return found[0] if found is not None else None
 
 
-def from_settings(settings: LiveSettings) -> OpenAIProvider:
+def from_settings(settings: ProviderSettings) -> OpenAIProvider:
     """The provider `--provider openai` names (`acp_server.providers.registry`)."""
-    if settings.api_key is None:
-        log.warning(
-            "openai: $%s is not set: requests go without an API key",
-            settings.api_key_env or DEFAULT_API_KEY_ENV,
-        )
+    OpenAIProvider.warn_keyless(settings, DEFAULT_API_KEY_ENV)
     return OpenAIProvider(
         settings.model,
         settings.base_url or DEFAULT_BASE_URL,
         settings.api_key,
         max_tokens=settings.max_tokens,
-        **_options(settings),
+        **settings_tuning(settings),
     )
-
-
-def _options(settings: LiveSettings) -> ProviderOptions:
-    options = ProviderOptions()
-    if settings.connect_timeout is not None:
-        options["connect_timeout"] = settings.connect_timeout
-    if settings.read_timeout is not None:
-        options["read_timeout"] = settings.read_timeout
-    if settings.max_retries is not None:
-        options["max_retries"] = settings.max_retries
-    return options
 
 
 def _new_call_id(index: int) -> str:

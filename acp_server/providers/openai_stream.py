@@ -42,15 +42,12 @@ from ..core.events import (
     BlockEnd,
     BlockStart,
     BlockType,
-    DiffContent,
     EmbeddedResource,
     Finish,
     FinishReason,
     ImageContent,
     ReasoningDelta,
-    ResourceLink,
     StreamChunk,
-    TextContent,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -63,7 +60,7 @@ from ..core.messages import (
     UserTurn,
 )
 from .base import ProviderError
-from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, clip, excerpt, unchanged
+from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged
 
 DONE: Final = "[DONE]"
 _DONE_BYTES: Final = DONE.encode()
@@ -179,28 +176,14 @@ def _user_content(blocks: list[Any]) -> str | list[dict[str, Any]]:
                     {"type": "text", "text": f"(binary resource {block.resource.uri}, not shown)"}
                 )
         else:
-            parts.append({"type": "text", "text": _block_text(block)})
+            parts.append({"type": "text", "text": block_text(block)})
     if all(p["type"] == "text" for p in parts):
         return "\n\n".join(p["text"] for p in parts)
     return parts
 
 
-def _block_text(block: Any) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ResourceLink):
-        return f"[{block.name}]({block.uri})"
-    if isinstance(block, EmbeddedResource):
-        return f"{block.resource.uri}:\n{block.resource.text if isinstance(block.resource.text, str) else ''}"
-    if isinstance(block, DiffContent):
-        return f"(diff of {block.path})"
-    if isinstance(block, (ImageContent, AudioContent)):
-        return f"({block.mime_type} content, not shown)"
-    return ""
-
-
 def _tool_text(blocks: list[Any]) -> str:
-    return "\n".join(text for text in (_block_text(b) for b in blocks) if text)
+    return "\n".join(text for text in (block_text(b) for b in blocks) if text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,16 +277,7 @@ class DeltaMapper:
         if data.strip() == (_DONE_BYTES if isinstance(data, bytes) else DONE):
             self.done = True
             return self._finish_chunks("the stream said [DONE] before any finish reason")
-        try:
-            chunk = _decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            redact = self._redact
-            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-            raise ProviderError(
-                f"malformed server-sent event {self.events} ({redact(str(exc))}): "
-                f"{excerpt(redact(text))}",
-                "malformed-event",
-            ) from None
+        chunk = decode_event(_decoder, data, self.events, self._redact)
         if chunk.error is not None:
             message, code = error_payload_message(chunk.error, self._redact)
             raise ProviderError(

@@ -1,13 +1,14 @@
 """The providers, named in one place: what `--provider` offers and how each one is built.
 
-`llm-replay` (the default) replays fixtures and is built by the server from its replay flags.
-Each live provider registers a `LiveProvider`: its name, its defaults (API root, the variable
-holding its key, the flags it takes beyond the common ones) and the module that builds it,
-imported only when that provider is chosen, so that naming the providers loads nothing heavy
-(the command line imports this module before it knows which provider it needs).
+Each provider registers a `ProviderSpec`: its name, its defaults (a live one's API root and the
+variable holding its key), the settings it takes beyond its kind's common ones, and the module
+that builds it, imported only when that provider is chosen, so that naming the providers loads
+nothing heavy (the command line imports this module before it knows which provider it needs).
+`llm-replay`, the default, replays fixtures and takes no key; the others are live models.
 
-A live provider is built from `LiveSettings`, its key already found (a `Secret` or None) by
-the key sources of `acp_server.providers.secret`: a provider never reads the environment.
+A provider is built from `ProviderSettings`, a live one's key already found (a `Secret` or
+None) by the key sources of `acp_server.providers.secret`: a provider never reads the
+environment.
 """
 
 from __future__ import annotations
@@ -17,63 +18,82 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from .settings import LiveSettings
+from .settings import ProviderSettings
 
 if TYPE_CHECKING:
     from .base import Provider
 
 REPLAY: Final = "llm-replay"
+"""The default provider."""
 
 
-class LiveProvider(msgspec.Struct, frozen=True):
+class ProviderSpec(msgspec.Struct, frozen=True):
     name: str
     summary: str
     """One line for `--help`."""
-    default_base_url: str
-    api_key_env: str
-    """The environment variable its key is read from by default."""
-    build: Callable[[LiveSettings], Provider]
+    build: Callable[[ProviderSettings], Provider]
     """Makes the provider; imports its module when called, not before."""
     options: frozenset[str] = frozenset()
-    """The `LiveSettings` fields beyond the common ones that it takes."""
+    """The `ProviderSettings` fields beyond its kind's common ones that it takes."""
+    default_base_url: str = ""
+    api_key_env: str = ""
+    """The environment variable its key is read from by default; "": it takes no key."""
+
+    @property
+    def live(self) -> bool:
+        """Whether it calls a model over the network, with a key and a model name."""
+        return bool(self.api_key_env)
 
 
-def _openai(settings: LiveSettings) -> Provider:
+def _replay(settings: ProviderSettings) -> Provider:
+    from .bundled import from_settings
+
+    return from_settings(settings)
+
+
+def _openai(settings: ProviderSettings) -> Provider:
     from .openai import from_settings
 
     return from_settings(settings)
 
 
-def _anthropic(settings: LiveSettings) -> Provider:
+def _anthropic(settings: ProviderSettings) -> Provider:
     from .anthropic import from_settings
 
     return from_settings(settings)
 
 
-LIVE_PROVIDERS: Final[dict[str, LiveProvider]] = {
+PROVIDERS: Final[dict[str, ProviderSpec]] = {
     p.name: p
     for p in (
-        LiveProvider(
+        ProviderSpec(
+            REPLAY,
+            "recorded fixtures (SPEC 5): --replay, else the bundled demo recording",
+            _replay,
+            frozenset({"replay", "replay_override", "pace_ms"}),
+        ),
+        ProviderSpec(
             "openai",
             "any OpenAI-compatible chat completions endpoint (OpenAI, DeepSeek, vLLM, "
             "llama.cpp, Ollama)",
-            "https://api.openai.com/v1",
-            "OPENAI_API_KEY",
             _openai,
             frozenset({"max_tokens", "reasoning"}),
+            "https://api.openai.com/v1",
+            "OPENAI_API_KEY",
         ),
-        LiveProvider(
+        ProviderSpec(
             "anthropic",
             "Anthropic's Messages API (Claude), or a gateway that speaks it",
-            "https://api.anthropic.com",
-            "ANTHROPIC_API_KEY",
             _anthropic,
             frozenset({"max_tokens", "thinking_budget"}),
+            "https://api.anthropic.com",
+            "ANTHROPIC_API_KEY",
         ),
     )
 }
 
-PROVIDER_NAMES: Final = (REPLAY, *LIVE_PROVIDERS)
+PROVIDER_NAMES: Final = tuple(PROVIDERS)
+LIVE_PROVIDERS: Final = {name: p for name, p in PROVIDERS.items() if p.live}
 
 
 def key_variables() -> frozenset[str]:
@@ -82,17 +102,27 @@ def key_variables() -> frozenset[str]:
     return frozenset(p.api_key_env for p in LIVE_PROVIDERS.values())
 
 
-def live_provider(name: str) -> LiveProvider | None:
+def provider_spec(name: str) -> ProviderSpec:
+    """The provider called `name`; `ValueError` for a name that is not registered."""
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise ValueError(f"no provider called {name!r}: {', '.join(PROVIDERS)}") from None
+
+
+def live_provider(name: str) -> ProviderSpec | None:
     """The live provider called `name`; None for llm-replay (or an unknown name)."""
     return LIVE_PROVIDERS.get(name)
 
 
 __all__ = [
     "LIVE_PROVIDERS",
+    "PROVIDERS",
     "PROVIDER_NAMES",
     "REPLAY",
-    "LiveProvider",
-    "LiveSettings",
+    "ProviderSettings",
+    "ProviderSpec",
     "key_variables",
     "live_provider",
+    "provider_spec",
 ]

@@ -1,7 +1,8 @@
-"""`LiveSettings`: what the command line gathered for a live provider, handed to its builder."""
+"""`ProviderSettings`: what the command line gathered for a provider, handed to its builder."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -10,10 +11,12 @@ if TYPE_CHECKING:
     from .secret import Secret
 
 
-class LiveSettings(msgspec.Struct, frozen=True):
-    """What the command line gathered for a live provider; None: the provider's default."""
+class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What the command line gathered for a provider; None: the provider's default. A provider
+    reads the fields it takes (`acp_server.providers.registry.ProviderSpec.options`)."""
 
-    model: str
+    model: str = ""
+    """A live provider: the model name sent with every request (the command line requires one)."""
     base_url: str | None = None
     api_key: Secret | None = None
     api_key_env: str = ""
@@ -23,3 +26,7 @@ class LiveSettings(msgspec.Struct, frozen=True):
     max_retries: int | None = None
     max_tokens: int | None = None
     thinking_budget: int | None = None
+    replay: Path | None = None
+    """llm-replay: the fixture (a file or a scenario directory); None: the bundled demo."""
+    replay_override: Path | None = None
+    pace_ms: int = 0

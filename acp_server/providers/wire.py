@@ -1,16 +1,29 @@
 """Pure pieces shared by the HTTP providers' wire formats: server-sent events and error text.
 
 No I/O here. `SseDecoder` turns a response body's lines into event payloads (WHATWG framing,
-with a bound on an event's size); `clip` and `excerpt` shorten what a server sent for an error
-message, after `Redact` has scrubbed it of the API key.
+with a bound on an event's size) and `decode_event` one payload into its wire's type; `clip` and
+`excerpt` shorten what a server sent for an error message, after `Redact` has scrubbed it of the
+API key; `block_text` is the text a model reads in place of a content block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
+import msgspec
+
+from ..core.events import (
+    AudioContent,
+    DiffContent,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
 from .base import ProviderError
+
+T = TypeVar("T")
 
 MAX_EVENT_CHARS: Final = 16 * 1024 * 1024
 """The longest server-sent event payload accepted (a longer one fails the stream)."""
@@ -37,6 +50,38 @@ def clip(text: str, limit: int) -> str:
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """`text` shortened for an error message, as a Python literal (control characters shown)."""
     return repr(clip(text, limit))
+
+
+def decode_event(
+    decoder: msgspec.json.Decoder[T], data: str | bytes, number: int, redact: Redact
+) -> T:
+    """Event payload `number` of a stream, decoded; a "malformed-event" `ProviderError` that
+    quotes it (scrubbed, cut) when it is not what the wire sends."""
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        raise ProviderError(
+            f"malformed server-sent event {number} ({redact(str(exc))}): {excerpt(redact(text))}",
+            "malformed-event",
+        ) from None
+
+
+def block_text(block: object, unknown: str = "") -> str:
+    """The text a model reads in place of a content block that is not sent as itself (an image
+    a wire cannot carry, a diff, a link); `unknown` for a kind of block no text stands for."""
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ResourceLink):
+        return f"[{block.name}]({block.uri})"
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        return f"{resource.uri}:\n{resource.text if isinstance(resource.text, str) else ''}"
+    if isinstance(block, DiffContent):
+        return f"(diff of {block.path})"
+    if isinstance(block, (ImageContent, AudioContent)):
+        return f"({block.mime_type} content, not shown)"
+    return unknown
 
 
 class SseEvent(NamedTuple):

@@ -13,13 +13,14 @@ import importlib.util
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 import anyio
 
 from ..core.replay_script import ReplayError
-from ..providers.registry import live_provider
+from ..providers.registry import live_provider, provider_spec
+from ..providers.settings import ProviderSettings
 from ..startup import handshake
 from ..storage.api import Store
 from ..storage.errors import LogError
@@ -33,9 +34,7 @@ from .lifetime import prepared, sessions_served
 from .rpc import Connection
 
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
-    from ..core.events import StreamChunk
-    from ..providers.base import ModelRequest, Provider
-    from ..providers.replay import ReplayProvider
+    from ..providers.base import Provider
 
 log = logging.getLogger("acp_server")
 
@@ -51,94 +50,16 @@ def configure_logging(level: str) -> None:
 
 
 def load_provider(config: ServeConfig) -> Provider:
-    """The model provider the flags name: a live one of the registry, or `llm-replay` over
-    `--replay` or the bundled demo. Raises `ValueError` (or `ReplayError`, `OSError`) when it
-    cannot be set up."""
-    from ..providers.settings import LiveSettings
-
-    spec = live_provider(config.provider)
-    if spec is not None:  # its module (and httpx) is loaded only for a live model
-        if not config.model:
-            raise ValueError(f"--provider {spec.name} needs --model")
-        return spec.build(
-            LiveSettings(
-                config.model,
-                base_url=config.base_url,
-                api_key=config.api_key,
-                api_key_env=config.api_key_env or spec.api_key_env,
-                connect_timeout=config.connect_timeout,
-                read_timeout=config.read_timeout,
-                max_retries=config.max_retries,
-                max_tokens=config.max_tokens,
-                thinking_budget=config.thinking_budget,
-            )
-        )
-    if config.replay is None and config.replay_override is None:
-        return BundledDemoProvider(config.pace_ms)
-    from ..providers.replay import ReplayProvider, bundled_demo_fixture
-
-    fixture = config.replay if config.replay is not None else bundled_demo_fixture()
-    return ReplayProvider.from_path(fixture, config.replay_override, config.pace_ms)
-
-
-class BundledDemoProvider:
-    """`llm-replay` over the demo recording that ships inside the package, read at the first
-    model call.
-
-    It is what a bare `acp-server serve` replays, so reading and parsing it before the first
-    answer, or before a `session/load`'s replay, would delay them; being part of the package, it
-    is not a path the user gave, which SPEC 8 wants refused at start (a `--replay` or
-    `--replay-override` is loaded at once). Sessions bound before then are bound once it is read.
-    """
-
-    name = "llm-replay"
-
-    def __init__(self, pace_ms: int) -> None:
-        self.pace_ms = pace_ms
-        self._loaded: ReplayProvider | None = None
-        self._bindings: dict[str, _Binding] = {}
-        """Sessions bound before the recording was read, in the order they were bound."""
-
-    def _provider(self) -> ReplayProvider:
-        if self._loaded is None:
-            from ..providers.replay import ReplayProvider, bundled_demo_fixture
-
-            loaded = ReplayProvider.from_path(bundled_demo_fixture(), None, self.pace_ms)
-            for session_id, binding in self._bindings.items():
-                loaded.bind_session(
-                    session_id,
-                    parent_session_id=binding.parent_session_id,
-                    model_calls=binding.model_calls,
-                    cwd=binding.cwd,
-                )
-            self._bindings.clear()
-            self._loaded = loaded
-        return self._loaded
-
-    def bind_session(
-        self,
-        session_id: str,
-        *,
-        parent_session_id: str | None,
-        model_calls: int,
-        cwd: str | None = None,
-    ) -> None:
-        if self._loaded is None:
-            self._bindings.pop(session_id, None)  # a binding again counts as the newest
-            self._bindings[session_id] = _Binding(parent_session_id, model_calls, cwd)
-            return
-        self._loaded.bind_session(
-            session_id, parent_session_id=parent_session_id, model_calls=model_calls, cwd=cwd
-        )
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        return self._provider().stream(request)
-
-
-class _Binding(NamedTuple):
-    parent_session_id: str | None
-    model_calls: int
-    cwd: str | None
+    """The model provider the flags name, built by its entry in the registry. Raises
+    `ValueError` (or `ReplayError`, `OSError`) when it cannot be set up."""
+    spec = provider_spec(config.provider)
+    if spec.live and not config.model:
+        raise ValueError(f"--provider {spec.name} needs --model")
+    # ServeConfig names each provider setting as ProviderSettings does; a live provider's
+    # variable defaults to the registry's.
+    given = {name: getattr(config, name) for name in ProviderSettings.__struct_fields__}
+    given.update(model=config.model or "", api_key_env=config.api_key_env or spec.api_key_env)
+    return spec.build(ProviderSettings(**given))  # its module (httpx for a live one) loads now
 
 
 def provider_auth(config: ServeConfig, provider: Provider) -> Auth:

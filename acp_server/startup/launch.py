@@ -34,8 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
-    """Whether `args` run the stdio server in this very process, with the replay model."""
-    from ..providers.registry import key_variables
+    """Whether `args` run the stdio server in this very process, with a provider that takes
+    no key (llm-replay)."""
+    from ..providers.registry import PROVIDERS, key_variables
     from .handshake import LOGIN_ENV
 
     if environ.get(LOGIN_ENV) == "1":
@@ -52,7 +53,8 @@ def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, st
             return False
         if _abbreviates(name, "--provider"):
             given = value if equals else (args[index + 1] if index + 1 < len(args) else "")
-            if given != "llm-replay":
+            spec = PROVIDERS.get(given)
+            if spec is None or spec.live:
                 return False
     return True
 
