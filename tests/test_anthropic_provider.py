@@ -131,6 +131,7 @@ def fin(reason: str) -> dict[str, Any]:
 # Streams that complete.
 
 
+@pytest.mark.process
 async def test_text_deltas_become_one_chunk_each_and_the_request_is_a_streaming_messages_call() -> (
     None
 ):
@@ -190,6 +191,7 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_a_streaming_
     }
 
 
+@pytest.mark.process
 async def test_thinking_deltas_keep_their_signature_and_usage_counts_cache_reads_and_writes() -> (
     None
 ):
@@ -218,6 +220,7 @@ async def test_thinking_deltas_keep_their_signature_and_usage_counts_cache_reads
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
 
 
+@pytest.mark.process
 async def test_tool_use_streams_its_name_first_then_each_json_fragment() -> None:
     stream = Sse(reply(
         text_block(0, "Reading."),
@@ -246,6 +249,7 @@ async def test_tool_use_streams_its_name_first_then_each_json_fragment() -> None
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("stop", "finish"),
     [
@@ -263,6 +267,7 @@ async def test_each_stop_reason_becomes_its_finish(stop: str, finish: str) -> No
     assert chunks[-1] == fin(finish)
 
 
+@pytest.mark.process
 async def test_signed_thinking_goes_back_with_the_tool_call_across_a_tool_use_turn() -> None:
     first = Sse(reply(
         thinking_block(0, "I should read ", "a.txt.", signature="sig-turn-1"),
@@ -317,6 +322,7 @@ async def test_signed_thinking_goes_back_with_the_tool_call_across_a_tool_use_tu
     assert server.requests[1].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
 
+@pytest.mark.process
 async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_prompt() -> None:
     history = [
         UserTurn([TextContent("Go.")]),
@@ -363,6 +369,7 @@ async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_pro
     ]
 
 
+@pytest.mark.process
 async def test_one_connection_serves_every_request_and_retry_of_a_provider() -> None:
     overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
     with FakeAnthropic(
@@ -381,6 +388,7 @@ async def test_one_connection_serves_every_request_and_retry_of_a_provider() -> 
 # Failures and retries.
 
 
+@pytest.mark.process
 async def test_overloaded_529_is_retried_after_the_backoff_then_streams() -> None:
     overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
     sleeps = Sleeps()
@@ -392,6 +400,7 @@ async def test_overloaded_529_is_retried_after_the_backoff_then_streams() -> Non
     assert len(server.requests) == 3
 
 
+@pytest.mark.process
 async def test_a_429_waits_what_its_retry_after_header_asks() -> None:
     limited = Status(429, error_body("rate_limit_error", "slow down"), {"retry-after": "7"})
     sleeps = Sleeps()
@@ -401,6 +410,7 @@ async def test_a_429_waits_what_its_retry_after_header_asks() -> None:
     assert sleeps.delays == [7.0]
 
 
+@pytest.mark.process
 async def test_a_429_asking_for_too_long_a_wait_fails_at_once() -> None:
     limited = Status(
         429, error_body("rate_limit_error", "come back later"), {"retry-after": "3600"}
@@ -416,6 +426,7 @@ async def test_a_429_asking_for_too_long_a_wait_fails_at_once() -> None:
     )
 
 
+@pytest.mark.process
 async def test_retries_give_up_after_max_retries_naming_the_attempts() -> None:
     overloaded = Status(529, error_body("overloaded_error", "Overloaded"))
     sleeps = Sleeps()
@@ -430,6 +441,7 @@ async def test_retries_give_up_after_max_retries_naming_the_attempts() -> None:
     assert len(sleeps.delays) == 2
 
 
+@pytest.mark.process
 async def test_a_bad_request_is_not_retried_and_carries_the_apis_message() -> None:
     bad = Status(400, error_body("invalid_request_error", "max_tokens: too large"))
     with FakeAnthropic([bad]) as server:
@@ -442,6 +454,7 @@ async def test_a_bad_request_is_not_retried_and_carries_the_apis_message() -> No
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_x_should_retry_false_overrules_a_retryable_status() -> None:
     failing = Status(500, error_body("api_error", "no"), {"x-should-retry": "false"})
     with FakeAnthropic([failing]) as server:
@@ -450,6 +463,7 @@ async def test_x_should_retry_false_overrules_a_retryable_status() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_an_overloaded_error_event_before_any_chunk_is_retried() -> None:
     sleeps = Sleeps()
     script = [
@@ -462,6 +476,7 @@ async def test_an_overloaded_error_event_before_any_chunk_is_retried() -> None:
     assert len(sleeps.delays) == 1
 
 
+@pytest.mark.process
 async def test_an_error_event_after_chunks_fails_the_stream_keeping_what_came() -> None:
     script = [
         Sse(
@@ -483,6 +498,7 @@ async def test_an_error_event_after_chunks_fails_the_stream_keeping_what_came() 
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_stream_cut_after_chunks_is_a_failed_stream() -> None:
     cut = Sse(
         [
@@ -501,6 +517,7 @@ async def test_a_stream_cut_after_chunks_is_a_failed_stream() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_stream_cut_before_any_chunk_is_retried() -> None:
     sleeps = Sleeps()
     script = [Sse([message_start(), ping()], cut=True), Sse(reply(text_block(0, "ok")))]
@@ -510,6 +527,7 @@ async def test_a_stream_cut_before_any_chunk_is_retried() -> None:
     assert len(sleeps.delays) == 1
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_before_message_stop_without_a_stop_reason_fails() -> None:
     ended = Sse([message_start(), *text_block(0, "x")])
     with FakeAnthropic([ended]) as server:
@@ -522,6 +540,7 @@ async def test_a_body_that_ends_before_message_stop_without_a_stop_reason_fails(
     )
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_after_its_stop_reason_is_complete() -> None:
     ended = Sse([message_start(3), *text_block(0, "x"), message_delta("end_turn", 2)])
     with FakeAnthropic([ended]) as server:
@@ -534,6 +553,7 @@ async def test_a_body_that_ends_after_its_stop_reason_is_complete() -> None:
 # The key.
 
 
+@pytest.mark.process
 async def test_the_key_is_found_nowhere_but_in_the_x_api_key_header() -> None:
     leaky = Status(401, error_body("authentication_error", f"invalid x-api-key {KEY}"))
     with FakeAnthropic([Sse(reply(text_block(0, "ok"))), leaky]) as server:

@@ -48,6 +48,8 @@ from acp_server.core.history import expand_history_records
 from acp_server.log_command import verify_bytes
 from acp_server.storage.log import log_compression, read_log
 
+pytestmark = pytest.mark.process
+
 TRIALS = int(os.environ.get("ACP_CRASH_TRIALS", "15"))
 BASE_SEED = int(os.environ.get("ACP_CRASH_SEED", "20250611"))
 REPORT = os.environ.get("ACP_CRASH_REPORT")

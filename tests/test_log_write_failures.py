@@ -24,6 +24,8 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.log import LogWriteFailed, LogWriter, read_log
 
+pytestmark = pytest.mark.process
+
 HEADER = SessionHeader(version=SESSION_FORMAT_VERSION, id="s1", created_at=0, cwd="/work")
 
 

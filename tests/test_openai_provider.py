@@ -102,6 +102,7 @@ def fin(reason: str) -> dict[str, Any]:
 # Streams that complete.
 
 
+@pytest.mark.process
 async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_streaming() -> None:
     stream = Sse(
         [
@@ -153,6 +154,7 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_strea
     }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
 async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
     stream = Sse(
@@ -175,6 +177,7 @@ async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
     stream = Sse([
         text("Reading both."),
@@ -201,6 +204,7 @@ async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_finish_without_done() -> (
     None
 ):
@@ -212,6 +216,7 @@ async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_fini
     assert chunks == [start(0, "text"), td(0, "abc"), end(0), use(3, 9), fin("length")]
 
 
+@pytest.mark.process
 async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_stream() -> None:
     with FakeOpenAI([Sse([text("x"), chunk(finish="stop")], cut=True)]) as server:
         chunks, error = await run(provider(server))
@@ -223,6 +228,7 @@ async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_st
 # Retries before the first chunk.
 
 
+@pytest.mark.process
 async def test_a_429_is_retried_after_the_backoff_then_succeeds() -> None:
     limited = Status(
         429,
@@ -243,6 +249,7 @@ async def test_a_429_is_retried_after_the_backoff_then_succeeds() -> None:
     assert second.body == first.body
 
 
+@pytest.mark.process
 async def test_retry_after_is_respected_over_the_base_delay() -> None:
     limited = Status(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "250"})
     with FakeOpenAI([limited, Sse([text("ok"), chunk(finish="stop")])]) as server:
@@ -252,6 +259,7 @@ async def test_retry_after_is_respected_over_the_base_delay() -> None:
     assert second.at - first.at >= 0.25
 
 
+@pytest.mark.process
 async def test_a_5xx_that_persists_fails_with_its_status_after_the_retries() -> None:
     failing = [Status(503, {"error": {"message": "overloaded"}}) for _ in range(3)]
     with FakeOpenAI(failing) as server:
@@ -265,6 +273,7 @@ async def test_a_5xx_that_persists_fails_with_its_status_after_the_retries() -> 
     assert len(server.requests) == 3
 
 
+@pytest.mark.process
 async def test_a_4xx_is_not_retried_and_an_echoed_key_is_redacted() -> None:
     refused = Status(
         401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
@@ -293,6 +302,7 @@ async def test_connection_refused_is_retried_then_fails_clearly() -> None:
     assert error.message.endswith("(after 2 attempts)")
 
 
+@pytest.mark.process
 async def test_a_read_timeout_before_anything_arrives() -> None:
     with FakeOpenAI([Sse([text("late")], first_delay=0.6)]) as server:
         chunks, error = await run(provider(server, read_timeout=0.2, max_retries=0))
@@ -304,6 +314,7 @@ async def test_a_read_timeout_before_anything_arrives() -> None:
 # Failures after chunks: never retried, the chunks already yielded stand.
 
 
+@pytest.mark.process
 async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
     stream = Sse(
         [
@@ -323,6 +334,7 @@ async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_stream_cut_mid_way_fails_after_the_chunks_it_gave() -> None:
     stream = Sse(
         [
@@ -348,6 +360,7 @@ async def test_a_stream_cut_mid_way_fails_after_the_chunks_it_gave() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
     with FakeOpenAI([Sse([text("a"), text("b")], done=False, close_delimited=True)]) as server:
         chunks, error = await run(provider(server))
@@ -359,6 +372,7 @@ async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
     )
 
 
+@pytest.mark.process
 async def test_a_malformed_event_fails_naming_it() -> None:
     with FakeOpenAI([Sse([text("fine"), '{"choices": [{"delta": {"content": 7}}]}'])]) as server:
         chunks, error = await run(provider(server))
@@ -370,6 +384,7 @@ async def test_a_malformed_event_fails_naming_it() -> None:
     )
 
 
+@pytest.mark.process
 async def test_a_malformed_first_event_is_not_retried() -> None:
     with FakeOpenAI([Sse(["not json"])]) as server:
         chunks, error = await run(provider(server))
@@ -378,6 +393,7 @@ async def test_a_malformed_first_event_is_not_retried() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None:
     completion = {
         "id": "x",
@@ -402,6 +418,7 @@ async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None
     )
 
 
+@pytest.mark.process
 async def test_cancelling_mid_stream_stops_at_the_next_read() -> None:
     # Five events 0.5 s apart: the whole stream would take 2.5 s.
     with FakeOpenAI(
@@ -533,6 +550,7 @@ def test_request_body_maps_the_history() -> None:
     ]
 
 
+@pytest.mark.process
 async def test_the_system_prompt_goes_first_and_max_tokens_with_the_request() -> None:
     with FakeOpenAI([Sse([text("ok"), chunk(finish="stop")])]) as server:
         request = ModelRequest(

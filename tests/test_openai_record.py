@@ -25,6 +25,8 @@ from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text,
 from acp_server.core.replay_script import parse_fixture
 from acp_server.storage.log import read_log
 
+pytestmark = pytest.mark.process
+
 KEY = "sk-live-KEY-4f9d2c7a1b3e5f60SECRET"
 CUT_MESSAGE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"

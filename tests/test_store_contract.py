@@ -72,7 +72,7 @@ from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
 
-ENGINES = ["jsonl", "sqlite", "postgresql"]
+ENGINES = ["jsonl", "sqlite", pytest.param("postgresql", marks=pytest.mark.process)]
 
 
 def store_url(engine: str, root: Path) -> StoreUrl:
@@ -356,6 +356,7 @@ def sql(url: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_writes_nothing(
     postgres_url: str,
 ) -> None:
@@ -374,6 +375,7 @@ async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_wri
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
     postgres_url: str,
 ) -> None:
@@ -392,6 +394,7 @@ async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_from_the_database(
     postgres_url: str,
 ) -> None:
@@ -458,6 +461,7 @@ async def test_postgresql_two_sessions_whose_ids_share_a_hashtext_are_written_at
         await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
     postgres_url: str,
 ) -> None:
@@ -478,6 +482,7 @@ async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
     assert bodies == [msgspec.json.encode(r).decode() for r in pack_chunk_runs(built.events)]
 
 
+@pytest.mark.process
 async def test_postgresql_a_database_of_another_schema_version_is_refused(
     postgres_url: str,
 ) -> None:
@@ -491,6 +496,7 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -686,6 +692,7 @@ WRITER_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
     store: Store, url: StoreUrl
 ) -> None:
