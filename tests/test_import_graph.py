@@ -10,6 +10,7 @@ name is an edge to the module it names.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -63,7 +64,9 @@ def imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return {name for name in names if name in modules and name != module}
 
 
+@functools.cache
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module's package imports (read once per package: the tests only read it)."""
     modules = module_paths(package)
     return {module: imported(module, path, modules) for module, path in modules.items()}
 
