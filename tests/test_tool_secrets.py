@@ -115,3 +115,31 @@ def test_the_server_hands_its_tools_the_stored_credentials_directory(
             },
         }
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("list_directory", {"path": ".config/acp-server"}),
+        ("write_file", {"path": ".config/acp-server/credentials.json", "content": "{}"}),
+        (
+            "edit_file",
+            {"path": ".config/acp-server/credentials.json", "oldText": "a", "newText": "b"},
+        ),
+    ],
+)
+async def test_every_file_tool_refuses_the_stored_credentials_directory(
+    stored: Path, name: str, arguments: dict[str, str]
+) -> None:
+    outcome = await call(stored, name, arguments)
+    assert outcome.is_error
+    assert outcome.content == [
+        TextContent(
+            f"refused: {arguments['path']} (resolved to {stored}/{arguments['path']}) is in the "
+            f"directory of the stored credentials ({stored}/.config/acp-server), which no tool reads"
+        )
+    ]
+    assert (stored / ".config" / "acp-server" / "credentials.json").read_text() == (
+        f'{{"apiKey": "{KEY}"}}'
+    )
