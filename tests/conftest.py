@@ -1,19 +1,32 @@
-"""Hypothesis profiles: "ci" (no deadline, 100 examples) is loaded by default; the
-PostgreSQL server of the tests that need one (`postgres_url`)."""
+"""Hypothesis profiles; the guard that keeps the fast tier fast (`process_guard`); the PostgreSQL
+server of the tests that need one (`postgres_url`).
+
+Hypothesis: "ci" (no deadline, 100 examples) is what the whole suite runs, CI included; "fast"
+(no deadline, 20 examples) is what the fast tier, `pytest -m "not process"`, runs unless
+`--hypothesis-profile` names another: the same properties, each tried on fewer examples between
+edits (the whole suite tries them on all 100).
+"""
 
 import os
 from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", deadline=None, max_examples=100)
+settings.register_profile("fast", deadline=None, max_examples=20)
 settings.load_profile("ci")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if "not process" in config.option.markexpr and config.option.hypothesis_profile is None:
+        settings.load_profile("fast")
+
+
+pytest_plugins = ["process_guard", "pytester"]
+
+
 # anyio's pytest plugin runs `@pytest.mark.anyio` tests on the backends this fixture names.
-import pytest  # noqa: E402
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

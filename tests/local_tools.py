@@ -10,6 +10,7 @@ import msgspec
 
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
+from acp_server.server.turns import kept_from_tools
 
 
 class NoClient:
@@ -32,8 +33,9 @@ async def started(content: Any = None) -> None:
 
 
 async def call_locally(cwd: Path, name: str, args: dict[str, Any]) -> ToolOutcome:
-    """`name(args)` in a session whose cwd is `cwd`, allowed without asking."""
-    ctx = ToolContext("sess-1", cwd, [], NoClient(), {name})
+    """`name(args)` in a session whose cwd is `cwd`, allowed without asking, kept from what
+    the server keeps its tools from."""
+    ctx = ToolContext("sess-1", cwd, [], NoClient(), {name}, kept=kept_from_tools())
     return await run_tool(
         BUILTIN_TOOLS,
         ctx,

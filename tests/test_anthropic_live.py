@@ -42,9 +42,12 @@ from recorded_sessions import (
 KEY = "sk-ant-api03-Zq8Wm3Kx7Lp2Vn9Bt4Hc6Jd1RfSECRET"
 """No 8 characters of it in a row appear anywhere by chance."""
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="/proc/<pid>/environ is Linux's"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="/proc/<pid>/environ is Linux's"
+    ),
+    pytest.mark.process,
+]
 
 READ_ARGS = ['{"pa', 'th": "no', 'tes.txt"}']
 PROMPTS = ["Read notes.txt.", "Tell me more.", "And now?"]

@@ -67,6 +67,7 @@ def sig(i: int, s: str) -> dict[str, Any]:
 # Streams that complete.
 
 
+@pytest.mark.process
 async def test_text_deltas_become_one_chunk_each_and_the_request_is_a_streaming_messages_call() -> (
     None
 ):
@@ -126,6 +127,7 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_a_streaming_
     }
 
 
+@pytest.mark.process
 async def test_thinking_deltas_keep_their_signature_and_usage_counts_cache_reads_and_writes() -> (
     None
 ):
@@ -154,6 +156,7 @@ async def test_thinking_deltas_keep_their_signature_and_usage_counts_cache_reads
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
 
 
+@pytest.mark.process
 async def test_tool_use_streams_its_name_first_then_each_json_fragment() -> None:
     stream = Sse(reply(
         text_block(0, "Reading."),
@@ -182,6 +185,7 @@ async def test_tool_use_streams_its_name_first_then_each_json_fragment() -> None
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("stop", "finish"),
     [
@@ -192,6 +196,7 @@ async def test_tool_use_streams_its_name_first_then_each_json_fragment() -> None
         ("refusal", "content-filter"),
     ],
 )
+@pytest.mark.process
 async def test_each_stop_reason_becomes_its_finish(stop: str, finish: str) -> None:
     with FakeAnthropic([Sse(reply(text_block(0, "x"), stop=stop))]) as server:
         chunks, error = await run(provider(server))
@@ -199,6 +204,7 @@ async def test_each_stop_reason_becomes_its_finish(stop: str, finish: str) -> No
     assert chunks[-1] == fin(finish)
 
 
+@pytest.mark.process
 async def test_signed_thinking_goes_back_with_the_tool_call_across_a_tool_use_turn() -> None:
     first = Sse(reply(
         thinking_block(0, "I should read ", "a.txt.", signature="sig-turn-1"),
@@ -253,6 +259,7 @@ async def test_signed_thinking_goes_back_with_the_tool_call_across_a_tool_use_tu
     assert server.requests[1].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
 
+@pytest.mark.process
 async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_prompt() -> None:
     history = [
         UserTurn([TextContent("Go.")]),
@@ -303,6 +310,7 @@ async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_pro
 # Failures and retries.
 
 
+@pytest.mark.process
 async def test_x_should_retry_false_overrules_a_retryable_status() -> None:
     failing = Status(500, error_body("api_error", "no"), {"x-should-retry": "false"})
     with FakeAnthropic([failing]) as server:
@@ -311,6 +319,7 @@ async def test_x_should_retry_false_overrules_a_retryable_status() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_an_overloaded_error_event_before_any_chunk_is_retried() -> None:
     sleeps = Sleeps()
     script = [
@@ -323,6 +332,7 @@ async def test_an_overloaded_error_event_before_any_chunk_is_retried() -> None:
     assert len(sleeps.delays) == 1
 
 
+@pytest.mark.process
 async def test_an_error_event_after_chunks_fails_the_stream_keeping_what_came() -> None:
     script = [
         Sse(
@@ -344,6 +354,7 @@ async def test_an_error_event_after_chunks_fails_the_stream_keeping_what_came() 
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_before_message_stop_without_a_stop_reason_fails() -> None:
     ended = Sse([message_start(), *text_block(0, "x")])
     with FakeAnthropic([ended]) as server:
@@ -356,6 +367,7 @@ async def test_a_body_that_ends_before_message_stop_without_a_stop_reason_fails(
     )
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_after_its_stop_reason_is_complete() -> None:
     ended = Sse([message_start(3), *text_block(0, "x"), message_delta("end_turn", 2)])
     with FakeAnthropic([ended]) as server:

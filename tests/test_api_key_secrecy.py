@@ -87,6 +87,7 @@ def test_the_handed_over_key_is_read_once_its_descriptor_closed_and_its_variable
     assert take_handed_over() is None
 
 
+@pytest.mark.process
 def test_the_key_is_in_neither_the_servers_proc_environ_nor_what_its_commands_read(
     tmp_path: Path,
 ) -> None:
@@ -189,6 +190,7 @@ def test_no_providers_key_stays_in_the_servers_proc_environ(
 EVERY_FIELD = {"message": KEY, "code": KEY, "type": KEY, "param": KEY}
 
 
+@pytest.mark.process
 def test_no_part_of_the_key_leaves_through_a_providers_error_whichever_field_carries_it(
     tmp_path: Path,
 ) -> None:

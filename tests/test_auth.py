@@ -84,6 +84,7 @@ def test_removing_the_stored_key_says_whether_there_was_one(config: Path) -> Non
 # Over the wire.
 
 
+@pytest.mark.process
 def test_initialize_lists_the_agent_method_and_logout(remote: AcpProcess) -> None:
     result = remote.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     assert result["authMethods"] == [AGENT_METHOD]
@@ -91,6 +92,7 @@ def test_initialize_lists_the_agent_method_and_logout(remote: AcpProcess) -> Non
     schema.InitializeResponse.model_validate(result)
 
 
+@pytest.mark.process
 def test_the_terminal_method_is_listed_only_for_a_client_that_advertises_it(
     remote: AcpProcess,
 ) -> None:
@@ -108,6 +110,7 @@ def test_the_terminal_method_is_listed_only_for_a_client_that_advertises_it(
     schema.InitializeResponse.model_validate(result)
 
 
+@pytest.mark.process
 def test_without_a_key_session_new_answers_authentication_required(
     remote: AcpProcess, tmp_path: Path
 ) -> None:
@@ -118,6 +121,7 @@ def test_without_a_key_session_new_answers_authentication_required(
     assert remote.request("authenticate", {"methodId": "agent"})["error"]["code"] == -32000
 
 
+@pytest.mark.process
 def test_authenticate_finds_a_key_stored_meanwhile_and_logout_removes_it(
     remote: AcpProcess, tmp_path: Path, config: Path
 ) -> None:
@@ -132,12 +136,14 @@ def test_authenticate_finds_a_key_stored_meanwhile_and_logout_removes_it(
     assert all(KEY.encode() not in line for line in remote.stdout_lines)
 
 
+@pytest.mark.process
 def test_authenticate_with_an_unknown_method_is_invalid_params(remote: AcpProcess) -> None:
     remote.initialize()
     error = remote.request("authenticate", {"methodId": "terminal"})["error"]
     assert (error["code"], error["data"]) == (-32602, {"path": "$.methodId"})
 
 
+@pytest.mark.process
 def test_a_local_endpoint_needs_no_key(tmp_path: Path, config: Path) -> None:
     local = ("--provider", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1")
     with AcpProcess(tmp_path / "sessions", *local, env=env_without_key(config)) as server:
@@ -145,6 +151,7 @@ def test_a_local_endpoint_needs_no_key(tmp_path: Path, config: Path) -> None:
         assert "sessionId" in new_session(server, tmp_path)["result"]
 
 
+@pytest.mark.process
 def test_replay_needs_no_key_and_authenticate_and_logout_succeed(
     tmp_path: Path, config: Path
 ) -> None:
@@ -170,6 +177,7 @@ def run_cli(config: Path, *args: str, stdin: str = "") -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.process
 def test_login_stores_the_key_without_showing_it_and_logout_removes_it(config: Path) -> None:
     done = run_cli(config, "login", stdin=KEY + "\n")
     assert done.returncode == 0, done.stderr
@@ -182,6 +190,7 @@ def test_login_stores_the_key_without_showing_it_and_logout_removes_it(config: P
     assert (removed.returncode, path.exists()) == (0, False)
 
 
+@pytest.mark.process
 def test_the_terminal_method_runs_login_whatever_the_arguments(config: Path) -> None:
     env = {**env_without_key(config), "ACP_SERVER_LOGIN": "1"}
     done = subprocess.run(

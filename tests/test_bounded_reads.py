@@ -94,6 +94,7 @@ def corrupt_header() -> dict[str, Any]:
 # Through the server.
 
 
+@pytest.mark.process
 def test_session_list_skips_a_log_without_a_header_line_reading_a_bounded_part_of_it(
     sessions: Path, server: AcpProcess
 ) -> None:
@@ -104,6 +105,7 @@ def test_session_list_skips_a_log_without_a_header_line_reading_a_bounded_part_o
     assert peak_rss(server) < SERVER_PEAK
 
 
+@pytest.mark.process
 def test_session_list_shows_a_session_whose_log_ends_in_a_huge_torn_tail(
     sessions: Path, server: AcpProcess
 ) -> None:
@@ -115,6 +117,7 @@ def test_session_list_shows_a_session_whose_log_ends_in_a_huge_torn_tail(
     assert peak_rss(server) < SERVER_PEAK
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("method", "params"),
     [
@@ -132,6 +135,7 @@ def test_a_log_without_a_header_line_is_refused_as_corrupt_reading_a_bounded_par
     assert peak_rss(server) < SERVER_PEAK
 
 
+@pytest.mark.process
 def test_loading_a_log_with_a_huge_torn_tail_truncates_it_without_holding_it(
     sessions: Path, server: AcpProcess
 ) -> None:
@@ -223,6 +227,7 @@ def zstd_bomb(root: Path, session_id: str) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_session_list_skips_a_zstd_log_whose_first_frame_decompresses_past_the_bound(
     sessions: Path, server: AcpProcess
 ) -> None:
@@ -233,6 +238,7 @@ def test_session_list_skips_a_zstd_log_whose_first_frame_decompresses_past_the_b
     assert peak_rss(server) < SERVER_PEAK
 
 
+@pytest.mark.process
 def test_session_page_refuses_a_zstd_log_whose_first_frame_decompresses_past_the_bound(
     sessions: Path, server: AcpProcess
 ) -> None:

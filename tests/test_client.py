@@ -45,7 +45,7 @@ from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.jsonl.log import read_log
 from acp_server.storage.jsonl.sessions import SessionStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 
 def long_text(words: int) -> str:

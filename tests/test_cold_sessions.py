@@ -21,6 +21,8 @@ from surface_values import session_setup
 
 from acp_server.core.header import SESSION_FORMAT_VERSION
 
+pytestmark = pytest.mark.process
+
 WORK = "/work"
 CHILD_REFUSED = {"path": "$.sessionId", "check": "origin"}
 

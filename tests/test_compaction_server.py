@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step
 from openai_server import FakeOpenAI, Response, Sse, call, chunk, text, usage
@@ -25,6 +26,8 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.storage.jsonl.log import read_log
+
+pytestmark = pytest.mark.process
 
 SUMMARY = "The user is Ada."
 

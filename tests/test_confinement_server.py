@@ -27,6 +27,8 @@ import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args
 from prompt_harness import FakeClient, PromptServer
 
+pytestmark = pytest.mark.process
+
 READ_CAP = 1 << 20
 HUGE = 8 << 30
 

@@ -49,6 +49,8 @@ from acp_server.core.history import expand_history_records
 from acp_server.storage.jsonl.lines import log_compression
 from acp_server.storage.jsonl.log import read_log
 
+pytestmark = pytest.mark.process
+
 TRIALS = int(os.environ.get("ACP_CRASH_TRIALS", "15"))
 BASE_SEED = int(os.environ.get("ACP_CRASH_SEED", "20250611"))
 REPORT = os.environ.get("ACP_CRASH_REPORT")

@@ -226,6 +226,7 @@ def test_the_terminal_auth_method_logs_in_instead() -> None:
     assert serves_stdio_early([], {"ACP_SERVER_LOGIN": "1"}) is False
 
 
+@pytest.mark.process
 def test_a_server_answers_initialize_while_it_starts(tmp_path: Path) -> None:
     with AcpProcess(tmp_path / "sessions", "--log-level", "info") as server:
         assert server.initialize()["protocolVersion"] == 1
@@ -234,6 +235,7 @@ def test_a_server_answers_initialize_while_it_starts(tmp_path: Path) -> None:
     assert "initialize answered while the server started" in server.stderr
 
 
+@pytest.mark.process
 def test_a_first_line_it_leaves_is_answered_by_the_connection(tmp_path: Path) -> None:
     with AcpProcess(tmp_path / "sessions", "--log-level", "info") as server:
         server.send(b'{"jsonrpc":"2.0","id":1,')

@@ -275,6 +275,7 @@ def shared(disk: Path) -> Iterator[AcpProcess]:
 PLAIN_LAST = len(conversation(1)) - 1
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("params", "path"),
     [
@@ -311,6 +312,7 @@ def test_out_of_range_or_mistyped_params_are_invalid_params_naming_the_field(
     assert f"`{path}`" in error["message"]
 
 
+@pytest.mark.process
 def test_through_seq_past_the_last_seq_says_which_is_the_last(shared: AcpProcess) -> None:
     error = shared.error(
         "session.page", {"address": address("plain"), "throughSeq": PLAIN_LAST + 1}
@@ -327,6 +329,7 @@ def test_through_seq_past_the_last_seq_says_which_is_the_last(shared: AcpProcess
     }
 
 
+@pytest.mark.process
 def test_the_bounds_themselves_are_valid(shared: AcpProcess) -> None:
     events = conversation(1)
     through = {"address": address("plain"), "throughSeq": PLAIN_LAST}
@@ -344,6 +347,7 @@ def test_the_bounds_themselves_are_valid(shared: AcpProcess) -> None:
     assert (encoded(everything["records"]), everything["hasMore"]) == (canonical(events), False)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -359,12 +363,14 @@ def test_missing_required_params_are_named(
     assert f"missing required field `{field}`" in error["message"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("params", [None, [], ["plain", 0]])
 def test_params_that_are_not_an_object_are_invalid(shared: AcpProcess, params: Any) -> None:
     frame = shared.request("session.page", params)
     assert frame["error"]["code"] == -32602
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("where", "path"),
     [
@@ -383,6 +389,7 @@ def test_malformed_addresses_are_invalid_params(shared: AcpProcess, where: Any, 
     assert error["data"]["path"] == path
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "session_id", ["../outside", "..", "", "-lead", "a/b", "a b", "ü", "x" * 129, "outside\n"]
 )
@@ -398,6 +405,7 @@ def test_a_malformed_session_id_is_refused_before_it_reaches_the_file_system(
     assert "invalid session id" in error["message"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("where", "path"),
     [
@@ -414,6 +422,7 @@ def test_a_malformed_id_in_a_subagent_address_is_refused(
     assert error["data"] == {"path": path}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("where", "unknown"),
     [
@@ -438,6 +447,7 @@ def test_an_unknown_well_formed_session_is_32002(
 # Subagent addresses (SPEC 3): each check, named in `data.check`.
 
 
+@pytest.mark.process
 def test_a_subagent_child_is_paged_through_the_parent_that_started_it(shared: AcpProcess) -> None:
     page = shared.result("session.page", {"address": subagent("parent", "child"), "throughSeq": 1})
     assert (encoded(page["records"]), page["hasMore"]) == (canonical(CHILD_EVENTS), False)
@@ -450,6 +460,7 @@ def test_a_subagent_child_is_paged_through_the_parent_that_started_it(shared: Ac
     shared.result("session.unfollow", {"subscriptionId": followed["subscriptionId"]})
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("where", "check"),
     [
@@ -476,6 +487,7 @@ def test_each_failed_subagent_check_is_named(
     assert error["message"].startswith("Invalid params: address: ")
 
 
+@pytest.mark.process
 def test_subagent_checks_read_a_live_parent_too(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
     write_log(root, "parent", [[TurnStart(0, T0, TurnStartData(0)), spawned("child", seq=1)]])
@@ -505,6 +517,7 @@ def flushed_every(events: list[SessionEvent], size: int) -> list[list[SessionEve
     return [events[k : k + size] for k in range(0, len(events), size)]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_pages_of_a_log_written_in_many_flushes_are_canonical(
     tmp_path: Path, compression: Compression
@@ -555,6 +568,7 @@ def allow(frame: dict[str, Any]) -> Any:
     return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_a_live_session_pages_as_the_same_session_cold(tmp_path: Path, compression: str) -> None:
     root, workspace = tmp_path / "sessions", tmp_path / "workspace"
@@ -598,6 +612,7 @@ def test_a_live_session_pages_as_the_same_session_cold(tmp_path: Path, compressi
 # A torn final line is ignored, and the file is left as it is.
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_a_torn_final_line_is_ignored_and_the_file_unchanged(
     tmp_path: Path, compression: Compression
@@ -626,6 +641,7 @@ def test_a_torn_final_line_is_ignored_and_the_file_unchanged(
     assert path.read_bytes() == torn
 
 
+@pytest.mark.process
 def test_the_index_of_a_cold_log_grows_with_the_file(tmp_path: Path) -> None:
     events = conversation(3)
     cut = next(e.seq for e in events if isinstance(e, TurnStart) and e.seq > 0)
@@ -853,6 +869,7 @@ def test_a_corrupt_line_is_reported_by_the_page_that_reaches_it(
     assert caught.value.line in ((bad + 1, bad + 2) if problem == "seq gap" else (bad + 1,))
 
 
+@pytest.mark.process
 def test_a_corrupt_line_is_a_distinct_error_on_the_wire(tmp_path: Path) -> None:
     events = conversation(2)
     lines = write_log(tmp_path, "bad", [events]).read_bytes().splitlines()
@@ -927,6 +944,7 @@ def ended(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f["params"] for f in frames if f.get("method") == "session.followEnded"]
 
 
+@pytest.mark.process
 def test_a_follower_of_a_session_that_is_deleted_is_ended_with_reason_deleted(
     tmp_path: Path,
 ) -> None:
@@ -943,6 +961,7 @@ def test_a_follower_of_a_session_that_is_deleted_is_ended_with_reason_deleted(
     ]
 
 
+@pytest.mark.process
 def test_a_follow_sent_right_after_a_delete_is_refused_or_ended_never_left_open(
     tmp_path: Path,
 ) -> None:

@@ -34,6 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polling import TIMEOUT
 
+pytestmark = pytest.mark.process
+
 SESSION_ID_RULE = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 AUTHENTICATE = {"methodId": "agent"}
 

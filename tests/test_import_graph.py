@@ -1,6 +1,6 @@
-"""The package's imports, read from its source: no cycles among its modules (type-only and lazy
-imports count), and nothing from outside it but the standard library and its declared
-dependencies.
+"""The package's imports, read from its source: the layer rules of ARCHITECTURE.md (`LAYERS`), no
+cycles among its modules (type-only and lazy imports count), and nothing from outside it but the
+standard library and its declared dependencies.
 
 The graph is read with `ast`: every `import` and `from ... import` anywhere in a module (under
 `if TYPE_CHECKING:`, inside functions) and every `importlib.import_module("...")` with a literal
@@ -10,6 +10,7 @@ name is an edge to the module it names.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -19,10 +20,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "acp_server"
 
 
-def module_paths() -> dict[str, Path]:
+def module_paths(package: Path = PACKAGE) -> dict[str, Path]:
     modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         modules[".".join(parts)] = path
@@ -63,8 +64,10 @@ def imported(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return {name for name in names if name in modules and name != module}
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = module_paths()
+@functools.cache
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module's package imports (read once per package: the tests only read it)."""
+    modules = module_paths(package)
     return {module: imported(module, path, modules) for module, path in modules.items()}
 
 
@@ -123,6 +126,108 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_package_has_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
+
+
+LAYERS: dict[str, frozenset[str]] = {
+    "acp_server.core": frozenset(),
+    "acp_server.jsonrpc": frozenset(),
+    "acp_server.storage": frozenset({"acp_server.core"}),
+    "acp_server.providers": frozenset({"acp_server.core"}),
+    "acp_server.client": frozenset({"acp_server.core", "acp_server.jsonrpc"}),
+    "acp_server.agent": frozenset(
+        {
+            "acp_server.core",
+            "acp_server.storage.api",
+            "acp_server.storage.errors",
+            "acp_server.providers.base",
+        }
+    ),
+    "acp_server.transports": frozenset({"acp_server.jsonrpc"}),
+}
+"""The layer rules of ARCHITECTURE.md: what each layer may import of the package besides itself
+(a name allows the module or package it names and everything below it). The layers not named
+here (the server, the command line, the launcher, the snapshot runner) may import any of them."""
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str, layers: dict[str, frozenset[str]]) -> str | None:
+    """The layer `module` belongs to (the longest name it is within), or None."""
+    owners = [layer for layer in layers if _within(module, layer)]
+    return max(owners, key=len) if owners else None
+
+
+def layer_violations(
+    graph: dict[str, set[str]], layers: dict[str, frozenset[str]] = LAYERS
+) -> list[str]:
+    """Every import of the graph its layer does not allow, as "importer -> imported", sorted."""
+    found = []
+    for module, imports in graph.items():
+        layer = layer_of(module, layers)
+        if layer is None:
+            continue
+        allowed = (layer, *layers[layer])
+        found += [
+            f"{module} -> {name}"
+            for name in imports
+            if not any(_within(name, prefix) for prefix in allowed)
+        ]
+    return sorted(found)
+
+
+def test_the_layers_import_only_what_architecture_md_allows() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_reports_a_planted_wrong_import_type_only_and_lazy_ones_too(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/events.py": "",
+        "storage/__init__.py": "",
+        "storage/api.py": "from ..core import events\n",
+        "storage/jsonl.py": "from .api import *\n",
+        "providers/__init__.py": "",
+        "providers/base.py": "",
+        "providers/credentials.py": "from acp_server.core.events import *\n",
+        "agent/__init__.py": "",
+        "agent/loop.py": (
+            "from typing import TYPE_CHECKING\n"
+            "from ..storage.api import *\n"
+            "from ..providers.base import *\n"
+            "if TYPE_CHECKING:\n"
+            "    from ..storage.jsonl import *\n"
+        ),
+        "agent/tools/__init__.py": "",
+        "agent/tools/tree.py": (
+            "from ...core import events\n"
+            "def private():\n"
+            "    from ...providers.credentials import credentials_directory\n"
+        ),
+        "server/__init__.py": "",
+        "server/turns.py": "from ..providers import credentials\nfrom ..agent import loop\n",
+    }
+    package = tmp_path / "acp_server"
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    assert layer_violations(import_graph(package)) == [
+        "acp_server.agent.loop -> acp_server.storage.jsonl",
+        "acp_server.agent.tools.tree -> acp_server.providers.credentials",
+    ]
+
+
+def test_a_module_belongs_to_the_deepest_layer_that_names_it() -> None:
+    layers = {"p.a": frozenset({"p.b"}), "p.a.inner": frozenset()}
+    assert layer_of("p.a.inner.x", layers) == "p.a.inner"
+    assert layer_of("p.ab", layers) is None
+    assert layer_violations({"p.a.inner.x": {"p.b.y"}, "p.a.x": {"p.b.y"}}, layers) == [
+        "p.a.inner.x -> p.b.y"
+    ]
 
 
 def _normalized(name: str) -> str:

@@ -53,7 +53,7 @@ from polling import TIMEOUT
 
 import acp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 
 TEE = """

@@ -35,6 +35,8 @@ from interop_support import (
 from surface_values import session_setup
 from unavailable import unavailable
 
+pytestmark = pytest.mark.process
+
 TS = Path(__file__).resolve().parent / "interop" / "ts"
 SDK = "@agentclientprotocol/sdk"
 

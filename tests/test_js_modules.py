@@ -37,6 +37,7 @@ def test_the_package_ships_the_browser_module(name: str, export: str) -> None:
     assert export in module.read_text(encoding="utf-8")
 
 
+@pytest.mark.process
 def test_the_browser_modules_pass_their_node_tests() -> None:
     node = shutil.which("node")
     if node is None:

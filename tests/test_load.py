@@ -31,6 +31,8 @@ from surface_values import session_setup
 from acp_server.core.header import SESSION_FORMAT_VERSION
 from acp_server.storage.jsonl.log import read_log
 
+pytestmark = pytest.mark.process
+
 # ---------------------------------------------------------------------------------------------
 # Helpers: a place on disk, a server process, the expected replay.
 

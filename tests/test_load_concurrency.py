@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from acp_process import AcpProcess, assert_jsonrpc_frame
 from fixtures_builder import FRAGMENT_SIZES, Scenario, Step, fragments, write_fixture
 
 from acp_server.core.history import expand_history_records
 from acp_server.storage.jsonl.log import read_log
+
+pytestmark = pytest.mark.process
 
 SESSIONS = int(os.environ.get("ACP_LOAD_SESSIONS", "20"))
 CHUNKS = int(os.environ.get("ACP_LOAD_CHUNKS", "2000"))

@@ -746,6 +746,7 @@ def continue_in_child(store: SessionStore) -> str:
     return done.stdout
 
 
+@pytest.mark.process
 def test_second_writer_in_another_process_is_refused(store: SessionStore, log: Path) -> None:
     held = store.continue_session(SID, NOW)
     try:

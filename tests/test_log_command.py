@@ -51,6 +51,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_cat_prints_the_header_then_every_event_expanded(tmp_path: Path, compression: str) -> None:
     session = write_session(tmp_path, compression)
@@ -67,11 +68,13 @@ def test_cat_prints_the_header_then_every_event_expanded(tmp_path: Path, compres
     assert lines[1:] == [encode_event(e).decode() for e in EVENTS]
 
 
+@pytest.mark.process
 def test_cat_accepts_the_log_file_itself(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     assert run("cat", str(session / "session.jsonl")).stdout == run("cat", str(session)).stdout
 
 
+@pytest.mark.process
 def test_stats_counts_events_by_type_rows_and_bytes(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     result = run("stats", str(session))
@@ -85,6 +88,7 @@ def test_stats_counts_events_by_type_rows_and_bytes(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.process
 def test_verify_passes_a_good_log(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     result = run("verify", str(session))
@@ -95,6 +99,7 @@ def test_verify_passes_a_good_log(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.process
 def test_verify_reports_every_problem_with_its_line_and_exits_1(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     log = session / "session.jsonl"
@@ -119,6 +124,7 @@ def test_verify_reports_an_unsupported_version_on_line_1(tmp_path: Path) -> None
     ]
 
 
+@pytest.mark.process
 def test_verify_notes_a_torn_tail_without_failing(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     with open(session / "session.jsonl", "ab") as file:
@@ -138,6 +144,7 @@ def test_verify_checks_tool_result_source_ranges() -> None:
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("action", ["stats", "verify", "cat"])
 def test_a_path_that_is_not_a_log_is_one_line_and_status_2(tmp_path: Path, action: str) -> None:
     result = run(action, str(tmp_path / "missing"))
@@ -149,6 +156,7 @@ def test_a_path_that_is_not_a_log_is_one_line_and_status_2(tmp_path: Path, actio
     assert result.stdout == ""
 
 
+@pytest.mark.process
 def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path) -> None:
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
@@ -159,6 +167,7 @@ def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path) ->
     )
 
 
+@pytest.mark.process
 def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> None:
     session = write_session(tmp_path)
     log = session / "session.jsonl"
@@ -171,6 +180,7 @@ def test_stats_of_a_corrupt_log_names_the_line_and_exits_1(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.process
 def test_verify_of_a_damaged_zstd_frame_says_from_which_line_the_log_cannot_be_read(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,8 @@ from acp_server.storage.errors import LogWriteFailed
 from acp_server.storage.jsonl.log import read_log
 from acp_server.storage.jsonl.writer import LogWriter
 
+pytestmark = pytest.mark.process
+
 HEADER = SessionHeader(version=SESSION_FORMAT_VERSION, id="s1", created_at=0, cwd="/work")
 
 

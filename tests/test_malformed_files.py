@@ -405,6 +405,7 @@ def test_a_damaged_frame_before_the_last_is_an_error_not_a_torn_tail(
     assert [(p.line, p.message) for p in report.problems] == [(2, reason)] and report.notes == []
 
 
+@pytest.mark.process
 def test_paging_a_zstd_log_damaged_before_its_last_frame_is_32010_naming_the_line(
     zstd_log: bytes, tmp_path: Path
 ) -> None:
@@ -520,6 +521,7 @@ def loaded(
     yield answers
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("name", "line", "detail"),
     [
@@ -548,6 +550,7 @@ def test_a_damaged_log_is_32010_naming_the_line_and_left_unchanged(
     assert after == before
 
 
+@pytest.mark.process
 def test_a_torn_final_line_loads_and_is_cut_away(
     loaded: dict[str, tuple[dict[str, Any], bytes, bytes]], plain_log: bytes
 ) -> None:
@@ -734,6 +737,7 @@ BAD_OVERRIDES = {
 }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name", [*BAD_OVERRIDES, "missing.json", "a-directory"])
 def test_a_bad_override_on_the_command_line_exits_2_with_one_line(
     fixture_dir: Path, tmp_path: Path, name: str

@@ -14,9 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args
 from mcp_support import http_demo, http_server, stdio_server
 from prompt_harness import FakeClient, PromptServer
+
+pytestmark = pytest.mark.process
 
 ENV_SECRET = "env-7Qh2Kd9LwZx4Rb6Tn"
 HEADER_SECRET = "hdr-3Vm8Pj5YcFs1Ge0Ua"

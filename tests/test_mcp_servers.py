@@ -41,6 +41,7 @@ def test_redact_removes_env_and_header_values_and_url_credentials() -> None:
     assert redact(config, message) == "401 for http://host/mcp with <redacted> and <redacted>"
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_the_tools_of_a_server_are_offered_with_their_descriptions_and_schemas() -> None:
     config = McpServerConfig("demo", "stdio", command=sys.executable, args=(str(DEMO), "stdio"))

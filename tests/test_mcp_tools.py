@@ -17,6 +17,8 @@ from fixtures_builder import Scenario, Step, ToolUse, args
 from mcp_support import http_demo, http_server, stdio_server
 from prompt_harness import FakeClient, PromptServer
 
+pytestmark = pytest.mark.process
+
 TOKEN = "tok-5Jd8Wq2Zr7Lp4Xn1"
 
 SLOW = 120.0

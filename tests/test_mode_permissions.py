@@ -64,6 +64,7 @@ def context(tmp_path: Path, mode: str | list[str], client: Client) -> ToolContex
 WRITE = ("write_file", {"path": "a.txt", "content": "new\n"})
 EDIT = ("edit_file", {"path": "a.txt", "oldText": "old", "newText": "new"})
 COMMAND = ("run_command", {"command": sys.executable, "args": ["-c", "print(1)"]})
+PROCESS = pytest.mark.process  # run_command starts a program
 
 
 @pytest.mark.anyio
@@ -72,13 +73,13 @@ COMMAND = ("run_command", {"command": sys.executable, "args": ["-c", "print(1)"]
     [
         ("default", WRITE, ["session/request_permission"]),
         ("default", EDIT, ["session/request_permission"]),
-        ("default", COMMAND, ["session/request_permission"]),
+        pytest.param("default", COMMAND, ["session/request_permission"], marks=PROCESS),
         ("accept-edits", WRITE, []),
         ("accept-edits", EDIT, []),
-        ("accept-edits", COMMAND, ["session/request_permission"]),
+        pytest.param("accept-edits", COMMAND, ["session/request_permission"], marks=PROCESS),
         ("full-access", WRITE, []),
         ("full-access", EDIT, []),
-        ("full-access", COMMAND, []),
+        pytest.param("full-access", COMMAND, [], marks=PROCESS),
     ],
 )
 async def test_a_tool_asks_only_when_the_mode_says_so(

@@ -45,6 +45,7 @@ def provider(server: FakeOpenAI, **options: Any) -> OpenAIProvider:
 # Streams that complete.
 
 
+@pytest.mark.process
 async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_streaming() -> None:
     stream = Sse(
         [
@@ -96,6 +97,7 @@ async def test_text_deltas_become_one_chunk_each_and_the_request_is_openai_strea
     }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
 async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
     stream = Sse(
@@ -118,6 +120,7 @@ async def test_reasoning_content_then_text_are_two_blocks(key: str) -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
     stream = Sse([
         text("Reading both."),
@@ -144,6 +147,7 @@ async def test_two_parallel_tool_calls_split_across_many_deltas() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_finish_without_done() -> (
     None
 ):
@@ -155,6 +159,7 @@ async def test_usage_and_finish_in_one_chunk_and_a_body_that_ends_after_the_fini
     assert chunks == [start(0, "text"), td(0, "abc"), end(0), use(3, 9), fin("length")]
 
 
+@pytest.mark.process
 async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_stream() -> None:
     with FakeOpenAI([Sse([text("x"), chunk(finish="stop")], cut=True)]) as server:
         chunks, error = await run(provider(server))
@@ -166,6 +171,7 @@ async def test_a_connection_that_breaks_after_the_finish_reason_is_a_complete_st
 # Failures after chunks: never retried, the chunks already yielded stand.
 
 
+@pytest.mark.process
 async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
     stream = Sse(
         [
@@ -185,6 +191,7 @@ async def test_an_error_event_after_some_chunks_fails_with_its_code() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
     with FakeOpenAI([Sse([text("a"), text("b")], done=False, close_delimited=True)]) as server:
         chunks, error = await run(provider(server))
@@ -196,6 +203,7 @@ async def test_a_body_that_ends_early_without_finish_is_a_cut_stream() -> None:
     )
 
 
+@pytest.mark.process
 async def test_a_malformed_event_fails_naming_it() -> None:
     with FakeOpenAI([Sse([text("fine"), '{"choices": [{"delta": {"content": 7}}]}'])]) as server:
         chunks, error = await run(provider(server))
@@ -207,6 +215,7 @@ async def test_a_malformed_event_fails_naming_it() -> None:
     )
 
 
+@pytest.mark.process
 async def test_a_malformed_first_event_is_not_retried() -> None:
     with FakeOpenAI([Sse(["not json"])]) as server:
         chunks, error = await run(provider(server))
@@ -215,6 +224,7 @@ async def test_a_malformed_first_event_is_not_retried() -> None:
     assert len(server.requests) == 1
 
 
+@pytest.mark.process
 async def test_a_json_answer_to_a_streaming_request_is_refused_clearly() -> None:
     completion = {
         "id": "x",
@@ -351,6 +361,7 @@ def test_request_body_maps_the_history() -> None:
     ]
 
 
+@pytest.mark.process
 async def test_the_system_prompt_goes_first_and_max_tokens_with_the_request() -> None:
     with FakeOpenAI([Sse([text("ok"), chunk(finish="stop")])]) as server:
         request = ModelRequest(

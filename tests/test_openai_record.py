@@ -29,6 +29,8 @@ from recorded_sessions import (
 
 from acp_server.core.replay_script import parse_fixture
 
+pytestmark = pytest.mark.process
+
 KEY = "sk-live-KEY-4f9d2c7a1b3e5f60SECRET"
 CUT_MESSAGE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"

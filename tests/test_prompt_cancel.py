@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks
 from polling import TIMEOUT, wait_until
 from prompt_harness import (
@@ -24,6 +25,8 @@ from prompt_harness import (
     text_result,
     turn_opening,
 )
+
+pytestmark = pytest.mark.process
 
 LONG = "".join(f"Paragraph {n} goes on and on. " for n in range(20))
 AGAIN = Step(text="Back.")

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fixtures_builder import ToolUse, args
 from prompt_harness import (
     ALL_CAPABILITIES,
@@ -23,6 +24,8 @@ from prompt_harness import (
     permission_request,
     text_result,
 )
+
+pytestmark = pytest.mark.process
 
 
 def announced(call: ToolUse, title: str, kind: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def exhausted(entry: int, calls: int) -> str:
     )
 
 
+@pytest.mark.process
 def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks(
     tmp_path: Path,
 ) -> None:
@@ -80,6 +81,7 @@ def test_a_stream_that_throws_answers_a_model_request_error_and_keeps_the_chunks
         ]
 
 
+@pytest.mark.process
 def test_a_throw_before_any_chunk_keeps_the_completed_steps_and_a_string_code(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +174,7 @@ def test_a_throw_before_any_chunk_keeps_the_completed_steps_and_a_string_code(
         ]
 
 
+@pytest.mark.process
 def test_an_exhausted_script_fails_the_model_call_that_asks_for_more(tmp_path: Path) -> None:
     # The recording stops after the tool step: the model call that would follow it is missing.
     call = ToolUse(

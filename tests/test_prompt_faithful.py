@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from prompt_harness import PromptServer, replace_strings
 
 from acp_server.core.replay_script import parse_fixture, render_fixture
 from acp_server.providers.replay import bundled_demo_fixture
 from acp_server.storage.jsonl.log import read_log
+
+pytestmark = pytest.mark.process
 
 DEMO_PROMPT = 'The greeting in hello.py is wrong: it should say "Hello, world!". Can you fix it, and keep a short plan as you go?'
 RECORDED_CWD = "/workspace"

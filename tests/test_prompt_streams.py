@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, fragments, step_chunks
 from prompt_harness import PromptServer, chunk_events, message_chunks, turn_opening
+
+pytestmark = pytest.mark.process
 
 
 def test_a_text_only_answer_streams_message_chunks_and_ends_the_turn(tmp_path: Path) -> None:

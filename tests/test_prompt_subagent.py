@@ -24,6 +24,8 @@ from prompt_harness import (
 
 from acp_server.storage.jsonl.log import read_log
 
+pytestmark = pytest.mark.process
+
 TASK = ToolUse("call_task", "task", args(prompt="Count the files"))
 TASK_STEP = Step(calls=[TASK])
 TASK_ANNOUNCED = {
@@ -367,7 +369,6 @@ def wrote_it_scenario() -> Scenario:
     )
 
 
-@pytest.mark.process
 def test_session_close_of_a_running_child_is_refused_and_the_child_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -388,7 +389,6 @@ def test_session_close_of_a_running_child_is_refused_and_the_child_goes_on(
         }
 
 
-@pytest.mark.process
 def test_session_close_of_a_finished_child_is_refused(tmp_path: Path) -> None:
     scenario = Scenario(
         [("delegate", [TASK_STEP, Step(text="Done.")])],
@@ -404,7 +404,6 @@ def test_session_close_of_a_finished_child_is_refused(tmp_path: Path) -> None:
         assert server.normalize(closed.error) == CHILD_REFUSED
 
 
-@pytest.mark.process
 def test_session_cancel_of_a_running_child_is_ignored_with_a_log_line(tmp_path: Path) -> None:
     with PromptServer(tmp_path, wrote_it_scenario()) as server:
         session, prompt, asked = child_asking_permission(server)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args
 from prompt_harness import (
     ALL_CAPABILITIES,
@@ -26,6 +27,8 @@ from prompt_harness import (
     replace_strings,
     text_result,
 )
+
+pytestmark = pytest.mark.process
 
 NOTES = [{"path": "<cwd>/notes.txt"}]
 """The locations of a call that touched notes.txt, once its result names it absolutely."""

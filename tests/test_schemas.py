@@ -122,6 +122,7 @@ def test_the_command_writes_then_checks(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.process
 def test_the_command_runs_as_a_module_from_the_repository_root() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "acp_server.schemas", "--check"],
@@ -176,6 +177,7 @@ def assert_log_fits(
     return body
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "flags", [(), ("--no-pack",), ("--compression", "zstd")], ids=["packed", "unpacked", "zstd"]
 )
@@ -270,6 +272,7 @@ def test_committed_snapshot_scenarios_fit(scenario: Path) -> None:
             assert_fits("session-follow-ended.notification.schema.json", frame, where)
 
 
+@pytest.mark.process
 def test_history_responses_fit(tmp_path: Path) -> None:
     fixture, workspace = build_scenario(tmp_path)
     with AcpProcess(tmp_path / "sessions", "--replay", str(fixture)) as server:

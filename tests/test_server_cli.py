@@ -18,6 +18,7 @@ def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     )
 
 
+@pytest.mark.process
 def test_serve_help_names_every_flag() -> None:
     result = run("serve", "--help")
     assert result.returncode == 0
@@ -37,6 +38,7 @@ def test_serve_help_names_every_flag() -> None:
     assert "serve" in run("--help").stdout.decode()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -82,6 +84,7 @@ def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
     assert result.stderr.decode() == message + "\n"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", ["--sessions-dir", "--replay", "--replay-override"])
 def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path, flag: str) -> None:
     loop = tmp_path / "loop"
@@ -93,6 +96,7 @@ def test_a_symlink_loop_is_named_as_one_not_as_a_missing_file(tmp_path: Path, fl
     )
 
 
+@pytest.mark.process
 def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     file = tmp_path / "file"
     file.write_text("x")
@@ -104,6 +108,7 @@ def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.process
 def test_an_empty_sessions_dir_is_refused_not_taken_as_the_working_directory() -> None:
     result = run("serve", "--sessions-dir", "")
     assert (result.returncode, result.stdout) == (2, b"")
@@ -113,6 +118,7 @@ def test_an_empty_sessions_dir_is_refused_not_taken_as_the_working_directory() -
     )
 
 
+@pytest.mark.process
 def test_stdin_at_eof_exits_0_with_no_output(tmp_path: Path) -> None:
     result = run("--sessions-dir", str(tmp_path))
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")

@@ -30,6 +30,8 @@ from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.errors import LogLocked
 from acp_server.storage.jsonl.sessions import SessionStore
 
+pytestmark = pytest.mark.process
+
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 EXPECTED_INITIALIZE = {

@@ -11,6 +11,8 @@ from polling import TIMEOUT
 
 from acp_server.client.process import ServerProcess
 
+pytestmark = pytest.mark.process
+
 ECHO_UNTIL_EOF = """
 import sys, time
 for line in sys.stdin:

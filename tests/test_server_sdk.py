@@ -35,7 +35,7 @@ from acp_process import SETUP_UPDATES
 
 import acp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 
 TEE = """

@@ -333,6 +333,7 @@ GARBAGE: list[bytes] = [
 ]
 
 
+@pytest.mark.process
 def test_stdout_carries_only_frames_whatever_the_input(tmp_path: Path) -> None:
     rng = random.Random(20240601)
     lines = list(GARBAGE)

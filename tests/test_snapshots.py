@@ -68,6 +68,7 @@ def by_name(path: Path) -> str:
     return path.name
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
 def test_scenario(scenario: Path, tmp_path: Path) -> None:
     if MODE not in MODES:
@@ -94,6 +95,7 @@ def test_scenario(scenario: Path, tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.process
 @pytest.mark.skipif(MODE != "replay", reason="refresh and record write JSONL fixtures")
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
 def test_scenario_on_sqlite(scenario: Path, tmp_path: Path) -> None:
@@ -108,6 +110,7 @@ def test_scenario_on_sqlite(scenario: Path, tmp_path: Path) -> None:
         pytest.fail(f"{scenario.name} on SQLite:\n\n" + describe(mismatches), pytrace=False)
 
 
+@pytest.mark.process
 @pytest.mark.skipif(MODE != "replay", reason="refresh and record write JSONL fixtures")
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=by_name)
 def test_scenario_on_postgresql(scenario: Path, tmp_path: Path, postgres_url: str) -> None:
@@ -302,6 +305,7 @@ def broken_server(name: str) -> list[str]:
     ]
 
 
+@pytest.mark.process
 def test_a_chunk_replayed_twice_is_caught(tmp_path: Path) -> None:
     scenario = SNAPSHOTS / "plain-text"
     mismatches = compare(
@@ -328,6 +332,7 @@ def test_a_chunk_replayed_twice_is_caught(tmp_path: Path) -> None:
     ), report
 
 
+@pytest.mark.process
 def test_a_dropped_tool_call_update_is_caught(tmp_path: Path) -> None:
     scenario = SNAPSHOTS / "read-file-client-fs"
     mismatches = compare(
@@ -349,6 +354,7 @@ def scratch_copy(name: str, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.process
 def test_refresh_of_an_unchanged_scenario_writes_nothing(tmp_path: Path) -> None:
     copy = scratch_copy("plain-text", tmp_path)
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.iterdir() if p.is_file()}
@@ -357,6 +363,7 @@ def test_refresh_of_an_unchanged_scenario_writes_nothing(tmp_path: Path) -> None
     assert after == before
 
 
+@pytest.mark.process
 def test_an_unused_answer_fails_the_run(tmp_path: Path) -> None:
     copy = scratch_copy("plain-text", tmp_path)
     script = json.loads((copy / "input.json").read_text())
@@ -366,6 +373,7 @@ def test_an_unused_answer_fails_the_run(tmp_path: Path) -> None:
         run_scenario(copy, work_dir=tmp_path / "work")
 
 
+@pytest.mark.process
 def test_a_missing_answer_fails_the_run(tmp_path: Path) -> None:
     copy = scratch_copy("write-file-allow-once", tmp_path)
     script = json.loads((copy / "input.json").read_text())
@@ -524,6 +532,7 @@ def test_a_draft_becomes_a_script_with_its_override(tmp_path: Path) -> None:
     assert isinstance(script[0], ChunksEntry) and script[0].chunks[-1].reason == "tool-calls"
 
 
+@pytest.mark.process
 def test_record_mode_writes_fixtures_that_replay_as_the_live_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -561,6 +570,7 @@ def test_record_mode_writes_fixtures_that_replay_as_the_live_run(
     )
 
 
+@pytest.mark.process
 def test_record_mode_records_anthropic_thinking_with_its_signatures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

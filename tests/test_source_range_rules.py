@@ -150,6 +150,7 @@ READERS = [
 ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("method", "params"), READERS)
 @pytest.mark.parametrize("source_range", [[0, 0], [7, 8]], ids=["at-seq-0", "forward"])
 def test_a_message_with_a_bad_source_range_is_a_corrupt_log_for_every_method(

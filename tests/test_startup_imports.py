@@ -37,6 +37,8 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.jsonl.sessions import SessionStore
 
+pytestmark = pytest.mark.process
+
 
 def modules_after(statement: str) -> set[str]:
     """The modules loaded in a fresh interpreter after running `statement`."""

@@ -34,6 +34,8 @@ from surface_values import session_setup
 
 from acp_server.storage.jsonl.log import read_log
 
+pytestmark = pytest.mark.process
+
 NOISE = "".join(random.Random(20251201).choices(string.ascii_letters + " ", k=16_000))
 """Text that compresses poorly: whether plain or zstd, its log records fill several pages."""
 

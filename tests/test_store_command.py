@@ -15,6 +15,8 @@ from acp_server.core.events import SessionEvent
 from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.storage.sql.sqlite import SqliteStore
 
+pytestmark = pytest.mark.process
+
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -72,7 +72,7 @@ from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
 
-ENGINES = ["jsonl", "sqlite", "postgresql"]
+ENGINES = ["jsonl", "sqlite", pytest.param("postgresql", marks=pytest.mark.process)]
 
 
 def store_url(engine: str, root: Path) -> StoreUrl:
@@ -375,6 +375,7 @@ def sql(url: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_writes_nothing(
     postgres_url: str,
 ) -> None:
@@ -393,6 +394,7 @@ async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_wri
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
     postgres_url: str,
 ) -> None:
@@ -411,6 +413,7 @@ async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_from_the_database(
     postgres_url: str,
 ) -> None:
@@ -477,6 +480,7 @@ async def test_postgresql_two_sessions_whose_ids_share_a_hashtext_are_written_at
         await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
     postgres_url: str,
 ) -> None:
@@ -497,6 +501,7 @@ async def test_postgresql_records_are_kept_byte_for_byte_in_json_columns(
     assert bodies == [msgspec.json.encode(r).decode() for r in pack_chunk_runs(built.events)]
 
 
+@pytest.mark.process
 async def test_postgresql_a_database_of_another_schema_version_is_refused(
     postgres_url: str,
 ) -> None:
@@ -510,6 +515,7 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await store.aclose()
 
 
+@pytest.mark.process
 async def test_postgresql_a_follower_is_woken_by_notifications_not_the_poll(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -705,6 +711,7 @@ WRITER_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 async def test_a_follower_gets_what_another_process_appends_in_order_gapless(
     store: Store, url: StoreUrl
 ) -> None:

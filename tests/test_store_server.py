@@ -21,7 +21,7 @@ from acp_server.core.events import (
 )
 from acp_server.storage.url import open_store, parse_store_url
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 TIMEOUT = 60
 

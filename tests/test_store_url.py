@@ -88,6 +88,7 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_serve_with_an_unknown_scheme_exits_2_with_one_line() -> None:
     done = serve("--store", "mysql://acp:pw@db/acp")
     assert done.returncode == 2
@@ -98,6 +99,7 @@ def test_serve_with_an_unknown_scheme_exits_2_with_one_line() -> None:
     ]
 
 
+@pytest.mark.process
 def test_serve_with_a_postgresql_server_it_cannot_reach_exits_2_hiding_the_password() -> None:
     done = serve("--store", "postgresql://acp:pw@db.invalid/acp")
     assert done.returncode == 2
@@ -107,6 +109,7 @@ def test_serve_with_a_postgresql_server_it_cannot_reach_exits_2_hiding_the_passw
     assert (len(done.stderr.splitlines()), "pw" in done.stderr) == (1, False)
 
 
+@pytest.mark.process
 def test_serve_with_a_database_that_is_not_sqlite_exits_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes.db").write_text("not a database\n" * 100)
     done = serve("--store", f"sqlite://{tmp_path}/notes.db")
@@ -117,6 +120,7 @@ def test_serve_with_a_database_that_is_not_sqlite_exits_2_with_one_line(tmp_path
     ]
 
 
+@pytest.mark.process
 def test_serve_refuses_a_store_and_a_sessions_dir_together(tmp_path: Path) -> None:
     done = serve("--store", str(tmp_path), "--sessions-dir", str(tmp_path))
     assert done.returncode == 2
@@ -126,6 +130,7 @@ def test_serve_refuses_a_store_and_a_sessions_dir_together(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.process
 def test_serve_takes_the_store_from_the_environment(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "acp_server", "serve"],

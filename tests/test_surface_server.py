@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args
 from openai_server import FakeOpenAI, Sse, chunk, text, usage
 from prompt_harness import FakeClient, PromptServer, message_chunks, turn_opening
 from surface_values import COMMANDS, config_options, modes, session_setup
+
+pytestmark = pytest.mark.process
 
 HELLO = Scenario([("hi", [Step(text="Hello.")])])
 WRITE = ToolUse("call_write", "write_file", args(path="notes.txt", content="new\n"))

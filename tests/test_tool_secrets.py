@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures_builder import ToolUse, args
 from local_tools import call_locally as call
+from prompt_harness import PromptServer, one_tool_turn
 
 from acp_server.agent.tools import ToolOutcome
 from acp_server.core.events import TextContent
@@ -88,3 +90,56 @@ async def test_grep_over_the_cwd_skips_the_stored_credentials(stored: Path) -> N
 async def test_glob_over_the_cwd_skips_the_stored_credentials(stored: Path) -> None:
     outcome = await call(stored, "glob", {"pattern": "**/*.json"})
     assert outcome.content == [TextContent("No files match '**/*.json' in ..")]
+
+
+@pytest.mark.process
+def test_the_server_hands_its_tools_the_stored_credentials_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp = tmp_path.resolve()
+    config = tmp / "workspace" / ".config" / "acp-server"
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(config))  # the server inherits it
+    store_key(Secret(KEY))
+    read = ToolUse("call_read", "read_file", args(path=".config/acp-server/credentials.json"))
+    with PromptServer(tmp, one_tool_turn(read)) as server:
+        answered = server.prompt(server.new_session(), "go")
+    [failed] = [u for u in answered.updates if u.get("status") == "failed"]
+    assert failed["content"] == [
+        {
+            "type": "content",
+            "content": {
+                "type": "text",
+                "text": "refused: .config/acp-server/credentials.json (resolved to "
+                "<cwd>/.config/acp-server/credentials.json) is in the directory of the stored "
+                "credentials (<cwd>/.config/acp-server), which no tool reads",
+            },
+        }
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("list_directory", {"path": ".config/acp-server"}),
+        ("write_file", {"path": ".config/acp-server/credentials.json", "content": "{}"}),
+        (
+            "edit_file",
+            {"path": ".config/acp-server/credentials.json", "oldText": "a", "newText": "b"},
+        ),
+    ],
+)
+async def test_every_file_tool_refuses_the_stored_credentials_directory(
+    stored: Path, name: str, arguments: dict[str, str]
+) -> None:
+    outcome = await call(stored, name, arguments)
+    assert outcome.is_error
+    assert outcome.content == [
+        TextContent(
+            f"refused: {arguments['path']} (resolved to {stored}/{arguments['path']}) is in the "
+            f"directory of the stored credentials ({stored}/.config/acp-server), which no tool reads"
+        )
+    ]
+    assert (stored / ".config" / "acp-server" / "credentials.json").read_text() == (
+        f'{{"apiKey": "{KEY}"}}'
+    )

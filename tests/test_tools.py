@@ -1345,6 +1345,7 @@ def local_ctx(work: Path, **kwargs: Any) -> ToolContext:
     return make_ctx(work, allowed={"run_command"}, **kwargs)
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_returns_output_and_exit_status(work: Path) -> None:
     outcome = await call(local_ctx(work), "run_command", py("print('hi')"))
@@ -1355,6 +1356,7 @@ async def test_run_command_returns_output_and_exit_status(work: Path) -> None:
     )
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_non_zero_exit_is_an_error_outcome(work: Path) -> None:
     outcome = await call(local_ctx(work), "run_command", py("import sys; sys.exit(3)"))
@@ -1365,6 +1367,7 @@ async def test_run_command_non_zero_exit_is_an_error_outcome(work: Path) -> None
     )
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_merges_stderr_into_the_output(work: Path) -> None:
     code = "import sys; print('out', flush=True); sys.stderr.write('err\\n')"
@@ -1372,12 +1375,14 @@ async def test_run_command_merges_stderr_into_the_output(work: Path) -> None:
     assert outcome.content == [TextContent("out\nerr\n[exit code 0]")]
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_runs_in_the_session_cwd(work: Path) -> None:
     outcome = await call(local_ctx(work), "run_command", py("import os; print(os.getcwd())"))
     assert outcome.content == [TextContent(f"{work}\n[exit code 0]")]
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_does_not_use_a_shell(work: Path) -> None:
     args = ["-c", "import sys; print(sys.argv[1:])", "$HOME", "a b;c"]
@@ -1385,6 +1390,7 @@ async def test_run_command_does_not_use_a_shell(work: Path) -> None:
     assert outcome.content == [TextContent("['$HOME', 'a b;c']\n[exit code 0]")]
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_kills_the_program_at_the_timeout(work: Path) -> None:
     # A program left to finish would exit 0 after its sleep; the outcome says it was killed.
@@ -1411,6 +1417,7 @@ def _gone_soon(pid: int) -> bool:
     return poll(lambda: not _alive(pid), 3)
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_timeout_kills_grandchildren_too(work: Path) -> None:
     code = (
@@ -1423,6 +1430,7 @@ async def test_run_command_timeout_kills_grandchildren_too(work: Path) -> None:
     assert _gone_soon(int((work / "grandchild.pid").read_text())) is True
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_reports_a_signal(work: Path) -> None:
     code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
@@ -1434,12 +1442,14 @@ async def test_run_command_reports_a_signal(work: Path) -> None:
     )
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_program_not_found_is_an_error_outcome(work: Path) -> None:
     outcome = await call(local_ctx(work), "run_command", {"command": "no-such-program-acp-test"})
     assert outcome == error("command not found: no-such-program-acp-test")
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_run_command_keeps_the_tail_of_long_output(work: Path) -> None:
     ctx = local_ctx(work, limits=ToolLimits(output_bytes=10))
@@ -1463,6 +1473,7 @@ async def test_run_command_asks_permission_before_running(work: Path) -> None:
     assert (outcome, (work / "ran").exists()) == (error("the user rejected this tool call"), False)
 
 
+@pytest.mark.process
 @pytest.mark.anyio
 async def test_cancelling_a_local_command_kills_it(work: Path) -> None:
     code = "import os, time; open('child.pid', 'w').write(str(os.getpid())); time.sleep(30)"

@@ -14,6 +14,8 @@ from acp_process import AcpProcess
 from polling import TIMEOUT
 from ws_server import listening
 
+pytestmark = pytest.mark.process
+
 INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 
 

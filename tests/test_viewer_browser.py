@@ -17,6 +17,8 @@ import pytest
 from browser import artifacts_dir, fresh_page, launched_browser, save_screenshot
 from ws_server import Listening, Peer, listening
 
+pytestmark = pytest.mark.process
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 

@@ -21,6 +21,8 @@ from ws_server import Listening, Peer, PeerError, listening, plain, send_text
 import acp_server
 from acp_server.storage.jsonl.sessions import SessionStore
 
+pytestmark = pytest.mark.process
+
 PROMPT = [{"type": "text", "text": "hello"}]
 
 
@@ -90,7 +92,6 @@ def test_the_token_never_reaches_stdout_or_the_log(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("name", ["Authorization", "Origin"])
 def test_an_opening_request_with_a_header_given_twice_is_answered_400_and_closed(
     server: Listening, name: str
@@ -224,7 +225,6 @@ def test_a_request_past_the_pending_limit_is_refused(tmp_path: Path, workspace: 
         assert (refused.value.code, refused.value.data) == (-32014, {"maxPendingRequests": 1})
 
 
-@pytest.mark.process
 def test_a_server_out_of_descriptors_serves_on_once_idle_connections_go(server: Listening) -> None:
     pid = server.process.pid
     old = leave_descriptors(pid, 2)
@@ -274,7 +274,6 @@ def test_sigterm_ends_the_running_turn_and_syncs_its_log(tmp_path: Path, workspa
     assert (events[-1]["type"], events[-1]["data"]["reason"]) == ("turn/end", {"kind": "cancelled"})
 
 
-@pytest.mark.process
 def test_sigterm_ends_a_follower_that_stopped_reading(server: Listening, workspace: Path) -> None:
     prompting = server.connect()
     prompting.initialize()

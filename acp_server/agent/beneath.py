@@ -32,7 +32,7 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Self
 
 MAX_LINKS: Final = 40
 """The most symlinks one resolution follows (Linux's own limit); then `ELOOP`."""
@@ -168,7 +168,7 @@ class Roots:
                 os.close(root.fd)
         self.roots = []
 
-    def __enter__(self) -> Roots:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

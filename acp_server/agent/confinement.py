@@ -16,6 +16,9 @@ Two checks exist, because two different parties own the file system:
   the roots. That keeps what the model can name the same whichever side does the I/O (a
   deliberate choice beyond the SPEC's minimum; the client may apply stricter rules itself).
 
+Each check also refuses the stored credentials' directory (SPEC 4.4) when it is given: the
+server passes it down (`tools.KeptFromTools`), so the agent never asks the providers where it is.
+
 Everything above `local_path` is pure and testable without a file system; `local_path`,
 `open_local` and `resolved_roots` read symlinks, and `open_local` opens.
 """
@@ -26,12 +29,22 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from ..providers.credentials import credentials_directory
 from .beneath import Escape, Roots
 
 P = TypeVar("P", bound=PurePath)
+
+
+class Directories(NamedTuple):
+    """A session's directories as its tools are confined to them (the arguments of the checks
+    below, in their order)."""
+
+    cwd: Path
+    additional: Sequence[Path]
+    credentials: Path | None = None
+    """The stored credentials' directory (resolved), refused even inside the others; None:
+    nothing to keep out."""
 
 
 class PathRefused(Exception):
@@ -105,7 +118,12 @@ def resolved_roots(cwd: Path, additional_directories: Sequence[Path]) -> list[Pa
     return _unique(resolve(root) for root in (cwd, *additional_directories))
 
 
-def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Path:
+def local_path(
+    raw: str,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    credentials: Path | None = None,
+) -> Path:
     """The resolved path the server itself may open for `raw`, or `PathRefused`.
 
     Resolution starts from the joined, *un-folded* path: folding `link/..` lexically first would
@@ -114,7 +132,7 @@ def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> P
     absolute_path(raw, cwd)  # validates emptiness and NUL
     joined = os.path.join(cwd, raw)
     try:
-        with local_roots(cwd, additional_directories) as roots:
+        with local_roots(cwd, additional_directories, credentials) as roots:
             resolved = Path(roots.resolve(joined))
     except Escape as exc:
         resolved = Path(exc.where)
@@ -122,17 +140,34 @@ def local_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> P
         # Unresolvable now (a root is missing, say): the open that follows reports why.
         resolved = Path(os.path.normpath(joined))
     ensure_inside(resolved, resolved_roots(cwd, additional_directories), raw)
-    ensure_not_credentials(resolved, raw)
+    ensure_not_credentials(resolved, raw, credentials)
     return resolved
 
 
-def local_roots(cwd: Path, additional_directories: Sequence[Path]) -> Roots:
+class SessionRoots(Roots):
+    """The session's roots opened, with the stored credentials' directory (resolved) that
+    nothing opened beneath them may be in; None when there is none to keep out."""
+
+    def __init__(self, directories: Sequence[Path], credentials: Path | None) -> None:
+        super().__init__(directories)
+        self.credentials = credentials
+
+
+def local_roots(
+    cwd: Path, additional_directories: Sequence[Path], credentials: Path | None = None
+) -> SessionRoots:
     """The session's roots opened for `open_local` (close them when done)."""
-    return Roots([cwd, *additional_directories])
+    return SessionRoots([cwd, *additional_directories], credentials)
 
 
 def open_local(
-    roots: Roots, raw: str, cwd: Path, flags: int, mode: int = 0o666, *, make_parents: bool = False
+    roots: SessionRoots,
+    raw: str,
+    cwd: Path,
+    flags: int,
+    mode: int = 0o666,
+    *,
+    make_parents: bool = False,
 ) -> tuple[int, Path]:
     """`raw` opened with `flags` beneath `roots` (symlinks inside them followed), and the path
     it resolved to; `PathRefused` when it leads out, `OSError` as the open fails.
@@ -146,14 +181,19 @@ def open_local(
         ensure_inside(Path(exc.where), [Path(path) for path in roots.paths], raw)
         raise  # not reached: ensure_inside refuses a path inside no root
     try:
-        ensure_not_credentials(Path(where), raw)
+        ensure_not_credentials(Path(where), raw, roots.credentials)
     except PathRefused:
         os.close(fd)
         raise
     return fd, Path(where)
 
 
-def client_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Path:
+def client_path(
+    raw: str,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    credentials: Path | None = None,
+) -> Path:
     """The absolute path to send to the client for `raw`, or `PathRefused` (lexical check).
 
     The roots are accepted both as given and resolved, so a `cwd` reached through a symlink
@@ -162,19 +202,18 @@ def client_path(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> 
     path = absolute_path(raw, cwd)
     given = [absolute_path(str(root), cwd) for root in (cwd, *additional_directories)]
     ensure_inside(path, [*given, *resolved_roots(cwd, additional_directories)], raw)
-    ensure_not_credentials(path, raw)
+    ensure_not_credentials(path, raw, credentials)
     return path
 
 
-def ensure_not_credentials(path: PurePath, raw: str) -> None:
+def ensure_not_credentials(path: PurePath, raw: str, credentials: Path | None) -> None:
     """Raise `PathRefused` when `path` (absolute, folded) is in the stored credentials'
-    directory: a session whose directories hold it (a `cwd` of `~`) reads no key through a
-    tool, and the key never reaches the log (SPEC 4.4)."""
-    private = credentials_directory()
-    if not is_inside(path, private):
+    directory `credentials` (resolved): a session whose directories hold it (a `cwd` of `~`)
+    reads no key through a tool, and the key never reaches the log (SPEC 4.4)."""
+    if credentials is None or not is_inside(path, credentials):
         return
     became = "" if str(path) == raw else f" (resolved to {path})"
     raise PathRefused(
-        f"refused: {raw}{became} is in the directory of the stored credentials ({private}), "
+        f"refused: {raw}{became} is in the directory of the stored credentials ({credentials}), "
         "which no tool reads"
     )

@@ -17,7 +17,6 @@ from .acp_updates import AvailableCommand, CommandInput
 from .chunk_rows import ROW_CLASSES, StorageRecord
 from .events import (
     AssistantMessageEvent,
-    CommandResult,
     ContentBlock,
     SessionEvent,
     StepStart,
@@ -69,11 +68,6 @@ def parse_command(
     if name not in set(names):
         return None
     return CommandCall(name, rest.strip())
-
-
-def command_turns(events: Iterable[SessionEvent]) -> frozenset[int]:
-    """The turns of a log that ran a command (they hold a `command/result`)."""
-    return frozenset(e.data.turn for e in events if type(e) is CommandResult)
 
 
 def session_stats(records: Iterable[StorageRecord]) -> str:

@@ -9,7 +9,7 @@ traceback goes to the log on stderr and never to the wire.
 |--------|----------------------|---------------------------------------------------------------|
 | -32700 | `ParseError`         | a line that is not JSON (or not UTF-8); the connection lives  |
 | -32600 | `InvalidRequest`     | JSON that is not a request object; an oversized line         |
-| -32601 | `MethodNotFound`     | an unknown method, `_`-prefixed extensions included           |
+| -32601 | (jsonrpcserver's)    | an unknown method, `_`-prefixed extensions included           |
 | -32602 | `InvalidParams`      | params of the wrong shape; the message names the field        |
 | -32603 | `InternalError`      | a bug: no exception text on the wire, the traceback on stderr |
 | -32000 | `AuthRequired`       | the model provider needs an API key and has none (SPEC 4.4)   |
@@ -68,11 +68,6 @@ def echoed(value: object, limit: int = ECHO_CHARS) -> str:
     """`value` quoted in an error message: its repr, cut to `limit` characters and "..."."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-class MethodNotFound(RpcError):
-    CODE = -32601
-    MESSAGE = "Method not found"
 
 
 class UnknownSession(RpcError):

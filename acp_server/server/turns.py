@@ -27,10 +27,22 @@ from .surface import Surface, SurfaceConfig
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
-    from ..agent.tools import ToolRegistry
+    from ..agent.tools import KeptFromTools, ToolRegistry
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
+
+
+def kept_from_tools() -> KeptFromTools:
+    """What no tool may reach (SPEC 4.4), as it is now: the stored credentials' directory
+    (`$ACP_SERVER_CONFIG_DIR` or the platform's), and every provider's key variable with the
+    key's descriptor. The server hands it to the tools: the agent never asks the providers."""
+    from ..agent.tools import KeptFromTools
+    from ..providers.credentials import credentials_directory
+    from ..providers.registry import key_variables
+    from ..providers.secret import KEY_FD_ENV
+
+    return KeptFromTools(credentials_directory(), key_variables() | {KEY_FD_ENV})
 
 
 class Conversations:
@@ -136,6 +148,7 @@ class Conversations:
             session.allowed_always,
             mode=lambda: surface.mode_of(top),
             history=lambda: session.log.plain_events(),  # the log as it is at the call
+            kept=kept_from_tools(),
         )
         return TurnEnv(
             recorder=session.recorder,

@@ -26,7 +26,15 @@ from .arguments import (
     TodoWriteArgs,
     WriteFileArgs,
 )
-from .base import ToolContext, ToolError, ToolLimits, ToolOutcome, error_outcome, invalid_arguments
+from .base import (
+    KeptFromTools,
+    ToolContext,
+    ToolError,
+    ToolLimits,
+    ToolOutcome,
+    error_outcome,
+    invalid_arguments,
+)
 from .builtin import BUILTIN_TOOLS
 from .permission import PERMISSION_OPTIONS
 from .registry import Tool, ToolRegistry
@@ -35,6 +43,7 @@ from .runner import run_tool
 __all__ = [
     "BUILTIN_TOOLS",
     "PERMISSION_OPTIONS",
+    "KeptFromTools",
     "ReadFileArgs",
     "RunCommandArgs",
     "TaskArgs",

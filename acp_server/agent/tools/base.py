@@ -18,6 +18,7 @@ from ...core.events import (
     ToolResultContent,
 )
 from ...core.modes import DEFAULT_MODE
+from ..confinement import Directories
 from ..ports import ClientPort
 
 T = TypeVar("T")
@@ -46,6 +47,19 @@ class ToolLimits:
     """How long a shielded `terminal/release` may take before it is abandoned."""
 
 
+@dataclass(frozen=True)
+class KeptFromTools:
+    """What no tool may reach, handed down by the server (SPEC 4.4: a key never appears in a log
+    or on the wire), so the agent never asks the providers where their secrets are."""
+
+    credentials: Path | None = None
+    """The stored credentials' directory (resolved): the file tools neither enter nor read it,
+    whatever the session's directories are. None: nothing is kept out."""
+    variables: frozenset[str] = frozenset()
+    """Environment variables the programs `run_command` starts do not inherit (every
+    provider's key variable, the key's descriptor)."""
+
+
 @dataclass
 class ToolContext:
     """What the tools of one session act on. `allowed_always` is shared with the session and
@@ -64,12 +78,19 @@ class ToolContext:
     while a turn runs holds for its next tool call."""
     history: Callable[[], Iterable[SessionEvent]] | None = None
     """The session's events so far, for `search_history`; None where there are none."""
+    kept: KeptFromTools = KeptFromTools()
+    """What the tools must not reach (the server's `kept_from_tools()`)."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.
         for root in (self.cwd, *self.additional_directories):
             if not root.is_absolute():
                 raise ValueError(f"session directories must be absolute, got {root}")
+
+    @property
+    def directories(self) -> Directories:
+        """The session's directories as the confinement checks take them."""
+        return Directories(self.cwd, self.additional_directories, self.kept.credentials)
 
 
 @dataclass

@@ -12,7 +12,7 @@ longer applies.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -56,9 +56,7 @@ async def edit_file(
     caps = ctx.client.capabilities
     if caps.read_text_file and caps.write_text_file:
         # The editor's buffer is the file: unsaved changes are what gets edited.
-        path = await anyio.to_thread.run_sync(
-            client_path, args.path, ctx.cwd, ctx.additional_directories
-        )
+        path = await anyio.to_thread.run_sync(client_path, args.path, *ctx.directories)
         shown = str(path)
         read = await _client_text(ctx, shown)
         edit = apply_edit(read, args, shown)
@@ -73,7 +71,12 @@ async def edit_file(
         )
         return _edit_outcome(shown, current, edit)
     prepared = await anyio.to_thread.run_sync(
-        prepare_local_edit, args, ctx.cwd, ctx.additional_directories, ctx.limits.edit_bytes
+        prepare_local_edit,
+        args,
+        ctx.cwd,
+        ctx.additional_directories,
+        ctx.limits.edit_bytes,
+        ctx.kept.credentials,
     )
     await ensure_permission(ctx, call)
     await on_started()
@@ -94,7 +97,21 @@ class _PathArgs(Protocol):
 
 
 A = TypeVar("A", bound=_PathArgs)
-TreeEngine = Callable[[A, Path, Sequence[Path]], TreeResult]
+A_contra = TypeVar("A_contra", bound=_PathArgs, contravariant=True)
+
+
+class TreeEngine(Protocol[A_contra]):
+    """`listing.list_directory`, `search.glob`, `search.grep`: blocking, confined walks."""
+
+    def __call__(
+        self,
+        args: A_contra,
+        cwd: Path,
+        additional_directories: Sequence[Path],
+        /,
+        *,
+        credentials: Path | None,
+    ) -> TreeResult: ...
 
 
 def tree_runner(engine: TreeEngine[A]) -> Any:
@@ -106,9 +123,14 @@ def tree_runner(engine: TreeEngine[A]) -> Any:
     ) -> ToolOutcome:
         # A path outside the session is refused before the call shows as started, as
         # read_file's is; the engine confines it again, on what it actually opens.
-        await anyio.to_thread.run_sync(local_path, args.path, ctx.cwd, ctx.additional_directories)
+        await anyio.to_thread.run_sync(local_path, args.path, *ctx.directories)
         await on_started()
-        found = await anyio.to_thread.run_sync(engine, args, ctx.cwd, ctx.additional_directories)
+        cwd, additional_directories, credentials = ctx.directories
+
+        def walk() -> TreeResult:
+            return engine(args, cwd, additional_directories, credentials=credentials)
+
+        found = await anyio.to_thread.run_sync(walk)
         return ToolOutcome(
             [TextContent(found.text)],
             False,

@@ -29,8 +29,6 @@ from msgspec import UNSET, Struct
 
 from ...core.acp_updates import ToolTerminal
 from ...core.events import TextContent
-from ...providers.registry import key_variables
-from ...providers.secret import KEY_FD_ENV
 from ..ports import ClientRequestError
 from .arguments import RunCommandArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
@@ -207,12 +205,13 @@ async def _kill(process: Process, mark: str) -> None:
     await anyio.to_thread.run_sync(kill_tree, _root(process), mark)
 
 
-def child_environment(mark: str) -> dict[str, str]:
-    """The server's environment without any provider's key variable, with the command's mark:
-    the active provider's key was taken out at start-up, but another provider's (say
+def child_environment(mark: str, hidden: frozenset[str]) -> dict[str, str]:
+    """The server's environment without the `hidden` variables (the server's
+    `KeptFromTools.variables`: every provider's key variable), with the command's mark: the
+    active provider's key was taken out at start-up, but another provider's (say
     `$ANTHROPIC_API_KEY` while the server talks to OpenAI) may still be there, and what a
     command prints reaches the log."""
-    hidden = key_variables() | {KEY_FD_ENV, MARK_ENV}
+    hidden = hidden | {MARK_ENV}
     environment = {name: value for name, value in os.environ.items() if name not in hidden}
     environment[MARK_ENV] = mark
     return environment
@@ -227,7 +226,7 @@ async def _spawn(ctx: ToolContext, args: RunCommandArgs, mark: str) -> Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # one pipe: nothing left unread to fill up and deadlock
             cwd=ctx.cwd,
-            env=child_environment(mark),
+            env=child_environment(mark, ctx.kept.variables),
             start_new_session=True,  # its own group, which most of its tree stays in
         )
     except FileNotFoundError:

@@ -21,8 +21,7 @@ from msgspec import Meta
 
 from ...core.acp_updates import ToolCallLocation
 from ...core.events import DiffContent, TextContent, ToolResultContent
-from ..beneath import Roots
-from ..confinement import absolute_path, local_roots
+from ..confinement import Directories, SessionRoots, absolute_path, local_roots
 from .arguments import Arguments, FilePath
 from .base import ToolError
 from .files import open_regular, write_all
@@ -168,8 +167,8 @@ class LocalEdit:
     old_text: str
     edit: Edit
     args: EditFileArgs
-    roots: tuple[Path, Sequence[Path]]
-    """The session's `cwd` and additional directories, beneath which `target` is opened."""
+    roots: Directories
+    """The session's directories, beneath which `target` is opened."""
     cap: int
 
 
@@ -196,7 +195,7 @@ def _text_of(fd: int, raw: str, cap: int) -> str:
     return _decoded(data, raw)
 
 
-def _read_text(roots: Roots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
+def _read_text(roots: SessionRoots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
     """The UTF-8 text of the file to edit, and the path it resolved to."""
     try:
         fd, where, _ = open_regular(roots, raw, cwd, os.O_RDONLY)
@@ -215,17 +214,22 @@ def _read_text(roots: Roots, raw: str, cwd: Path, cap: int) -> tuple[str, Path]:
 
 
 def prepare_local_edit(
-    args: EditFileArgs, cwd: Path, additional_directories: Sequence[Path], cap: int
+    args: EditFileArgs,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    cap: int,
+    credentials: Path | None = None,
 ) -> LocalEdit:
     """Confine, read and edit `args.path` (nothing written), or `PathRefused` / `ToolError`.
 
     Everything that can refuse the edit happens here, before the user is asked for permission.
     """
     shown = absolute_path(args.path, cwd)
-    with local_roots(cwd, additional_directories) as roots:
-        old_text, target = _read_text(roots, args.path, cwd, cap)
+    roots = Directories(cwd, additional_directories, credentials)
+    with local_roots(*roots) as opened:
+        old_text, target = _read_text(opened, args.path, cwd, cap)
     edit = apply_edit(old_text, args, str(shown))
-    return LocalEdit(target, shown, old_text, edit, args, (cwd, additional_directories), cap)
+    return LocalEdit(target, shown, old_text, edit, args, roots, cap)
 
 
 def write_local_edit(prepared: LocalEdit, raw: str) -> tuple[str, Edit]:

@@ -11,7 +11,7 @@ block the open), and its type is checked again on the open descriptor.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,10 @@ import anyio.to_thread
 from msgspec import UNSET, Struct
 
 from ...core.events import DiffContent, TextContent, ToolCallLocation
-from ..beneath import Changed, Roots
+from ..beneath import Changed
 from ..confinement import (
+    Directories,
+    SessionRoots,
     absolute_path,
     client_path,
     local_path,
@@ -64,7 +66,7 @@ def _refuse_non_regular(mode: int, raw: str) -> None:
 
 
 def open_regular(
-    roots: Roots, raw: str, cwd: Path, flags: int, *, create: bool = False
+    roots: SessionRoots, raw: str, cwd: Path, flags: int, *, create: bool = False
 ) -> tuple[int, Path, bool]:
     """A descriptor for the regular file `raw` names, opened with `flags` beneath `roots`, the
     path it resolved to, and whether it existed (when `create` makes it, with its parents).
@@ -104,7 +106,7 @@ def open_regular(
 
 def _read_locally(
     raw: str,
-    roots: tuple[Path, Sequence[Path]],
+    roots: Directories,
     line: int | None,
     limit: int | None,
     cap: int,
@@ -138,7 +140,7 @@ def read_capped_text(fd: int, raw: str, cap: int) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _old_text_locally(raw: str, roots: tuple[Path, Sequence[Path]], cap: int) -> str | None:
+def _old_text_locally(raw: str, roots: Directories, cap: int) -> str | None:
     """The current text of the file `write_file` replaces, or None when it does not exist."""
     try:
         with local_roots(*roots) as opened:
@@ -153,7 +155,7 @@ def _old_text_locally(raw: str, roots: tuple[Path, Sequence[Path]], cap: int) ->
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
 
 
-def write_locally(raw: str, roots: tuple[Path, Sequence[Path]], content: bytes) -> None:
+def write_locally(raw: str, roots: Directories, content: bytes) -> None:
     """Write `content` to the file `raw` names, creating it and its missing parent directories
     beneath the roots; it is cut to `content`'s length only once it is known to be a regular
     file."""
@@ -168,9 +170,7 @@ def write_locally(raw: str, roots: tuple[Path, Sequence[Path]], content: bytes) 
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
 
 
-def replace_locally(
-    raw: str, roots: tuple[Path, Sequence[Path]], content: bytes, cap: int
-) -> str | None:
+def replace_locally(raw: str, roots: Directories, content: bytes, cap: int) -> str | None:
     """Make the file `raw` names hold `content`, as `write_locally`, and return the text it
     held (None when it was created), read through the descriptor that then writes it."""
     try:
@@ -214,7 +214,7 @@ async def read_file(
 ) -> ToolOutcome:
     line = None if args.line is UNSET else args.line
     limit = None if args.limit is UNSET else args.limit
-    roots = (ctx.cwd, ctx.additional_directories)
+    roots = ctx.directories
     if ctx.client.capabilities.read_text_file:
         path = await anyio.to_thread.run_sync(client_path, args.path, *roots)
         await on_started()
@@ -267,7 +267,7 @@ async def write_file(
     ctx: ToolContext, call: ToolCallInfo, args: WriteFileArgs, on_started: OnStarted
 ) -> ToolOutcome:
     caps = ctx.client.capabilities
-    roots = (ctx.cwd, ctx.additional_directories)
+    roots = ctx.directories
     # The path the user and the client see; local I/O opens `args.path` beneath the roots.
     shown = absolute_path(args.path, ctx.cwd)
     if caps.read_text_file and caps.write_text_file:

@@ -101,9 +101,11 @@ def list_directory(
     cwd: Path,
     additional_directories: Sequence[Path],
     limits: TreeLimits = DEFAULT_LIMITS,
+    *,
+    credentials: Path | None = None,
 ) -> TreeResult:
     """The listing of `args.path`, or `PathRefused` / `ToolError` naming it."""
-    with open_tree(args.path, cwd, additional_directories) as tree:
+    with open_tree(args.path, cwd, additional_directories, credentials) as tree:
         if not tree.is_directory:
             raise ToolError(f"{args.path} is not a directory")
         relative = tree.top_relative

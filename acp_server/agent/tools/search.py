@@ -138,9 +138,11 @@ def glob(
     cwd: Path,
     additional_directories: Sequence[Path],
     limits: TreeLimits = DEFAULT_LIMITS,
+    *,
+    credentials: Path | None = None,
 ) -> TreeResult:
     """The files below `args.path` matching `args.pattern`, newest first (ties by path)."""
-    with open_tree(args.path, cwd, additional_directories) as tree:
+    with open_tree(args.path, cwd, additional_directories, credentials) as tree:
         if not tree.is_directory:
             raise ToolError(f"{args.path} is not a directory")
         keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
@@ -273,13 +275,14 @@ def grep(
     limits: TreeLimits = DEFAULT_LIMITS,
     *,
     checkpoint: Callable[[], None] = _carry_on,
+    credentials: Path | None = None,
 ) -> TreeResult:
     """The lines matching `args.pattern` below `args.path` (a directory or one file).
 
     `checkpoint` is called before each file and each piece of a file; what it raises (a
     cancelled worker thread's `anyio.from_thread.check_cancelled`) ends the call."""
     regex = compile_regex(args.pattern, args.ignore_case)
-    with open_tree(args.path, cwd, additional_directories) as tree:
+    with open_tree(args.path, cwd, additional_directories, credentials) as tree:
         state = _Grep(tree, regex, args, limits, checkpoint)
         mode = tree.top_mode
         if not stat.S_ISDIR(mode) and (kind := non_regular_kind(mode)) is not None:

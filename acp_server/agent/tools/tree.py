@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from ...core.acp_updates import ToolCallLocation
-from ...providers.credentials import credentials_directory
-from ..beneath import Roots
-from ..confinement import is_inside, local_roots, open_local, resolve
+from ..confinement import SessionRoots, is_inside, local_roots, open_local, resolve
 from .base import ToolError
 from .ignore import GITIGNORE, IgnoreRules
 from .regular import read_capped, read_regular
@@ -80,15 +78,19 @@ class Tree:
     """The resolved, checked start of the walk (a directory, or for `grep` a file)."""
     root: Path
     """The deepest session root that contains `top` (resolved); walk paths are relative to it."""
-    handles: Roots
+    handles: SessionRoots
     top_mode: int
     """`top`'s `st_mode`, from the descriptor it was opened as."""
     top_fd: int
     """A descriptor for `top` when it is a directory (`O_RDONLY`), else -1."""
     cwd: Path
     """The resolved `cwd`: paths below it are shown relative to it, others absolute."""
-    credentials: Path = field(default_factory=credentials_directory)
-    """The stored credentials' directory (resolved): neither entered nor read through a link."""
+
+    @property
+    def credentials(self) -> Path | None:
+        """The stored credentials' directory (resolved): neither entered nor read through a
+        link; None when there is none to keep out."""
+        return self.handles.credentials
 
     def close(self) -> None:
         if self.top_fd >= 0:
@@ -130,6 +132,9 @@ class Tree:
         fd, _ = self.handles.open(self.absolute(relative), _DIRECTORY_FLAGS, follow=False)
         return fd
 
+    def _is_credentials(self, where: Path) -> bool:
+        return self.credentials is not None and is_inside(where, self.credentials)
+
     def linked_file(self, path: str) -> bool:
         """Whether the symlink at `path` leads, beneath the roots, to a regular file outside
         the credentials' directory."""
@@ -141,7 +146,7 @@ class Tree:
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
         finally:
             os.close(fd)
-        return regular and not is_inside(Path(where), self.credentials)
+        return regular and not self._is_credentials(Path(where))
 
     def read(self, file: TreeFile, cap: int) -> bytes | int | None:
         """`file`'s bytes, its size when that is over `cap` (unread), or None when it is no
@@ -154,7 +159,7 @@ class Tree:
             return None
         try:
             status = os.fstat(fd)
-            if not stat.S_ISREG(status.st_mode) or is_inside(Path(where), self.credentials):
+            if not stat.S_ISREG(status.st_mode) or self._is_credentials(Path(where)):
                 return None
             return read_capped(fd, status.st_size, cap)
         except OSError:
@@ -211,7 +216,12 @@ class Tree:
             os.close(fd)
 
 
-def open_tree(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Tree:
+def open_tree(
+    raw: str,
+    cwd: Path,
+    additional_directories: Sequence[Path],
+    credentials: Path | None = None,
+) -> Tree:
     """The `Tree` for the tool path `raw`, or `PathRefused` / `ToolError` naming `raw`.
 
     `top` is opened beneath the roots `O_PATH` first (which opens neither a FIFO nor a
@@ -219,7 +229,7 @@ def open_tree(raw: str, cwd: Path, additional_directories: Sequence[Path]) -> Tr
     is walked.
     """
     try:
-        handles = local_roots(cwd, additional_directories)
+        handles = local_roots(cwd, additional_directories, credentials)
     except OSError as exc:
         raise ToolError(f"cannot open {raw}: {exc.strerror or exc}") from None
     try:
@@ -275,7 +285,8 @@ def walk_files(
     symlink on the way: a directory swapped for a symlink after it was scanned is skipped.
     """
     skip = len(tree.top_relative) + 1 if tree.top_relative else 0
-    credentials = str(tree.credentials)  # the walk's paths are resolved: no symlink is entered
+    # The walk's paths are resolved (no symlink is entered): a plain comparison finds it.
+    credentials = str(tree.credentials) if tree.credentials is not None else None
     keep_match = keep.fullmatch if keep is not None else None
     stack: list[tuple[str, IgnoreRules]] = [(tree.top_relative, rules)]
     while stack:
