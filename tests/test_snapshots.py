@@ -34,15 +34,10 @@ from acp_server.core.replay_script import (
 )
 from acp_server.schemas import SNAPSHOT_INPUT, rendered
 from acp_server.testing.checks import check_scenario
+from acp_server.testing.compare import compare, describe, refresh
 from acp_server.testing.draft import DraftFile, write_draft
 from acp_server.testing.normalize import Normalizer
-from acp_server.testing.runner import (
-    ScenarioError,
-    compare,
-    describe,
-    refresh,
-    run_scenario,
-)
+from acp_server.testing.runner import ScenarioError, run_scenario
 from acp_server.testing.scenario import (
     CancelWhen,
     FollowStep,

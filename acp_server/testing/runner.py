@@ -3,9 +3,8 @@
 `run_scenario(directory)` spawns `acp-server serve --replay DIRECTORY` with a fresh sessions
 directory and a fresh workspace (a copy of the scenario's `workspace/`), plays the client from
 `input.json` (answering the server's requests as its `answers` say), and returns the normalized
-transcript and the normalized, re-persisted logs. `compare` says how they differ from the
-committed files, with diffs a reader can act on; `refresh` rewrites the committed files (only
-those whose bytes change).
+transcript and the normalized, re-persisted logs (`compare.py` compares them with the committed
+files or refreshes those).
 
 The transcript (`stdout.expected.jsonl`) holds one JSON value a line: `{"process": N}` when a
 server process starts, every frame the server wrote (as is, normalized), and the client's own
@@ -14,7 +13,6 @@ frames wrapped as `{"client": frame}`, in the order the client saw and sent them
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shutil
@@ -33,7 +31,7 @@ from msgspec import UNSET
 from ..client.process import SERVE_COMMAND, ServerProcess
 from ..core.events import SubagentStart
 from ..core.json_values import map_strings
-from ..core.replay_script import FIXTURE_NAME, ReplayError, child_fixture_name, parse_fixture
+from ..core.replay_script import FIXTURE_NAME, child_fixture_name
 from ..jsonrpc.errors import ErrorObject
 from ..jsonrpc.peer import ErrorResponse, Event, Notification, Peer, Request, Response
 from ..storage.api import StoredLog
@@ -714,108 +712,4 @@ def run_scenario(
         return run.result()
 
 
-# ---------------------------------------------------------------------------------------------
-# Comparing and refreshing.
-
-
-@dataclass
-class Mismatch:
-    name: str
-    """The committed file that differs."""
-    diff: str
-
-
-DIFF_LINES: Final = 80
-
-
-def _diff(expected: list[str], actual: list[str], name: str) -> str:
-    lines = list(
-        difflib.unified_diff(
-            expected, actual, f"{name} (committed)", f"{name} (this run)", n=2, lineterm=""
-        )
-    )
-    if len(lines) > DIFF_LINES:
-        lines = [*lines[:DIFF_LINES], f"... ({len(lines) - DIFF_LINES} more diff lines)"]
-    return "\n".join(lines)
-
-
-def event_lines(name: str, data: bytes) -> list[str]:
-    """A fixture as one line per logical event, without seq or time: rows expanded, so a diff
-    points at the very chunk that differs, and an extra event shifts no other line."""
-    try:
-        fixture = parse_fixture(name, data.splitlines())
-    except ReplayError as exc:
-        return [f"(not a fixture: {exc})"]
-    lines = [encode_line(msgspec.to_builtins(fixture.header))]
-    for event in fixture.events:
-        value = msgspec.to_builtins(event)
-        value.pop("seq", None)
-        value.pop("time", None)
-        lines.append(encode_line(value))
-    return lines
-
-
-def compare(directory: Path | str, result: RunResult) -> list[Mismatch]:
-    """How `result` differs from the files committed in `directory` (nothing: an empty list)."""
-    directory = Path(directory)
-    mismatches = []
-    transcript = directory / TRANSCRIPT_NAME
-    if not transcript.is_file():
-        mismatches.append(
-            Mismatch(TRANSCRIPT_NAME, "missing: run with ACP_SNAPSHOT=refresh to write it")
-        )
-    elif transcript.read_bytes() != result.transcript:
-        expected = transcript.read_text(encoding="utf-8").splitlines()
-        actual = result.transcript.decode().splitlines()
-        mismatches.append(Mismatch(TRANSCRIPT_NAME, _diff(expected, actual, TRANSCRIPT_NAME)))
-    for name, data in result.logs.items():
-        path = directory / name
-        if not path.is_file():
-            mismatches.append(
-                Mismatch(name, "missing: the run produced this log but nothing is committed")
-            )
-        elif path.read_bytes() != data:
-            diff = _diff(event_lines(name, path.read_bytes()), event_lines(name, data), name)
-            if not diff:  # same events, other bytes: a layout difference
-                diff = _diff(
-                    path.read_text(encoding="utf-8").splitlines(), data.decode().splitlines(), name
-                )
-            mismatches.append(
-                Mismatch(name, "(one logical event a line, seq and time left out)\n" + diff)
-            )
-    for path in sorted(directory.glob("session.*.jsonl")):
-        if path.name not in result.logs:
-            mismatches.append(
-                Mismatch(path.name, "committed, but the run started no such subagent")
-            )
-    return mismatches
-
-
-def describe(mismatches: list[Mismatch]) -> str:
-    return "\n\n".join(f"--- {m.name} differs ---\n{m.diff}" for m in mismatches)
-
-
-def refresh(directory: Path | str, result: RunResult) -> list[str]:
-    """Write the run's transcript and logs into `directory`; only files whose bytes change are
-    written. Returns their names."""
-    directory = Path(directory)
-    written = []
-    for name, data in [(TRANSCRIPT_NAME, result.transcript), *result.logs.items()]:
-        path = directory / name
-        if not path.is_file() or path.read_bytes() != data:
-            path.write_bytes(data)
-            written.append(name)
-    return written
-
-
-__all__ = [
-    "DEFAULT_COMMAND",
-    "Mismatch",
-    "RunResult",
-    "ScenarioError",
-    "compare",
-    "describe",
-    "event_lines",
-    "refresh",
-    "run_scenario",
-]
+__all__ = ["DEFAULT_COMMAND", "RunResult", "ScenarioError", "run_scenario"]
