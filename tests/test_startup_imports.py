@@ -213,8 +213,8 @@ def test_the_early_handshake_starts_before_the_servers_libraries(module: str) ->
 
 
 def test_the_launchers_choice_imports_a_few_leaf_modules_of_the_package() -> None:
-    # Whether to start the early answer depends on the providers' key variables, which the
-    # providers' registry names (it imports msgspec, before the answer starts).
+    # Whether to start the early answer depends on the providers' key variables, named by a leaf
+    # module that imports nothing (the registry, built on it, imports msgspec).
     chosen = STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
     loaded = {name for name in modules_after(chosen) if name.startswith("acp_server")}
     assert loaded <= {
@@ -225,6 +225,18 @@ def test_the_launchers_choice_imports_a_few_leaf_modules_of_the_package() -> Non
         "acp_server.transports",
         "acp_server.transports.stdio_fds",
         "acp_server.providers",
-        "acp_server.providers.registry",
-        "acp_server.providers.settings",
+        "acp_server.providers.names",
     }
+
+
+@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio"])
+def test_the_launchers_choice_imports_none_of_the_servers_libraries(module: str) -> None:
+    chosen = STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+    assert module not in modules_after(chosen)
+
+
+def test_the_registry_names_the_providers_of_the_launchers_table() -> None:
+    from acp_server.providers.names import KEY_VARIABLES
+    from acp_server.providers.registry import PROVIDERS
+
+    assert list(PROVIDERS) == list(KEY_VARIABLES)

@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from .names import KEY_VARIABLES, REPLAY, key_variables
 from .settings import ProviderSettings
 
 if TYPE_CHECKING:
     from .base import Provider
-
-REPLAY: Final = "llm-replay"
-"""The default provider."""
 
 
 class ProviderSpec(msgspec.Struct, frozen=True):
@@ -36,8 +34,11 @@ class ProviderSpec(msgspec.Struct, frozen=True):
     options: frozenset[str] = frozenset()
     """The `ProviderSettings` fields beyond its kind's common ones that it takes."""
     default_base_url: str = ""
-    api_key_env: str = ""
-    """The environment variable its key is read from by default; "": it takes no key."""
+
+    @property
+    def api_key_env(self) -> str:
+        """The environment variable its key is read from by default; "": it takes no key."""
+        return KEY_VARIABLES[self.name]
 
     @property
     def live(self) -> bool:
@@ -79,7 +80,6 @@ PROVIDERS: Final[dict[str, ProviderSpec]] = {
             _openai,
             frozenset({"max_tokens", "reasoning"}),
             "https://api.openai.com/v1",
-            "OPENAI_API_KEY",
         ),
         ProviderSpec(
             "anthropic",
@@ -87,19 +87,12 @@ PROVIDERS: Final[dict[str, ProviderSpec]] = {
             _anthropic,
             frozenset({"max_tokens", "thinking_budget"}),
             "https://api.anthropic.com",
-            "ANTHROPIC_API_KEY",
         ),
     )
 }
 
 PROVIDER_NAMES: Final = tuple(PROVIDERS)
 LIVE_PROVIDERS: Final = {name: p for name, p in PROVIDERS.items() if p.live}
-
-
-def key_variables() -> frozenset[str]:
-    """The variable every live provider reads its key from by default: whichever provider
-    runs, the programs the server starts inherit none of them."""
-    return frozenset(p.api_key_env for p in LIVE_PROVIDERS.values())
 
 
 def provider_spec(name: str) -> ProviderSpec:

@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
     """Whether `args` run the stdio server in this very process, with a provider that takes
     no key (llm-replay)."""
-    from ..providers.registry import PROVIDERS, key_variables
+    from ..providers.names import KEY_VARIABLES, key_variables
     from .handshake import LOGIN_ENV
 
     if environ.get(LOGIN_ENV) == "1":
@@ -53,8 +53,7 @@ def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, st
             return False
         if _abbreviates(name, "--provider"):
             given = value if equals else (args[index + 1] if index + 1 < len(args) else "")
-            spec = PROVIDERS.get(given)
-            if spec is None or spec.live:
+            if given not in KEY_VARIABLES or KEY_VARIABLES[given]:
                 return False
     return True
 
