@@ -29,15 +29,15 @@ from acp_server.server.errors import (
     UnknownSession,
     to_rpc_error,
 )
-from acp_server.server.rpc import Connection, Dispatched, dispatched
-from acp_server.server.sessions import (
+from acp_server.server.listing import (
     ListEntry,
-    SessionRegistry,
     decode_cursor,
     encode_cursor,
     iso_time,
     select_page,
 )
+from acp_server.server.rpc import Connection, Dispatched, dispatched
+from acp_server.server.sessions import SessionRegistry
 from acp_server.storage.errors import CorruptLog, LogLocked, SessionNotFound, UnsupportedVersion
 from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.transports.stdio import lines

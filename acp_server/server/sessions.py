@@ -9,20 +9,17 @@ event loop keeps serving other requests meanwhile. Lifecycle operations on one s
 are serialized; different sessions never wait for each other.
 
 The `session/list` page logic (ordering, cursors, the cwd filter) is pure and lives in
-`select_page` / `encode_cursor` / `decode_cursor`; the store lists each session's header, last
-title and last event time without reading its whole log.
+`listing`; the store lists each session's header, last title and last event time without
+reading its whole log.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -37,7 +34,15 @@ from ..core.modes import Settings
 from ..storage.api import ListedSession, Opened, Store, Writer
 from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, SessionInUse, UnknownSession, echoed
-from .protocol import ListSessionsResponse, SessionInfo
+from .listing import (
+    LIST_PAGE_SIZE,
+    ListEntry,
+    decode_cursor,
+    encode_cursor,
+    select_page,
+    session_info,
+)
+from .protocol import ListSessionsResponse
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
     from anyio.abc import TaskGroup
@@ -47,9 +52,6 @@ if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
     from ..agent.tools.mcp import McpServers
 
 log = logging.getLogger(__name__)
-
-LIST_PAGE_SIZE: Final = 50
-"""Sessions per `session/list` page."""
 
 SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
@@ -145,64 +147,6 @@ class LiveSession:
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
-
-
-# ---------------------------------------------------------------------------------------------
-# session/list: pure paging.
-
-
-class ListEntry(msgspec.Struct, frozen=True):
-    """What `session/list` needs of one session before reading its events."""
-
-    session_id: str
-    created_at: int
-    cwd: str
-    additional_directories: list[str] | UnsetType = UNSET
-
-
-def encode_cursor(entry: ListEntry) -> str:
-    """An opaque cursor: the (createdAt, id) of the last session of a page."""
-    raw = msgspec.json.encode([entry.created_at, entry.session_id])
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    """The position a cursor names; `InvalidParams` for anything `encode_cursor` did not make."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, session_id = msgspec.json.decode(raw, type=tuple[int, str])
-    except (binascii.Error, ValueError, msgspec.DecodeError):
-        raise InvalidParams.at("$.cursor", "not a cursor returned by session/list") from None
-    return created_at, session_id
-
-
-def _order_key(entry: ListEntry) -> tuple[int, str]:
-    return entry.created_at, entry.session_id
-
-
-def select_page(
-    entries: Sequence[ListEntry], *, cwd: str | None, after: tuple[int, str] | None, page_size: int
-) -> tuple[list[ListEntry], bool]:
-    """One page of sessions, newest first (by createdAt, then id), and whether more follow.
-
-    The cursor is a position, not an offset: sessions created while a client pages do not
-    shift later pages (they sort before the first one), and deleted ones leave no hole.
-    """
-    wanted = os.path.normpath(cwd) if cwd is not None else None
-    chosen = [
-        e
-        for e in entries
-        if (wanted is None or os.path.normpath(e.cwd) == wanted)
-        and (after is None or _order_key(e) < after)
-    ]
-    chosen.sort(key=_order_key, reverse=True)
-    return chosen[:page_size], len(chosen) > page_size
-
-
-def iso_time(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 in UTC (`2025-01-02T03:04:05.678Z`)."""
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,25 +509,10 @@ class SessionRegistry:
                 ListEntry(header.id, header.created_at, header.cwd, header.additional_directories)
             )
         page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
-        infos = [_info(entry, listed[entry.session_id]) for entry in page]
+        infos = [session_info(entry, listed[entry.session_id]) for entry in page]
         return ListSessionsResponse(
             sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET
         )
-
-
-def _info(entry: ListEntry, listed: ListedSession) -> SessionInfo:
-    info = SessionInfo(
-        session_id=entry.session_id,
-        cwd=entry.cwd,
-        additional_directories=entry.additional_directories or UNSET,
-    )
-    if not listed.summarized:
-        return info  # still listed: the client can see it and delete it
-    if listed.title is not None:
-        info.title = listed.title
-    last_time = listed.updated_at
-    info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
-    return info
 
 
 async def close_mcp(session: LiveSession) -> None:

@@ -1,0 +1,94 @@
+"""`session/list`'s pure paging (SPEC 3.5): the order of sessions, the opaque cursors, the cwd
+filter, and what one listed session shows (`SessionInfo`).
+
+Nothing here touches a store: `SessionRegistry.list_sessions` hands in what the store listed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..storage.api import ListedSession
+from .errors import InvalidParams
+from .protocol import SessionInfo
+
+LIST_PAGE_SIZE: Final = 50
+"""Sessions per `session/list` page."""
+
+
+class ListEntry(msgspec.Struct, frozen=True):
+    """What `session/list` needs of one session before reading its events."""
+
+    session_id: str
+    created_at: int
+    cwd: str
+    additional_directories: list[str] | UnsetType = UNSET
+
+
+def encode_cursor(entry: ListEntry) -> str:
+    """An opaque cursor: the (createdAt, id) of the last session of a page."""
+    raw = msgspec.json.encode([entry.created_at, entry.session_id])
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """The position a cursor names; `InvalidParams` for anything `encode_cursor` did not make."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, session_id = msgspec.json.decode(raw, type=tuple[int, str])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise InvalidParams.at("$.cursor", "not a cursor returned by session/list") from None
+    return created_at, session_id
+
+
+def _order_key(entry: ListEntry) -> tuple[int, str]:
+    return entry.created_at, entry.session_id
+
+
+def select_page(
+    entries: Sequence[ListEntry], *, cwd: str | None, after: tuple[int, str] | None, page_size: int
+) -> tuple[list[ListEntry], bool]:
+    """One page of sessions, newest first (by createdAt, then id), and whether more follow.
+
+    The cursor is a position, not an offset: sessions created while a client pages do not
+    shift later pages (they sort before the first one), and deleted ones leave no hole.
+    """
+    wanted = os.path.normpath(cwd) if cwd is not None else None
+    chosen = [
+        e
+        for e in entries
+        if (wanted is None or os.path.normpath(e.cwd) == wanted)
+        and (after is None or _order_key(e) < after)
+    ]
+    chosen.sort(key=_order_key, reverse=True)
+    return chosen[:page_size], len(chosen) > page_size
+
+
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC (`2025-01-02T03:04:05.678Z`)."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_info(entry: ListEntry, listed: ListedSession) -> SessionInfo:
+    """What `session/list` shows of one session: its title and last activity once summarized."""
+    info = SessionInfo(
+        session_id=entry.session_id,
+        cwd=entry.cwd,
+        additional_directories=entry.additional_directories or UNSET,
+    )
+    if not listed.summarized:
+        return info  # still listed: the client can see it and delete it
+    if listed.title is not None:
+        info.title = listed.title
+    last_time = listed.updated_at
+    info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
+    return info
