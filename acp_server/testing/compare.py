@@ -15,7 +15,8 @@ from typing import Final
 import msgspec
 
 from ..core.replay_script import ReplayError, parse_fixture
-from .runner import TRANSCRIPT_NAME, RunResult, encode_line
+from .process import encode_line
+from .runner import TRANSCRIPT_NAME, RunResult
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 `run_scenario(directory)` spawns `acp-server serve --replay DIRECTORY` with a fresh sessions
 directory and a fresh workspace (a copy of the scenario's `workspace/`), plays the client from
-`input.json` (answering the server's requests as its `answers` say), and returns the normalized
-transcript and the normalized, re-persisted logs (`compare.py` compares them with the committed
-files or refreshes those).
+`input.json` (answering the server's requests as its `answers` say: `client_side.py`), and
+returns the normalized transcript and the normalized, re-persisted logs (`compare.py` compares
+them with the committed files or refreshes those). The server process is `process.py`'s.
 
 The transcript (`stdout.expected.jsonl`) holds one JSON value a line: `{"process": N}` when a
 server process starts, every frame the server wrote (as is, normalized), and the client's own
@@ -14,50 +14,44 @@ frames wrapped as `{"client": frame}`, in the order the client saw and sent them
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal
 
 import anyio
 import msgspec
 from msgspec import UNSET
 
-from ..client.process import SERVE_COMMAND, ServerProcess
+from ..client.process import SERVE_COMMAND
 from ..core.events import SubagentStart
 from ..core.json_values import map_strings
 from ..core.replay_script import FIXTURE_NAME, child_fixture_name
 from ..jsonrpc.errors import ErrorObject
-from ..jsonrpc.peer import ErrorResponse, Event, Notification, Peer, Request, Response
+from ..jsonrpc.peer import ErrorResponse, Notification, Request, Response
 from ..storage.api import StoredLog
 from ..storage.errors import LogError
 from ..storage.url import open_store, parse_store_url, store_url_for_dir, store_url_in
+from .client_side import PromptContext, answer_request
 from .normalize import Normalizer
+from .process import ScenarioProcess, encode_line
 from .scenario import (
     INPUT_NAME,
-    Answer,
-    ErrorAnswer,
     FollowStep,
     InitializeStep,
     LoadStep,
     NewStep,
     PageAllStep,
     PageStep,
-    PermissionAnswer,
     PromptStep,
-    ReadAnswer,
     RequestStep,
     RestartStep,
     ScenarioError,
     ScenarioInput,
-    TerminalAnswer,
     UnfollowStep,
-    WriteAnswer,
     load_input,
     step_name,
 )
@@ -69,102 +63,6 @@ FRAME_TIMEOUT: Final = 60.0
 """Seconds to wait for any one frame (generous: CI machines are busy)."""
 Engine = Literal["jsonl", "sqlite"]
 """Which store the scenario's server keeps its sessions in."""
-RESOURCE_NOT_FOUND: Final = -32002
-
-
-def encode_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-# ---------------------------------------------------------------------------------------------
-# One server process.
-
-
-class _Incoming(NamedTuple):
-    frame: dict[str, Any]
-    """The message as a JSON object, as the transcript keeps it."""
-    event: Event | None
-    """What the peer made of it."""
-
-
-class _ScenarioProcess(ServerProcess):
-    """The server under a scenario: JSON-RPC frames in and out through the package's peer
-    (its ids, its answers), every failure a `ScenarioError`."""
-
-    def __init__(self, argv: Sequence[str]) -> None:
-        super().__init__(argv)
-        self.peer = Peer(first_id=1)
-
-    def send(self, frame: bytes) -> None:
-        try:
-            self.send_raw(frame + b"\n")
-        except BrokenPipeError:
-            raise ScenarioError(f"the server closed its input; stderr:\n{self.stderr}") from None
-
-    def read(self, timeout: float) -> _Incoming | None:
-        """The next frame, or None when stdout has ended."""
-        try:
-            line = self.next_line(timeout)
-        except TimeoutError:
-            raise ScenarioError(
-                f"no frame from the server within {timeout}s; stderr:\n{self.stderr}"
-            ) from None
-        if line is None:
-            return None
-        try:
-            frame = json.loads(line)
-        except ValueError:
-            raise ScenarioError(
-                f"the server wrote a line that is not JSON: {line[:200]!r}"
-            ) from None
-        if not isinstance(frame, dict):
-            raise ScenarioError(
-                f"the server wrote a JSON value that is not an object: {line[:200]!r}"
-            )
-        return _Incoming(frame, self.peer.receive(line))
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return super().wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise ScenarioError(
-                f"the server did not exit within {timeout}s of its input ending"
-            ) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# A prompt's scripted client side.
-
-
-@dataclass
-class _PromptContext:
-    step: PromptStep
-    where: str
-    answers: list[Answer]
-    used: int = 0
-    updates: int = 0
-    cancel_sent: bool = False
-    terminals: dict[str, TerminalAnswer] = field(default_factory=dict)
-    turn_ends: set[str] = field(default_factory=set)
-    """Subscriptions whose `session.event` stream has shown this prompt's `turn/end`."""
-
-    def next_answer(self, method: str) -> Answer:
-        if self.used >= len(self.answers):
-            raise ScenarioError(
-                f"{self.where}: the server sent {method} but the script has no answer left "
-                f"({len(self.answers)} given)"
-            )
-        answer = self.answers[self.used]
-        self.used += 1
-        return answer
-
-
-_ANSWERS_FOR: Final[dict[str, type]] = {
-    "session/request_permission": PermissionAnswer,
-    "fs/read_text_file": ReadAnswer,
-    "fs/write_text_file": WriteAnswer,
-    "terminal/create": TerminalAnswer,
-}
 
 
 @dataclass
@@ -205,7 +103,7 @@ class _Run:
         else:
             self.workspace.mkdir()
         self.records: list[tuple[str, Any]] = []
-        self.process: _ScenarioProcess | None = None
+        self.process: ScenarioProcess | None = None
         self.processes = 0
         self.stderr: list[str] = []
         self.session_id: str | None = None
@@ -232,7 +130,7 @@ class _Run:
             argv += ["--context-window", str(options.context_window)]
         if options.compact_at is not UNSET:
             argv += ["--compact-at", str(options.compact_at)]
-        self.process = _ScenarioProcess(argv)
+        self.process = ScenarioProcess(argv)
         self.processes += 1
         self.subscriptions = []
         self.records.append(("process", self.processes))
@@ -284,7 +182,7 @@ class _Run:
         self.held_events = []
 
     def request(
-        self, method: str, params: Any, context: _PromptContext | None = None
+        self, method: str, params: Any, context: PromptContext | None = None
     ) -> dict[str, Any]:
         """Send a request and play the client until its response; the response frame."""
         assert self.process is not None
@@ -313,7 +211,7 @@ class _Run:
                 )
             return frame_in
 
-    def _notification(self, frame: dict[str, Any], context: _PromptContext) -> None:
+    def _notification(self, frame: dict[str, Any], context: PromptContext) -> None:
         method = frame["method"]
         if method == "session/update":
             context.updates += 1
@@ -323,7 +221,7 @@ class _Run:
             if (params.get("event") or {}).get("type") == "turn/end":
                 context.turn_ends.add(str(params.get("subscriptionId")))
 
-    def _maybe_cancel(self, context: _PromptContext) -> None:
+    def _maybe_cancel(self, context: PromptContext) -> None:
         when = context.step.cancel
         if when is UNSET or context.cancel_sent or context.updates < when.after_updates:
             return
@@ -342,103 +240,14 @@ class _Run:
 
     # -- answering the server's requests -------------------------------------------------------
 
-    def _answer(self, frame: dict[str, Any], context: _PromptContext | None) -> None:
-        method = frame["method"]
-        params = frame.get("params") or {}
-        if context is None:
-            raise ScenarioError(
-                f"the server sent a request outside a prompt: {encode_line(frame)[:300]}"
-            )
-        if method.startswith("terminal/") and method != "terminal/create":
-            reply = self._terminal(method, params, context)
-        else:
-            answer = context.next_answer(method)
-            expected = _ANSWERS_FOR.get(method)
-            if not isinstance(answer, ErrorAnswer) and type(answer) is not expected:
-                raise ScenarioError(
-                    f"{context.where}: answers[{context.used - 1}] is a {answer.__struct_config__.tag!r} answer, "
-                    f"but the server sent {method}: {encode_line(params)[:300]}"
-                )
-            reply = self._reply(answer, method, params, context)
+    def _answer(self, frame: dict[str, Any], context: PromptContext | None) -> None:
+        reply = answer_request(frame, context, self.workspace)
         assert self.process is not None
         peer = self.process.peer
         if "error" in reply:
             self.send(peer.fail(frame["id"], ErrorObject(**reply["error"])))
         else:
             self.send(peer.answer(frame["id"], reply["result"]))
-
-    def _reply(
-        self, answer: Answer, method: str, params: dict[str, Any], context: _PromptContext
-    ) -> dict[str, Any]:
-        if isinstance(answer, ErrorAnswer):
-            return {"error": {"code": answer.code, "message": answer.message}}
-        if isinstance(answer, PermissionAnswer):
-            if answer.cancelled:
-                return {"result": {"outcome": {"outcome": "cancelled"}}}
-            return {"result": {"outcome": {"outcome": "selected", "optionId": answer.option_id}}}
-        if isinstance(answer, ReadAnswer):
-            if answer.content is not UNSET:
-                return {"result": {"content": answer.content}}
-            return self._read_workspace(params)
-        if isinstance(answer, WriteAnswer):
-            path = self._workspace_path(params.get("path"), method)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(params.get("content", ""), encoding="utf-8")
-            return {"result": {}}
-        assert isinstance(answer, TerminalAnswer)
-        terminal_id = f"term-{len(context.terminals) + 1}"
-        context.terminals[terminal_id] = answer
-        return {"result": {"terminalId": terminal_id}}
-
-    def _workspace_path(self, raw: Any, method: str) -> Path:
-        if not isinstance(raw, str) or not os.path.isabs(raw):
-            raise ScenarioError(f"{method}: the server sent a path that is not absolute: {raw!r}")
-        path = Path(os.path.normpath(raw))
-        if not path.is_relative_to(self.workspace):
-            raise ScenarioError(f"{method}: {raw} is outside the scenario's workspace")
-        return path
-
-    def _read_workspace(self, params: dict[str, Any]) -> dict[str, Any]:
-        path = self._workspace_path(params.get("path"), "fs/read_text_file")
-        relative = path.relative_to(self.workspace)
-        if not path.is_file():
-            return {
-                "error": {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {relative}"}
-            }
-        text = path.read_text(encoding="utf-8")
-        line, limit = params.get("line"), params.get("limit")
-        if line is not None or limit is not None:
-            lines = text.splitlines(keepends=True)
-            start = max((line or 1) - 1, 0)
-            text = "".join(lines[start : start + limit] if limit is not None else lines[start:])
-        return {"result": {"content": text}}
-
-    def _terminal(
-        self, method: str, params: dict[str, Any], context: _PromptContext
-    ) -> dict[str, Any]:
-        terminal_id = params.get("terminalId")
-        if not isinstance(terminal_id, str) or terminal_id not in context.terminals:
-            raise ScenarioError(
-                f"{context.where}: {method} names terminal {terminal_id!r}, which is not open"
-            )
-        answer = context.terminals[terminal_id]
-        status = {"exitCode": answer.exit_code, "signal": answer.signal}
-        if method == "terminal/wait_for_exit":
-            return {"result": status}
-        if method == "terminal/output":
-            return {
-                "result": {
-                    "output": answer.output,
-                    "truncated": answer.truncated,
-                    "exitStatus": status,
-                }
-            }
-        if method == "terminal/release":
-            del context.terminals[terminal_id]
-            return {"result": {}}
-        if method == "terminal/kill":
-            return {"result": {}}
-        raise ScenarioError(f"{context.where}: the server sent an unknown terminal method {method}")
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -507,7 +316,7 @@ class _Run:
             if isinstance(step.prompt, str)
             else msgspec.to_builtins(step.prompt)
         )
-        context = _PromptContext(step, where, list(step.answers))
+        context = PromptContext(step, where, list(step.answers))
         params = {"sessionId": self.session_id, "prompt": self._substitute(prompt)}
         self.request("session/prompt", params, context)
         if context.used < len(context.answers):
