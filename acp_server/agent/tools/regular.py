@@ -45,6 +45,11 @@ def read_regular(name: str, cap: int, *, dir_fd: int | None = None) -> bytes | i
         fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
+    return read_open_regular(fd, cap)
+
+
+def read_open_regular(fd: int, cap: int) -> bytes | int | None:
+    """`read_regular` of a file already open as `fd`, which this closes."""
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):

@@ -26,7 +26,7 @@ from ...core.acp_updates import ToolCallLocation
 from ..confinement import SessionRoots, is_inside, local_roots, open_local, resolve
 from .base import ToolError
 from .ignore import GITIGNORE, IgnoreRules
-from .regular import read_capped, read_regular
+from .regular import read_open_regular, read_regular
 
 SKIPPED_DIRECTORIES: Final = frozenset({".git"})
 
@@ -157,15 +157,10 @@ class Tree:
             fd, where = self.handles.open(file.link, _READ_FLAGS)
         except OSError:
             return None
-        try:
-            status = os.fstat(fd)
-            if not stat.S_ISREG(status.st_mode) or self._is_credentials(Path(where)):
-                return None
-            return read_capped(fd, status.st_size, cap)
-        except OSError:
-            return None
-        finally:
+        if self._is_credentials(Path(where)):
             os.close(fd)
+            return None
+        return read_open_regular(fd, cap)
 
     def mtime_ns(self, file: TreeFile) -> int:
         """`file`'s modification time (its target's, for a link); 0 when it cannot be told."""
