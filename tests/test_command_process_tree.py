@@ -35,7 +35,8 @@ DAEMON = (
     "if os.fork() == 0:\n"
     "    os.setsid()\n"
     "    if os.fork() == 0:\n"
-    "        open('daemon.pid', 'w').write(str(os.getpid()))\n"
+    "        open('daemon.tmp', 'w').write(str(os.getpid()))\n"
+    "        os.rename('daemon.tmp', 'daemon.pid')  # whole or absent to a reader\n"
     "        time.sleep(60)\n"
     "    os._exit(0)  # the daemon's parent is gone: it is reparented, out of the tree\n"
     "while not os.path.exists('daemon.pid'):\n"
@@ -73,7 +74,8 @@ async def test_a_timeout_kills_a_descendant_that_called_setsid(tmp_path: Path) -
         "import os, time\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
-        "    open('child.pid', 'w').write(str(os.getpid()))\n"
+        "    open('child.tmp', 'w').write(str(os.getpid()))\n"
+        "    os.rename('child.tmp', 'child.pid')\n"
         "time.sleep(60)\n"
     )
     outcome = await run_command(tmp_path, code, timeoutMs=TIMEOUT_MS)
@@ -107,7 +109,7 @@ async def test_cancelling_a_command_kills_a_descendant_that_called_setsid(tmp_pa
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_command, tmp_path, code)
-            await wait_for(lambda: daemon.exists() and bool(daemon.read_text()))
+            await wait_for(lambda: daemon.exists())
             tg.cancel_scope.cancel()
     assert gone_soon(pid_in(daemon)) is True
 
@@ -150,7 +152,7 @@ def test_a_server_shut_down_by_sigterm_kills_its_running_commands_whole_tree(
                 server.reply(frame["id"], server.client.answer(frame))
             elif frame["params"]["update"].get("status") == "in_progress":
                 break
-        wait_until(lambda: daemon.exists() and bool(daemon.read_text()), "the daemon started")
+        wait_until(lambda: daemon.exists(), "the daemon started")
         os.kill(server.process.pipes.process.pid, signal.SIGTERM)
         assert server.process.wait(TIMEOUT) == 128 + signal.SIGTERM
     finally:

@@ -1421,12 +1421,14 @@ def _gone_soon(pid: int) -> bool:
 @pytest.mark.anyio
 async def test_run_command_timeout_kills_grandchildren_too(work: Path) -> None:
     code = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
-        "open('grandchild.pid', 'w').write(str(p.pid))\n"
+        "open('grandchild.tmp', 'w').write(str(p.pid))\n"
+        "os.rename('grandchild.tmp', 'grandchild.pid')\n"
         "time.sleep(30)\n"
     )
-    await call(local_ctx(work), "run_command", py(code, timeoutMs=500))
+    # long enough for a loaded machine to start the grandchild before the timeout
+    await call(local_ctx(work), "run_command", py(code, timeoutMs=5000))
     assert _gone_soon(int((work / "grandchild.pid").read_text())) is True
 
 
@@ -1476,7 +1478,12 @@ async def test_run_command_asks_permission_before_running(work: Path) -> None:
 @pytest.mark.process
 @pytest.mark.anyio
 async def test_cancelling_a_local_command_kills_it(work: Path) -> None:
-    code = "import os, time; open('child.pid', 'w').write(str(os.getpid())); time.sleep(30)"
+    code = (
+        "import os, time\n"
+        "open('child.tmp', 'w').write(str(os.getpid()))\n"
+        "os.rename('child.tmp', 'child.pid')\n"
+        "time.sleep(30)\n"
+    )
     ctx = local_ctx(work)
     returned: list[ToolOutcome] = []
 
@@ -1486,9 +1493,7 @@ async def test_cancelling_a_local_command_kills_it(work: Path) -> None:
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
-            await wait_for(
-                lambda: (work / "child.pid").exists() and bool((work / "child.pid").read_text())
-            )
+            await wait_for((work / "child.pid").exists)
             tg.cancel_scope.cancel()
     assert (returned, _gone_soon(int((work / "child.pid").read_text()))) == ([], True)
 
