@@ -732,7 +732,6 @@ BAD_OVERRIDES = {
     "wrong-kind.json": b'[{"kind": "stream", "chunks": []}]',
     "bad-chunk.json": b'[{"kind": "chunks", "chunks": [{"type": "text-delta", "index": "0", "text": "x"}]}]',
     "twice.json": b'{"patches": [{"at": 0, "entry": {"kind": "chunks", "chunks": []}}, {"at": 0, "entry": {"kind": "chunks", "chunks": []}}]}',
-    "past-the-end.json": b'{"patches": [{"at": 9, "entry": {"kind": "chunks", "chunks": []}}]}',
     "binary.json": b"\xff\xfe\x00\x01",
 }
 

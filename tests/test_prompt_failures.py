@@ -268,7 +268,7 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
     class Broken:
         name = "broken"
 
-        def bind_session(self, *args: object, **kwargs: object) -> None:
+        def bind_session(self, session: object) -> None:
             pass
 
         async def stream(self, request: object):  # type: ignore[no-untyped-def]  # never yields: it raises

@@ -37,6 +37,7 @@ from sse_server import LoopbackServer, Sse, Status
 
 from acp_server.core.events import TextDelta
 from acp_server.providers.anthropic import AnthropicProvider
+from acp_server.providers.base import BoundSession
 from acp_server.providers.openai import OpenAIProvider
 from acp_server.providers.replay import ReplayProvider
 from acp_server.providers.sse_provider import SseProvider
@@ -204,7 +205,7 @@ class ReplaySubject(Subject):
         (self.directory / "session.jsonl").write_text(json.dumps(header) + "\n")
         (self.directory / "replay.override.json").write_text(json.dumps([entry]))
         provider = ReplayProvider.from_path(self.directory, pace_ms=pace_ms)
-        provider.bind_session(HELLO.session_id, parent_session_id=None, model_calls=0)
+        provider.bind_session(BoundSession(session_id=HELLO.session_id))
         return provider
 
 

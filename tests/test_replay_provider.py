@@ -18,7 +18,7 @@ from polling import wait_for
 from acp_server.core.events import AssistantText, Finish, StreamChunk, TextContent, TextDelta
 from acp_server.core.messages import AssistantTurn, UserTurn
 from acp_server.core.replay_script import ChunksEntry, HangEntry, ReplayError, ThrowEntry
-from acp_server.providers.base import ModelRequest, ProviderError, request_text
+from acp_server.providers.base import BoundSession, ModelRequest, ProviderError, request_text
 from acp_server.providers.replay import ReplayProvider
 
 
@@ -99,7 +99,12 @@ def bind(
     cwd: Path | None = None,
 ) -> None:
     provider.bind_session(
-        session_id, parent_session_id=parent, model_calls=model_calls, cwd=str(cwd) if cwd else None
+        BoundSession(
+            session_id=session_id,
+            parent_session_id=parent,
+            model_calls=model_calls,
+            cwd=str(cwd) if cwd else None,
+        )
     )
 
 
@@ -124,13 +129,42 @@ def test_from_path_without_a_fixture_is_an_error(tmp_path: Path) -> None:
     assert str(exc.value) == f"{tmp_path / 'session.jsonl'}: no such fixture"
 
 
-def test_fixture_with_a_failed_stream_and_no_override_is_refused_at_load(tmp_path: Path) -> None:
-    write_fixture(tmp_path / "session.jsonl", call(0, 0, "one"), failed_call(1, 0, "par"))
+def test_making_the_provider_does_not_read_the_fixture(tmp_path: Path) -> None:
+    (tmp_path / "session.jsonl").write_bytes(b"not a fixture\n")
 
-    with pytest.raises(
-        ReplayError, match=r"session\.jsonl: script entry 1 \(turn 1, step 0\) has no finish chunk"
-    ):
-        ReplayProvider.from_path(tmp_path)
+    assert ReplayProvider.from_path(tmp_path).name == "llm-replay"
+
+
+@pytest.mark.anyio
+async def test_a_fixture_with_a_failed_stream_and_no_override_fails_the_first_model_call(
+    tmp_path: Path,
+) -> None:
+    write_fixture(tmp_path / "session.jsonl", call(0, 0, "one"), failed_call(1, 0, "par"))
+    provider = ReplayProvider.from_path(tmp_path)
+    bind(provider, "a")
+
+    with pytest.raises(ProviderError) as exc:
+        await collect(provider, "a")
+
+    assert exc.value.message == (
+        f"llm-replay: {tmp_path / 'session.jsonl'}: script entry 1 (turn 1, step 0) has no "
+        "finish chunk: it is a failed stream, so the scenario must say what happened in an "
+        "override (a `throw` or `hang` entry patched at that index)"
+    )
+
+
+@pytest.mark.anyio
+async def test_an_override_past_the_end_of_the_fixture_fails_the_first_model_call(
+    tmp_path: Path,
+) -> None:
+    write_fixture(tmp_path / "session.jsonl", call(0, 0, "one"))
+    patch = {"patches": [{"at": 9, "entry": {"kind": "chunks", "chunks": []}}]}
+    (tmp_path / "replay.override.json").write_text(json.dumps(patch))
+    provider = ReplayProvider.from_path(tmp_path)
+    bind(provider, "a")
+
+    with pytest.raises(ProviderError, match=r"^llm-replay: .*session\.jsonl: "):
+        await collect(provider, "a")
 
 
 def test_override_sidecar_beside_the_fixture_is_applied(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.providers.bundled import DEMO_PROJECT
 from acp_server.storage.jsonl.sessions import SessionStore
 
 pytestmark = pytest.mark.process
@@ -114,17 +115,26 @@ def test_importing_the_server_loads_jsonrpcserver_through_its_package(
     assert {"jsonrpcserver", "jsonrpcserver.dispatcher"} <= server_modules
 
 
-def test_a_bare_serve_reads_the_bundled_demo_recording_at_the_first_model_call() -> None:
+def test_a_bare_serve_reads_the_demo_recording_at_the_first_model_call(tmp_path: Path) -> None:
+    for name, content in DEMO_PROJECT.items():
+        (tmp_path / name).write_bytes(content)
     setup = (
         "from pathlib import Path\n"
-        "from acp_server.providers.base import ModelRequest\n"
+        "from acp_server.providers.base import BoundSession, ModelRequest\n"
         "from acp_server.server.app import load_provider\n"
         "from acp_server.server.config import ServeConfig\n"
         "provider = load_provider(ServeConfig(Path('unused')))\n"
-        "provider.bind_session('s', parent_session_id=None, model_calls=0)"
+        f"provider.bind_session(BoundSession(session_id='s', cwd={str(tmp_path)!r}))\n"
+    )
+    called = setup + (
+        "import anyio\n"
+        "async def first_call() -> None:\n"
+        "    request = ModelRequest(session_id='s', messages=[], tools=[])\n"
+        "    async for _ in provider.stream(request):\n"
+        "        pass\n"
+        "anyio.run(first_call)\n"
     )
     assert "acp_server.providers.replay" not in modules_after(setup)
-    called = setup + "\nprovider.stream(ModelRequest(session_id='s', messages=[], tools=[]))"
     assert "acp_server.providers.replay" in modules_after(called)
 
 

@@ -53,20 +53,23 @@ class Provider(Protocol):
         """Stream the model's answer to `request`, chunk by chunk, as it arrives."""
 
 
+class BoundSession(msgspec.Struct, frozen=True, kw_only=True):
+    """A session that went live, as a `SessionBinding` provider is told of it."""
+
+    session_id: str
+    parent_session_id: str | None = None
+    """The parent of a subagent's child session; None for a top-level session."""
+    model_calls: int = 0
+    """The model calls its log already holds: 0 for a new session, more after a load."""
+    cwd: str | None = None
+
+
 @runtime_checkable
 class SessionBinding(Protocol):
     """A provider that wants to know each session that goes live (llm-replay)."""
 
-    def bind_session(
-        self,
-        session_id: str,
-        *,
-        parent_session_id: str | None,
-        model_calls: int,
-        cwd: str | None = None,
-    ) -> None:
-        """Called when a session goes live: new (`model_calls` 0) or continued after a load
-        (`model_calls` = the model calls its log already holds). Children name their parent."""
+    def bind_session(self, session: BoundSession) -> None:
+        """Called when a session goes live: new or continued after a load."""
 
 
 @runtime_checkable

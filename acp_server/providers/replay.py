@@ -20,6 +20,7 @@ from ..core.replay_script import (
     FIXTURE_NAME,
     OVERRIDE_NAME,
     HangEntry,
+    Override,
     ReplayError,
     ScriptEntry,
     ThrowEntry,
@@ -30,7 +31,7 @@ from ..core.replay_script import (
     parse_fixture,
     parse_override,
 )
-from .base import ModelRequest, ProviderError, request_text
+from .base import BoundSession, ModelRequest, ProviderError, request_text
 
 log = logging.getLogger(__name__)
 
@@ -53,43 +54,67 @@ class _Script:
 
 @dataclass
 class _Cursor:
-    script: _Script | None
+    child: bool
+    """A subagent's child session: bound to the next unbound child script at its first call."""
     position: int
     cwd: Path | None = None
+    script: _Script | None = None
 
 
 def bundled_demo_fixture() -> Path:
-    """The recording served when no `--replay` is given: a short coding conversation."""
+    """The recording of the demo: a short coding conversation about a greeting's typo."""
     # The package's own directory, not `importlib.resources`: that import (with zipfile and
     # tempfile behind it) was most of what a first session/new waited for.
     return Path(__file__).resolve().parents[1] / "recordings" / "demo" / FIXTURE_NAME
 
 
-def load_script(fixture: Path, override: Path | None) -> list[ScriptEntry]:
+def load_script(fixture: Path, override: Override | None) -> list[ScriptEntry]:
     """The model-call script of one fixture file, with its override applied."""
     parsed = parse_fixture(str(fixture), fixture.read_bytes().splitlines())
-    derived = derive_script(parsed.events)
-    patch = parse_override(str(override), override.read_bytes()) if override else None
-    return apply_override(str(fixture), derived, patch)
+    return apply_override(str(fixture), derive_script(parsed.events), override)
 
 
-@dataclass
-class ReplayProvider:
+@dataclass(frozen=True)
+class _Sources:
+    """A fixture's files as the provider is made: the recordings found (they are read at the
+    first model call), the override, small and written by hand, already read and checked."""
+
+    fixture: Path
+    override: Override | None
+    children: list[Path]
+
+
+@dataclass(frozen=True)
+class _Scripts:
     primary: _Script
     children: list[_Script]
-    pace_ms: int = 0
-    name: str = "llm-replay"
-    _cursors: dict[str, _Cursor] = field(default_factory=dict)
-    _unbound_children: list[_Script] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self._unbound_children = list(self.children)
+
+class ReplayProvider:
+    """llm-replay over one fixture, read and parsed at the first model call.
+
+    Its files are found when it is made (a missing fixture, override or child is refused at
+    start, as SPEC 8 wants of a path the user gave); parsing a large recording is paid by the
+    first prompt that needs it, never by `initialize` or a `session/load` that replays the log.
+    """
+
+    name = "llm-replay"
+
+    def __init__(self, sources: _Sources, pace_ms: int = 0) -> None:
+        self.pace_ms = pace_ms
+        self._sources = sources
+        self._scripts: _Scripts | None = None
+        self._reading = anyio.Lock()
+        self._cursors: dict[str, _Cursor] = {}
+        self._unbound_children: list[_Script] = []
+        self._bound_furthest = 0
+        """The furthest position a top-level session was bound at (a load counts as used)."""
 
     @classmethod
     def from_path(
         cls, path: Path | str, override: Path | str | None = None, pace_ms: int = 0
     ) -> ReplayProvider:
-        """Load a fixture: a `session.jsonl` file or a scenario directory holding one.
+        """A fixture: a `session.jsonl` file or a scenario directory holding one.
 
         `replay.override.json` and `session.N.jsonl` children beside it are picked up; an
         explicit `override` path takes the place of the sidecar.
@@ -102,49 +127,74 @@ class ReplayProvider:
         sidecar = Path(override) if override else directory / OVERRIDE_NAME
         if override and not sidecar.is_file():
             raise ReplayError(f"{sidecar}: no such override file")
-        primary = _Script(
-            str(fixture), load_script(fixture, sidecar if sidecar.is_file() else None)
-        )
         numbered = sorted(
             (int(m.group(1)), p)
             for p in directory.iterdir()
             if (m := CHILD_FIXTURE_NAME.fullmatch(p.name)) is not None
         )
-        children = []
-        for expected, (number, child) in enumerate(numbered, start=1):
+        for expected, (number, _) in enumerate(numbered, start=1):
             if number != expected:
                 raise ReplayError(f"{directory}: child fixture session.{expected}.jsonl is missing")
-            children.append(_Script(str(child), load_script(child, None)))
-        return cls(primary, children, pace_ms)
+        patch = parse_override(str(sidecar), sidecar.read_bytes()) if sidecar.is_file() else None
+        return cls(_Sources(fixture, patch, [child for _, child in numbered]), pace_ms)
 
-    def bind_session(
-        self,
-        session_id: str,
-        *,
-        parent_session_id: str | None,
-        model_calls: int,
-        cwd: str | None = None,
-    ) -> None:
-        if parent_session_id is None:
-            self._cursors[session_id] = _Cursor(
-                self.primary, model_calls, Path(cwd) if cwd else None
-            )
-            self.primary.furthest = max(self.primary.furthest, model_calls)
-        else:
-            # Children are bound to child scripts at their first model call, in that order.
-            self._cursors[session_id] = _Cursor(None, model_calls, Path(cwd) if cwd else None)
+    def _loaded(self) -> _Scripts:
+        if self._scripts is None:
+            sources = self._sources
+            primary = _Script(str(sources.fixture), load_script(sources.fixture, sources.override))
+            primary.furthest = self._bound_furthest
+            children = [_Script(str(child), load_script(child, None)) for child in sources.children]
+            self._scripts = _Scripts(primary, children)
+            self._unbound_children = list(children)
+        return self._scripts
+
+    async def read(self) -> _Scripts:
+        """The scripts, read and parsed in a worker thread the first time (a large recording
+        takes long enough to hold up every other session's requests on the event loop)."""
+        async with self._reading:
+            if self._scripts is None:
+                try:
+                    await anyio.to_thread.run_sync(self._loaded)
+                except (ReplayError, OSError) as exc:
+                    raise ProviderError(f"llm-replay: {exc}") from None
+        return self._loaded()
+
+    @property
+    def primary(self) -> _Script:
+        """The top-level sessions' script (reading the fixture if it was not yet read)."""
+        return self._loaded().primary
+
+    @property
+    def children(self) -> list[_Script]:
+        """The subagents' scripts, `session.1.jsonl` first."""
+        return self._loaded().children
+
+    def bind_session(self, session: BoundSession) -> None:
+        cwd = Path(session.cwd) if session.cwd else None
+        child = session.parent_session_id is not None
+        # Children are bound to child scripts at their first model call, in that order.
+        self._cursors[session.session_id] = _Cursor(child, session.model_calls, cwd)
+        if not child:
+            self._bound_furthest = max(self._bound_furthest, session.model_calls)
+            if self._scripts is not None:
+                primary = self._scripts.primary
+                primary.furthest = max(primary.furthest, session.model_calls)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         cursor = self._cursors.get(request.session_id)
         if cursor is None:
             raise ProviderError(f"llm-replay: session {request.session_id} was never bound")
         if cursor.script is None:
-            if not self._unbound_children:
+            scripts = await self.read()
+            if not cursor.child:
+                cursor.script = scripts.primary
+            elif not self._unbound_children:
                 raise ProviderError(
                     f"llm-replay: subagent session {request.session_id} asked for a model call, "
-                    f"but every child fixture ({len(self.children)}) is already bound"
+                    f"but every child fixture ({len(scripts.children)}) is already bound"
                 )
-            cursor.script = self._unbound_children.pop(0)
+            else:
+                cursor.script = self._unbound_children.pop(0)
         script = cursor.script
         if cursor.position >= len(script.entries):
             raise ProviderError(

@@ -64,15 +64,17 @@ class Conversations:
     def bind(self, session: LiveSession) -> None:
         """Tell the provider a session went live (new, resumed or loaded), if it keeps state
         per session (`acp_server.providers.base.SessionBinding`: llm-replay does)."""
-        bind_session = getattr(self.provider, "bind_session", None)
-        if bind_session is None:
-            return
-        bind_session(
-            session.id,
-            parent_session_id=session.parent_id,
-            model_calls=session.log.step_starts,
-            cwd=session.cwd,
-        )
+        from ..providers.base import BoundSession, SessionBinding  # loaded with the provider
+
+        if isinstance(self.provider, SessionBinding):
+            self.provider.bind_session(
+                BoundSession(
+                    session_id=session.id,
+                    parent_session_id=session.parent_id,
+                    model_calls=session.log.step_starts,
+                    cwd=session.cwd,
+                )
+            )
 
     # -- prompt turns --------------------------------------------------------------------------
 
