@@ -21,6 +21,9 @@ Then, in one run:
     after `initialize`, the time from writing `session/load` to reading its response (and to
     reading the last update before it), with the notifications before it counted and their
     bytes summed (each line with its newline);
+    The same rounds also spawn the server with `--replay` and a large fixture
+    (`large_fixture.py`, about 6 MB), as a snapshot suite starts it: from the spawn to the last
+    update, against the server without it;
 (b) the baseline, `benchmarks/sdk_load_agent.py D`: an agent built on the official
     `agent-client-protocol` SDK (`acp.run_agent`) that reads the same log with `json`, expands
     every chunk row into events, and replays the same completed content (one
@@ -72,8 +75,11 @@ from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+REPLAY = "acp-server --replay"
+"""The server given a large fixture (`large_fixture.py`)."""
 
 import msgspec  # noqa: E402
+from large_fixture import write_large_fixture  # noqa: E402
 
 from acp_server.core.acp_updates import (  # noqa: E402
     AgentMessageChunk,
@@ -577,6 +583,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
     }
     if args.compare is not None:
         commands["compare"] = (serve, environment(args.compare.resolve()))
+    # The same server given a large fixture, as a snapshot suite starts it: a load never calls
+    # the model, so it must not wait for the fixture to be read.
+    fixture = write_large_fixture(root / "fixture")
+    commands[REPLAY] = ([*serve, "--replay", str(fixture)], environment(HERE.parent))
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     # Rounds alternate between the agents, so that a change in the machine's load during the
     # run weighs on all of them alike; the first round is a warm-up.
@@ -631,6 +641,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
     )
     say(
         f"    from the spawn to the last update: acp-server {ours_spawn_s * 1000:.0f} ms, SDK agent {sdk_spawn_s * 1000:.0f} ms"
+    )
+    replay_spawn_s = statistics.median(r["spawn_to_last_update_s"] for r in rounds[REPLAY])
+    fixture_bytes = fixture.stat().st_size
+    say(
+        f"    given a {fixture_bytes / 1e6:.1f} MB --replay fixture: {replay_spawn_s * 1000:.0f} ms from the spawn to the last update ({replay_spawn_s / ours_spawn_s:.2f}x the server without it)"
     )
     compared: dict[str, Any] = {}
     if "compare" in rounds:
@@ -688,6 +703,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
         "sdk_last_update_s": round(sdk_last_s, 4),
         "acp_server_spawn_to_last_update_s": round(ours_spawn_s, 4),
         "sdk_spawn_to_last_update_s": round(sdk_spawn_s, 4),
+        "replay_fixture_bytes": fixture_bytes,
+        "acp_server_replay_spawn_to_last_update_s": round(replay_spawn_s, 4),
+        "replay_ratio_spawn_to_last_update": round(replay_spawn_s / ours_spawn_s, 2),
         "sdk_load_s": round(sdk_s, 4),
         "sdk_rounds_s": [round(r["seconds"], 4) for r in sdk],
         "sdk_ratio": round(sdk_s / ours_s, 2),

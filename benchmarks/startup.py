@@ -9,7 +9,8 @@ measures, from just before the spawn:
   done anything, as an editor does);
 - the time to read the answer to `session/new` (written as soon as `initialize` was answered).
 
-Beside it, in alternating rounds, two floors (`--no-floor` leaves them out): the interpreter
+Beside it, in alternating rounds, the same server given `--replay` with a large fixture
+(`large_fixture.py`, about 6 MB), as a snapshot suite starts it; and two floors (`--no-floor` leaves them out): the interpreter
 alone, spawned with `-c` to echo one line on stdout as soon as it reads one; and the stack, the
 same after importing the libraries the server cannot answer without (asyncio, anyio, uvloop,
 msgspec, logging, argparse, dataclasses, pathlib), and nothing of the project.
@@ -42,10 +43,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from large_fixture import write_large_fixture
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TIMEOUT_S = 60.0
 GOAL_INITIALIZE_S = 0.120
+REPLAY = "acp-server --replay"
+"""The server given a large fixture (`large_fixture.py`)."""
 
 INITIALIZE = {
     "protocolVersion": 1,
@@ -194,6 +199,16 @@ def main() -> int:
             command = [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions)]
             env = environment(source)
             work[name] = lambda n=name, c=command, e=env: server_round(n, c, e, cwd)
+        # The same server given a large fixture, as a snapshot suite starts it: neither
+        # answer may wait for the fixture, which only a model call reads.
+        fixture = write_large_fixture(root / "fixture")
+        replay_command = [
+            *[sys.executable, "-m", "acp_server", "serve"],
+            *["--sessions-dir", str(root / "sessions-replay"), "--replay", str(fixture)],
+        ]
+        replay_env = environment(ROOT)
+        work[REPLAY] = lambda: server_round(REPLAY, replay_command, replay_env, cwd)
+        fixture_bytes = fixture.stat().st_size
         if not args.no_floor:
             floor_env = environment(ROOT)
             work["floor"] = lambda: floor_round(FLOOR_PROGRAM, floor_env, cwd)
@@ -220,6 +235,17 @@ def main() -> int:
     say(f"acp-server session/new answered: {ms(ours_new)}")
     result["initialize"] = ours_initialize
     result["session_new"] = ours_new
+    replay_initialize = summary(rounds[REPLAY], "initialize")
+    replay_new = summary(rounds[REPLAY], "session_new")
+    replay_ratio = replay_new["median_s"] / ours_new["median_s"]
+    say(
+        f"given a {fixture_bytes / 1e6:.1f} MB --replay fixture, initialize answered: {ms(replay_initialize)}"
+    )
+    say(f"    session/new answered: {ms(replay_new)} ({replay_ratio:.2f}x the server without it)")
+    result["replay_fixture_bytes"] = fixture_bytes
+    result["replay_initialize"] = replay_initialize
+    result["replay_session_new"] = replay_new
+    result["replay_session_new_ratio"] = round(replay_ratio, 2)
     if "compare" in rounds:
         compare_initialize = summary(rounds["compare"], "initialize")
         compare_new = summary(rounds["compare"], "session_new")

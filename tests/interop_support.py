@@ -1,9 +1,9 @@
 """What the SDK interop tests share (a test helper): the scenario, and the checks on every frame.
 
 The scenario is the bundled demo recording (`acp_server/recordings/demo/session.jsonl`: a prompt
-that calls read_file, todo_write and write_file, with a permission request) plus an override that
-appends one `hang` model call, so that a second prompt streams a little and then waits to be
-cancelled. The workspace holds the demo's `hello.py`.
+that calls read_file, todo_write, write_file and run_command, the last two with a permission
+request) plus an override that appends one `hang` model call, so that a second prompt streams a
+little and then waits to be cancelled. The workspace holds the demo's `hello.py`.
 
 `check_agent_frames` validates every frame the server wrote with the official Python SDK's models
 (`acp.schema`): each request's or notification's params against the model of its method, each
@@ -43,6 +43,7 @@ DEMO_TOOL_CALLS = [
     ("call_read_1", "read", "Read hello.py"),
     ("call_plan_1", "think", "Update the plan"),
     ("call_write_1", "edit", "Write hello.py"),
+    ("call_run_1", "execute", "Run python3 hello.py"),
     ("call_plan_2", "think", "Update the plan"),
 ]
 """(toolCallId, kind, title) of the demo's tool calls, in order."""

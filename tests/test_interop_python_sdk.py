@@ -256,6 +256,7 @@ async def test_python_sdk_client_runs_the_whole_lifecycle(tmp_path: Path) -> Non
         ("session/request_permission", "call_write_1"),
         ("fs/read_text_file", hello),
         ("fs/write_text_file", hello),
+        ("session/request_permission", "call_run_1"),
     ]
     assert client.files[hello] == HELLO_AFTER
     assert (

@@ -117,6 +117,7 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
         ["session/request_permission", "call_write_1"],
         ["fs/read_text_file", hello],
         ["fs/write_text_file", hello],
+        ["session/request_permission", "call_run_1"],
     ]
     assert first["fileAfter"] == HELLO_AFTER
     assert (workspace / "hello.py").read_text() == HELLO_BEFORE  # the client's fs was used

@@ -36,7 +36,7 @@ def fixture_events(path: Path, cwd: str) -> list[dict[str, Any]]:
 
 def replay_demo(server: PromptServer) -> str:
     (server.workspace / "hello.py").write_text('print("Helo world")\n')
-    server.client.permissions.append("allow_once")
+    server.client.permissions.extend(["allow_once", "allow_once"])  # the write, then the run
     session = server.new_session()
     assert server.prompt(session, DEMO_PROMPT).stop_reason == "end_turn"
     assert (server.workspace / "hello.py").read_text() == 'print("Hello, world!")\n'
@@ -50,7 +50,7 @@ def test_replaying_the_demo_recording_re_persists_its_events_chunk_for_chunk(
         session = replay_demo(server)
 
         expected = fixture_events(bundled_demo_fixture(), RECORDED_CWD)
-        assert len(expected) == 314
+        assert len(expected) == 351
         assert server.log(session) == expected
 
 

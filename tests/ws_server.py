@@ -32,11 +32,12 @@ from polling import TIMEOUT, wait_until
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
-from acp_server.cli.demo import WORKSPACE_FILES, recorded_prompt
+from acp_server.cli.demo import recorded_prompt
 from acp_server.client import Journal, default_answer
 from acp_server.client.errors import RpcError
 from acp_server.client.process import serve_command
 from acp_server.core.events import SessionEvent
+from acp_server.providers.bundled import DEMO_PROJECT
 
 _ANNOUNCE = re.compile(r"acp-server: session viewer at http://([^/]+)/\?token=(\S+)")
 
@@ -116,8 +117,8 @@ class Peer:
 
     def new_session(self, cwd: Path) -> str:
         """A new session in `cwd`, which is given the files the demo recording works on."""
-        for name, text in WORKSPACE_FILES.items():
-            (cwd / name).write_text(text)
+        for name, content in DEMO_PROJECT.items():
+            (cwd / name).write_bytes(content)
         session_id: str = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})[
             "sessionId"
         ]

@@ -1,9 +1,10 @@
 """`acp-server demo`: the main job end to end, for someone who has never seen the project.
 
 It spawns the real server as a subprocess, drives the bundled recording through it as an
-editor would (a prompt that streams thoughts and text, reads a file, keeps a plan and writes
-the fix after asking permission), renders the conversation in the terminal, then starts a fresh
-server process that loads the session and pages its history, and ends with the log's figures.
+editor would (a prompt that streams thoughts and text, reads a file, keeps a plan, writes the
+fix and runs it, each of those two after asking permission), renders the conversation in the
+terminal, then starts a fresh server process that loads the session and pages its history, and
+ends with the log's figures.
 Everything happens in a temporary directory that is removed at the end, unless `--keep` names
 a directory to keep the workspace and the session log in.
 """
@@ -28,12 +29,10 @@ from ..client.connection import session_address
 from ..core.chunk_rows import ROW_CLASSES, pack_chunk_runs
 from ..core.events import TextContent, UserMessageEvent
 from ..core.replay_script import parse_fixture
+from ..providers.bundled import DEMO_PROJECT
 from ..providers.replay import bundled_demo_fixture
 from ..storage.jsonl.log import read_log
 from ..storage.jsonl.writer import encode_records
-
-WORKSPACE_FILES: Final = {"hello.py": 'print("Helo world")\n'}
-"""The project the recording works on: a greeting with a typo."""
 
 PACE_MS_ON_TERMINAL: Final = 6
 """Replay pace when a person watches: fast, but visibly streaming."""
@@ -152,8 +151,8 @@ async def _run(console: Console, root: Path, pace_ms: int) -> dict[str, Any]:
     workspace = root / "workspace"
     sessions = root / "sessions"
     workspace.mkdir()
-    for name, text in WORKSPACE_FILES.items():
-        (workspace / name).write_text(text)
+    for name, content in DEMO_PROJECT.items():
+        (workspace / name).write_bytes(content)
     transcript = Transcript(console)
     prompt = recorded_prompt()
 

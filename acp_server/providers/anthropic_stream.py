@@ -33,25 +33,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from ..core.events import (
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    BlockType,
-    EmbeddedResource,
-    Finish,
-    FinishReason,
-    ImageContent,
-    ReasoningDelta,
-    ReasoningSignature,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-    UsageChunk,
-)
+from ..core import events as ev
 from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
 from .base import ProviderError
 from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged
@@ -63,7 +45,7 @@ EPHEMERAL: Final = {"type": "ephemeral"}
 """A prompt-caching breakpoint: the prefix up to the block that carries it is cached."""
 IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
-_FINISH_REASONS: Final[dict[str, FinishReason]] = {
+_FINISH_REASONS: Final[dict[str, ev.FinishReason]] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "pause_turn": "stop",
@@ -72,7 +54,7 @@ _FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "model_context_window_exceeded": "length",
     "refusal": "content-filter",
 }
-_BLOCK_TYPES: Final[dict[str, BlockType]] = {
+_BLOCK_TYPES: Final[dict[str, ev.BlockType]] = {
     "text": "text",
     "thinking": "reasoning",
     "tool_use": "tool-call",
@@ -170,22 +152,22 @@ def _message(message: ModelMessage) -> tuple[str, list[dict[str, Any]]]:
 def _assistant_content(message: AssistantTurn) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for block in message.content:
-        if isinstance(block, AssistantReasoning):
+        if isinstance(block, ev.AssistantReasoning):
             if isinstance(block.signature, str):
                 out.append(
                     {"type": "thinking", "thinking": block.text, "signature": block.signature}
                 )
-        elif isinstance(block, AssistantText):
+        elif isinstance(block, ev.AssistantText):
             if block.text:
                 out.append({"type": "text", "text": block.text})
-        elif isinstance(block, AssistantToolCall):
+        elif isinstance(block, ev.AssistantToolCall):
             out.append(
                 {"type": "tool_use", "id": block.id, "name": block.name, "input": _input(block)}
             )
     return out
 
 
-def _input(call: AssistantToolCall) -> dict[str, Any]:
+def _input(call: ev.AssistantToolCall) -> dict[str, Any]:
     """The call's arguments as the object the API wants; `{}` when the model's text was not
     one (the tool answered that with an error result, which the model sees next)."""
     try:
@@ -196,9 +178,9 @@ def _input(call: AssistantToolCall) -> dict[str, Any]:
 
 
 def _content_block(block: Any) -> dict[str, Any]:
-    if isinstance(block, ImageContent) and block.mime_type in IMAGE_TYPES:
+    if isinstance(block, ev.ImageContent) and block.mime_type in IMAGE_TYPES:
         return _base64("image", block.mime_type, block.data)
-    blob = block.resource.blob if isinstance(block, EmbeddedResource) else None
+    blob = block.resource.blob if isinstance(block, ev.EmbeddedResource) else None
     if isinstance(blob, str):
         resource = block.resource
         mime = resource.mime_type if isinstance(resource.mime_type, str) else ""
@@ -278,7 +260,7 @@ def error_message(error: ErrorPayload, redact: Redact = unchanged) -> tuple[str,
 class _Open:
     __slots__ = ("args", "id", "index", "kind")
 
-    def __init__(self, index: int, kind: BlockType, id: str = "") -> None:
+    def __init__(self, index: int, kind: ev.BlockType, id: str = "") -> None:
         self.index, self.kind, self.id, self.args = index, kind, id, False
 
 
@@ -305,7 +287,7 @@ class EventMapper:
         """Whether the stop reason has arrived (usage and `finish` wait for `message_stop`)."""
         return self._stop is not None
 
-    def event(self, data: str | bytes) -> list[StreamChunk]:
+    def event(self, data: str | bytes) -> list[ev.StreamChunk]:
         """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
         event = decode_event(_decoder, data, self.events, self._redact)
@@ -334,20 +316,20 @@ class EventMapper:
             raise ProviderError(f"the server reported an error mid-stream: {message}", code)
         return []  # ping, and event types added to the API later
 
-    def end(self) -> list[StreamChunk]:
+    def end(self) -> list[ev.StreamChunk]:
         """The body ended before `message_stop`: complete if the stop reason came, else cut."""
         return self._finish_chunks("the stream ended before its stop reason")
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _start(self, event: _Event) -> list[StreamChunk]:
+    def _start(self, event: _Event) -> list[ev.StreamChunk]:
         block = event.content_block
         if event.index is None or block is None:
             raise ProviderError(
                 f"server-sent event {self.events}: content_block_start without its block",
                 "malformed-event",
             )
-        out: list[StreamChunk] = []
+        out: list[ev.StreamChunk] = []
         mapped = _BLOCK_TYPES.get(block.type)
         if mapped is None:
             self._blocks[event.index] = None
@@ -355,14 +337,14 @@ class EventMapper:
         index = self._next_index
         self._next_index += 1
         opened = self._blocks[event.index] = _Open(index, mapped, block.id or "")
-        out.append(BlockStart(index, mapped))
+        out.append(ev.BlockStart(index, mapped))
         if mapped == "text" and block.text:
-            out.append(TextDelta(index, block.text))
+            out.append(ev.TextDelta(index, block.text))
         elif mapped == "reasoning":
             if block.thinking:
-                out.append(ReasoningDelta(index, block.thinking))
+                out.append(ev.ReasoningDelta(index, block.thinking))
             if block.signature:
-                out.append(ReasoningSignature(index, block.signature))
+                out.append(ev.ReasoningSignature(index, block.signature))
         elif mapped == "tool-call":
             self._calls += 1
             if not opened.id:
@@ -370,41 +352,41 @@ class EventMapper:
                     f"server-sent event {self.events}: a tool_use block without an id",
                     "malformed-event",
                 )
-            out.append(ToolCallDelta(index, opened.id, "", block.name or ""))
+            out.append(ev.ToolCallDelta(index, opened.id, "", block.name or ""))
         return out
 
-    def _delta(self, event: _Event) -> list[StreamChunk]:
+    def _delta(self, event: _Event) -> list[ev.StreamChunk]:
         opened = self._blocks.get(event.index) if event.index is not None else None
         delta = event.delta
         if opened is None or delta is None:
             return []  # a block that is not mapped (or a delta of no block)
         kind = delta.type
         if kind == "text_delta":
-            return [TextDelta(opened.index, delta.text)] if delta.text else []
+            return [ev.TextDelta(opened.index, delta.text)] if delta.text else []
         if kind == "thinking_delta":
-            return [ReasoningDelta(opened.index, delta.thinking)] if delta.thinking else []
+            return [ev.ReasoningDelta(opened.index, delta.thinking)] if delta.thinking else []
         if kind == "signature_delta":
             if delta.signature:
-                return [ReasoningSignature(opened.index, delta.signature)]
+                return [ev.ReasoningSignature(opened.index, delta.signature)]
             return []
         if kind == "input_json_delta":
             if not delta.partial_json:
                 return []
             opened.args = True
-            return [ToolCallDelta(opened.index, opened.id, delta.partial_json)]
+            return [ev.ToolCallDelta(opened.index, opened.id, delta.partial_json)]
         return []  # citations and delta types added to the API later
 
-    def _stop_block(self, event: _Event) -> list[StreamChunk]:
+    def _stop_block(self, event: _Event) -> list[ev.StreamChunk]:
         opened = self._blocks.get(event.index) if event.index is not None else None
         if opened is None:
             return []
-        out: list[StreamChunk] = []
+        out: list[ev.StreamChunk] = []
         if opened.kind == "tool-call" and not opened.args:
-            out.append(ToolCallDelta(opened.index, opened.id, "{}"))
-        out.append(BlockEnd(opened.index))
+            out.append(ev.ToolCallDelta(opened.index, opened.id, "{}"))
+        out.append(ev.BlockEnd(opened.index))
         return out
 
-    def _finish_chunks(self, problem: str) -> list[StreamChunk]:
+    def _finish_chunks(self, problem: str) -> list[ev.StreamChunk]:
         if self._stop is None:
             raise ProviderError(f"{problem} (after {self.events} events)", "stream-cut")
         reason = _FINISH_REASONS.get(self._stop)
@@ -415,9 +397,9 @@ class EventMapper:
             reason = "stop"
         if reason == "stop" and self._calls:
             reason = "tool-calls"
-        return [UsageChunk(self._usage()), Finish(reason)]
+        return [ev.UsageChunk(self._usage()), ev.Finish(reason)]
 
-    def _usage(self) -> Usage:
+    def _usage(self) -> ev.Usage:
         first, last = self._input, self._output or _Usage()
 
         def figure(name: str) -> int:
@@ -426,7 +408,7 @@ class EventMapper:
 
         read = figure("cache_read_input_tokens")
         written = figure("cache_creation_input_tokens")
-        return Usage(
+        return ev.Usage(
             figure("input_tokens") + read + written,
             figure("output_tokens"),
             read if read or first.cache_read_input_tokens is not None else UNSET,

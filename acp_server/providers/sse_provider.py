@@ -64,10 +64,13 @@ class HttpTuning:
     """The settings every HTTP provider takes, by keyword, and its one HTTP client."""
 
     connect_timeout: float = 10.0
+    """Seconds to open the connection (TLS included)."""
     read_timeout: float = 300.0
     """Seconds without a byte from the server (reasoning models think a while before the first)."""
     max_retries: int = 3
+    """Attempts after the first, for a failure that may pass (`http.retryable_status`)."""
     retry_base_delay: float = 0.5
+    """Seconds before the first retry; each next one waits twice as long, up to the maximum."""
     retry_max_delay: float = 20.0
     trust_env: bool = True
     """Honour HTTP(S)_PROXY / NO_PROXY / SSL_CERT_FILE from the environment, as httpx does."""

@@ -189,6 +189,38 @@ class PollingWatch:
         pass
 
 
+class BatchWrites:
+    """`flush` and `sync` of a writer whose one `_write` takes its queued events as one batch."""
+
+    async def _write(self, *, sync: bool) -> None:
+        raise NotImplementedError
+
+    async def flush(self) -> None:
+        await self._write(sync=False)
+
+    async def sync(self) -> None:
+        await self._write(sync=True)
+
+
+class PollingEngine:
+    """What the engines without notifications share: followers poll, nothing is left to
+    prepare once the store is built, and a delete, once started, finishes (shielded from
+    cancellation) in a worker thread."""
+
+    async def prepare(self) -> None:
+        pass  # checked when the store was built
+
+    def watch(self, session_id: str) -> PollingWatch:
+        return PollingWatch()
+
+    async def delete(self, session_id: str) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> None:
+        raise NotImplementedError
+
+
 class Store(Protocol):
     """Every session of one store (a directory of JSONL logs, a database...)."""
 

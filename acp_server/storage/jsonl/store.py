@@ -27,7 +27,7 @@ from ...core.chunk_rows import StorageRecord, decode_record_json, decode_storage
 from ...core.events import SessionEvent, SessionTitle, decode_event
 from ...core.header import SessionHeader
 from ...core.paging import PageCut
-from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..api import BatchWrites, ListedSession, Opened, PollingEngine, StoredLog
 from ..errors import LogError, LogLocked, SessionNotFound
 from .lines import READ_BLOCK, Compression, LogLines, log_compression
 from .sessions import ContinuedLog, SessionStore
@@ -43,7 +43,7 @@ INDEX_CACHE: Final = 64
 """History indexes kept for sessions that are not live (each holds one entry per record)."""
 
 
-class JsonlWriter:
+class JsonlWriter(BatchWrites):
     """The store API's `Writer` over a `LogWriter`."""
 
     def __init__(self, raw: LogWriter, files: SessionStore) -> None:
@@ -84,12 +84,6 @@ class JsonlWriter:
 
     def append_one(self, event: SessionEvent) -> None:
         self.raw.append_one(event)
-
-    async def flush(self) -> None:
-        await self._write(sync=False)
-
-    async def sync(self) -> None:
-        await self._write(sync=True)
 
     async def _write(self, *, sync: bool) -> None:
         async with self._lock:
@@ -150,7 +144,7 @@ class JsonlHistory:
         return child_id in children
 
 
-class JsonlStore:
+class JsonlStore(PollingEngine):
     """The store API over a sessions root of JSONL logs."""
 
     def __init__(
@@ -265,16 +259,6 @@ class JsonlStore:
 
     async def damage(self) -> list[str]:
         return []  # each log is checked on its own
-
-    async def prepare(self) -> None:
-        pass  # checked when the store was built
-
-    def watch(self, session_id: str) -> PollingWatch:
-        return PollingWatch()
-
-    async def delete(self, session_id: str) -> None:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._delete, session_id)
 
     def _delete(self, session_id: str) -> None:
         path = self.files.log_path(session_id)  # raises SessionNotFound

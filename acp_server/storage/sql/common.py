@@ -23,7 +23,7 @@ from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.paging import clip_records
 from ...core.recovery import interrupted_turn_closers
-from ..api import ListedSession, Opened, StoredLog
+from ..api import BatchWrites, ListedSession, Opened, StoredLog
 from ..appends import QueuedAppends
 from ..checked import CheckedRecords
 from ..collection import collection_paused
@@ -191,7 +191,7 @@ class _Store(Protocol):
     def where(self, session_id: str) -> str: ...
 
 
-class SqlWriter(QueuedAppends):
+class SqlWriter(QueuedAppends, BatchWrites):
     """The store API's `Writer` of one session in a database: its queue, its batches (one
     transaction each, `commit`), recovery and close. An engine brings `commit` and
     `close_now` (giving up its claim), and marks its driver's failures with `failing`."""
@@ -253,12 +253,6 @@ class SqlWriter(QueuedAppends):
             self.failure = os_error(exc)
             self._pending = []
             raise LogWriteFailed(self.name, self.failure) from None
-
-    async def flush(self) -> None:
-        await self._write(sync=False)
-
-    async def sync(self) -> None:
-        await self._write(sync=True)
 
     async def _write(self, *, sync: bool) -> None:
         async with self._lock:

@@ -43,7 +43,7 @@ from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
-from ..api import ListedSession, Opened, PollingWatch, StoredLog
+from ..api import ListedSession, Opened, PollingEngine, StoredLog
 from ..appends import batch_rows
 from ..errors import (
     LogError,
@@ -98,7 +98,7 @@ _encoder: Final = msgspec.json.Encoder()
 _sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
 
 
-class SqliteStore:
+class SqliteStore(PollingEngine):
     """The store API over one SQLite database."""
 
     def __init__(self, path: Path | str, *, pack: bool = True) -> None:
@@ -290,16 +290,6 @@ class SqliteStore:
 
     async def lines(self, session_id: str) -> StoredLines:
         return StoredLines(self, session_id)
-
-    async def prepare(self) -> None:
-        pass  # checked when the store was built
-
-    def watch(self, session_id: str) -> PollingWatch:
-        return PollingWatch()
-
-    async def delete(self, session_id: str) -> None:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._delete, session_id)
 
     def _delete(self, session_id: str) -> None:
         if not self._exists(session_id):
