@@ -155,7 +155,8 @@ class Answered:
 
 
 class PromptServer:
-    """The real server over a fixture built from `scenario`, with one workspace under `tmp_path`.
+    """The real server over a fixture built from `scenario` (None: a bare server, with no
+    `--replay`), with one workspace under `tmp_path`.
 
     Use as a context manager: leaving it ends the server's input and checks that it exited with
     status 0, logged no traceback, and wrote only frames the ACP models accept.
@@ -164,7 +165,7 @@ class PromptServer:
     def __init__(
         self,
         tmp_path: Path,
-        scenario: Scenario | Path,
+        scenario: Scenario | Path | None,
         *flags: str,
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
@@ -173,14 +174,15 @@ class PromptServer:
         self.workspace = self.tmp / "workspace"
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.sessions_dir = self.tmp / "sessions"
-        fixture = (
-            scenario
-            if isinstance(scenario, Path)
-            else write_fixture(self.tmp / "fixture", scenario)
-        )
+        if scenario is None:  # a bare server: no --replay
+            replay: tuple[str, ...] = ()
+        elif isinstance(scenario, Path):
+            replay = ("--replay", str(scenario))
+        else:
+            replay = ("--replay", str(write_fixture(self.tmp / "fixture", scenario)))
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
-        self.process = AcpProcess(self.sessions_dir, "--replay", str(fixture), *flags)
+        self.process = AcpProcess(self.sessions_dir, *replay, *flags)
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
         result = self.request(
