@@ -50,14 +50,7 @@ EXPECTED_INITIALIZE = {
         "auth": {"logout": {}},
         "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
     },
-    "authMethods": [
-        {
-            "id": "agent",
-            "name": "API key",
-            "description": "The key from the provider's environment variable (OPENAI_API_KEY "
-            "unless --api-key-env says otherwise), or the one `acp-server login` stored",
-        }
-    ],
+    "authMethods": [],
     "agentInfo": {"name": "acp-server", "version": acp_server.__version__},
 }
 
