@@ -161,6 +161,43 @@ def test_replay_needs_no_key_and_authenticate_and_logout_succeed(
         assert server.result("logout", {}) == {}
 
 
+@pytest.mark.process
+def test_replay_lists_no_auth_method_answered_early(tmp_path: Path, config: Path) -> None:
+    sessions = tmp_path / "sessions"
+    with AcpProcess(sessions, "--log-level", "info", env=env_without_key(config)) as server:
+        capabilities = {"auth": {"terminal": True}}
+        result = server.result(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities}
+        )
+        assert server.finish() == 0
+    assert "initialize answered while the server started" in server.stderr
+    assert result["authMethods"] == []
+
+
+@pytest.mark.process
+def test_replay_lists_no_auth_method_answered_by_the_connection(
+    tmp_path: Path, config: Path
+) -> None:
+    sessions = tmp_path / "sessions"
+    with AcpProcess(sessions, "--log-level", "info", env=env_without_key(config)) as server:
+        server.send(b'{"jsonrpc":"2.0","id":0,')  # a first line the early answer leaves
+        assert server.read_frame()["error"]["code"] == -32700
+        capabilities = {"auth": {"terminal": True}}
+        result = server.result(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities}
+        )
+        assert server.finish() == 0
+    assert "initialize answered while the server started" not in server.stderr
+    assert result["authMethods"] == []
+
+
+@pytest.mark.process
+def test_a_local_endpoint_lists_no_auth_method(tmp_path: Path, config: Path) -> None:
+    local = ("--provider", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1")
+    with AcpProcess(tmp_path / "sessions", *local, env=env_without_key(config)) as server:
+        assert server.initialize()["authMethods"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # acp-server login / logout.
 

@@ -358,6 +358,29 @@ async def test_a_subagent_child_followed_while_its_parent_runs_ends_with_exactly
     assert list(parent.journal.events) == log_events(tmp_path / "sessions", session)
 
 
+async def test_a_page_without_through_seq_pages_on_through_the_seq_it_answered(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with spawn(tmp_path, TWO_TURNS) as client:
+            session = await new_session(client, tmp_path)
+            await client.prompt(session, "plan it")
+            address = session_address(session)
+            newest = await client.page(address, max_messages=1)
+            await client.prompt(session, "again")  # appends after the first page was cut
+            journal = Journal.from_page(newest.records, newest.has_more)
+            while journal.has_older:
+                page = await client.page(
+                    address, newest.through_seq, before_seq=journal.first_seq, max_messages=1
+                )
+                journal.prepend(page.records, page.has_more)
+
+    log = log_events(tmp_path / "sessions", session)
+    second_turn = [e.seq for e in log if type(e) is TurnStart][1]
+    assert newest.through_seq == second_turn - 1
+    assert list(journal.events) == log[:second_turn]
+
+
 async def test_a_journal_from_history_equals_one_from_walking_pages_by_hand(tmp_path: Path) -> None:
     with anyio.fail_after(TIMEOUT):
         async with spawn(tmp_path, TWO_TURNS) as client:

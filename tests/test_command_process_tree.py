@@ -154,7 +154,9 @@ def test_a_server_shut_down_by_sigterm_kills_its_running_commands_whole_tree(
                 break
         wait_until(lambda: daemon.exists(), "the daemon started")
         os.kill(server.process.pipes.process.pid, signal.SIGTERM)
-        assert server.process.wait(TIMEOUT) == 128 + signal.SIGTERM
+        # Killing the command's tree is part of a shutdown that completes: the turn ends
+        # cancelled and its log is closed, so the status is 0.
+        assert server.process.wait(TIMEOUT) == 0
     finally:
         server.process.kill()
     assert gone_soon(pid_in(daemon)) is True

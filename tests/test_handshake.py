@@ -18,13 +18,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.cli.parser import build_parser, with_default_command
+from acp_server.providers.names import takes_a_key
 from acp_server.providers.registry import REPLAY
 from acp_server.server.agent import AcpAgent
+from acp_server.server.app import provider_auth
+from acp_server.server.auth import KeyAuth, NoAuth
+from acp_server.server.config import ServeConfig
 from acp_server.server.protocol import InitializeRequest
 from acp_server.server.rpc import Connection, result_frame
 from acp_server.server.sessions import SessionRegistry
 from acp_server.startup.handshake import early_answer
-from acp_server.startup.launch import serves_stdio_early
+from acp_server.startup.launch import early_provider, serves_stdio_early
 from acp_server.storage.jsonl.store import JsonlStore
 
 
@@ -36,10 +40,21 @@ class _Sink:
         raise AssertionError("nothing is sent")
 
 
-def connection_answer(request_id: Any, params: Any) -> Any:
-    """What the connection's own `initialize` answers, as JSON."""
+class _Keyless:
+    """A provider with no `api_key` yet, for `KeyAuth`."""
+
+    api_key = None
+
+
+def connection_answer(request_id: Any, params: Any, *, key_needed: bool = False) -> Any:
+    """What the connection's own `initialize` answers, as JSON, for a provider that needs a key
+    (a remote endpoint) or takes none (llm-replay)."""
+    auth = KeyAuth(_Keyless(), key_required=True) if key_needed else NoAuth()
     agent = AcpAgent(
-        Connection(_Sink()), SessionRegistry(JsonlStore(Path("/nonexistent"))), cast(Any, None)
+        Connection(_Sink()),
+        SessionRegistry(JsonlStore(Path("/nonexistent"))),
+        cast(Any, None),
+        auth=auth,
     )
     request = msgspec.convert({} if params is None else params, InitializeRequest)
     return json.loads(result_frame(request_id, agent.initialize(request)))
@@ -50,8 +65,8 @@ def line(params: Any, request_id: Any = 1, **extra: Any) -> bytes:
     return json.dumps({**message, **extra}).encode()
 
 
-def answered(raw: bytes) -> Any:
-    decided = early_answer(raw)
+def answered(raw: bytes, *, key_needed: bool = False) -> Any:
+    decided = early_answer(raw, key_needed=key_needed)
     assert decided is not None
     frame, _ = decided
     assert frame.endswith(b"\n") and frame.count(b"\n") == 1
@@ -71,14 +86,22 @@ def answered(raw: bytes) -> Any:
         {"protocolVersion": 1, "clientCapabilities": [], "unknown": 5, "_meta": {"x": 1}},
     ],
 )
-def test_the_early_answer_is_the_connections(params: dict[str, Any]) -> None:
-    assert answered(line(params, "req-7")) == connection_answer("req-7", params)
+@pytest.mark.parametrize("key_needed", [False, True])
+def test_the_early_answer_is_the_connections(params: dict[str, Any], key_needed: bool) -> None:
+    assert answered(line(params, "req-7"), key_needed=key_needed) == connection_answer(
+        "req-7", params, key_needed=key_needed
+    )
 
 
 def test_a_client_that_can_run_a_terminal_is_offered_the_terminal_method() -> None:
     params = {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}}
-    methods = answered(line(params))["result"]["authMethods"]
+    methods = answered(line(params), key_needed=True)["result"]["authMethods"]
     assert [m["id"] for m in methods] == ["agent", "terminal"]
+
+
+def test_a_provider_that_takes_no_key_lists_no_auth_method() -> None:
+    params = {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}}
+    assert answered(line(params), key_needed=False)["result"]["authMethods"] == []
 
 
 def test_malformed_capabilities_count_as_none() -> None:
@@ -86,12 +109,13 @@ def test_malformed_capabilities_count_as_none() -> None:
         "protocolVersion": 1,
         "clientCapabilities": {"terminal": 1, "auth": {"terminal": True}},
     }
-    assert [m["id"] for m in answered(line(params))["result"]["authMethods"]] == ["agent"]
+    methods = answered(line(params), key_needed=True)["result"]["authMethods"]
+    assert [m["id"] for m in methods] == ["agent"]
 
 
 def test_the_params_answered_are_handed_over() -> None:
     params = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}}
-    decided = early_answer(line(params))
+    decided = early_answer(line(params), key_needed=False)
     assert decided is not None and decided[1] == params
 
 
@@ -124,7 +148,7 @@ def test_the_params_answered_are_handed_over() -> None:
     ],
 )
 def test_what_it_is_not_sure_of_is_left_to_the_connection(raw: bytes) -> None:
-    assert early_answer(raw) is None
+    assert early_answer(raw, key_needed=False) is None
 
 
 JSON = st.recursive(
@@ -144,10 +168,14 @@ JSON = st.recursive(
 )
 
 
-@given(capabilities=JSON, info=JSON)
-def test_any_capabilities_get_the_connections_answer(capabilities: Any, info: Any) -> None:
+@given(capabilities=JSON, info=JSON, key_needed=st.booleans())
+def test_any_capabilities_get_the_connections_answer(
+    capabilities: Any, info: Any, key_needed: bool
+) -> None:
     params = {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": info}
-    assert answered(line(params)) == connection_answer(1, params)
+    assert answered(line(params), key_needed=key_needed) == connection_answer(
+        1, params, key_needed=key_needed
+    )
 
 
 @pytest.mark.parametrize(
@@ -220,6 +248,18 @@ def test_launch_reads_every_abbreviated_flag_as_the_command_line_does() -> None:
             assert serves_stdio_early(args, {}) is expected, args
             checked += 1
     assert checked > 100
+
+
+def test_the_launcher_answers_early_for_a_provider_the_server_finds_keyless_too() -> None:
+    # The early answer lists the auth methods the launcher's reading implies; the server's own
+    # answer lists those its `Auth` implies: the two readings of one command line agree.
+    provider = early_provider(["serve", "--provider", REPLAY], {})
+    assert provider == REPLAY
+    config = ServeConfig(sessions_dir=Path("/nonexistent"), provider=provider)
+    assert (takes_a_key(provider), provider_auth(config, cast(Any, None)).requires_key()) == (
+        False,
+        False,
+    )
 
 
 def test_the_terminal_auth_method_logs_in_instead() -> None:

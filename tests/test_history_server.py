@@ -352,7 +352,7 @@ def test_the_bounds_themselves_are_valid(shared: AcpProcess) -> None:
     ("params", "field"),
     [
         ({"throughSeq": 0}, "address"),
-        ({"address": address("plain")}, "throughSeq"),
+        ({"maxMessages": 1}, "address"),
     ],
 )
 def test_missing_required_params_are_named(
@@ -361,6 +361,34 @@ def test_missing_required_params_are_named(
     error = shared.error("session.page", params)
     assert error["code"] == -32602
     assert f"missing required field `{field}`" in error["message"]
+
+
+@pytest.mark.process
+def test_a_page_without_through_seq_is_the_newest_and_answers_the_seq_it_was_cut_at(
+    shared: AcpProcess,
+) -> None:
+    plain = {"address": address("plain"), "maxMessages": 1}
+    newest = shared.result("session.page", {**plain, "throughSeq": PLAIN_LAST})
+    assert shared.result("session.page", plain) == {**newest, "throughSeq": PLAIN_LAST}
+
+
+@pytest.mark.process
+def test_an_empty_session_paged_without_through_seq_answers_minus_one(shared: AcpProcess) -> None:
+    assert shared.result("session.page", {"address": address("empty")}) == {
+        "records": [],
+        "hasMore": False,
+        "throughSeq": -1,
+    }
+
+
+@pytest.mark.process
+def test_a_page_without_through_seq_takes_before_seq_too(shared: AcpProcess) -> None:
+    plain = {"address": address("plain"), "beforeSeq": 0}
+    assert shared.result("session.page", plain) == {
+        "records": [],
+        "hasMore": False,
+        "throughSeq": PLAIN_LAST,
+    }
 
 
 @pytest.mark.process

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import random
 import resource
+import signal
 import string
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import msgspec
 import pytest
 from fixtures_builder import Scenario, Step, step_chunks
 from mounts import BALLAST_NAME, fill, read_only_bind, tmpfs
-from polling import wait_until
+from polling import TIMEOUT, wait_until
 from prompt_harness import PromptServer
 from surface_values import session_setup
 
@@ -231,6 +232,24 @@ def test_a_file_size_limit_fails_the_prompt_as_file_too_large_and_the_next_one_w
     path = server.log_path(session)
     assert outline(logged(path)) == FIRST_TURN_CLOSED_BY_RECOVERY_THEN_SECOND
     assert_loads_and_verifies(tmp_path, session, path)
+
+
+def test_sigterm_whose_shutdown_cannot_write_the_log_exits_143(tmp_path: Path) -> None:
+    server = PromptServer(tmp_path, HANG_FIRST)
+    try:
+        session = server.new_session()
+        server.send_request("session/prompt", server.prompt_params(session, "first"))
+        wait_until(lambda: (server.workspace / "streamed").exists(), "the model streamed")
+        pid = server.process.process.pid
+        size = server.log_path(session).stat().st_size
+        # The cancelled turn's last records cannot be written: the log closes without them.
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+        os.kill(pid, signal.SIGTERM)
+
+        assert server.process.wait(TIMEOUT) == 128 + signal.SIGTERM
+    finally:
+        server.process.kill()
+    assert f"shutdown did not finish cleanly: session {session}: " in server.process.stderr
 
 
 # ---------------------------------------------------------------------------------------------

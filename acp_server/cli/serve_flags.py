@@ -95,7 +95,11 @@ def add_serve(commands: Commands) -> None:
         "serve",
         help="serve ACP over stdio (the default)",
         description="Serve the Agent Client Protocol over stdin/stdout: one JSON-RPC message per "
-        "line. Protocol frames only on stdout; logs on stderr. Exits 0 at end of input.",
+        "line. Protocol frames only on stdout; logs on stderr. Exit status: 0 at the end of "
+        "input, and on SIGTERM or SIGINT once the shutdown completed (every session's log "
+        "written and closed); 128 + the signal (143 for SIGTERM, 130 for SIGINT) only when that "
+        "shutdown could not finish cleanly, or when a second signal cut it short; 2 when the "
+        "server cannot start.",
     )
     serve.add_argument(
         "--sessions-dir",

@@ -41,7 +41,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from msgspec import UNSET
 
 from ..core.events import SessionEvent
-from ..core.history import DEFAULT_MAX_MESSAGES, expand_history_records
+from ..core.history import DEFAULT_MAX_MESSAGES, HistoryProtocolError, expand_history_records
 from ..jsonrpc.errors import InternalError
 from ..jsonrpc.peer import Invalid, Notification, Peer, Request
 from ..jsonrpc.runner import Runner
@@ -97,11 +97,13 @@ def default_answer(method: str, params: Any) -> Any:
 
 
 class Page(NamedTuple):
-    """A `session.page` result: the records as sent, their exact events, and `hasMore`."""
+    """A `session.page` result: the records as sent, their exact events, `hasMore`, and the seq
+    the page was cut at (the one asked for, else the server's answer)."""
 
     records: list[Any]
     events: list[SessionEvent]
     has_more: bool
+    through_seq: int
 
 
 class Loaded(NamedTuple):
@@ -351,21 +353,27 @@ class AcpClient(Runner):
     async def page(
         self,
         address: Address,
-        through_seq: int,
+        through_seq: int | None = None,
         before_seq: int | None = None,
         max_messages: int = DEFAULT_MAX_MESSAGES,
     ) -> Page:
         """`session.page`, its records expanded to exact events (malformed ones raise
-        `HistoryProtocolError`)."""
-        params: dict[str, Any] = {
-            "address": dict(address),
-            "throughSeq": through_seq,
-            "maxMessages": max_messages,
-        }
+        `HistoryProtocolError`). Without `through_seq`, the newest page: pass the `through_seq`
+        it answers to the older pages, so that later appends never shift them."""
+        params: dict[str, Any] = {"address": dict(address), "maxMessages": max_messages}
+        if through_seq is not None:
+            params["throughSeq"] = through_seq
         if before_seq is not None:
             params["beforeSeq"] = before_seq
         result = await self.request("session.page", params)
-        return Page(result["records"], expand_history_records(result["records"]), result["hasMore"])
+        if through_seq is None:
+            through_seq = result.get("throughSeq")
+            if type(through_seq) is not int:
+                raise HistoryProtocolError(
+                    "a session.page result without throughSeq, though the request left it out"
+                )
+        records = result["records"]
+        return Page(records, expand_history_records(records), result["hasMore"], through_seq)
 
     async def follow(self, address: Address, max_messages: int = DEFAULT_MAX_MESSAGES) -> Follow:
         """`session.follow`: a `Follow` holding the snapshot, kept gapless from then on."""

@@ -49,7 +49,8 @@ SessionAddress = SessionAddressed | SubagentAddressed
 
 class PageParams(_Inbound):
     address: SessionAddress
-    through_seq: Annotated[int, Meta(ge=-1)]
+    through_seq: Annotated[int, Meta(ge=-1)] | UnsetType = UNSET
+    """Absent: the session's last seq when the request is read (SPEC 3.1)."""
     before_seq: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
     max_messages: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_MESSAGES
     meta: Meta_ = field(default=UNSET, name="_meta")
@@ -74,6 +75,9 @@ class PageResult(Model):
     records: list[Any]
     """`SessionHistoryRecord`s (typed loosely: msgspec unions cannot mix the two shapes)."""
     has_more: bool
+    through_seq: int | UnsetType = UNSET
+    """When the request left `throughSeq` out: the seq the page was cut at, for the next pages
+    to pass, so that later appends never shift them."""
 
 
 class FollowParams(_Inbound):

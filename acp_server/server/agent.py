@@ -216,10 +216,13 @@ class AcpAgent:
                 request.protocol_version,
                 PROTOCOL_VERSION,
             )
-        # The terminal method only for a client that can run one (SPEC 4.4).
-        methods: list[Any] = [AGENT_AUTH]
-        if self.client_capabilities.auth.terminal:
-            methods.append(TERMINAL_AUTH)
+        # Methods only for a provider that needs a key; the terminal one only for a client that
+        # can run it (SPEC 4.4).
+        methods: list[Any] = []
+        if self.auth.requires_key():
+            methods.append(AGENT_AUTH)
+            if self.client_capabilities.auth.terminal:
+                methods.append(TERMINAL_AUTH)
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AGENT_CAPABILITIES,

@@ -1,9 +1,10 @@
 """`acp-server serve`: the stdio server put together, from process start to exit.
 
-The server runs until its input ends (exit status 0), or until SIGTERM or SIGINT (status
-128 + the signal number). Either way it shuts down the same way: in-flight requests are given a
-moment to finish, every session log is flushed, fsynced and unlocked, every frame already
-produced is written, and the logs are flushed.
+The server runs until its input ends, or until SIGTERM or SIGINT. Either way it shuts down the
+same way: in-flight requests are given a moment to finish, every session log is flushed, fsynced
+and unlocked, every frame already produced is written, and the logs are flushed. It exits 0,
+unless a signal's shutdown could not finish (a session's work outlived the wait, a log could not
+be written or closed): then 128 + the signal number (`lifetime.exit_status`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..transports.stdio_fds import StdioFds, claim_stdio
 from .agent import AcpAgent
 from .auth import Auth, KeyAuth, KeyHolder, NoAuth, is_local
 from .config import ServeConfig
-from .lifetime import prepared, sessions_served
+from .lifetime import exit_status, prepared, sessions_served
 from .rpc import Connection
 
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
@@ -98,7 +99,7 @@ async def serve(
         store = open_config_store(config)
     if not await prepared(store):
         return 2
-    status = 0
+    signalled: int | None = None
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
@@ -113,11 +114,11 @@ async def serve(
                     agent.answered_early(handover.initialized)
 
                 async def watch_signals() -> None:
-                    nonlocal status
+                    nonlocal signalled
                     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                         async for signum in signals:
                             log.info("signal %d: shutting down", signum)
-                            status = 128 + signum
+                            signalled = signum
                             connection.stop()
                             return
 
@@ -135,6 +136,7 @@ async def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 await writer.aclose()  # the writer drains what is queued, then ends
+    status = exit_status(signalled, sessions.unfinished)
     log.info("served; exit status %d", status)
     return status
 

@@ -5,7 +5,8 @@ environment variable, else from the credentials `acp-server login` stored. A pro
 key and an endpoint that is not on this machine needs authentication: `session/new` is refused
 with -32000 until `authenticate` finds a key (say, after `acp-server login` in a terminal).
 `logout` removes the stored credentials, and the key they gave. `NoAuth` is the replay
-provider's: nothing is needed; logout still removes stored credentials.
+provider's: nothing is needed; logout still removes stored credentials. Only a provider that
+needs a key lists auth methods in `initialize`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class KeyHolder(Protocol):
 
 
 class Auth(Protocol):
+    def requires_key(self) -> bool:
+        """Whether the provider needs a key at all: then `initialize` lists the auth methods."""
+
     def needed(self) -> bool:
         """Whether a session cannot start yet for want of a key."""
 
@@ -67,6 +71,9 @@ class KeyAuth:
             self.provider.api_key = key
             self.from_store = True
 
+    def requires_key(self) -> bool:
+        return self.key_required
+
     def needed(self) -> bool:
         return self.key_required and self.provider.api_key is None
 
@@ -83,6 +90,9 @@ class KeyAuth:
 
 
 class NoAuth:
+    def requires_key(self) -> bool:
+        return False
+
     def needed(self) -> bool:
         return False
 

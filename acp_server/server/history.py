@@ -33,6 +33,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from msgspec import UNSET, UnsetType
 
 from ..core.chunk_rows import StorageRecord, decode_storage_record
 from ..core.event_log import EventLog
@@ -129,15 +130,18 @@ class History:
     async def page(self, request: PageParams) -> PageResult:
         resolved = await self._resolve(request.address)
         last = resolved.source.last_seq
-        if request.through_seq > last:
+        through = request.through_seq
+        if isinstance(through, int) and through > last:
             raise InvalidParams.at(
-                "$.throughSeq", f"{request.through_seq} is past the session's last seq {last}"
+                "$.throughSeq", f"{through} is past the session's last seq {last}"
             )
-        end = request.through_seq + 1
+        end = (last if isinstance(through, UnsetType) else through) + 1
         if isinstance(request.before_seq, int):
             end = min(end, request.before_seq)
         cut, records = await self._page(resolved, end, request.max_messages)
-        return PageResult(to_history_records(records), cut.has_more)
+        # Left out, the seq it stands for is answered: the client pages on through it.
+        answered = last if isinstance(through, UnsetType) else UNSET
+        return PageResult(to_history_records(records), cut.has_more, answered)
 
     async def _page(
         self, resolved: _Resolved, end: int, max_messages: int

@@ -45,7 +45,7 @@ from ..transports.websocket import Answer, WebSocketChannel, accept, refuse
 from .agent import AcpAgent
 from .auth import Auth
 from .config import ServeConfig
-from .lifetime import prepared, sessions_served
+from .lifetime import exit_status, prepared, sessions_served
 from .rpc import Connection
 from .sessions import SessionRegistry
 
@@ -390,10 +390,11 @@ class WebSocketServer:
 async def serve_websocket(
     config: ServeConfig, listen: ListenConfig, provider: Provider, auth: Auth, store: Store
 ) -> int:
-    """Serve over WebSocket until SIGTERM or SIGINT; the exit status (128 + the signal)."""
+    """Serve over WebSocket until SIGTERM or SIGINT; the exit status (`exit_status`: 0 once
+    the shutdown completed)."""
     if not await prepared(store):
         return 2
-    status = 0
+    signalled: int | None = None
     async with sessions_served(store, provider) as sessions:
         server = WebSocketServer(config, listen, sessions, provider, auth)
         async with anyio.create_task_group() as main:
@@ -409,9 +410,10 @@ async def serve_websocket(
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
                     log.info("signal %d: shutting down", signum)
-                    status = 128 + signum
+                    signalled = signum
                     server.stop()
                     break
+    status = exit_status(signalled, sessions.unfinished)
     log.info("served; exit status %d", status)
     return status
 

@@ -186,6 +186,10 @@ class SessionRegistry:
         self.rewind_listeners: list[Callable[[str, int], None]] = []
         """Called with (session id, kept) when a live session whose log failed to write is
         re-read and drops its events from seq `kept` on: they were never stored."""
+        self.unfinished: list[str] = []
+        """What closing the sessions of a connection that went, or of the whole process, could
+        not finish, one line each (a session's work outliving the wait, a log that could not be
+        written or closed): the process's exit status tells it (`lifetime`)."""
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
@@ -443,7 +447,10 @@ class SessionRegistry:
             return False
         return True
 
-    async def _shut(self, session: LiveSession) -> None:
+    async def _shut(self, session: LiveSession) -> str | None:
+        """Cancel the session's work, wait for it, close its log and its MCP servers; what
+        could not be finished (None: nothing)."""
+        unfinished = None
         session.cancel()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(SHUTDOWN_WAIT) as waited:
@@ -454,9 +461,13 @@ class SessionRegistry:
                     session.id,
                     SHUTDOWN_WAIT,
                 )
+                unfinished = f"session {session.id}: its work outlived the wait"
             await session.writer.close()
+            if session.writer.failure is not None:  # closed without what it failed to write
+                unfinished = f"session {session.id}: its log failed to write"
             await close_mcp(session)
         log.info("session %s closed", session.id)
+        return unfinished
 
     def cancel(self, session_id: str, owner: object | None = None) -> bool:
         """`session/cancel`: False when no live session of `owner`'s has that id; a subagent's
@@ -481,19 +492,23 @@ class SessionRegistry:
         for session in [s for s in self.live.values() if s.owner is owner]:
             if self.live.get(session.id) is session:
                 del self.live[session.id]
-            try:
-                await self._shut(session)
-            except Exception:
-                log.exception("could not close session %s", session.id)
+            await self._shut_noting(session)
 
     async def close_all(self) -> None:
         """At the end of the connection: every log flushed, fsynced and unlocked."""
         sessions, self.live = list(self.live.values()), {}
         for session in sessions:
-            try:
-                await self._shut(session)
-            except Exception:
-                log.exception("could not close session %s", session.id)
+            await self._shut_noting(session)
+
+    async def _shut_noting(self, session: LiveSession) -> None:
+        """`_shut`, what it could not finish noted in `unfinished`."""
+        try:
+            unfinished = await self._shut(session)
+        except Exception as exc:
+            log.exception("could not close session %s", session.id)
+            unfinished = f"session {session.id}: could not close: {type(exc).__name__}"
+        if unfinished is not None:
+            self.unfinished.append(unfinished)
 
     async def list(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
         """`session/list`: one page, newest first, optionally only sessions in `cwd`."""

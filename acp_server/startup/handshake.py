@@ -1,9 +1,10 @@
 """The `initialize` handshake, answered while the server is still starting.
 
 An editor spawns the agent and sends `initialize` at once; everything it shows waits for the
-answer. That answer depends on nothing but the request (SPEC 4: the capabilities are fixed, and
-the terminal auth method is offered to a client that can run one), so it need not wait for the
-event loop, the store or the provider to be set up. `acp-server serve` on stdio
+answer. That answer depends on nothing but the request and whether the provider needs a key
+(SPEC 4: the capabilities are fixed; the auth methods are listed for a provider that needs a key
+alone, the terminal one to a client that can run it), which the launcher reads from the command
+line, so it need not wait for the event loop, the store or the provider to be set up. `acp-server serve` on stdio
 (`launch`, beside it) claims the protocol streams first and starts `EarlyHandshake`: a thread
 that reads the first line and, when it is a plain, valid `initialize` request, answers it, while
 the main thread goes on importing and starting the server. When the server is ready to read
@@ -75,12 +76,21 @@ bytes)."""
 _ID_RANGE: Final = (-(2**63), 2**64 - 1)
 
 
-def initialize_result(terminal_auth: bool) -> dict[str, Any]:
-    """The `initialize` result, for a client that can (or cannot) run the terminal method."""
+def auth_methods(key_needed: bool, terminal_auth: bool) -> list[dict[str, Any]]:
+    """The auth methods `initialize` lists (SPEC 4.4): none for a provider that needs no key;
+    else the agent method, and the terminal one for a client that can run it."""
+    if not key_needed:
+        return []
+    return [AGENT_AUTH, TERMINAL_AUTH] if terminal_auth else [AGENT_AUTH]
+
+
+def initialize_result(terminal_auth: bool, key_needed: bool) -> dict[str, Any]:
+    """The `initialize` result, for a client that can (or cannot) run the terminal method and a
+    provider that needs (or does not need) a key."""
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": AGENT_CAPABILITIES,
-        "authMethods": [AGENT_AUTH, TERMINAL_AUTH] if terminal_auth else [AGENT_AUTH],
+        "authMethods": auth_methods(key_needed, terminal_auth),
         "agentInfo": AGENT_INFO,
     }
 
@@ -104,9 +114,10 @@ def _no_constant(name: str) -> Any:
     raise _Unsure  # NaN and Infinity are not JSON
 
 
-def early_answer(line: bytes) -> tuple[bytes, dict[str, Any]] | None:
+def early_answer(line: bytes, *, key_needed: bool) -> tuple[bytes, dict[str, Any]] | None:
     """The answer frame (with its newline) to `line` and the params it answered, when `line` is
-    an `initialize` request the connection would answer with a result; else None."""
+    an `initialize` request the connection would answer with a result; else None. `key_needed`:
+    whether the provider the server runs needs a key."""
     if len(line) > MAX_EARLY_LINE or b"\\u" in line:
         return None  # escapes: the two JSON parsers differ on lone surrogates
     try:
@@ -130,7 +141,7 @@ def early_answer(line: bytes) -> tuple[bytes, dict[str, Any]] | None:
         return None
     if not _meta_ok(params, "_meta"):
         return None
-    result = initialize_result(_terminal_auth(params.get("clientCapabilities")))
+    result = initialize_result(_terminal_auth(params.get("clientCapabilities")), key_needed)
     frame = json.dumps(
         {"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")
     )
@@ -177,11 +188,13 @@ def _terminal_auth(capabilities: Any) -> bool:
 
 
 class EarlyHandshake:
-    """Answers a first `initialize` on `input_fd`/`output_fd` while the server starts."""
+    """Answers a first `initialize` on `input_fd`/`output_fd` while the server starts, for a
+    provider that needs a key or not (`key_needed`)."""
 
-    def __init__(self, input_fd: int, output_fd: int) -> None:
+    def __init__(self, input_fd: int, output_fd: int, *, key_needed: bool) -> None:
         self.input_fd = input_fd
         self.output_fd = output_fd
+        self.key_needed = key_needed
         self._wake_read, self._wake_write = os.pipe()
         self._read = bytearray()
         self.answered: dict[str, Any] | None = None
@@ -214,7 +227,7 @@ class EarlyHandshake:
                 if newline >= 0 or len(self._read) > MAX_EARLY_LINE:
                     break
             if newline >= 0:
-                decided = early_answer(bytes(self._read[:newline]))
+                decided = early_answer(bytes(self._read[:newline]), key_needed=self.key_needed)
                 if decided is not None:
                     frame, self.answered = decided
                     _write_all(self.output_fd, frame)
@@ -232,11 +245,12 @@ def _write_all(fd: int, data: bytes) -> None:
 _started: EarlyHandshake | None = None
 
 
-def start(input_fd: int, output_fd: int) -> None:
-    """Answer the first `initialize` on these descriptors while the process starts (once)."""
+def start(input_fd: int, output_fd: int, *, key_needed: bool) -> None:
+    """Answer the first `initialize` on these descriptors while the process starts (once), for
+    a provider that needs a key or not."""
     global _started
     if _started is None and sys.platform != "win32":  # select() polls pipes on POSIX only
-        _started = EarlyHandshake(input_fd, output_fd)
+        _started = EarlyHandshake(input_fd, output_fd, key_needed=key_needed)
         _started.start()
 
 

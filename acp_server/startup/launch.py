@@ -5,8 +5,9 @@ asks for the stdio server (no command or `serve`, without `--listen`, `--help`, 
 live `--provider` or a provider's key variable set, each of which may start the process again,
 to take a key out of the environment),
 the protocol streams are claimed and `acp_server.startup.handshake` starts answering the first
-`initialize` before the rest of the program is even imported. Everything else, the command line
-included, is `acp_server.cli`'s.
+`initialize` before the rest of the program is even imported, told whether the provider the
+command line names needs a key (its auth methods depend on it). Everything else, the command
+line included, is `acp_server.cli`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if serves_stdio_early(args, os.environ):
+    provider = early_provider(args, os.environ)
+    if provider is not None:
+        from ..providers.names import takes_a_key
         from ..transports.stdio_fds import claim_stdio
         from . import handshake
 
@@ -27,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass  # no usable stdio: the server says so, in its own words, once it starts
         else:
-            handshake.start(fds.input, fds.output)
+            handshake.start(fds.input, fds.output, key_needed=takes_a_key(provider))
     from ..cli.main import main as cli_main
 
     return cli_main(argv)
@@ -36,26 +39,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serves_stdio_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
     """Whether `args` run the stdio server in this very process, with a provider that takes
     no key (llm-replay)."""
-    from ..providers.names import KEY_VARIABLES, key_variables
+    return early_provider(args, environ) is not None
+
+
+def early_provider(args: list[str], environ: os._Environ[str] | dict[str, str]) -> str | None:
+    """The provider `args` name (llm-replay unless `--provider` says otherwise), when they run
+    the stdio server in this very process with a provider that takes no key; else None."""
+    from ..providers.names import KEY_VARIABLES, REPLAY, key_variables
     from .handshake import LOGIN_ENV
 
     if environ.get(LOGIN_ENV) == "1":
-        return False  # the terminal auth method: this process logs in
+        return None  # the terminal auth method: this process logs in
     if any(environ.get(name) for name in key_variables()):
-        return False  # started again without it first: what this one read would be lost
+        return None  # started again without it first: what this one read would be lost
     if args and args[0] == "serve":
         args = args[1:]
     elif args and not args[0].startswith("-"):
-        return False  # another command
+        return None  # another command
+    provider = REPLAY
     for index, arg in enumerate(args):
         name, equals, value = arg.partition("=")
         if name == "-h" or _abbreviates(name, "--help", "--version", "--listen"):
-            return False
+            return None
         if _abbreviates(name, "--provider"):
             given = value if equals else (args[index + 1] if index + 1 < len(args) else "")
             if given not in KEY_VARIABLES or KEY_VARIABLES[given]:
-                return False
-    return True
+                return None
+            provider = given
+    return provider
 
 
 def _abbreviates(name: str, *flags: str) -> bool:
