@@ -74,7 +74,7 @@ def test_serve_help_names_every_flag() -> None:
         (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
         (
             ["bogus"],
-            "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'login', 'logout', 'demo', 'log', 'store', 'fixture')",
+            "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'login', 'logout', 'demo', 'log', 'store', 'sessions', 'fixture')",
         ),
     ],
 )
