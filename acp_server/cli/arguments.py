@@ -17,9 +17,11 @@ EXIT_STATUS: dict[str, str] = {
     "it cannot use), said in one line on stderr.",
     "checks": "Exit status: 0 when all is well; 1 when it found problems (a log or session that "
     "fails a check, a session it could not copy); 2 when it could not run (a bad argument, a "
-    "store it cannot open or reach, a log it cannot read), said in one line on stderr.",
+    "store it cannot open or reach, a log it cannot read), said in one line on stderr; 141, "
+    "without a word, when the reader closes its output (| head).",
     "lists": "Exit status: 0 when it listed the sessions; 2 when it could not run (a bad "
-    "argument, a store it cannot open or reach), said in one line on stderr.",
+    "argument, a store it cannot open or reach), said in one line on stderr; 141, without a "
+    "word, when the reader closes its output (| head).",
 }
 """The exit status convention, the same for every command, as each command's help states it:
 1 for problems found, 2 for a command that could not run."""
