@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,7 @@ def test_serve_help_names_every_flag() -> None:
         (["--unknown-flag"], "acp-server: error: unrecognized arguments: --unknown-flag"),
         (
             ["bogus"],
-            "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'login', 'logout', 'demo', 'log', 'store', 'fixture')",
+            "acp-server: error: argument COMMAND: invalid choice: 'bogus' (choose from 'serve', 'login', 'logout', 'demo', 'log', 'store', 'sessions', 'fixture')",
         ),
     ],
 )
@@ -105,6 +106,87 @@ def test_sessions_dir_must_be_a_directory(tmp_path: Path) -> None:
     assert (
         result.stderr.decode()
         == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+    )
+
+
+INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+@pytest.mark.process
+def test_a_file_as_sessions_dir_exits_2_before_initialize_is_answered(tmp_path: Path) -> None:
+    file = tmp_path / "file"
+    file.write_text("x")
+    result = run("--sessions-dir", str(file), stdin=INITIALIZE)
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert (
+        result.stderr.decode()
+        == f"acp-server serve: error: --sessions-dir: not a directory: {file}\n"
+    )
+
+
+@pytest.mark.process
+def test_a_sessions_dir_that_cannot_be_made_exits_2_before_initialize_is_answered() -> None:
+    result = run("--sessions-dir", "/proc/nope", stdin=INITIALIZE)
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode() == (
+        "acp-server serve: error: /proc/nope: cannot make the sessions directory: "
+        "no such file or directory\n"
+    )
+
+
+@pytest.mark.process
+def test_a_sessions_dir_from_the_environment_that_cannot_be_made_exits_2_before_the_answer(
+    tmp_path: Path,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_server"],
+        input=INITIALIZE,
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "ACP_SERVER_SESSIONS_DIR": "/proc/nope"},
+    )
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode() == (
+        "acp-server serve: error: /proc/nope: cannot make the sessions directory: "
+        "no such file or directory\n"
+    )
+
+
+@pytest.mark.process
+def test_a_missing_sessions_dir_is_made_at_start(tmp_path: Path) -> None:
+    sessions = tmp_path / "a" / "sessions"
+    result = run("--sessions-dir", str(sessions), stdin=INITIALIZE)
+    assert (result.returncode, result.stdout.count(b"\n"), sessions.is_dir()) == (0, 1, True)
+
+
+@pytest.mark.process
+def test_a_relative_sqlite_url_is_refused() -> None:
+    result = run("--store", "sqlite:a.db", stdin=INITIALIZE)
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode() == (
+        "acp-server serve: error: --store: sqlite:a.db: the path must be absolute "
+        "(sqlite:///abs/path)\n"
+    )
+
+
+@pytest.mark.process
+def test_serve_help_names_the_store_it_would_use_and_the_exit_statuses(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_server", "serve", "--help"],
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "ACP_SERVER_SESSIONS_DIR": str(tmp_path), "COLUMNS": "1000"},
+    )
+    text = " ".join(result.stdout.decode().split())
+    assert f"Sessions are stored in {tmp_path} (from $ACP_SERVER_SESSIONS_DIR)." in text
+    assert "2 when it could not run" in text
+
+
+@pytest.mark.process
+def test_serve_logs_the_store_it_uses_at_info_level(tmp_path: Path) -> None:
+    result = run("--sessions-dir", str(tmp_path), "--log-level", "info")
+    assert f"INFO acp_server: sessions are stored in {tmp_path} (from --sessions-dir)\n" in (
+        result.stderr.decode()
     )
 
 

@@ -224,14 +224,19 @@ def test_the_early_handshake_starts_before_the_servers_libraries(module: str) ->
 
 def test_the_launchers_choice_imports_a_few_leaf_modules_of_the_package() -> None:
     # Whether to start the early answer depends on the providers' key variables, named by a leaf
-    # module that imports nothing (the registry, built on it, imports msgspec).
-    chosen = STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+    # module that imports nothing (the registry, built on it, imports msgspec), and on the
+    # store, looked at by a module of the standard library alone.
+    chosen = (
+        STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+        "\nacp_server.startup.launch.store_ready_early([], {})"
+    )
     loaded = {name for name in modules_after(chosen) if name.startswith("acp_server")}
     assert loaded <= {
         "acp_server",
         "acp_server.startup",
         "acp_server.startup.launch",
         "acp_server.startup.handshake",
+        "acp_server.startup.store_location",
         "acp_server.transports",
         "acp_server.transports.stdio_fds",
         "acp_server.providers",
@@ -239,9 +244,12 @@ def test_the_launchers_choice_imports_a_few_leaf_modules_of_the_package() -> Non
     }
 
 
-@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio"])
+@pytest.mark.parametrize("module", ["msgspec", "anyio", "asyncio", "platformdirs"])
 def test_the_launchers_choice_imports_none_of_the_servers_libraries(module: str) -> None:
-    chosen = STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+    chosen = (
+        STARTED + "\nacp_server.startup.launch.serves_stdio_early([], {})"
+        "\nacp_server.startup.launch.store_ready_early([], {})"
+    )
     assert module not in modules_after(chosen)
 
 

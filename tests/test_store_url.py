@@ -42,6 +42,9 @@ def test_postgresql_urls_name_the_postgresql_engine(scheme: str) -> None:
         ("file://host/dir", "file://host/dir: the path must be absolute"),
         ("sqlite:///", "sqlite:///: no path"),
         ("sqlite:///a.db?mode=ro", "takes no query or fragment"),
+        ("sqlite:a.db", "sqlite:a.db: the path must be absolute"),
+        ("file:sessions", "file:sessions: the path must be absolute"),
+        ("postgresql:acp", "postgresql:acp: write postgresql://user@host:port/db"),
     ],
 )
 def test_a_url_naming_no_store_is_refused_saying_why(text: str, message: str) -> None:

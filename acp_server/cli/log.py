@@ -14,6 +14,7 @@ zstd frame) at a time: their memory does not grow with the file.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -53,6 +54,7 @@ from ..storage.jsonl.lines import (
 )
 from ..storage.jsonl.writer import encode_records
 from ..storage.records import Problem, RecordChecker, parse_header
+from .outcome import CANNOT_RUN, failure_status
 
 PROGRESS_THRESHOLD: Final = 16 * 1024 * 1024
 """Logs larger than this (bytes on disk) get a progress bar on stderr."""
@@ -332,15 +334,37 @@ COMMANDS: Final = {"stats": run_stats, "verify": run_verify, "cat": run_cat}
 
 
 def run_log_command(action: str, path: Path, out: TextIO = sys.stdout) -> int:
-    """Run one `log` action; a log that cannot be read is one line on stderr and status 1."""
+    """Run one `log` action; a log that cannot be read is one line on stderr, status 2 when
+    it could not be read at all, 1 when what was read is wrong (`outcome`)."""
     try:
         return COMMANDS[action](path, out)
     except UsageError as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
-        return 2
+        return CANNOT_RUN
+    except BrokenPipeError:
+        raise  # the reader went away: the command line ends quietly
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
-        return 1
+        return failure_status(exc)
+
+
+def run_log(action: str, path: Path, store: str | None, out: TextIO = sys.stdout) -> int:
+    """`log ACTION PATH [--store URL]`: PATH is a log or a session directory; with `--store`,
+    or when no such path exists and PATH is a session id, the session of that id in the
+    store (by default the one `serve` would use)."""
+    if store is None and (os.path.lexists(path) or not _is_session_id(str(path))):
+        return run_log_command(action, path, out)
+    return run_stored_log_command(action, store, str(path), out)
+
+
+def _is_session_id(text: str) -> bool:
+    from ..core.ids import InvalidSessionId, validate_session_id
+
+    try:
+        validate_session_id(text)
+    except InvalidSessionId:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,31 +372,34 @@ def run_log_command(action: str, path: Path, out: TextIO = sys.stdout) -> int:
 
 
 def run_stored_log_command(
-    action: str, url_text: str, session_id: str, out: TextIO = sys.stdout
+    action: str, url_text: str | None, session_id: str, out: TextIO = sys.stdout
 ) -> int:
-    """`log ACTION --store URL SESSION_ID`: the same action over a session of any store."""
+    """`log ACTION --store URL SESSION_ID`: the same action over a session of any store
+    (`url_text` None: the store `serve` would use)."""
     from ..core.ids import InvalidSessionId, validate_session_id
-    from ..storage.url import check_store_url, parse_store_url
+    from .store_choice import StoreChoiceError, chosen_store, describe
 
     try:
-        url = parse_store_url(url_text)
-        problem = check_store_url(url)
-        if problem is None and url.kind.missing(url.path):
-            problem = f"{url.shown}: no such database"
-        if problem is not None:
-            raise UsageError(problem)
+        choice, url = chosen_store(url_text, None)
+        named = url.shown if url_text is not None else describe(choice, url)
+        if url.kind.missing(url.path):
+            raise UsageError(f"{url.shown}: no such database")
         validate_session_id(session_id)
-    except (ValueError, InvalidSessionId, UsageError) as exc:
+        log_file = url.log_file(session_id)
+        if log_file is not None and not os.path.lexists(log_file):
+            raise UsageError(f"no session {session_id} in {named}")
+    except (StoreChoiceError, InvalidSessionId, UsageError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
-        return 2
-    log_file = url.log_file(session_id)
+        return CANNOT_RUN
     if log_file is not None:
         return run_log_command(action, log_file, out)
     try:
         return _run_lines(action, _stored_lines(url, session_id), out)
+    except BrokenPipeError:
+        raise
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server log {action}: error: {exc}\n")
-        return 1
+        return failure_status(exc)
 
 
 def _stored_lines(url: StoreUrl, session_id: str) -> SessionLines:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .. import __version__
-from .arguments import Commands, Parser, path
+from .arguments import EXIT_STATUS, Commands, Parser, path
 from .serve_flags import add_serve
 
 
@@ -79,7 +79,9 @@ def _add_log(commands: Commands) -> None:
         "log",
         help="inspect a session log: stats, verify or cat",
         description="Inspect a session log. PATH is a session directory, a session.jsonl or a "
-        "session.jsonl.zst.",
+        "session.jsonl.zst; or a session id, read from --store URL, else from the store serve "
+        "would use (see `acp-server serve --help`).",
+        epilog=EXIT_STATUS["checks"],
     )
     actions = log.add_subparsers(
         dest="action", metavar="ACTION", parser_class=Parser, required=True
@@ -89,18 +91,19 @@ def _add_log(commands: Commands) -> None:
         ("verify", "check every rule of the log format; exit status 1 with every problem found"),
         ("cat", "print the logical events as JSON lines (chunk rows expanded)"),
     ):
-        sub = actions.add_parser(action, help=text, description=text)
+        sub = actions.add_parser(action, help=text, description=text, epilog=EXIT_STATUS["checks"])
         sub.add_argument(
             "path",
             metavar="PATH",
             type=path,
-            help="a session directory or a log file; with --store, the session id",
+            help="a session directory or a log file; or a session id (always, with --store)",
         )
         sub.add_argument(
             "--store",
             metavar="URL",
-            help="read the session PATH names from this store (a directory, file:///abs/dir "
-            "or sqlite:///abs/path.db)",
+            help="read the session PATH names from this store (a directory, file:///abs/dir, "
+            "sqlite:///abs/path.db or postgresql://...; default: the store serve would use, "
+            "for a PATH that is no file)",
         )
 
 
@@ -109,7 +112,9 @@ def _add_store(commands: Commands) -> None:
         "store",
         help="copy sessions between stores, verify a store, or set one up",
         description="Work with session stores (a directory, file:///abs/dir, "
-        "sqlite:///abs/path.db or postgresql://user@host:port/db).",
+        "sqlite:///abs/path.db or postgresql://user@host:port/db). verify and init without a "
+        "URL work on the store serve would use (see `acp-server serve --help`).",
+        epilog=EXIT_STATUS["checks"],
     )
     store_actions = store.add_subparsers(
         dest="action", metavar="ACTION", parser_class=Parser, required=True
@@ -120,6 +125,7 @@ def _add_store(commands: Commands) -> None:
         description="Copy sessions from the store SRC to the store DST, record for record. A "
         "session DST already holds is left as it is when it is the same session and refused "
         "when it is another one of the same id.",
+        epilog=EXIT_STATUS["checks"],
     )
     copy.add_argument("source", metavar="SRC", help="the store to copy from")
     copy.add_argument("target", metavar="DST", help="the store to copy to")
@@ -133,17 +139,54 @@ def _add_store(commands: Commands) -> None:
     verify = store_actions.add_parser(
         "verify",
         help="check every session of a store as log verify does",
-        description="Check every session of a store as `acp-server log verify` checks one; "
-        "exit status 1 when one fails.",
+        description="Check every session of a store as `acp-server log verify` checks one.",
+        epilog=EXIT_STATUS["checks"],
     )
-    verify.add_argument("source", metavar="URL", help="the store to check")
+    verify.add_argument(
+        "source", metavar="URL", nargs="?", help="the store to check (default: serve's)"
+    )
     init = store_actions.add_parser(
         "init",
         help="create a database store's tables",
         description="Create the tables of the store URL names (a database is also set up on "
-        "first use); a store of another schema version is refused.",
+        "first use; a directory is made); a store of another schema version is refused.",
+        epilog=EXIT_STATUS["checks"],
     )
-    init.add_argument("source", metavar="URL", help="the store to set up")
+    init.add_argument(
+        "source", metavar="URL", nargs="?", help="the store to set up (default: serve's)"
+    )
+
+
+def _add_sessions(commands: Commands) -> None:
+    sessions = commands.add_parser(
+        "sessions",
+        help="list the sessions of a store",
+        description="Work with the sessions of a store (default: the store serve would use; "
+        "see `acp-server serve --help`).",
+        epilog=EXIT_STATUS["lists"],
+    )
+    actions = sessions.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=Parser, required=True
+    )
+    listing = actions.add_parser(
+        "list",
+        help="list the sessions, newest first",
+        description="List the sessions of a store, the most recently active first: id, title, "
+        "working directory, last activity (UTC) and size (bytes where the store keeps the "
+        "session; a database's sessions are read whole to count them).",
+        epilog=EXIT_STATUS["lists"],
+    )
+    listing.add_argument(
+        "--store",
+        metavar="URL",
+        help="the store to list (a directory, file:///abs/dir, sqlite:///abs/path.db or "
+        "postgresql://...; default: the store serve would use)",
+    )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON array of {id, title, cwd, createdAt, lastActivity, size} instead",
+    )
 
 
 def _add_fixture(commands: Commands) -> None:
@@ -197,6 +240,7 @@ _COMMANDS: Final[dict[str, Callable[[Commands], None]]] = {
     "demo": _add_demo,
     "log": _add_log,
     "store": _add_store,
+    "sessions": _add_sessions,
     "fixture": _add_fixture,
 }
 """Each command's parser, in the order `acp-server --help` lists them."""

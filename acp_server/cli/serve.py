@@ -2,8 +2,8 @@
 
 `serve_flags` reads each flag alone; here are the rules between them (one of `--store` and
 `--sessions-dir`; each provider's flags with that provider only; the network flags with
-`--listen` only), the environment's fallbacks (`$ACP_SERVER_STORE`, `$ACP_REPLAY_FILE`, the
-sessions root's and the API key's variables), and the checks of the files the flags name, made
+`--listen` only), the environment's fallbacks (the store's, chosen as every command chooses it
+(`store_choice`), `$ACP_REPLAY_FILE` and the API key's variables), and the checks of the files the flags name, made
 in an order that decides which of several problems is the one reported. The API key is found
 here too: when one is in the environment, the process first starts itself again without it
 (`providers.secret`). A problem is one line on stderr and status 2, as argparse reports a bad
@@ -24,22 +24,8 @@ if TYPE_CHECKING:
     from ..server.config import ServeConfig
 
 
-SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
-"""The sessions root when `--sessions-dir` is not given."""
-STORE_ENV: Final = "ACP_SERVER_STORE"
-"""The store when neither `--store` nor `--sessions-dir` is given."""
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 """llm-replay's fixture when `--replay` is not given."""
-
-
-def default_sessions_dir() -> Path:
-    """`$ACP_SERVER_SESSIONS_DIR`, else `sessions/` in the platform's user data directory."""
-    configured = os.environ.get(SESSIONS_DIR_ENV)
-    if configured:
-        return Path(configured)
-    import platformdirs  # only needed when no directory was given
-
-    return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "sessions"
 
 
 class ServeFlagsError(Exception):
@@ -68,30 +54,15 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
     from ..paths import unreachable
     from ..providers.secret import SecretError
     from ..server.config import ServeConfig
+    from .store_choice import StoreChoiceError, chosen_store, source_phrase
 
-    store = None
-    if args.store is not None and args.sessions_dir is not None:
-        raise ServeFlagsError(
-            "--store and --sessions-dir: give one of them (a directory is a store URL)"
-        )
-    store_text = args.store
-    if store_text is None and args.sessions_dir is None:
-        store_text = os.environ.get(STORE_ENV) or None
-    if store_text is not None:
-        from ..storage.url import check_store_url, parse_store_url
-
-        flag = "--store" if args.store is not None else STORE_ENV
-        try:
-            store = parse_store_url(store_text)
-        except ValueError as exc:
-            raise ServeFlagsError(f"{flag}: {exc}") from None
-        problem = check_store_url(store)
-        if problem is not None:
-            raise ServeFlagsError(f"{flag}: {problem}")
-    sessions_dir = args.sessions_dir if args.sessions_dir is not None else default_sessions_dir()
-    if store is None and os.path.lexists(sessions_dir) and not sessions_dir.is_dir():
-        reason = "not a directory" if sessions_dir.exists() else unreachable(sessions_dir)
-        raise ServeFlagsError(f"--sessions-dir: {reason}: {sessions_dir}")
+    try:
+        choice, url = chosen_store(args.store, args.sessions_dir)
+    except StoreChoiceError as exc:
+        raise ServeFlagsError(str(exc)) from None
+    store = None if choice.is_directory else url
+    # With a store URL the directory is not used: `store` names where the sessions are.
+    sessions_dir = url.path if choice.is_directory and url.path is not None else Path(".")
     try:
         model_options = _model_options(args)
     except ValueError as exc:
@@ -129,6 +100,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
     return ServeConfig(
         sessions_dir=sessions_dir,
         store=store,
+        store_source=source_phrase(choice),
         replay=replay,
         replay_override=args.replay_override,
         pace_ms=args.pace_ms,

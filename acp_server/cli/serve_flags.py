@@ -13,7 +13,7 @@ import argparse
 from ..core.compaction import DEFAULT_COMPACT_AT
 from ..core.modes import MODE_IDS, REASONING_LEVELS
 from ..providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY
-from .arguments import Commands, non_negative_int, path, positive_int
+from .arguments import EXIT_STATUS, Commands, non_negative_int, path, positive_int
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -90,6 +90,17 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _serve_epilog() -> str:
+    """Where the sessions are with no --store or --sessions-dir, and the exit statuses."""
+    from .store_choice import CHOICE_HELP, StoreChoiceError, chosen_store, describe
+
+    try:
+        where = f"Sessions are stored in {describe(*chosen_store(None, None))}."
+    except StoreChoiceError as exc:
+        where = f"The sessions' store cannot be used: {exc}."
+    return f"{where} The store is chosen by {CHOICE_HELP}. {EXIT_STATUS['serve']}"
+
+
 def add_serve(commands: Commands) -> None:
     serve = commands.add_parser(
         "serve",
@@ -101,6 +112,7 @@ def add_serve(commands: Commands) -> None:
         "shutdown could not finish cleanly, or when a second signal cut it short; 2 when the "
         "server cannot start.",
     )
+    serve.late_epilog = _serve_epilog
     serve.add_argument(
         "--sessions-dir",
         metavar="DIR",

@@ -6,8 +6,8 @@ left alone when it is the same session (a second copy changes nothing) and refus
 another one of the same id. `verify` runs `log verify` over every session of a store, after
 SQLite's own check of the whole file for a SQLite store (a damaged one fails at once). `init`
 creates a database store's tables (a store is also made on first use): it says which schema
-version the store has, and refuses one of another version.
-Both show a progress bar on a terminal.
+version the store has, and refuses one of another version. `verify` and `init` without a URL
+work on the store `serve` would use. `copy` and `verify` show a progress bar on a terminal.
 """
 
 from __future__ import annotations
@@ -25,13 +25,24 @@ from ..storage.api import Store
 from ..storage.errors import LogError
 from ..storage.url import StoreUrl, check_store_url, open_store, parse_store_url
 from .log import run_log_command, verify_lines, write_report
+from .outcome import CANNOT_RUN, failure_status
+from .store_choice import StoreChoiceError, chosen_store, describe
 
 
 class _Usage(Exception):
     """A URL or an id that names nothing: one line, exit status 2."""
 
 
-def _url(text: str, *, must_exist: bool) -> StoreUrl:
+def _url(text: str | None, *, must_exist: bool) -> StoreUrl:
+    """The store `text` names; None: the one `serve` would use."""
+    if text is None:
+        try:
+            choice, url = chosen_store(None, None)
+        except StoreChoiceError as exc:
+            raise _Usage(str(exc)) from None
+        if must_exist and url.path is not None and not url.path.exists():
+            raise _Usage(f"{describe(choice, url)}: no such store")
+        return url
     try:
         url = parse_store_url(text)
     except ValueError as exc:
@@ -58,8 +69,10 @@ def _progress(total: int, label: str) -> Iterator[Callable[[], None]]:
 
 
 def run_store_command(
-    action: str, urls: list[str], sessions: list[str] | None, out: TextIO = sys.stdout
+    action: str, urls: list[str | None], sessions: list[str] | None, out: TextIO = sys.stdout
 ) -> int:
+    """Run one `store` action (a URL None: the store `serve` would use); its exit status
+    (`outcome`: 1 for problems found, 2 when it could not run)."""
     try:
         if action == "copy":
             source = _url(urls[0], must_exist=True)
@@ -72,10 +85,12 @@ def run_store_command(
         return anyio.run(_verify, _url(urls[0], must_exist=True), out)
     except (_Usage, InvalidSessionId) as exc:
         sys.stderr.write(f"acp-server store {action}: error: {exc}\n")
-        return 2
+        return CANNOT_RUN
+    except BrokenPipeError:
+        raise  # the reader went away: the command line ends quietly
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server store {action}: error: {exc}\n")
-        return 1
+        return failure_status(exc)
 
 
 async def _copy(

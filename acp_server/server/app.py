@@ -166,6 +166,8 @@ def run_server(config: ServeConfig) -> int:
     except (LogError, OSError) as exc:
         sys.stderr.write(f"acp-server serve: error: {exc}\n")
         return 2
+    source = f" ({config.store_source})" if config.store_source else ""
+    log.info("sessions are stored in %s%s", store.url, source)
     if config.listen is not None:
         return _run(serve_listening, config, provider, store)
     try:

@@ -19,6 +19,9 @@ class ServeConfig(msgspec.Struct, frozen=True):
     sessions_dir: Path
     store: StoreUrl | None = None
     """`--store URL`: where the sessions are (SPEC 2.6); None: JSONL in `sessions_dir`."""
+    store_source: str = ""
+    """Where the store was named, as a phrase ("from --store", "from $ACP_SERVER_STORE"), for
+    the log line that names the store at start."""
     replay: Path | None = None
     """A fixture (`session.jsonl` or a scenario directory); None: the bundled demo recording."""
     replay_override: Path | None = None

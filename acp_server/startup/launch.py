@@ -3,11 +3,12 @@
 An editor waits for the `initialize` answer each time it spawns the agent. When the command line
 asks for the stdio server (no command or `serve`, without `--listen`, `--help`, `--version`, a
 live `--provider` or a provider's key variable set, each of which may start the process again,
-to take a key out of the environment),
-the protocol streams are claimed and `acp_server.startup.handshake` starts answering the first
-`initialize` before the rest of the program is even imported, told whether the provider the
-command line names needs a key (its auth methods depend on it). Everything else, the command
-line included, is `acp_server.cli`'s.
+to take a key out of the environment) over a store that is plainly usable (`store_location`: a
+store that is not is checked in full, and refused, before any answer), the protocol streams are
+claimed and `acp_server.startup.handshake` starts answering the first `initialize` before the
+rest of the program is even imported, told whether the provider the command line names needs a
+key (its auth methods depend on it). Everything else, the command line included, is
+`acp_server.cli`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     provider = early_provider(args, os.environ)
-    if provider is not None:
+    if provider is not None and store_ready_early(args, os.environ):
         from ..providers.names import takes_a_key
         from ..transports.stdio_fds import claim_stdio
         from . import handshake
@@ -67,6 +68,37 @@ def early_provider(args: list[str], environ: os._Environ[str] | dict[str, str]) 
                 return None
             provider = given
     return provider
+
+
+def store_ready_early(args: list[str], environ: os._Environ[str] | dict[str, str]) -> bool:
+    """Whether the store the stdio server `args` run will use is ready for an early answer
+    (`store_location.ready_early`: its directory made if need be); False sends the start the
+    long way, where the store is checked in full, and refused, before any answer."""
+    from .store_location import choose_store, ready_early
+
+    named = _store_flags(args)
+    if named is None:
+        return False
+    try:
+        return ready_early(choose_store(*named, environ))
+    except ValueError:
+        return False  # both flags: the command line refuses them
+
+
+def _store_flags(args: list[str]) -> tuple[str | None, str | None] | None:
+    """The values of `--store` and `--sessions-dir` in `args` (None: not given), the last of
+    each as argparse takes it; None when a flag is not plain to read (an ambiguous prefix, a
+    flag without its value)."""
+    values: dict[str, str] = {}
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        flags = [flag for flag in ("--store", "--sessions-dir") if _abbreviates(name, flag)]
+        if not flags:
+            continue
+        if len(flags) > 1 or (not equals and index + 1 >= len(args)):
+            return None
+        values[flags[0]] = value if equals else args[index + 1]
+    return values.get("--store"), values.get("--sessions-dir")
 
 
 def _abbreviates(name: str, *flags: str) -> bool:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .jsonl.lines import Compression
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_BARE_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
 
 
 class StoreUrl(msgspec.Struct, frozen=True):
@@ -55,6 +56,16 @@ def parse_store_url(text: str) -> StoreUrl:
         raise ValueError("empty store URL")
     match = _SCHEME.match(text)
     if match is None:
+        bare = _BARE_SCHEME.match(text)
+        if bare is not None and bare.group(1).lower() in ENGINES:
+            # `sqlite:a.db` is not a directory named so: it is a relative path, refused as
+            # `sqlite://a.db` is.
+            scheme = bare.group(1).lower()
+            if ENGINES[scheme].names == "server":
+                raise ValueError(f"{redact_url(text)}: write {scheme}://user@host:port/db")
+            raise ValueError(
+                f"{redact_url(text)}: the path must be absolute ({scheme}:///abs/path)"
+            )
         return StoreUrl(JSONL.name, Path(text), text)
     scheme = match.group(1).lower()
     engine = ENGINES.get(scheme)

@@ -260,6 +260,20 @@ class JsonlStore(PollingEngine):
     async def damage(self) -> list[str]:
         return []  # each log is checked on its own
 
+    async def prepare(self) -> None:
+        await anyio.to_thread.run_sync(self._prepare)
+
+    def _prepare(self) -> None:
+        # Made now rather than by the first session/new: a directory that cannot be made or
+        # written (a typo, /proc/..., a read-only mount) is refused before serving.
+        root = self.files.root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LogError(f"{root}: cannot make the sessions directory: {_said(exc)}") from None
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise LogError(f"{root}: the sessions directory is not writable")
+
     def _delete(self, session_id: str) -> None:
         path = self.files.log_path(session_id)  # raises SessionNotFound
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -403,3 +417,9 @@ def _last_time(line: bytes | None) -> int | None:
     if line is None:
         return None
     return decode_storage_record(decode_record_json(line))[-1].time
+
+
+def _said(exc: OSError) -> str:
+    """What the system said, as a clause: "no such file or directory"."""
+    said = exc.strerror or str(exc)
+    return said[:1].lower() + said[1:]
