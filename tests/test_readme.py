@@ -276,17 +276,7 @@ def test_the_acpx_example_fixes_the_greeting_and_lists_the_session(
 @pytest.mark.process
 def test_the_python_sdk_example_fixes_the_greeting(world: World) -> None:
     (world.project / "client.py").write_text(snippet("python-sdk").text)
-    run = subprocess.run(
-        [sys.executable, "client.py"],
-        cwd=world.project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines()[-1] == "[end_turn]"
-    assert (world.project / "hello.py").read_text() == HELLO_AFTER
+    assert_fixes_the_greeting(world, [sys.executable, "client.py"])
 
 
 @pytest.mark.process
@@ -295,13 +285,13 @@ def test_the_typescript_sdk_example_fixes_the_greeting(world: World) -> None:
     (world.project / "client.mjs").write_text(snippet("typescript-sdk").text)
     # The example imports the SDK as an installed package: the one the interop test pins.
     (world.project / "node_modules").symlink_to(PACKAGES / "node_modules")
+    assert_fixes_the_greeting(world, [node, "client.mjs"])
+
+
+def assert_fixes_the_greeting(world: World, client: list[str]) -> None:
+    """Run an example client in the project: it ends the demo's turn, the greeting fixed."""
     run = subprocess.run(
-        [node, "client.mjs"],
-        cwd=world.project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        client, cwd=world.project, capture_output=True, text=True, timeout=120, check=False
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines()[-1] == "[end_turn]"
