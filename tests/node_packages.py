@@ -1,6 +1,6 @@
 """The npm packages the Node.js clients in the tests use (a test helper): the official ACP
 TypeScript SDK, current and 1.x, and acpx, pinned in tests/interop/ts/package.json with its
-lockfile and installed with `npm ci` into tests/interop/ts/node_modules (ignored by git) when
+lockfile and installed with `npm install` into tests/interop/ts/node_modules (ignored by git) when
 what is there is not what the lockfile says.
 
 Without Node.js and npm on PATH the tests that need them are skipped, saying so; in CI that is a
@@ -45,7 +45,10 @@ def node_with_packages(needs: str) -> str:
     pinned = (CURRENT_SDK, SDK_1, "acpx")
     if any(installed_version(name) != locked_version(name) for name in pinned):
         install = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            # `npm install` from the lockfile, not `npm ci`: the lockfile cannot list the
+            # optional per-platform builds of a dependency that a registry mirror lacks, and
+            # `npm ci` refuses a lockfile without them. `--no-save` leaves the lockfile as it is.
+            [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"],
             check=False,
             cwd=PACKAGES,
             capture_output=True,
@@ -53,7 +56,7 @@ def node_with_packages(needs: str) -> str:
             timeout=300,
         )
         assert install.returncode == 0, (
-            f"npm ci failed in {PACKAGES}:\n{install.stdout}\n{install.stderr}"
+            f"npm install failed in {PACKAGES}:\n{install.stdout}\n{install.stderr}"
         )
         assert [installed_version(name) for name in pinned] == [
             locked_version(name) for name in pinned

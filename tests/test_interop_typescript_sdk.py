@@ -6,7 +6,7 @@ interop-sdk-versions.md). `tests/interop/ts/flow.mjs` drives the real server wit
 tool calls, a cancelled prompt; then load in a fresh process, list, close, resume, close) and
 prints a JSON summary.
 
-The packages are installed once per test session with `npm ci` (`node_packages`). Without
+The packages are installed once per test session with `npm install` from the lockfile (`node_packages`). Without
 Node.js and npm on PATH the test is skipped (in CI it fails); CI has both.
 
 Every frame the server wrote is validated twice: by the TypeScript SDK's own zod models inside

@@ -57,6 +57,11 @@ class LogWriteFailed(LogError):
         self.errno = cause.errno
 
 
+class DamagedStore(LogError):
+    """The store is there but its data cannot be read as a store: a database file that is
+    damaged or is not a database. A problem found, where `UnsupportedStore` could not even look."""
+
+
 class SessionNotFound(LogError):
     """No log exists for the session id."""
 

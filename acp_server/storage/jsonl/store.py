@@ -264,15 +264,16 @@ class JsonlStore(PollingEngine):
         await anyio.to_thread.run_sync(self._prepare)
 
     def _prepare(self) -> None:
-        # Made now rather than by the first session/new: a directory that cannot be made or
-        # written (a typo, /proc/..., a read-only mount) is refused before serving.
+        # Made now rather than by the first session/new: a directory that cannot be made (a
+        # typo, /proc/..., a file in its place) or read is refused before serving. One that
+        # cannot be written is served: its sessions load read-only, and a prompt says so.
         root = self.files.root
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LogError(f"{root}: cannot make the sessions directory: {_said(exc)}") from None
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise LogError(f"{root}: the sessions directory is not writable")
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise LogError(f"{root}: the sessions directory cannot be read")
 
     def _delete(self, session_id: str) -> None:
         path = self.files.log_path(session_id)  # raises SessionNotFound

@@ -46,6 +46,7 @@ from ...core.paging import PageCut
 from ..api import ListedSession, Opened, PollingEngine, StoredLog
 from ..appends import batch_rows
 from ..errors import (
+    DamagedStore,
     LogError,
     LogWriteFailed,
     SessionExists,
@@ -131,6 +132,8 @@ class SqliteStore(PollingEngine):
                 if "locked" not in str(exc) or time.monotonic() >= deadline:
                     raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
                 time.sleep(0.01)
+            except sqlite3.DatabaseError as exc:  # malformed, or not a database at all
+                raise DamagedStore(f"{self.url}: cannot open the database: {exc}") from None
             except sqlite3.Error as exc:
                 raise UnsupportedStore(f"{self.url}: cannot open the database: {exc}") from None
 
