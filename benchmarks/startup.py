@@ -10,7 +10,8 @@ measures, from just before the spawn:
 - the time to read the answer to `session/new` (written as soon as `initialize` was answered).
 
 Beside it, in alternating rounds, the same server given `--replay` with a large fixture
-(`large_fixture.py`, about 6 MB), as a snapshot suite starts it; and two floors (`--no-floor` leaves them out): the interpreter
+(`large_fixture.py`, about 6 MB), as a snapshot suite starts it (and so is the `--compare`
+server); and two floors (`--no-floor` leaves them out): the interpreter
 alone, spawned with `-c` to echo one line on stdout as soon as it reads one; and the stack, the
 same after importing the libraries the server cannot answer without (asyncio, anyio, uvloop,
 msgspec, logging, argparse, dataclasses, pathlib), and nothing of the project.
@@ -50,7 +51,7 @@ ROOT = HERE.parent
 TIMEOUT_S = 60.0
 GOAL_INITIALIZE_S = 0.120
 REPLAY = "acp-server --replay"
-"""The server given a large fixture (`large_fixture.py`)."""
+"""The server given a large fixture (`large_fixture.py`); `compare --replay` the other one."""
 
 INITIALIZE = {
     "protocolVersion": 1,
@@ -193,22 +194,20 @@ def main() -> int:
         sources = {"acp-server": ROOT}
         if args.compare is not None:
             sources["compare"] = args.compare.resolve()
-        work: dict[str, Any] = {}
-        for name, source in sources.items():
-            sessions = root / f"sessions-{name}"
-            command = [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", str(sessions)]
-            env = environment(source)
-            work[name] = lambda n=name, c=command, e=env: server_round(n, c, e, cwd)
-        # The same server given a large fixture, as a snapshot suite starts it: neither
+        # Each server also given a large fixture, as a snapshot suite starts it: neither
         # answer may wait for the fixture, which only a model call reads.
         fixture = write_large_fixture(root / "fixture")
-        replay_command = [
-            *[sys.executable, "-m", "acp_server", "serve"],
-            *["--sessions-dir", str(root / "sessions-replay"), "--replay", str(fixture)],
-        ]
-        replay_env = environment(ROOT)
-        work[REPLAY] = lambda: server_round(REPLAY, replay_command, replay_env, cwd)
         fixture_bytes = fixture.stat().st_size
+        work: dict[str, Any] = {}
+        for name, source in sources.items():
+            env = environment(source)
+            for label, extra in ((name, []), (f"{name} --replay", ["--replay", str(fixture)])):
+                sessions = str(root / f"sessions-{label}")
+                command = [
+                    *[sys.executable, "-m", "acp_server", "serve", "--sessions-dir", sessions],
+                    *extra,
+                ]
+                work[label] = lambda n=label, c=command, e=env: server_round(n, c, e, cwd)
         if not args.no_floor:
             floor_env = environment(ROOT)
             work["floor"] = lambda: floor_round(FLOOR_PROGRAM, floor_env, cwd)
@@ -260,6 +259,12 @@ def main() -> int:
         result["compare_session_new"] = compare_new
         result["compare_ratio"] = round(ratio, 2)
         result["compare_session_new_ratio"] = round(new_ratio, 2)
+        compare_replay = summary(rounds["compare --replay"], "session_new")
+        replay_compared = compare_replay["median_s"] / replay_new["median_s"]
+        say(f"compare given the fixture, session/new answered: {ms(compare_replay)}")
+        say(f"    session/new with the fixture: compare / acp-server = {replay_compared:.2f}")
+        result["compare_replay_session_new"] = compare_replay
+        result["compare_replay_session_new_ratio"] = round(replay_compared, 2)
     if "floor" in rounds:
         floor = summary(rounds["floor"], "initialize")
         say(f"interpreter floor (spawn to one echoed line): {ms(floor)}")
