@@ -22,6 +22,7 @@ from typing import Any, Self
 
 import jsonschema
 import msgspec
+import sdk_schema
 from acp import schema
 from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
@@ -295,6 +296,8 @@ class PromptServer:
         history = HISTORY_SCHEMAS.get(frame.get("method", self.methods.get(frame.get("id"))))
         if history is not None and "error" not in frame:
             history.validate(frame if "method" in frame else frame["result"])
+        elif newer_update(frame):
+            sdk_schema.check("SessionNotification", frame["params"])
         elif "method" in frame:
             method = frame["method"]
             assert method in TO_CLIENT_PARAMS, f"the server sent an unexpected method: {frame}"
@@ -325,6 +328,18 @@ class PromptServer:
         else:
             self.process.kill()
             sys.stderr.write(self.process.stderr)
+
+
+NEWER_UPDATES = frozenset({"compaction_update", "compaction_summary_chunk", "notice"})
+"""Session updates of the newer schema, which the Python SDK's models do not know: held to the
+TypeScript SDK's schema instead (`sdk_schema`)."""
+
+
+def newer_update(frame: dict[str, Any]) -> bool:
+    if frame.get("method") != "session/update":
+        return False
+    update = frame.get("params", {}).get("update", {})
+    return isinstance(update, dict) and update.get("sessionUpdate") in NEWER_UPDATES
 
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -41,6 +41,8 @@ from acp_server.core.events import (
     PlanUpdateData,
     ReasoningDelta,
     SessionEvent,
+    SessionNotice,
+    SessionNoticeData,
     SessionTitle,
     SessionTitleData,
     StepData,
@@ -432,6 +434,38 @@ def test_a_compaction_shows_as_an_agent_message_with_the_summary() -> None:
         user_chunk("/compact", "u1"),
         agent_chunk("The conversation was compacted. Summary:\n\nThe user is Ada.", "a1-0"),
     ]
+
+
+def as_json(updates: list[SessionUpdate]) -> list[dict[str, Any]]:
+    """The updates as JSON, unchecked: the Python SDK's models predate the newer shapes (the
+    wire tests hold those to the TypeScript SDK's schema)."""
+    return [msgspec.to_builtins(update) for update in updates]
+
+
+def test_to_a_client_that_takes_compactions_a_compaction_replays_as_a_completed_update() -> None:
+    log = Log().user(TextContent("I am Ada")).answer("Hello Ada").turn_end()
+    through = len(log.events) - 1
+    log.user(TextContent("/compact")).answer("The user is Ada.").compaction(through).turn_end()
+
+    assert as_json(project_load(log.events, compactions=True))[2:] == [
+        user_chunk("/compact", "u1"),
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": "compaction-1-0",
+            "status": "completed",
+            "summary": [text("The user is Ada.")],
+        },
+    ]
+
+
+def test_a_notice_is_not_replayed() -> None:
+    log = Log().user(TextContent("hi"))
+    log.events.append(
+        SessionNotice(len(log.events), 0, SessionNoticeData("warning", "Retrying", "HTTP 503"))
+    )
+    log.answer("Hello").turn_end()
+
+    assert shown(project_load(log.events)) == [user_chunk("hi", "u0"), agent_chunk("Hello", "a0-0")]
 
 
 def test_a_multi_step_turn_replays_every_step_in_log_order() -> None:

@@ -37,7 +37,7 @@ from sse_server import LoopbackServer, Sse, Status
 
 from acp_server.core.events import TextDelta
 from acp_server.providers.anthropic import AnthropicProvider
-from acp_server.providers.base import BoundSession
+from acp_server.providers.base import BoundSession, RetryReport
 from acp_server.providers.openai import OpenAIProvider
 from acp_server.providers.replay import ReplayProvider
 from acp_server.providers.sse_provider import SseProvider
@@ -308,6 +308,26 @@ async def test_a_429_asking_for_too_long_a_wait_fails_at_once(http: Http) -> Non
         "(the server asked to wait 3600 s: not retried)",
         429,
     )
+
+
+async def test_each_retry_is_reported_to_the_request_before_its_delay(http: Http) -> None:
+    failing = http.failing(503, "overloaded")
+    http.server.add(failing, failing, Sse(http.wire.answer(HEL_LO)))
+    sleeps = Sleeps()
+    reports: list[tuple[RetryReport, int]] = []
+
+    async def on_retry(report: RetryReport) -> None:
+        reports.append((report, len(sleeps.delays)))
+
+    request = msgspec.structs.replace(HELLO, on_retry=on_retry)
+    chunks, error = await run(http.provider(sleeps, retry_base_delay=0.5), request)
+
+    assert error is None and chunks == ANSWER
+    message = f"{http.wire.name}: HTTP 503 Service Unavailable from {http.url}: overloaded"
+    assert reports == [
+        (RetryReport(message=message, status=503, attempt=2, attempts=4, delay=0.5), 0),
+        (RetryReport(message=message, status=503, attempt=3, attempts=4, delay=1.0), 1),
+    ]
 
 
 async def test_retries_give_up_after_max_retries_naming_the_attempts(http: Http) -> None:

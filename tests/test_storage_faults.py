@@ -368,6 +368,34 @@ def test_an_intact_session_loads_from_a_read_only_directory_and_a_prompt_says_re
     assert path.read_bytes() == before
 
 
+def test_a_session_loaded_read_only_is_a_notice_to_a_client_that_takes_notices(
+    tmp_path: Path,
+) -> None:
+    with PromptServer(tmp_path, SCENARIO) as first:
+        session = first.new_session()
+        assert first.prompt(session, "first").stop_reason == "end_turn"
+    path = first.log_path(session)
+    before = path.read_bytes()
+    notices = {"session": {"notices": {}}}
+
+    with (
+        read_only_bind(first.sessions_dir),
+        PromptServer(tmp_path, tmp_path / "fixture", capabilities=notices) as server,
+    ):
+        assert server.request("session/load", load_params(server, session)).result
+        update = server.read_update()
+        while update["sessionUpdate"] != "notice":
+            update = server.read_update()
+    assert update == {
+        "sessionUpdate": "notice",
+        "severity": "warning",
+        "title": "Session is read-only",
+        "description": "Its log cannot be written (Read-only file system): the conversation "
+        "can be replayed and paged, and the next prompt tries to write it again.",
+    }
+    assert path.read_bytes() == before
+
+
 def test_a_session_needing_recovery_loads_read_only_unchanged_and_is_recovered_once_writable(
     tmp_path: Path,
 ) -> None:

@@ -14,6 +14,8 @@ from acp_server.core.events import (
     AssistantMessageEvent,
     AudioContent,
     ContentBlock,
+    ContextCompaction,
+    ContextCompactionData,
     EmbeddedResource,
     ImageContent,
     ResourceContents,
@@ -22,7 +24,13 @@ from acp_server.core.events import (
     Usage,
 )
 from acp_server.core.prompt_limits import block_size, oversized_block
-from acp_server.core.usage import DEFAULT_CONTEXT_WINDOW, Prices, context_window, usage_shown
+from acp_server.core.usage import (
+    DEFAULT_CONTEXT_WINDOW,
+    Prices,
+    context_window,
+    nearly_full,
+    usage_shown,
+)
 
 
 def message(seq: int, usage: Usage) -> SessionEvent:
@@ -74,3 +82,23 @@ def test_an_embedded_resource_counts_its_text_in_utf8_bytes() -> None:
 
 def test_blocks_within_the_limit_pass() -> None:
     assert oversized_block([TextContent("x" * 10)], limit=10) is None
+
+
+def test_a_call_crossing_nine_tenths_of_the_window_is_nearly_full() -> None:
+    log = [message(0, Usage(500, 10)), message(1, Usage(895, 5))]
+    assert nearly_full(log, 1000) == 900
+
+
+def test_a_call_staying_above_nine_tenths_is_not_news() -> None:
+    log = [message(0, Usage(900, 10)), message(1, Usage(950, 5))]
+    assert nearly_full(log, 1000) is None
+
+
+def test_below_nine_tenths_nothing_is_nearly_full() -> None:
+    assert nearly_full([message(0, Usage(880, 19))], 1000) is None
+
+
+def test_a_summarising_calls_usage_does_not_count() -> None:
+    summarised = ContextCompaction(2, 0, ContextCompactionData(0, 1, 0))
+    log = [message(0, Usage(500, 10)), message(1, Usage(990, 5)), summarised]
+    assert nearly_full([*log, message(3, Usage(920, 5))], 1000) == 925

@@ -24,13 +24,18 @@ from msgspec import UNSET
 from ..core.acp_updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
+    CompactionShown,
+    CompactionSummaryChunk,
+    NoticeShown,
     PlanShown,
     SessionNotification,
     SessionUpdate,
     ToolCallContent,
     ToolCallUpdated,
+    UsageShown,
     assistant_message_id,
     command_message_id,
+    compaction_id,
     tool_call_finished,
     tool_call_in_progress,
     tool_call_started,
@@ -39,6 +44,7 @@ from ..core.acp_updates import (
 from ..core.assembly import MessageAssembler
 from ..core.compaction import SUMMARY_SYSTEM, due, summary_request
 from ..core.events import (
+    AssistantBlock,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
@@ -52,10 +58,13 @@ from ..core.events import (
     ContextCompactionData,
     ErrorInfo,
     FinishReason,
+    NoticeSeverity,
     PlanUpdate,
     PlanUpdateData,
     ReasoningDelta,
     SessionEvent,
+    SessionNotice,
+    SessionNoticeData,
     StepData,
     StepEnd,
     StepStart,
@@ -87,7 +96,8 @@ from ..core.events import (
 )
 from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
-from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError
+from ..core.usage import nearly_full
+from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError, RetryReport
 from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
 from .limits import DEFAULT_MAX_STEPS
@@ -160,6 +170,8 @@ class _TurnState:
     first_chunk_seq: int = -1
     last_chunk_seq: int = -1
     open_calls: dict[str, ToolCall] = field(default_factory=dict)
+    compaction: str | None = None
+    """The id of the compaction whose summarising step runs now, if one does."""
 
 
 class Turn:
@@ -265,11 +277,17 @@ class Turn:
         return "end_turn"
 
     async def _summarise(self, step: int, through: int, instructions: str) -> None:
-        """One summarising model call as step `step`, then `context/compaction` (SPEC 4.6)."""
+        """One summarising model call as step `step`, then `context/compaction` (SPEC 4.6).
+
+        A client that advertised `session.compaction` sees it as a compaction: `in_progress`,
+        the summary's text as `compaction_summary_chunk`s, then `completed` with the summary
+        (or `failed`, or `cancelled`); any other client sees the step's text as today."""
         env, rec, state = self.env, self.env.recorder, self._state
         state.step = step
+        state.compaction = compaction_id(state.turn, step)
         rec.append(StepStart, StepData(state.turn, step))
         state.step_open = True
+        await self._show_compaction(CompactionShown(state.compaction, "in_progress"))
         await rec.sync()  # before the model request
         history = derive_messages(_through(rec, through))
         history.append(UserTurn([TextContent(summary_request(instructions))]))
@@ -280,10 +298,16 @@ class Turn:
             system=SUMMARY_SYSTEM,
             model=env.model(),
             reasoning_effort=env.reasoning(),
+            on_retry=self._retrying,
         )
         await self._stream_step(request)
+        summary: list[ContentBlock] = [TextContent(_text_of(state.assembler.content()))]
         self._end_step()
         rec.append(ContextCompaction, ContextCompactionData(state.turn, step, through))
+        done = CompactionShown(state.compaction, "completed", summary)
+        state.compaction = None  # it is in the log: a cancel from here on leaves it whole
+        with anyio.CancelScope(shield=True):
+            await self._show_compaction(done)
         await rec.sync()
 
     async def _command_result(self, text: str, failed: bool) -> None:
@@ -306,12 +330,16 @@ class Turn:
                 tools=env.registry.definitions,
                 model=env.model(),
                 reasoning_effort=env.reasoning(),
+                on_retry=self._retrying,
             )
         state.assembler = assembler = MessageAssembler()
         state.first_chunk_seq = state.last_chunk_seq = -1
         message_id = assistant_message_id(turn, step)
         append, feed, show = rec.append, assembler.feed, self._show  # looked up once, not per chunk
         live = env.live_updates
+        # A summary streams into its compaction for a client that takes them (its thoughts
+        # are not the summary: they stay in the log only).
+        summary_of = state.compaction if live and env.client.capabilities.compaction else None
         state.streaming = True
         try:
             async for chunk in env.provider.stream(request):
@@ -320,7 +348,10 @@ class Turn:
                     state.first_chunk_seq = event.seq
                 state.last_chunk_seq = event.seq
                 feed(chunk)
-                if live:
+                if summary_of is not None:
+                    if type(chunk) is TextDelta:
+                        await show(CompactionSummaryChunk(summary_of, TextContent(chunk.text)))
+                elif live:
                     if type(chunk) is TextDelta:
                         await show(AgentMessageChunk(TextContent(chunk.text), message_id))
                     elif type(chunk) is ReasoningDelta:
@@ -354,13 +385,49 @@ class Turn:
             update = env.usage_update(assembler.usage)
             if update is not None:
                 await self._show(update)
+            if type(update) is UsageShown and state.compaction is None:
+                # A summarising call's input is the history it replaces: not a measure.
+                await self._warn_if_nearly_full(update)
         return finish
+
+    async def _warn_if_nearly_full(self, usage: UsageShown) -> None:
+        """A notice when this model call's usage crossed into the top of the context window."""
+        used = nearly_full(self.env.recorder.log.plain_events(), usage.size)
+        if used is None:
+            return
+        limit = self.env.compact_limit()
+        then = (
+            "The conversation will be compacted before the next model call."
+            if limit is not None and used >= limit
+            else "/compact summarises the conversation to free it."
+        )
+        await self._notice(
+            "warning",
+            "Context window nearly full",
+            f"The last model call used {used} of {usage.size} tokens "
+            f"({used * 100 // usage.size}%). {then}",
+        )
+
+    async def _retrying(self, report: RetryReport) -> None:
+        """The provider retries the model request: a notice saying why and when."""
+        status = f" ({report.status})" if report.status is not None else ""
+        await self._notice(
+            "warning",
+            f"Model request failed{status}; retrying",
+            f"{report.message}. Attempt {report.attempt} of {report.attempts} "
+            f"in {report.delay:g} s.",
+        )
 
     async def _fail(self, exc: ProviderError) -> NoReturn:
         """A failed model request: no message (the partial output stays as chunks); the step
         and the turn are closed with the error, which is raised as `ModelRequestFailed`."""
         rec, state = self.env.recorder, self._state
         self._end_step()
+        if state.compaction is not None:
+            failed = CompactionShown(state.compaction, "failed", error=exc.message)
+            state.compaction = None
+            await self._show_compaction(failed)
+            await self._notice("error", "Compaction failed", exc.message)
         if self.compact is not None:
             await self._command_result(f"The conversation was not compacted: {exc.message}", True)
         error = ErrorInfo(exc.message, exc.code if exc.code is not None else UNSET)
@@ -520,6 +587,10 @@ class Turn:
 
     async def _close_cancelled(self) -> None:
         rec, state = self.env.recorder, self._state
+        if state.streaming and state.compaction is not None and self.compact is None:
+            # A summary cut short is no message of the conversation: the model's history must
+            # not take it for an answer. Its chunks keep what arrived, as a failed stream's do.
+            state.streaming = False
         if state.streaming:
             state.streaming = False
             content = state.assembler.content(interrupted=True)
@@ -549,6 +620,10 @@ class Turn:
         await rec.sync()
         for update in finished:
             await self._show(update)
+        if state.compaction is not None:
+            cancelled = CompactionShown(state.compaction, "cancelled")
+            state.compaction = None
+            await self._show_compaction(cancelled)
 
     # -- showing -------------------------------------------------------------------------------
 
@@ -557,6 +632,21 @@ class Turn:
         if env.live_updates:
             session_id = env.client_session_id or env.recorder.session_id
             await env.client.notify("session/update", SessionNotification(session_id, update))
+
+    async def _show_compaction(self, update: CompactionShown) -> None:
+        """A compaction's state, to a client that advertised `session.compaction` only."""
+        if self.env.client.capabilities.compaction:
+            await self._show(update)
+
+    async def _notice(
+        self, severity: NoticeSeverity, title: str, description: str | None = None
+    ) -> None:
+        """A `session/notice` in the log, shown as a `notice` to a client that advertised
+        `session.notices` (any other client sees nothing of it, as before notices)."""
+        shown = UNSET if description is None else description
+        self.env.recorder.append(SessionNotice, SessionNoticeData(severity, title, shown))
+        if self.env.client.capabilities.notices:
+            await self._show(NoticeShown(severity, title, shown))
 
 
 async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopReason:
@@ -579,6 +669,10 @@ async def _run_child_turn(child: TurnEnv, prompt: list[ContentBlock]) -> StopRea
 def _through(rec: SessionRecorder, seq: int) -> list[SessionEvent]:
     """The events up to `seq`, as far as the provider history reads them (no packed chunks)."""
     return [e for e in rec.log.plain_events() if e.seq <= seq]
+
+
+def _text_of(content: list[AssistantBlock]) -> str:
+    return "".join(b.text for b in content if type(b) is AssistantText)
 
 
 def _final_text(events: list[SessionEvent]) -> str:

@@ -29,6 +29,10 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    compaction: bool = False
+    """`session.compaction`: compactions as `compaction_update` / `compaction_summary_chunk`."""
+    notices: bool = False
+    """`session.notices`: `notice` updates."""
 
 
 class ClientPort(Protocol):

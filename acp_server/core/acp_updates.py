@@ -15,6 +15,7 @@ from msgspec import UNSET, Struct, UnsetType
 from .events import (
     ContentBlock,
     DiffContent,
+    NoticeSeverity,
     PlanEntry,
     ToolCallLocation,
     ToolResultData,
@@ -123,6 +124,34 @@ class UsageShown(Update, tag="usage_update"):
     cost: Cost | UnsetType = UNSET
 
 
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+
+
+class CompactionShown(Update, tag="compaction_update"):
+    """A compaction's state (ACP `compaction_update`), for clients that advertise
+    `session.compaction`: the first one fixes its place in the timeline."""
+
+    compaction_id: str
+    status: CompactionStatus
+    summary: list[ContentBlock] | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
+class CompactionSummaryChunk(Update, tag="compaction_summary_chunk"):
+    """A piece of a compaction's summary as it streams (ACP `compaction_summary_chunk`)."""
+
+    compaction_id: str
+    content: ContentBlock
+
+
+class NoticeShown(Update, tag="notice"):
+    """A notice for the user (ACP `notice`), for clients that advertise `session.notices`."""
+
+    severity: NoticeSeverity
+    title: str
+    description: str | UnsetType = UNSET
+
+
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
@@ -135,6 +164,9 @@ SessionUpdate = (
     | ConfigOptionUpdate
     | AvailableCommandsUpdate
     | UsageShown
+    | CompactionShown
+    | CompactionSummaryChunk
+    | NoticeShown
 )
 
 
@@ -228,12 +260,21 @@ def command_message_id(turn: int) -> str:
     return f"command-{turn}"
 
 
+def compaction_id(turn: int, step: int) -> str:
+    """The id of the compaction whose summarising step is `(turn, step)`: the same live and
+    in a load's replay."""
+    return f"compaction-{turn}-{step}"
+
+
 __all__ = [
     "AgentMessageChunk",
     "AgentThoughtChunk",
     "AvailableCommandsUpdate",
+    "CompactionShown",
+    "CompactionSummaryChunk",
     "ConfigOptionUpdate",
     "CurrentModeUpdate",
+    "NoticeShown",
     "PlanShown",
     "SessionInfoUpdate",
     "SessionNotification",
@@ -250,6 +291,7 @@ __all__ = [
     "assistant_message_id",
     "clip_title",
     "command_message_id",
+    "compaction_id",
     "tool_call_finished",
     "tool_call_in_progress",
     "tool_call_started",

@@ -374,6 +374,17 @@ class CommandResultData(Model):
     is_error: Literal[True] | UnsetType = UNSET
 
 
+NoticeSeverity = Literal["info", "warning", "error"]
+
+
+class SessionNoticeData(Model):
+    """A notice shown to the user (ACP `notice`): live, never replayed by a load."""
+
+    severity: NoticeSeverity
+    title: Annotated[str, Meta(min_length=1)]
+    description: str | UnsetType = UNSET
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -457,6 +468,10 @@ class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
 
+class SessionNotice(Event, tag="session/notice"):
+    data: SessionNoticeData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -474,6 +489,7 @@ KnownEvent = (
     | SessionConfig
     | ContextCompaction
     | CommandResult
+    | SessionNotice
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

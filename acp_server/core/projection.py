@@ -5,7 +5,8 @@ blocks (thoughts, text, then each tool call followed by its result), and for a s
 stream failed or was cut by a crash, the text and reasoning its chunks had delivered. Plans and
 the title are shown where they happened, and a command's answer as an agent message. A
 compaction's summarising step is shown as one agent message saying the conversation was
-compacted, with the summary.
+compacted, with the summary; to a client that takes compactions (`session.compaction`), as a
+completed `compaction_update` holding the summary. Notices are live only: never replayed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import msgspec
 from .acp_updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
+    CompactionShown,
     PlanShown,
     SessionInfoUpdate,
     SessionUpdate,
@@ -25,6 +27,7 @@ from .acp_updates import (
     UserMessageChunk,
     assistant_message_id,
     command_message_id,
+    compaction_id,
     tool_call_finished,
     tool_call_started,
     unknown_tool_presentation,
@@ -42,6 +45,7 @@ from .events import (
     AssistantText,
     AssistantToolCall,
     CommandResult,
+    ContentBlock,
     ContextCompaction,
     PlanUpdate,
     SessionTitle,
@@ -56,12 +60,17 @@ from .events import (
 
 
 def project_load(
-    records: Sequence[KeptRecord], present: ToolPresenter = unknown_tool_presentation
+    records: Sequence[KeptRecord],
+    present: ToolPresenter = unknown_tool_presentation,
+    *,
+    compactions: bool = False,
 ) -> list[SessionUpdate]:
     """The updates that replay `records` (events, chunk rows left packed, or `PackedChunks`),
     in log order.
 
-    Tool calls are shown as `present` (the session's tool registry) says.
+    Tool calls are shown as `present` (the session's tool registry) says; compactions as
+    `compaction_update`s when `compactions` (the client advertised `session.compaction`),
+    else as an agent message.
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -110,6 +119,11 @@ def project_load(
             if (d.turn, d.step) in summaries:
                 # The mark of a compaction (SPEC 4.6): what the model was given instead of
                 # everything before it.
+                if compactions:
+                    summary: list[ContentBlock] = [TextContent(summary_text(event))]
+                    shown = compaction_id(d.turn, d.step)
+                    updates.append(CompactionShown(shown, "completed", summary))
+                    continue
                 notice = TextContent(COMPACTED_NOTICE + summary_text(event))
                 updates.append(AgentMessageChunk(notice, message.id))
                 continue

@@ -15,7 +15,10 @@ import msgspec
 from msgspec import UNSET
 
 from .acp_updates import Cost, UsageShown
-from .events import AssistantMessageEvent, SessionEvent, Usage
+from .events import AssistantMessageEvent, ContextCompaction, SessionEvent, Usage
+
+NEARLY_FULL_AT: Final = 0.9
+"""The share of the context window from which a model call's usage is worth a notice."""
 
 DEFAULT_CONTEXT_WINDOW: Final = 128_000
 """The window assumed for a model nobody gave one for (llm-replay's recordings included)."""
@@ -67,3 +70,27 @@ def usage_shown(
         if type(event) is AssistantMessageEvent and event.data.usage is not UNSET:
             total += prices.of(event.data.usage)
     return UsageShown(used, size, Cost(round(total, 6), "USD"))
+
+
+def nearly_full(events: Iterable[SessionEvent], size: int) -> int | None:
+    """The tokens the latest model call used, if that usage is the one that crossed into the
+    top `NEARLY_FULL_AT` of a context window of `size` (the model call before it was below):
+    one notice per crossing, however many calls stay above. Summarising calls do not count
+    (their input is the history they replace). None otherwise."""
+    threshold = size * NEARLY_FULL_AT
+    summaries: set[tuple[int, int]] = set()
+    usages: list[tuple[tuple[int, int], int]] = []
+    for event in events:
+        if type(event) is ContextCompaction:
+            summaries.add((event.data.turn, event.data.step))
+        elif type(event) is AssistantMessageEvent and event.data.usage is not UNSET:
+            usage = event.data.usage
+            usages.append(
+                ((event.data.turn, event.data.step), usage.input_tokens + usage.output_tokens)
+            )
+    counted = [used for step, used in usages if step not in summaries]
+    if not counted or counted[-1] < threshold:
+        return None
+    if len(counted) > 1 and counted[-2] >= threshold:
+        return None
+    return counted[-1]

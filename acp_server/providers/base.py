@@ -11,7 +11,7 @@ live; the live providers are stateless and do not. A provider that sends an API 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
@@ -21,6 +21,25 @@ from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTur
 
 if TYPE_CHECKING:
     from .secret import Secret
+
+
+class RetryReport(msgspec.Struct, frozen=True, kw_only=True):
+    """An attempt of a model request failed before its first chunk and will be tried again:
+    what the provider tells whoever asked (the loop shows it as a notice)."""
+
+    message: str
+    """What failed, as the provider's messages say it (no key in it)."""
+    status: int | str | None
+    """The HTTP status of the answer, or a word for a failure without one (`timeout`)."""
+    attempt: int
+    """The attempt about to be made: 2 for the first retry."""
+    attempts: int
+    """The most attempts the request may take."""
+    delay: float
+    """Seconds waited before that attempt."""
+
+
+RetryListener = Callable[[RetryReport], Awaitable[None]]
 
 
 class ModelRequest(msgspec.Struct, kw_only=True):
@@ -35,6 +54,9 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     """The session's chosen model (SPEC 4.4); None: the provider's own."""
     reasoning_effort: str | None = None
     """`low`, `medium` or `high` for a provider that takes it; None: its default."""
+    on_retry: RetryListener | None = None
+    """Told of each retry of this request before its delay is waited; a provider that never
+    retries never calls it."""
 
 
 class ProviderError(Exception):

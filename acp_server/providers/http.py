@@ -27,7 +27,7 @@ import anyio
 import httpx
 
 from ..core.events import StreamChunk
-from .base import ProviderError
+from .base import ProviderError, RetryListener, RetryReport
 from .secret import Secret
 from .wire import CODE_CHARS, Redact, clip, excerpt
 
@@ -177,10 +177,15 @@ Attempt = Callable[[Progress], AsyncGenerator[StreamChunk, None]]
 
 
 async def stream_with_retries(
-    label: str, attempt: Attempt, policy: RetryPolicy, redact: Redact
+    label: str,
+    attempt: Attempt,
+    policy: RetryPolicy,
+    redact: Redact,
+    on_retry: RetryListener | None = None,
 ) -> AsyncIterator[StreamChunk]:
     """The chunks of the first attempt that does not fail before its first chunk (see the
-    module docstring); `label` (the provider's name) begins every message."""
+    module docstring); `label` (the provider's name) begins every message. `on_retry` is told
+    of each retry before its delay."""
     tries = 0
     while True:
         progress = Progress()
@@ -208,6 +213,18 @@ async def stream_with_retries(
                 policy.max_retries,
                 delay,
             )
+            if on_retry is not None:
+                await on_retry(
+                    RetryReport(
+                        message=redact(f"{label}: {failure.message}"),
+                        status=clip(redact(failure.code), CODE_CHARS)
+                        if isinstance(failure.code, str)
+                        else failure.code,
+                        attempt=tries + 1,
+                        attempts=policy.max_retries + 1,
+                        delay=delay,
+                    )
+                )
             await policy.sleep(delay)
 
 

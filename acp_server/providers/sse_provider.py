@@ -195,7 +195,7 @@ class SseProvider(HttpTuning):
         def attempt(progress: Progress) -> AsyncGenerator[StreamChunk, None]:
             return self._attempt(url, body, headers, progress)
 
-        return stream_with_retries(self.label, attempt, policy, self._redact)
+        return stream_with_retries(self.label, attempt, policy, self._redact, request.on_retry)
 
     async def _attempt(
         self, url: str, body: bytes, headers: dict[str, str], progress: Progress

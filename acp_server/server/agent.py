@@ -28,14 +28,15 @@ from ..agent.mcp_config import (
     McpServerConfig,
     parse_mcp_servers,
 )
-from ..core.acp_updates import AgentMessageChunk, SessionNotification
-from ..core.events import TextContent
+from ..core.acp_updates import AgentMessageChunk, NoticeShown, SessionNotification
+from ..core.events import SessionNotice, SessionNoticeData, TextContent
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
+from ..storage.errors import LogWriteFailed
 from .auth import Auth, NoAuth
 from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
@@ -48,6 +49,7 @@ from .protocol import (
     AuthenticateRequest,
     CancelNotification,
     ClientCapabilities,
+    ClientSessionCapabilities,
     CloseSessionRequest,
     DeleteSessionRequest,
     Empty,
@@ -136,10 +138,13 @@ class ConnectionPort:
     @property
     def capabilities(self) -> ports.ClientCapabilities:
         advertised = self._agent.client_capabilities
+        session = self._agent.client_session_capabilities
         return ports.ClientCapabilities(
             read_text_file=advertised.fs.read_text_file,
             write_text_file=advertised.fs.write_text_file,
             terminal=advertised.terminal,
+            compaction=isinstance(session.compaction, dict),
+            notices=isinstance(session.notices, dict),
         )
 
     async def request(self, method: str, params: Any) -> Any:
@@ -170,6 +175,8 @@ class AcpAgent:
         self.config = config
         self.client_capabilities = ClientCapabilities()
         """Remembered from `initialize`: which `fs/*` and `terminal/*` methods we may call."""
+        self.client_session_capabilities = ClientSessionCapabilities()
+        """`clientCapabilities.session`: which newer session updates we may send."""
         self.client_info: Implementation | None = None
         self.client_protocol_version: int | None = None
         self.port = ConnectionPort(self)
@@ -208,6 +215,11 @@ class AcpAgent:
         self.client_protocol_version = request.protocol_version
         self.client_capabilities = _lenient(
             request.client_capabilities, ClientCapabilities, ClientCapabilities()
+        )
+        self.client_session_capabilities = _lenient(
+            self.client_capabilities.session,
+            ClientSessionCapabilities,
+            ClientSessionCapabilities(),
         )
         self.client_info = _lenient(request.client_info, Implementation, None)
         if request.protocol_version != PROTOCOL_VERSION:
@@ -270,7 +282,7 @@ class AcpAgent:
             modes=surface.modes(session),
             config_options=surface.options(session),
         )
-        report = self._reporter(session, failures)
+        report = await self._reporter(session, failures)
 
         def then() -> None:
             # The commands go out once the client knows the session's id.
@@ -316,7 +328,7 @@ class AcpAgent:
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, self._reporter(session, failures))
+        return Then(response, await self._reporter(session, failures))
 
     async def _connect_mcp(self, session: LiveSession) -> list[tuple[str, str]]:
         """Connect the session's MCP servers (SPEC 4.5), unless they are connected already;
@@ -345,18 +357,62 @@ class AcpAgent:
             await close_mcp(session)  # closed or deleted meanwhile: nothing may keep them open
         return servers.failures
 
-    def _reporter(
+    async def _reporter(
         self, session: LiveSession, failures: list[tuple[str, str]]
     ) -> Callable[[], None]:
-        """What tells the user, once, after the answer, which MCP servers are missing."""
+        """What tells the user, once, after the answer, which MCP servers are missing and
+        whether the session's log is read-only.
+
+        The MCP notices go into the log now, before the answer, when no turn of the session
+        can be running yet (its events may not land among a step's chunks); a read-only log
+        cannot take its own notice, which is only shown."""
+        notices = [
+            SessionNoticeData("warning", f"MCP server {name} is not available", why)
+            for name, why in failures
+        ]
+        failure = session.writer.failure
+        if failure is None and notices:
+            for notice in notices:
+                session.recorder.append(SessionNotice, notice)
+            try:
+                with session.activity():
+                    await session.recorder.sync()
+            except LogWriteFailed as exc:  # the next prompt reopens the log and says why
+                log.info("session %s: its notices were not written: %s", session.id, exc)
+        elif failure is not None:
+            notices.append(
+                SessionNoticeData(
+                    "warning",
+                    "Session is read-only",
+                    f"Its log cannot be written ({failure.strerror or failure}): the "
+                    "conversation can be replayed and paged, and the next prompt tries to "
+                    "write it again.",
+                )
+            )
 
         def report() -> None:
-            if failures:
-                self.connection.start_soon(self._report, session.id, failures)
+            if notices:
+                self.connection.start_soon(self._report, session.id, notices, failures)
 
         return report
 
-    async def _report(self, session_id: str, failures: list[tuple[str, str]]) -> None:
+    async def _report(
+        self,
+        session_id: str,
+        notices: list[SessionNoticeData],
+        failures: list[tuple[str, str]],
+    ) -> None:
+        if self.port.capabilities.notices:
+            await self.connection.notify_all(
+                "session/update",
+                (
+                    SessionNotification(session_id, NoticeShown(n.severity, n.title, n.description))
+                    for n in notices
+                ),
+            )
+            return
+        if not failures:
+            return  # a client without notices is told of missing MCP servers only, as before
         lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
         update = AgentMessageChunk(TextContent("\n".join(lines)))
         await self.connection.notify("session/update", SessionNotification(session_id, update))
@@ -408,7 +464,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, self._reporter(session, failures))
+        return Then(response, await self._reporter(session, failures))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

@@ -54,6 +54,15 @@ class ClientAuthCapabilities(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
+class ClientSessionCapabilities(Inbound):
+    """`clientCapabilities.session`: the session updates of the newer schema the client takes.
+    Each is advertised by an object; absent, null or anything else is not advertised (the
+    schema makes each "default on error")."""
+
+    compaction: Any = None
+    notices: Any = None
+
+
 class ClientCapabilities(Inbound):
     """What the client can do for us; only the parts the server uses are typed."""
 
@@ -61,6 +70,9 @@ class ClientCapabilities(Inbound):
     terminal: bool = False
     auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
     meta: Meta_ = field(default=UNSET, name="_meta")
+    session: Any = None
+    """`ClientSessionCapabilities`, converted on its own: the schema makes it "default on
+    error", so a malformed one is taken as absent, not as a malformed `clientCapabilities`."""
 
 
 class InitializeRequest(Inbound):

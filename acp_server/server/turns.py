@@ -225,7 +225,11 @@ class Conversations:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
-        updates = project_load(log_.records_from(cut.start), self._presenter(session))
+        updates = project_load(
+            log_.records_from(cut.start),
+            self._presenter(session),
+            compactions=self.client.capabilities.compaction,
+        )
         await self.client.notify_all(
             "session/update", (SessionNotification(session.id, update) for update in updates)
         )

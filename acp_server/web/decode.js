@@ -26,6 +26,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "plan/update",
   "session/config",
   "session/mode",
+  "session/notice",
   "session/title",
   "step/end",
   "step/start",

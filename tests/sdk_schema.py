@@ -1,0 +1,40 @@
+"""The ACP schema the official TypeScript SDK bundles (a test helper): frames of the protocol's
+newer shapes (compaction updates, notices), which the Python SDK's models do not know yet, are
+held to the v1 unstable schema of `@agentclientprotocol/sdk` (the version `node_packages` pins),
+installed by `node_with_packages`: never to a file outside the repository.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from node_packages import CURRENT_SDK, PACKAGES, node_with_packages
+
+SCHEMA = PACKAGES / "node_modules" / CURRENT_SDK / "schema" / "v1" / "schema.unstable.json"
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    node_with_packages("validating frames against the SDK's ACP schema")
+    loaded: dict[str, Any] = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    return loaded
+
+
+@functools.cache
+def validator(definition: str) -> Draft202012Validator:
+    """A validator of the schema's `$defs[definition]` (such as `SessionNotification`)."""
+    schema = _schema()
+    assert definition in schema["$defs"], f"the SDK's schema has no {definition}"
+    # The document's own root (`anyOf` every message) is left out: only the definition holds.
+    return Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"})
+
+
+def check(definition: str, value: Any) -> None:
+    """`value` is valid as the schema's `definition`, else a failure saying why."""
+    errors = sorted(validator(definition).iter_errors(value), key=lambda e: list(e.path))
+    assert not errors, f"{definition} rejects {json.dumps(value)}: " + "; ".join(
+        f"{list(e.path)}: {e.message}" for e in errors
+    )
