@@ -22,6 +22,7 @@ from typing import Any, Self
 
 import jsonschema
 import msgspec
+import sdk_schema
 from acp import schema
 from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
@@ -298,6 +299,13 @@ class PromptServer:
         elif "method" in frame:
             method = frame["method"]
             assert method in TO_CLIENT_PARAMS, f"the server sent an unexpected method: {frame}"
+            update = frame["params"].get("update") if method == "session/update" else None
+            if (
+                isinstance(update, dict)
+                and update.get("sessionUpdate") in sdk_schema.PYTHON_MODELS_LACK
+            ):
+                sdk_schema.check("SessionNotification", frame["params"])
+                return
             if "id" in frame:
                 schema.AgentRequest.model_validate(frame)
             else:

@@ -423,3 +423,113 @@ def test_session_cancel_of_a_running_child_is_ignored_with_a_log_line(tmp_path: 
         [line.split(": ", 1)[1] for line in server.process.stderr.splitlines()]
     )
     assert refused == ["notification session/cancel failed: " + CHILD_REFUSED_MESSAGE]
+
+
+# ---------------------------------------------------------------------------------------------
+# A client that advertised `subagents` (SPEC 4.7): the child as ACP subagent updates.
+
+SUBAGENTS = {"subagents": {}}
+
+
+def subagent_shown(child: str, *, answer: str | None, **idle: Any) -> list[dict[str, Any]]:
+    """The updates that show `child` on the parent `<session>`: announced running, sent the
+    prompt, its answer (if any) sent back, idle."""
+    shown: list[dict[str, Any]] = [
+        {"sessionUpdate": "subagent_update", "sessionId": child, "state": {"state": "running"}},
+        {
+            "sessionUpdate": "session_message",
+            "messageId": f"subagent-{child}-prompt",
+            "senderSessionId": "<session>",
+            "recipientSessionId": child,
+            "recipientMessageId": "user-0",
+            "content": [{"type": "text", "text": "Count the files"}],
+        },
+    ]
+    if answer is not None:
+        shown.append(
+            {
+                "sessionUpdate": "session_message",
+                "messageId": f"subagent-{child}-answer",
+                "senderSessionId": child,
+                "recipientSessionId": "<session>",
+                "content": [{"type": "text", "text": answer}],
+            }
+        )
+    shown.append(
+        {
+            "sessionUpdate": "subagent_update",
+            "sessionId": child,
+            "state": {"state": "idle", **idle},
+        }
+    )
+    return shown
+
+
+def test_a_client_with_subagents_sees_the_child_run_live_and_again_in_place_on_load(
+    tmp_path: Path,
+) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Two files.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child_of(server, session)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        running, prompt, answer, idle = subagent_shown(
+            "<child>", answer="There are 2 files.", stopReason="end_turn"
+        )
+        completed = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call_task",
+            "status": "completed",
+            "content": text_result("There are 2 files."),
+            "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
+        }
+        assert answered.updates == [
+            TASK_ANNOUNCED,
+            running,
+            prompt,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "in_progress",
+            },
+            answer,
+            idle,
+            completed,
+            *message_chunks(["Two", " ", "file", "s."], "assistant-0-1"),
+        ]
+        replayed = [u for u in loaded.updates if u["sessionUpdate"] != "user_message_chunk"]
+        assert replayed[:6] == [TASK_ANNOUNCED, running, prompt, answer, idle, completed]
+        assert all(e["type"] != "subagent_update" for e in server.log(session))
+
+
+def test_a_cancelled_child_goes_idle_cancelled_before_its_call_fails(tmp_path: Path) -> None:
+    child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
+    scenario = Scenario([("delegate", [TASK_STEP])], children=[[("Count the files", child_steps)]])
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        prompt = server.send_request("session/prompt", server.prompt_params(session, "delegate"))
+        while True:
+            frame = server.process.read_frame()
+            if frame.get("method") == "session/request_permission":
+                break
+        child_of(server, session)
+        server.cancel(session)
+        answered = server.read_until_response(prompt, answer=False)
+
+        assert answered.stop_reason == "cancelled"
+        assert answered.updates == [
+            subagent_shown("<child>", answer=None, stopReason="cancelled")[-1],
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "failed",
+                "content": text_result("cancelled"),
+            },
+        ]

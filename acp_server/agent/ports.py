@@ -29,6 +29,10 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    plan_operations: bool = False
+    """`plan`: plans go out as `plan_update` / `plan_removed` instead of `plan`."""
+    subagents: bool = False
+    """`subagents`: a `task` call's child is shown as `subagent_update` and `session_message`."""
 
 
 class ClientPort(Protocol):

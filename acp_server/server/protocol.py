@@ -61,6 +61,15 @@ class ClientCapabilities(Inbound):
     terminal: bool = False
     auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
     meta: Meta_ = field(default=UNSET, name="_meta")
+    # The unstable schema's markers: a non-null object advertises support. Kept untyped, so
+    # that a malformed one (default on error) costs only itself (see `marker_advertised`).
+    plan: Any = UNSET
+    subagents: Any = UNSET
+
+
+def marker_advertised(marker: Any) -> bool:
+    """Whether a capability marker (`{}` or an object with `_meta`) was advertised."""
+    return isinstance(marker, dict)
 
 
 class InitializeRequest(Inbound):

@@ -225,7 +225,14 @@ class Conversations:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
-        updates = project_load(log_.records_from(cut.start), self._presenter(session))
+        shapes = self.client.capabilities
+        updates = project_load(
+            log_.records_from(cut.start),
+            self._presenter(session),
+            plan_operations=shapes.plan_operations,
+            subagents=shapes.subagents,
+            session_id=session.id,
+        )
         await self.client.notify_all(
             "session/update", (SessionNotification(session.id, update) for update in updates)
         )
