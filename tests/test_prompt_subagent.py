@@ -7,6 +7,7 @@ call shows on the wire), writes its own log with header `origin: "subagent"` and
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
 from prompt_harness import (
     PERMISSION_OPTIONS,
+    Answered,
     FakeClient,
     PromptServer,
     chunk_events,
@@ -426,51 +428,82 @@ def test_session_cancel_of_a_running_child_is_ignored_with_a_log_line(tmp_path: 
 
 
 # ---------------------------------------------------------------------------------------------
-# A client that advertised `subagents` (SPEC 4.7): the child as ACP subagent updates.
+# A client that advertised `subagents` (SPEC 4.7): the child as an ACP subagent session.
 
 SUBAGENTS = {"subagents": {}}
 
 
-def subagent_shown(child: str, *, answer: str | None, **idle: Any) -> list[dict[str, Any]]:
-    """The updates that show `child` on the parent `<session>`: announced running, sent the
-    prompt, its answer (if any) sent back, idle."""
-    shown: list[dict[str, Any]] = [
-        {"sessionUpdate": "subagent_update", "sessionId": child, "state": {"state": "running"}},
-        {
-            "sessionUpdate": "session_message",
-            "messageId": f"subagent-{child}-prompt",
-            "senderSessionId": "<session>",
-            "recipientSessionId": child,
-            "recipientMessageId": "user-0",
-            "content": [{"type": "text", "text": "Count the files"}],
-        },
+def session_updates(answered: Answered) -> list[tuple[str, dict[str, Any]]]:
+    """(session id, update) of every `session/update` before the response, normalized."""
+    return [
+        (answered.normalize(f["params"]["sessionId"]), answered.normalize(f["params"]["update"]))
+        for f in answered.frames
+        if f.get("method") == "session/update"
     ]
-    if answer is not None:
-        shown.append(
-            {
-                "sessionUpdate": "session_message",
-                "messageId": f"subagent-{child}-answer",
-                "senderSessionId": child,
-                "recipientSessionId": "<session>",
-                "content": [{"type": "text", "text": answer}],
-            }
-        )
-    shown.append(
-        {
-            "sessionUpdate": "subagent_update",
-            "sessionId": child,
-            "state": {"state": "idle", **idle},
-        }
-    )
-    return shown
 
 
-def test_a_client_with_subagents_sees_the_child_run_live_and_again_in_place_on_load(
+def on(session: str, updates: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(session, u) for u in updates]
+
+
+RUNNING = {
+    "sessionUpdate": "subagent_update",
+    "sessionId": "<child>",
+    "state": {"state": "running"},
+}
+PROMPT_SENT = {
+    "sessionUpdate": "session_message",
+    "messageId": "subagent-<child>-prompt",
+    "senderSessionId": "<session>",
+    "recipientSessionId": "<child>",
+    "recipientMessageId": "user-0",
+    "content": [{"type": "text", "text": "Count the files"}],
+}
+PROMPT_RECEIVED = {
+    "sessionUpdate": "session_message",
+    "messageId": "user-0",
+    "senderSessionId": "<session>",
+    "recipientSessionId": "<child>",
+    "senderMessageId": "subagent-<child>-prompt",
+    "content": [{"type": "text", "text": "Count the files"}],
+}
+
+
+def answer_received(text: str) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "session_message",
+        "messageId": "subagent-<child>-answer",
+        "senderSessionId": "<child>",
+        "recipientSessionId": "<session>",
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def idle(**state: Any) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "subagent_update",
+        "sessionId": "<child>",
+        "state": {"state": "idle", **state},
+    }
+
+
+def live_texts(step: Step) -> list[str]:
+    return [c["text"] for c in step_chunks(step) if c["type"] == "text-delta"]
+
+
+IN_PROGRESS = {
+    "sessionUpdate": "tool_call_update",
+    "toolCallId": "call_task",
+    "status": "in_progress",
+}
+
+
+def test_a_client_with_subagents_sees_the_child_run_as_its_own_session_live_and_on_load(
     tmp_path: Path,
 ) -> None:
+    final = Step(text="Two files.")
     scenario = Scenario(
-        [("delegate", [TASK_STEP, Step(text="Two files.")])],
-        children=[[("Count the files", [CHILD_ANSWER])]],
+        [("delegate", [TASK_STEP, final])], children=[[("Count the files", [CHILD_ANSWER])]]
     )
     with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
         session = server.new_session()
@@ -480,9 +513,6 @@ def test_a_client_with_subagents_sees_the_child_run_live_and_again_in_place_on_l
             "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
         )
 
-        running, prompt, answer, idle = subagent_shown(
-            "<child>", answer="There are 2 files.", stopReason="end_turn"
-        )
         completed = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "call_task",
@@ -490,46 +520,99 @@ def test_a_client_with_subagents_sees_the_child_run_live_and_again_in_place_on_l
             "content": text_result("There are 2 files."),
             "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
         }
-        assert answered.updates == [
-            TASK_ANNOUNCED,
-            running,
-            prompt,
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": "call_task",
-                "status": "in_progress",
-            },
-            answer,
-            idle,
-            completed,
-            *message_chunks(["Two", " ", "file", "s."], "assistant-0-1"),
+        answer = answer_received("There are 2 files.")
+        assert session_updates(answered) == [
+            *on("<session>", [TASK_ANNOUNCED, RUNNING, PROMPT_SENT]),
+            ("<child>", PROMPT_RECEIVED),
+            ("<session>", IN_PROGRESS),
+            *on("<child>", message_chunks(live_texts(CHILD_ANSWER), "assistant-0-0")),
+            *on("<session>", [answer, idle(stopReason="end_turn"), completed]),
+            *on("<session>", message_chunks(live_texts(final), "assistant-0-1")),
         ]
-        replayed = [u for u in loaded.updates if u["sessionUpdate"] != "user_message_chunk"]
-        assert replayed[:6] == [TASK_ANNOUNCED, running, prompt, answer, idle, completed]
-        assert all(e["type"] != "subagent_update" for e in server.log(session))
+        assert session_updates(loaded)[1:] == [
+            *on("<session>", [TASK_ANNOUNCED, RUNNING, PROMPT_SENT]),
+            ("<child>", PROMPT_RECEIVED),
+            *on("<child>", message_chunks(["There are 2 files."], "assistant-0-0")),
+            *on("<session>", [answer, idle(stopReason="end_turn"), completed]),
+            *on("<session>", message_chunks(["Two files."], "assistant-0-1")),
+        ]
+        assert [e["type"] for e in server.log(session)].count("subagent/start") == 1
+
+
+def test_a_shown_child_asks_permission_under_its_own_session_id(tmp_path: Path) -> None:
+    client = FakeClient(permissions=["allow_once"])
+    with PromptServer(
+        tmp_path, wrote_it_scenario(), capabilities=SUBAGENTS, client=client
+    ) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child_of(server, session)
+
+        asked = child_permission()
+        asked["params"]["sessionId"] = "<child>"
+        assert answered.requests == [asked]
+        assert (server.workspace / "count.txt").read_text() == "2"
+        assert ("<session>", idle(stopReason="end_turn")) in session_updates(answered)
 
 
 def test_a_cancelled_child_goes_idle_cancelled_before_its_call_fails(tmp_path: Path) -> None:
-    child_steps = [Step(calls=[CHILD_WRITE]), Step(text="Wrote it.")]
-    scenario = Scenario([("delegate", [TASK_STEP])], children=[[("Count the files", child_steps)]])
-    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
-        session = server.new_session()
-        prompt = server.send_request("session/prompt", server.prompt_params(session, "delegate"))
-        while True:
-            frame = server.process.read_frame()
-            if frame.get("method") == "session/request_permission":
-                break
+    with PromptServer(tmp_path, wrote_it_scenario(), capabilities=SUBAGENTS) as server:
+        session, prompt, _asked = child_asking_permission(server)
         child_of(server, session)
         server.cancel(session)
         answered = server.read_until_response(prompt, answer=False)
 
         assert answered.stop_reason == "cancelled"
-        assert answered.updates == [
-            subagent_shown("<child>", answer=None, stopReason="cancelled")[-1],
+        assert session_updates(answered) == [
+            (
+                "<child>",
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call_child_write",
+                    "status": "failed",
+                    "content": text_result("cancelled"),
+                },
+            ),
+            ("<session>", idle(stopReason="cancelled")),
+            (
+                "<session>",
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call_task",
+                    "status": "failed",
+                    "content": text_result("cancelled"),
+                },
+            ),
+        ]
+
+
+def test_a_load_whose_child_log_is_gone_still_shows_the_child_on_the_parent(
+    tmp_path: Path,
+) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Two files.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        server.prompt(session, "delegate")
+        child = child_of(server, session)
+        shutil.rmtree(server.sessions_dir / child)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        assert [u for s, u in session_updates(loaded) if s == "<child>"] == []
+        assert [u for s, u in session_updates(loaded)][2:7] == [
+            RUNNING,
+            PROMPT_SENT,
+            answer_received("There are 2 files."),
+            idle(stopReason="end_turn"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_task",
-                "status": "failed",
-                "content": text_result("cancelled"),
+                "status": "completed",
+                "content": text_result("There are 2 files."),
+                "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
             },
         ]

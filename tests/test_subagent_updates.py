@@ -16,7 +16,12 @@ from test_projection import Log, text, user_chunk
 
 from acp_server.agent.loop import CANCELLED_RESULT_TEXT
 from acp_server.agent.tools import BUILTIN_TOOLS
-from acp_server.core.acp_updates import SessionNotification, SessionUpdate
+from acp_server.core.acp_updates import (
+    AgentMessageChunk,
+    SessionNotification,
+    SessionUpdate,
+    UserMessageChunk,
+)
 from acp_server.core.events import (
     AssistantToolCall,
     Finish,
@@ -33,9 +38,12 @@ from acp_server.core.recovery import INTERRUPTED_RESULT_TEXT
 from acp_server.core.subagent_updates import (
     CANCELLED_TEXT,
     MODEL_REQUEST_FAILED,
+    child_replay,
+    prompt_received,
     subagent_finished,
     subagent_started,
     task_prompt,
+    with_children,
 )
 from acp_server.server.errors import ModelRequestError
 from acp_server.server.protocol import marker_advertised
@@ -221,3 +229,60 @@ def test_the_capability_is_advertised_by_an_object_only() -> None:
         False,
         False,
     ]
+
+
+RECEIVED = {
+    "sessionUpdate": "session_message",
+    "messageId": "user-0",
+    "senderSessionId": PARENT,
+    "recipientSessionId": CHILD,
+    "senderMessageId": f"subagent-{CHILD}-prompt",
+    "content": [text("Count the files")],
+}
+
+
+def test_the_childs_own_stream_holds_the_prompt_as_its_first_message_received_from_the_parent() -> (
+    None
+):
+    assert wire([prompt_received(PARENT, CHILD, [TextContent("Count the files")])]) == [RECEIVED]
+
+
+def test_a_childs_replay_shows_its_user_message_as_the_message_received_from_the_parent() -> None:
+    replayed = [
+        UserMessageChunk(TextContent("Count the files"), "user-0"),
+        AgentMessageChunk(TextContent("There are 2 files."), "assistant-0-0"),
+    ]
+
+    assert wire(child_replay(PARENT, CHILD, replayed)) == [
+        RECEIVED,
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": text("There are 2 files."),
+            "messageId": "assistant-0-0",
+        },
+    ]
+
+
+def test_a_load_puts_each_childs_replay_after_the_prompt_its_parent_sent_it() -> None:
+    parent = project_load(
+        delegated_log().events, BUILTIN_TOOLS.present, subagents=True, session_id=PARENT
+    )
+    child = [prompt_received(PARENT, CHILD, [TextContent("Count the files")])]
+
+    notifications = with_children(PARENT, parent, {CHILD: child})
+
+    assert [(n.session_id, n.update) for n in notifications] == [
+        *[(PARENT, u) for u in parent[:4]],
+        (CHILD, child[0]),
+        *[(PARENT, u) for u in parent[4:]],
+    ]
+
+
+def test_a_load_without_a_childs_replay_shows_the_parents_updates_alone() -> None:
+    parent = project_load(
+        delegated_log().events, BUILTIN_TOOLS.present, subagents=True, session_id=PARENT
+    )
+
+    notifications = with_children(PARENT, parent, {})
+
+    assert [(n.session_id, n.update) for n in notifications] == [(PARENT, u) for u in parent]

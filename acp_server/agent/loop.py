@@ -86,7 +86,7 @@ from ..core.events import (
 )
 from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
-from ..core.subagent_updates import subagent_finished, subagent_started
+from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
 from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError
 from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
@@ -132,9 +132,10 @@ class TurnEnv:
     max_steps: int = DEFAULT_MAX_STEPS
     create_subagent: SubagentFactory | None = None
     live_updates: bool = True
-    """Subagent turns run unseen: only their parent's `task` call is shown to the client."""
+    """Subagent turns run unseen (only their parent's `task` call is shown to the client),
+    unless the client advertised `subagents`: then under their own session id."""
     client_session_id: str = ""
-    """The session id the client knows: the session's own, or its top-level parent's."""
+    """The session id the client knows: the session's own, or an unseen child's parent's."""
     on_finished: Callable[[], None] | None = None
     """For a subagent: called once its turn is over and its log closed."""
     registry: ToolRegistry = BUILTIN_TOOLS
@@ -446,6 +447,9 @@ class Turn:
             self._children[call_id] = child_id
             for update in subagent_started(self._session_id(), child_id, args.prompt):
                 await self._show(update)
+            if child.live_updates:  # the child's own stream begins with what it was sent
+                received = prompt_received(self._session_id(), child_id, [TextContent(args.prompt)])
+                await child.client.notify("session/update", SessionNotification(child_id, received))
         await on_started()
         try:
             stop = await _run_child_turn(child, [TextContent(args.prompt)])

@@ -2,14 +2,19 @@
 `session_message`), for a client that advertised `clientCapabilities.subagents`.
 
 On the parent session, the child is announced running with the prompt it was sent, then shown
-idle with its stop reason after the answer it sent back. Everything here is derived from the
-parent's own log (the `tool/call` holding the prompt, `subagent/start` naming the child, the
+idle with its stop reason after the answer it sent back. These are derived from the parent's
+own log (the `tool/call` holding the prompt, `subagent/start` naming the child, the
 `tool/result` holding the answer and how the child's turn ended), so the live turn and a load
 show the same updates. The log keeps no subagent shape of its own.
+
+Between the prompt and the answer, the child's own updates go out under its own session id,
+its prompt shown there as the message received from the parent; a load replays the child's log
+in that place the same way (`with_children`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -19,8 +24,10 @@ from .acp_updates import (
     IdleState,
     RunningState,
     SessionMessageShown,
+    SessionNotification,
     SessionUpdate,
     SubagentUpdated,
+    UserMessageChunk,
     user_message_id,
 )
 from .events import ContentBlock, DiffContent, TextContent, ToolResultData
@@ -64,6 +71,61 @@ def subagent_started(parent_id: str, child_id: str, prompt: str | None) -> list[
         content=[TextContent(prompt)] if prompt is not None else msgspec.UNSET,
     )
     return [SubagentUpdated(child_id, RunningState()), sent]
+
+
+def prompt_received(
+    parent_id: str, child_id: str, content: list[ContentBlock]
+) -> SessionMessageShown:
+    """The prompt as the child's transcript holds it, on the child's own stream: its first
+    user message (`user-0`), received from the parent."""
+    return SessionMessageShown(
+        user_message_id(0),
+        sender_session_id=parent_id,
+        recipient_session_id=child_id,
+        sender_message_id=prompt_message_id(child_id),
+        content=content,
+    )
+
+
+def child_replay(
+    parent_id: str, child_id: str, updates: Sequence[SessionUpdate]
+) -> list[SessionUpdate]:
+    """A child's own replay as its live stream showed it: the user message its parent sent
+    (the `user_message_chunk`s of `user-0`) as one message received from the parent."""
+    first = user_message_id(0)
+
+    def is_prompt(update: SessionUpdate) -> bool:
+        return type(update) is UserMessageChunk and update.message_id == first
+
+    prompt = [u.content for u in updates if type(u) is UserMessageChunk and u.message_id == first]
+    shown: list[SessionUpdate] = []
+    received = False
+    for update in updates:
+        if not is_prompt(update):
+            shown.append(update)
+        elif not received:
+            shown.append(prompt_received(parent_id, child_id, prompt))
+            received = True
+    return shown
+
+
+def with_children(
+    parent_id: str,
+    updates: Sequence[SessionUpdate],
+    children: Mapping[str, Sequence[SessionUpdate]],
+) -> list[SessionNotification]:
+    """The parent's replay, with each child's own (from `children`, by child id) in the place
+    its live stream had: after the prompt the parent sent it, before its answer."""
+    notifications: list[SessionNotification] = []
+    for update in updates:
+        notifications.append(SessionNotification(parent_id, update))
+        if type(update) is SessionMessageShown and update.sender_session_id == parent_id:
+            child_id = update.recipient_session_id
+            if isinstance(child_id, str) and update.message_id == prompt_message_id(child_id):
+                notifications.extend(
+                    SessionNotification(child_id, u) for u in children.get(child_id, ())
+                )
+    return notifications
 
 
 def subagent_finished(parent_id: str, child_id: str, result: ToolResultData) -> list[SessionUpdate]:
@@ -112,8 +174,11 @@ __all__ = [
     "CANCELLED_TEXT",
     "MODEL_REQUEST_FAILED",
     "answer_message_id",
+    "child_replay",
     "prompt_message_id",
+    "prompt_received",
     "subagent_finished",
     "subagent_started",
     "task_prompt",
+    "with_children",
 ]
