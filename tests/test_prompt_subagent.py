@@ -7,6 +7,7 @@ call shows on the wire), writes its own log with header `origin: "subagent"` and
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -615,4 +616,30 @@ def test_a_load_whose_child_log_is_gone_still_shows_the_child_on_the_parent(
                 "content": text_result("There are 2 files."),
                 "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
             },
+        ]
+
+
+def test_a_load_does_not_announce_a_child_whose_log_names_another_parent(tmp_path: Path) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Two files.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        server.prompt(session, "delegate")
+        child = child_of(server, session)
+        path = server.log_path(child)
+        header, rest = path.read_bytes().split(b"\n", 1)
+        value = json.loads(header)
+        value["parentSession"] = "another-session"
+        path.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        assert [u["sessionUpdate"] for u in loaded.updates] == [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
         ]

@@ -286,3 +286,15 @@ def test_a_load_without_a_childs_replay_shows_the_parents_updates_alone() -> Non
     notifications = with_children(PARENT, parent, {})
 
     assert [(n.session_id, n.update) for n in notifications] == [(PARENT, u) for u in parent]
+
+
+def test_a_load_shows_a_child_whose_log_names_another_parent_as_a_plain_task_call() -> None:
+    updates = project_load(
+        delegated_log().events,
+        BUILTIN_TOOLS.present,
+        subagents=True,
+        session_id=PARENT,
+        foreign_children={CHILD},
+    )
+
+    assert wire(updates)[1:3] == [TOOL_CALL, TOOL_RESULT]

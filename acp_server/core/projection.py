@@ -14,7 +14,7 @@ plan as `plan_update` / `plan_removed` (`plan_operations`), and a `task` call's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import cast
 
 import msgspec
@@ -68,6 +68,7 @@ def project_load(
     plan_operations: bool = False,
     subagents: bool = False,
     session_id: str = "",
+    foreign_children: Collection[str] = (),
 ) -> list[SessionUpdate]:
     """The updates that replay `records` (events, chunk rows left packed, or `PackedChunks`),
     in log order.
@@ -75,7 +76,8 @@ def project_load(
     Tool calls are shown as `present` (the session's tool registry) says. With
     `plan_operations` plans are shown as `plan_update` / `plan_removed`; with `subagents` each
     `task` call's child is shown between the call and its result as the live turn showed it,
-    on the session `session_id`.
+    on the session `session_id`, except `foreign_children` (children whose own log names
+    another parent, as a fork's copied `subagent/start`s do: never announced as this one's).
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -90,7 +92,7 @@ def project_load(
         {
             (e.data.turn, e.data.step, e.data.call_id): e.data.child_session_id
             for e in records
-            if type(e) is SubagentStart
+            if type(e) is SubagentStart and e.data.child_session_id not in foreign_children
         }
         if subagents
         else {}

@@ -250,19 +250,24 @@ class Conversations:
         shapes = self.client.capabilities
         records = log_.records_from(cut.start)
         present = self._presenter(session)
+        replays: dict[str, list[SessionUpdate]] = {}
+        foreign: set[str] = set()
+        if shapes.subagents:
+            for child_id in (e.data.child_session_id for e in records if type(e) is SubagentStart):
+                replay = await self._child_replay(session.id, child_id, present)
+                if replay is None:
+                    foreign.add(child_id)
+                else:
+                    replays[child_id] = replay
         updates = project_load(
             records,
             present,
             plan_operations=shapes.plan_operations,
             subagents=shapes.subagents,
             session_id=session.id,
+            foreign_children=foreign,
         )
         if shapes.subagents:
-            children = [e.data.child_session_id for e in records if type(e) is SubagentStart]
-            replays = {
-                child_id: await self._child_replay(session.id, child_id, present)
-                for child_id in children
-            }
             await self.client.notify_all(
                 "session/update", with_children(session.id, updates, replays)
             )
@@ -274,18 +279,15 @@ class Conversations:
 
     async def _child_replay(
         self, parent_id: str, child_id: str, present: ToolPresenter
-    ) -> list[SessionUpdate]:
-        """A `task` child's own replay, as its live stream showed it; nothing when its log is
-        gone, unreadable or not that parent's child (its association and messages are still
-        replayed on the parent: the best a load can do)."""
+    ) -> list[SessionUpdate] | None:
+        """A `task` child's own replay, as its live stream showed it: empty when its log is
+        gone or unreadable (the parent's updates still show the child: the best a load can
+        do), None when its log names another parent (a fork's copy of another's child)."""
         try:
             source = await self.sessions.store.history(child_id)
             header = source.header
             if header.origin != "subagent" or header.parent_session != parent_id:
-                log.info(
-                    "session %s: child %s is not its subagent; not replayed", parent_id, child_id
-                )
-                return []
+                return None
             records = await source.records(0, source.last_seq + 1)
         except (LogError, OSError) as exc:
             log.info("session %s: child %s not replayed: %s", parent_id, child_id, exc)
