@@ -330,16 +330,13 @@ class PromptServer:
             sys.stderr.write(self.process.stderr)
 
 
-NEWER_UPDATES = frozenset({"compaction_update", "compaction_summary_chunk", "notice"})
-"""Session updates of the newer schema, which the Python SDK's models do not know: held to the
-TypeScript SDK's schema instead (`sdk_schema`)."""
-
-
 def newer_update(frame: dict[str, Any]) -> bool:
+    """A session update of the newer schema, which the Python SDK's models do not know: held to
+    the TypeScript SDK's schema instead (`sdk_schema`)."""
     if frame.get("method") != "session/update":
         return False
     update = frame.get("params", {}).get("update", {})
-    return isinstance(update, dict) and update.get("sessionUpdate") in NEWER_UPDATES
+    return isinstance(update, dict) and update.get("sessionUpdate") in sdk_schema.PYTHON_MODELS_LACK
 
 
 def chunk_events(turn: int, step: int, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

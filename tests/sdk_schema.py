@@ -1,5 +1,5 @@
 """The ACP schema the official TypeScript SDK bundles (a test helper): frames of the protocol's
-newer shapes (compaction updates, notices), which the Python SDK's models do not know yet, are
+newer shapes (compaction updates, notices, subagents), which the Python SDK's models do not know yet, are
 held to the v1 unstable schema of `@agentclientprotocol/sdk` (the version `node_packages` pins),
 installed by `node_with_packages`: never to a file outside the repository.
 """
@@ -12,6 +12,19 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from node_packages import CURRENT_SDK, PACKAGES, node_with_packages
+
+PYTHON_MODELS_LACK: frozenset[str] = frozenset(
+    {
+        "compaction_update",
+        "compaction_summary_chunk",
+        "notice",
+        "subagent_update",
+        "session_message",
+        "session_message_chunk",
+    }
+)
+"""The `sessionUpdate` kinds the pinned Python models (`agent-client-protocol`) do not know:
+frames of these kinds are held to this schema instead."""
 
 SCHEMA = PACKAGES / "node_modules" / CURRENT_SDK / "schema" / "v1" / "schema.unstable.json"
 

@@ -7,6 +7,8 @@ call shows on the wire), writes its own log with header `origin: "subagent"` and
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from fixtures_builder import Scenario, Step, ToolUse, args, step_chunks
 from prompt_harness import (
     PERMISSION_OPTIONS,
+    Answered,
     FakeClient,
     PromptServer,
     chunk_events,
@@ -423,3 +426,220 @@ def test_session_cancel_of_a_running_child_is_ignored_with_a_log_line(tmp_path: 
         [line.split(": ", 1)[1] for line in server.process.stderr.splitlines()]
     )
     assert refused == ["notification session/cancel failed: " + CHILD_REFUSED_MESSAGE]
+
+
+# ---------------------------------------------------------------------------------------------
+# A client that advertised `subagents` (SPEC 4.7): the child as an ACP subagent session.
+
+SUBAGENTS = {"subagents": {}}
+
+
+def session_updates(answered: Answered) -> list[tuple[str, dict[str, Any]]]:
+    """(session id, update) of every `session/update` before the response, normalized."""
+    return [
+        (answered.normalize(f["params"]["sessionId"]), answered.normalize(f["params"]["update"]))
+        for f in answered.frames
+        if f.get("method") == "session/update"
+    ]
+
+
+def on(session: str, updates: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(session, u) for u in updates]
+
+
+RUNNING = {
+    "sessionUpdate": "subagent_update",
+    "sessionId": "<child>",
+    "state": {"state": "running"},
+}
+PROMPT_SENT = {
+    "sessionUpdate": "session_message",
+    "messageId": "subagent-<child>-prompt",
+    "senderSessionId": "<session>",
+    "recipientSessionId": "<child>",
+    "recipientMessageId": "user-0",
+    "content": [{"type": "text", "text": "Count the files"}],
+}
+PROMPT_RECEIVED = {
+    "sessionUpdate": "session_message",
+    "messageId": "user-0",
+    "senderSessionId": "<session>",
+    "recipientSessionId": "<child>",
+    "senderMessageId": "subagent-<child>-prompt",
+    "content": [{"type": "text", "text": "Count the files"}],
+}
+
+
+def answer_received(text: str) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "session_message",
+        "messageId": "subagent-<child>-answer",
+        "senderSessionId": "<child>",
+        "recipientSessionId": "<session>",
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def idle(**state: Any) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "subagent_update",
+        "sessionId": "<child>",
+        "state": {"state": "idle", **state},
+    }
+
+
+def live_texts(step: Step) -> list[str]:
+    return [c["text"] for c in step_chunks(step) if c["type"] == "text-delta"]
+
+
+IN_PROGRESS = {
+    "sessionUpdate": "tool_call_update",
+    "toolCallId": "call_task",
+    "status": "in_progress",
+}
+
+
+def test_a_client_with_subagents_sees_the_child_run_as_its_own_session_live_and_on_load(
+    tmp_path: Path,
+) -> None:
+    final = Step(text="Two files.")
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, final])], children=[[("Count the files", [CHILD_ANSWER])]]
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child_of(server, session)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        completed = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call_task",
+            "status": "completed",
+            "content": text_result("There are 2 files."),
+            "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
+        }
+        answer = answer_received("There are 2 files.")
+        assert session_updates(answered) == [
+            *on("<session>", [TASK_ANNOUNCED, RUNNING, PROMPT_SENT]),
+            ("<child>", PROMPT_RECEIVED),
+            ("<session>", IN_PROGRESS),
+            *on("<child>", message_chunks(live_texts(CHILD_ANSWER), "assistant-0-0")),
+            *on("<session>", [answer, idle(stopReason="end_turn"), completed]),
+            *on("<session>", message_chunks(live_texts(final), "assistant-0-1")),
+        ]
+        assert session_updates(loaded)[1:] == [
+            *on("<session>", [TASK_ANNOUNCED, RUNNING, PROMPT_SENT]),
+            ("<child>", PROMPT_RECEIVED),
+            *on("<child>", message_chunks(["There are 2 files."], "assistant-0-0")),
+            *on("<session>", [answer, idle(stopReason="end_turn"), completed]),
+            *on("<session>", message_chunks(["Two files."], "assistant-0-1")),
+        ]
+        assert [e["type"] for e in server.log(session)].count("subagent/start") == 1
+
+
+def test_a_shown_child_asks_permission_under_its_own_session_id(tmp_path: Path) -> None:
+    client = FakeClient(permissions=["allow_once"])
+    with PromptServer(
+        tmp_path, wrote_it_scenario(), capabilities=SUBAGENTS, client=client
+    ) as server:
+        session = server.new_session()
+        answered = server.prompt(session, "delegate")
+        child_of(server, session)
+
+        asked = child_permission()
+        asked["params"]["sessionId"] = "<child>"
+        assert answered.requests == [asked]
+        assert (server.workspace / "count.txt").read_text() == "2"
+        assert ("<session>", idle(stopReason="end_turn")) in session_updates(answered)
+
+
+def test_a_cancelled_child_goes_idle_cancelled_before_its_call_fails(tmp_path: Path) -> None:
+    with PromptServer(tmp_path, wrote_it_scenario(), capabilities=SUBAGENTS) as server:
+        session, prompt, _asked = child_asking_permission(server)
+        child_of(server, session)
+        server.cancel(session)
+        answered = server.read_until_response(prompt, answer=False)
+
+        assert answered.stop_reason == "cancelled"
+        assert session_updates(answered) == [
+            (
+                "<child>",
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call_child_write",
+                    "status": "failed",
+                    "content": text_result("cancelled"),
+                },
+            ),
+            ("<session>", idle(stopReason="cancelled")),
+            (
+                "<session>",
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call_task",
+                    "status": "failed",
+                    "content": text_result("cancelled"),
+                },
+            ),
+        ]
+
+
+def test_a_load_whose_child_log_is_gone_still_shows_the_child_on_the_parent(
+    tmp_path: Path,
+) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Two files.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        server.prompt(session, "delegate")
+        child = child_of(server, session)
+        shutil.rmtree(server.sessions_dir / child)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        assert [u for s, u in session_updates(loaded) if s == "<child>"] == []
+        assert [u for s, u in session_updates(loaded)][2:7] == [
+            RUNNING,
+            PROMPT_SENT,
+            answer_received("There are 2 files."),
+            idle(stopReason="end_turn"),
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_task",
+                "status": "completed",
+                "content": text_result("There are 2 files."),
+                "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
+            },
+        ]
+
+
+def test_a_load_does_not_announce_a_child_whose_log_names_another_parent(tmp_path: Path) -> None:
+    scenario = Scenario(
+        [("delegate", [TASK_STEP, Step(text="Two files.")])],
+        children=[[("Count the files", [CHILD_ANSWER])]],
+    )
+    with PromptServer(tmp_path, scenario, capabilities=SUBAGENTS) as server:
+        session = server.new_session()
+        server.prompt(session, "delegate")
+        child = child_of(server, session)
+        path = server.log_path(child)
+        header, rest = path.read_bytes().split(b"\n", 1)
+        value = json.loads(header)
+        value["parentSession"] = "another-session"
+        path.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+        loaded = server.request(
+            "session/load", {"sessionId": session, "cwd": str(server.workspace), "mcpServers": []}
+        )
+
+        assert [u["sessionUpdate"] for u in loaded.updates] == [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+        ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.storage.errors import UnsupportedStore
+from acp_server.storage.errors import DamagedStore
 from acp_server.storage.sql.sqlite import SqliteStore
 
 
@@ -44,7 +44,7 @@ def test_a_file_that_is_not_a_database_is_refused_without_trying_again(
         return open_once(self)
 
     monkeypatch.setattr(SqliteStore, "_open_once", counted)
-    with pytest.raises(UnsupportedStore) as refused:
+    with pytest.raises(DamagedStore) as refused:
         SqliteStore(path)
     assert (len(attempts), str(refused.value)) == (
         1,

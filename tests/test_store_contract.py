@@ -56,6 +56,7 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.api import Store, follow_stored
 from acp_server.storage.errors import (
+    DamagedStore,
     LogLocked,
     LogWriteFailed,
     SessionExists,
@@ -362,7 +363,7 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
 
 async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.db").write_text("not a database\n" * 100)
-    with pytest.raises(UnsupportedStore, match="cannot open the database"):
+    with pytest.raises(DamagedStore, match="cannot open the database"):
         SqliteStore(tmp_path / "notes.db")
 
 

@@ -27,15 +27,14 @@ from ..core.acp_updates import (
     CompactionShown,
     CompactionSummaryChunk,
     NoticeShown,
-    PlanShown,
     SessionNotification,
     SessionUpdate,
     ToolCallContent,
-    ToolCallUpdated,
     UsageShown,
     assistant_message_id,
     command_message_id,
     compaction_id,
+    plan_shown,
     tool_call_finished,
     tool_call_in_progress,
     tool_call_started,
@@ -96,6 +95,7 @@ from ..core.events import (
 )
 from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
+from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
 from ..core.usage import nearly_full
 from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError, RetryReport
 from ..storage.errors import LogWriteFailed
@@ -142,9 +142,10 @@ class TurnEnv:
     max_steps: int = DEFAULT_MAX_STEPS
     create_subagent: SubagentFactory | None = None
     live_updates: bool = True
-    """Subagent turns run unseen: only their parent's `task` call is shown to the client."""
+    """Subagent turns run unseen (only their parent's `task` call is shown to the client),
+    unless the client advertised `subagents`: then under their own session id."""
     client_session_id: str = ""
-    """The session id the client knows: the session's own, or its top-level parent's."""
+    """The session id the client knows: the session's own, or an unseen child's parent's."""
     on_finished: Callable[[], None] | None = None
     """For a subagent: called once its turn is over and its log closed."""
     registry: ToolRegistry = BUILTIN_TOOLS
@@ -194,6 +195,8 @@ class Turn:
         """The seq of this turn's `turn/start`, once written."""
         self._scope = anyio.CancelScope()
         self._state = _TurnState(turn=env.recorder.log.turns)
+        self._children: dict[str, str] = {}
+        """Call id -> child session id, for the `task` calls of this turn that started one."""
         # The calls of this turn may run subagents when the session can create them.
         self._tools = (
             replace(env.tools, subagents=self._run_task)
@@ -482,18 +485,14 @@ class Turn:
                 kind=announcement.kind,
                 on_started=on_started,
             )
-            await self._show(
-                self._record_result(
-                    block.id,
-                    outcome.content,
-                    outcome.is_error,
-                    outcome.raw_output,
-                    outcome.locations,
-                )
+            result = self._log_result(
+                block.id, outcome.content, outcome.is_error, outcome.raw_output, outcome.locations
             )
+            await self._show_finished(result)
             if outcome.plan is not None:
                 rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
-                await self._show(PlanShown(outcome.plan))
+                operations = env.client.capabilities.plan_operations
+                await self._show(plan_shown(outcome.plan, operations))
 
     async def _run_task(
         self, call_id: str, arguments: str, on_started: Callable[[], Awaitable[None]]
@@ -506,12 +505,18 @@ class Turn:
         assert self.env.create_subagent is not None
         child = await self.env.create_subagent(self.env)
         state = self._state
+        child_id = child.recorder.session_id
         self.env.recorder.append(
             SubagentStart,
-            SubagentStartData(
-                state.turn, state.step, call_id, child.recorder.session_id, "one-shot"
-            ),
+            SubagentStartData(state.turn, state.step, call_id, child_id, "one-shot"),
         )
+        if self._shows_subagents():
+            self._children[call_id] = child_id
+            for update in subagent_started(self._session_id(), child_id, args.prompt):
+                await self._show(update)
+            if child.live_updates:  # the child's own stream begins with what it was sent
+                received = prompt_received(self._session_id(), child_id, [TextContent(args.prompt)])
+                await child.client.notify("session/update", SessionNotification(child_id, received))
         await on_started()
         try:
             stop = await _run_child_turn(child, [TextContent(args.prompt)])
@@ -535,14 +540,15 @@ class Turn:
             None,
         )
 
-    def _record_result(
+    def _log_result(
         self,
         call_id: str,
         content: list[ToolResultContent],
         is_error: bool,
         raw_output: Any,
         locations: list[ToolCallLocation] | None = None,
-    ) -> ToolCallUpdated:
+    ) -> ToolResultData:
+        """Append a call's `tool/result` (its content scrubbed of the key); returns its data."""
         state = self._state
         call = state.open_calls.pop(call_id)
         content, raw_output = self._scrubbed(content, raw_output)
@@ -556,7 +562,24 @@ class Turn:
             UNSET if locations is None else locations,
         )
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
-        return tool_call_finished(result)
+        return result
+
+    async def _show_finished(self, result: ToolResultData) -> None:
+        """Show a call's closing `tool_call_update`, after its child's answer and idle state
+        when the call ran a subagent shown as such."""
+        child_id = self._children.pop(result.call_id, None)
+        if child_id is not None:
+            for update in subagent_finished(self._session_id(), child_id, result):
+                await self._show(update)
+        await self._show(tool_call_finished(result))
+
+    def _shows_subagents(self) -> bool:
+        """Whether this turn's client is shown `task` children as subagent sessions."""
+        return self.env.live_updates and self.env.client.capabilities.subagents
+
+    def _session_id(self) -> str:
+        """The id of the session as the client knows it."""
+        return self.env.client_session_id or self.env.recorder.session_id
 
     def _scrubbed(
         self, content: list[ToolResultContent], raw_output: Any
@@ -605,7 +628,7 @@ class Turn:
                 **self._source_range(),
             )
         finished = [
-            self._record_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET)
+            self._log_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET)
             for call_id in list(state.open_calls)
         ]
         self._end_step()
@@ -618,8 +641,8 @@ class Turn:
             )
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
         await rec.sync()
-        for update in finished:
-            await self._show(update)
+        for result in finished:
+            await self._show_finished(result)
         if state.compaction is not None:
             cancelled = CompactionShown(state.compaction, "cancelled")
             state.compaction = None

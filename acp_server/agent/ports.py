@@ -33,6 +33,10 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     """`session.compaction`: compactions as `compaction_update` / `compaction_summary_chunk`."""
     notices: bool = False
     """`session.notices`: `notice` updates."""
+    plan_operations: bool = False
+    """`plan`: plans go out as `plan_update` / `plan_removed` instead of `plan`."""
+    subagents: bool = False
+    """`subagents`: a `task` call's child is shown as `subagent_update` and `session_message`."""
 
 
 class ClientPort(Protocol):

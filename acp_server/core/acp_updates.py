@@ -152,6 +152,64 @@ class NoticeShown(Update, tag="notice"):
     description: str | UnsetType = UNSET
 
 
+# The unstable schema's plan operations, for a client that advertised `plan`.
+
+
+class PlanItems(Struct, tag="items", tag_field="type", rename="camel", gc=False):
+    """A plan of structured entries, named by its id (ACP `PlanUpdateContent` `items`)."""
+
+    plan_id: str
+    entries: list[PlanEntry]
+
+
+class PlanUpdated(Update, tag="plan_update"):
+    plan: PlanItems
+
+
+class PlanRemoved(Update, tag="plan_removed"):
+    plan_id: str
+
+
+# The unstable schema's subagent sessions, for a client that advertised `subagents`.
+
+
+class RunningState(Struct, tag="running", tag_field="state", gc=False):
+    """A child's foreground work is in progress."""
+
+
+class ErrorObject(Struct, omit_defaults=True, gc=False):
+    """A JSON-RPC error object: why a child's work ended in failure."""
+
+    code: int
+    message: str
+    data: Any | UnsetType = UNSET
+
+
+class IdleState(Struct, tag="idle", tag_field="state", rename="camel", omit_defaults=True):
+    """A child's foreground work stopped: why (a `StopReason` or "error"), when known."""
+
+    stop_reason: str | UnsetType = UNSET
+    error: ErrorObject | UnsetType = UNSET
+
+
+class SubagentUpdated(Update, tag="subagent_update"):
+    """Sent on the parent session: announces its child `session_id`, or patches its state."""
+
+    session_id: str
+    state: RunningState | IdleState | UnsetType = UNSET
+
+
+class SessionMessageShown(Update, tag="session_message"):
+    """A message between two sessions, as the enclosing session's transcript holds it."""
+
+    message_id: str
+    sender_session_id: str | UnsetType = UNSET
+    recipient_session_id: str | UnsetType = UNSET
+    sender_message_id: str | UnsetType = UNSET
+    recipient_message_id: str | UnsetType = UNSET
+    content: list[ContentBlock] | UnsetType = UNSET
+
+
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
@@ -167,6 +225,10 @@ SessionUpdate = (
     | CompactionShown
     | CompactionSummaryChunk
     | NoticeShown
+    | PlanUpdated
+    | PlanRemoved
+    | SubagentUpdated
+    | SessionMessageShown
 )
 
 
@@ -246,6 +308,20 @@ def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
     return ToolCallUpdated(result.call_id, status, content, result.locations, result.raw_output)
 
 
+PLAN_ID: Final = "todo"
+"""The id of a session's one plan, the one `todo_write` replaces whole, in `plan_update`."""
+
+
+def plan_shown(entries: list[PlanEntry], operations: bool) -> SessionUpdate:
+    """How a `plan/update` is shown: the legacy `plan`, or, to a client that advertised
+    `plan`, `plan_update` of the session's plan (`plan_removed` once its list is empty)."""
+    if not operations:
+        return PlanShown(entries)
+    if not entries:
+        return PlanRemoved(PLAN_ID)
+    return PlanUpdated(PlanItems(PLAN_ID, entries))
+
+
 def assistant_message_id(turn: int, step: int) -> str:
     """The id of a step's assistant message: stable, so that load shows what live showed."""
     return f"assistant-{turn}-{step}"
@@ -267,6 +343,7 @@ def compaction_id(turn: int, step: int) -> str:
 
 
 __all__ = [
+    "PLAN_ID",
     "AgentMessageChunk",
     "AgentThoughtChunk",
     "AvailableCommandsUpdate",
@@ -274,11 +351,19 @@ __all__ = [
     "CompactionSummaryChunk",
     "ConfigOptionUpdate",
     "CurrentModeUpdate",
+    "ErrorObject",
+    "IdleState",
     "NoticeShown",
+    "PlanItems",
+    "PlanRemoved",
     "PlanShown",
+    "PlanUpdated",
+    "RunningState",
     "SessionInfoUpdate",
+    "SessionMessageShown",
     "SessionNotification",
     "SessionUpdate",
+    "SubagentUpdated",
     "ToolCallLocation",
     "ToolCallStarted",
     "ToolCallUpdated",
@@ -292,6 +377,7 @@ __all__ = [
     "clip_title",
     "command_message_id",
     "compaction_id",
+    "plan_shown",
     "tool_call_finished",
     "tool_call_in_progress",
     "tool_call_started",

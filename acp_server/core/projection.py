@@ -7,11 +7,15 @@ the title are shown where they happened, and a command's answer as an agent mess
 compaction's summarising step is shown as one agent message saying the conversation was
 compacted, with the summary; to a client that takes compactions (`session.compaction`), as a
 completed `compaction_update` holding the summary. Notices are live only: never replayed.
+
+A client that advertised the unstable schema's newer shapes gets them in the same places: a
+plan as `plan_update` / `plan_removed` (`plan_operations`), and a `task` call's child as
+`subagent_update` and `session_message` around the call's result (`subagents`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import cast
 
 import msgspec
@@ -20,7 +24,6 @@ from .acp_updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
     CompactionShown,
-    PlanShown,
     SessionInfoUpdate,
     SessionUpdate,
     ToolPresenter,
@@ -28,6 +31,7 @@ from .acp_updates import (
     assistant_message_id,
     command_message_id,
     compaction_id,
+    plan_shown,
     tool_call_finished,
     tool_call_started,
     unknown_tool_presentation,
@@ -51,12 +55,14 @@ from .events import (
     SessionTitle,
     StepEnd,
     StepStart,
+    SubagentStart,
     TextContent,
     ToolResult,
     TurnEnd,
     TurnStart,
     UserMessageEvent,
 )
+from .subagent_updates import subagent_finished, subagent_started, task_prompt
 
 
 def project_load(
@@ -64,13 +70,21 @@ def project_load(
     present: ToolPresenter = unknown_tool_presentation,
     *,
     compactions: bool = False,
+    plan_operations: bool = False,
+    subagents: bool = False,
+    session_id: str = "",
+    foreign_children: Collection[str] = (),
 ) -> list[SessionUpdate]:
     """The updates that replay `records` (events, chunk rows left packed, or `PackedChunks`),
     in log order.
 
     Tool calls are shown as `present` (the session's tool registry) says; compactions as
     `compaction_update`s when `compactions` (the client advertised `session.compaction`),
-    else as an agent message.
+    else as an agent message. With `plan_operations` plans are shown as `plan_update` /
+    `plan_removed`; with `subagents` each `task` call's child is shown between the call and its
+    result as the live turn showed it, on the session `session_id`, except `foreign_children`
+    (children whose own log names another parent, as a fork's copied `subagent/start`s do:
+    never announced as this one's).
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -81,6 +95,15 @@ def project_load(
         (e.data.turn, e.data.step, e.data.call_id): e for e in records if type(e) is ToolResult
     }
     summaries = {(e.data.turn, e.data.step) for e in records if type(e) is ContextCompaction}
+    children = (
+        {
+            (e.data.turn, e.data.step, e.data.call_id): e.data.child_session_id
+            for e in records
+            if type(e) is SubagentStart and e.data.child_session_id not in foreign_children
+        }
+        if subagents
+        else {}
+    )
     updates: list[SessionUpdate] = []
     # The chunk records of the current step, kept until we know whether a message will stand
     # for them; only a step that ends without one pays for assembling them.
@@ -134,6 +157,12 @@ def project_load(
                         tool_call_started(block.id, block.name, block.arguments, present)
                     )
                     result = results.get((d.turn, d.step, block.id))
+                    child = children.get((d.turn, d.step, block.id))
+                    if child is not None:
+                        prompt = task_prompt(block.arguments)
+                        updates.extend(subagent_started(session_id, child, prompt))
+                        if result is not None:
+                            updates.extend(subagent_finished(session_id, child, result.data))
                     if result is not None:
                         updates.append(tool_call_finished(result.data))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
@@ -145,7 +174,7 @@ def project_load(
                 UserMessageChunk(block, user_message.id) for block in user_message.content
             )
         elif type(event) is PlanUpdate:
-            updates.append(PlanShown(event.data.entries))
+            updates.append(plan_shown(event.data.entries, plan_operations))
         elif type(event) is SessionTitle:
             updates.append(SessionInfoUpdate(event.data.title))
         elif type(event) is CommandResult:

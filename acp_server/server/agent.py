@@ -74,6 +74,7 @@ from .protocol import (
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
     TerminalAuthMethod,
+    marker_advertised,
 )
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
@@ -143,8 +144,10 @@ class ConnectionPort:
             read_text_file=advertised.fs.read_text_file,
             write_text_file=advertised.fs.write_text_file,
             terminal=advertised.terminal,
-            compaction=isinstance(session.compaction, dict),
-            notices=isinstance(session.notices, dict),
+            compaction=marker_advertised(session.compaction),
+            notices=marker_advertised(session.notices),
+            plan_operations=marker_advertised(advertised.plan),
+            subagents=marker_advertised(advertised.subagents),
         )
 
     async def request(self, method: str, params: Any) -> Any:

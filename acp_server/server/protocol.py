@@ -73,6 +73,15 @@ class ClientCapabilities(Inbound):
     session: Any = None
     """`ClientSessionCapabilities`, converted on its own: the schema makes it "default on
     error", so a malformed one is taken as absent, not as a malformed `clientCapabilities`."""
+    # The unstable schema's markers: a non-null object advertises support. Kept untyped, so
+    # that a malformed one (default on error) costs only itself (see `marker_advertised`).
+    plan: Any = UNSET
+    subagents: Any = UNSET
+
+
+def marker_advertised(marker: Any) -> bool:
+    """Whether a capability marker (`{}` or an object with `_meta`) was advertised."""
+    return isinstance(marker, dict)
 
 
 class InitializeRequest(Inbound):

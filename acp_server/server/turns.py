@@ -15,11 +15,17 @@ import anyio
 
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientPort
-from ..core.acp_updates import SessionNotification, ToolPresentation, ToolPresenter
+from ..core.acp_updates import (
+    SessionNotification,
+    SessionUpdate,
+    ToolPresentation,
+    ToolPresenter,
+)
 from ..core.commands import parse_command
-from ..core.events import ContentBlock
+from ..core.events import ContentBlock, SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
+from ..core.subagent_updates import child_replay, with_children
 from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
@@ -133,17 +139,23 @@ class Conversations:
             log.info("session %s: not reopened after a failed turn: %s", session.id, exc)
         self.bind(session)
 
-    def _env(self, session: LiveSession, *, client_session_id: str | None = None) -> TurnEnv:
+    def _env(
+        self, session: LiveSession, *, client_session_id: str | None = None, shown: bool = False
+    ) -> TurnEnv:
+        """A turn's environment; for a subagent's child, `client_session_id` is its parent's.
+        A child `shown` to a client that advertised `subagents` streams its own updates and
+        sends its requests under its own id; any other child runs unseen, its requests under
+        its parent's id, the only one the client knows."""
         from ..agent.loop import TurnEnv
         from ..agent.tools import ToolContext
 
         surface = self.surface
-        # A subagent's child runs under its parent's mode, model and prompt: the client knows
-        # only the parent.
+        # A subagent's child runs under its parent's mode, model and prompt.
         top = self.sessions.live.get(client_session_id, session) if client_session_id else session
+        known_as = session.id if shown else client_session_id or session.id
         directories = [Path(d) for d in session.additional_directories]
         tools = ToolContext(
-            client_session_id or session.id,
+            known_as,
             Path(session.cwd),
             directories,
             self.client,
@@ -160,11 +172,16 @@ class Conversations:
             registry=self.registry(session),
             max_steps=self.max_steps,
             create_subagent=self._create_subagent if client_session_id is None else None,
-            live_updates=client_session_id is None,
-            client_session_id=client_session_id or session.id,
+            live_updates=client_session_id is None or shown,
+            client_session_id=known_as,
             model=lambda: surface.settings(top).model,
             reasoning=lambda: surface.settings(top).reasoning,
-            usage_update=lambda usage: surface.usage_update(top, usage),
+            # A child's context usage is not its parent's to show (nor summed into it).
+            usage_update=(
+                (lambda usage: surface.usage_update(top, usage))
+                if client_session_id is None
+                else (lambda _usage: None)
+            ),
             compact_limit=lambda: surface.compact_limit(top),
         )
 
@@ -194,9 +211,10 @@ class Conversations:
         """A `task` call's child: its own log (header `origin: "subagent"`), live while it runs.
 
         The child is registered as a live session so that it can be followed while its parent
-        runs; it is closed and unregistered by `release_subagent` when its one turn ends. Its
-        client requests (permissions, files) go out under the parent's session id, the only one
-        the client knows.
+        runs; it is closed and unregistered by `release_subagent` when its one turn ends. To a
+        client that advertised `subagents` it is shown as a session of its own (announced by the
+        parent's turn); to any other, its client requests (permissions, files) go out under the
+        parent's session id, the only one that client knows.
         """
         parent_header = parent.recorder.header
         header = SessionHeader(
@@ -210,7 +228,8 @@ class Conversations:
         )
         child = await self.sessions.create_child(header)
         self.bind(child)
-        env = self._env(child, client_session_id=parent.client_session_id)
+        shown = self.client.capabilities.subagents
+        env = self._env(child, client_session_id=parent.client_session_id, shown=shown)
         env.tools.allowed_always = parent.tools.allowed_always
         env.registry = parent.registry
         env.on_finished = lambda: self.sessions.release_child(child.id)
@@ -220,20 +239,67 @@ class Conversations:
 
     async def replay(self, session: LiveSession, max_messages: int | None) -> TailCut:
         """Send the load replay of SPEC 4.2: every notification is sent, in order, before
-        anything sent after this returns (the load's response)."""
+        anything sent after this returns (the load's response).
+
+        To a client that advertised `subagents`, each `task` child of the replayed turns is
+        replayed too, under its own id, where its live stream was (SPEC 4.7)."""
         if session.turn is not None:
             raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
+        shapes = self.client.capabilities
+        records = log_.records_from(cut.start)
+        present = self._presenter(session)
+        replays: dict[str, list[SessionUpdate]] = {}
+        foreign: set[str] = set()
+        if shapes.subagents:
+            for child_id in (e.data.child_session_id for e in records if type(e) is SubagentStart):
+                replay = await self._child_replay(session.id, child_id, present)
+                if replay is None:
+                    foreign.add(child_id)
+                else:
+                    replays[child_id] = replay
         updates = project_load(
-            log_.records_from(cut.start),
-            self._presenter(session),
-            compactions=self.client.capabilities.compaction,
+            records,
+            present,
+            compactions=shapes.compaction,
+            plan_operations=shapes.plan_operations,
+            subagents=shapes.subagents,
+            session_id=session.id,
+            foreign_children=foreign,
         )
+        if shapes.subagents:
+            await self.client.notify_all(
+                "session/update", with_children(session.id, updates, replays)
+            )
+            return cut
         await self.client.notify_all(
             "session/update", (SessionNotification(session.id, update) for update in updates)
         )
         return cut
+
+    async def _child_replay(
+        self, parent_id: str, child_id: str, present: ToolPresenter
+    ) -> list[SessionUpdate] | None:
+        """A `task` child's own replay, as its live stream showed it: empty when its log is
+        gone or unreadable (the parent's updates still show the child: the best a load can
+        do), None when its log names another parent (a fork's copy of another's child)."""
+        try:
+            source = await self.sessions.store.history(child_id)
+            header = source.header
+            if header.origin != "subagent" or header.parent_session != parent_id:
+                return None
+            records = await source.records(0, source.last_seq + 1)
+        except (LogError, OSError) as exc:
+            log.info("session %s: child %s not replayed: %s", parent_id, child_id, exc)
+            return []
+        updates = project_load(
+            records,
+            present,
+            plan_operations=self.client.capabilities.plan_operations,
+            session_id=child_id,
+        )
+        return child_replay(parent_id, child_id, updates)
 
 
 def busy_error(session_id: str) -> SessionInUse:
