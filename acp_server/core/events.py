@@ -374,6 +374,25 @@ class CommandResultData(Model):
     is_error: Literal[True] | UnsetType = UNSET
 
 
+class InstructionFile(Model):
+    """A project instruction file read into the system prompt: where, its digest, its size."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+SystemPromptMode = Literal["append", "override"]
+"""How the client's system prompt meets the server's own: after it, or instead of it."""
+
+
+class SessionContextData(Model):
+    instructions: list[InstructionFile]
+    system_prompt_mode: SystemPromptMode | UnsetType = UNSET
+    system_prompt: list[ContentBlock] | UnsetType = UNSET
+    """The client's `systemPrompt` content (ACP content blocks), as it was given."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -457,6 +476,13 @@ class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
 
+class SessionContext(Event, tag="session/context"):
+    """What shapes the system prompt from here on: the client's `systemPrompt`, the project
+    instruction files read."""
+
+    data: SessionContextData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -474,6 +500,7 @@ KnownEvent = (
     | SessionConfig
     | ContextCompaction
     | CommandResult
+    | SessionContext
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

@@ -76,6 +76,7 @@ from .protocol import (
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
 from .surface import REPLAY_MODEL, Surface, SurfaceConfig
+from .system_prompt import apply_system_prompt, check_system_prompt
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -253,12 +254,14 @@ class AcpAgent:
             raise auth_required()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
+        system_prompt = check_system_prompt(request.system_prompt)
         session = await self.sessions.create(
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=servers,
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         surface = self.surface
@@ -299,6 +302,12 @@ class AcpAgent:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
+        system_prompt = check_system_prompt(request.system_prompt)
+        running = self.sessions.live.get(request.session_id)
+        if system_prompt is not None and running is not None and running.turn is not None:
+            # Its event would land among the running step's chunks, which stay consecutive.
+            check_owner(running, self)
+            raise busy_error(request.session_id)
         session = await self.sessions.resume(
             request.session_id,
             request.cwd,
@@ -306,6 +315,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         self.surface.restore(session)
@@ -381,6 +391,7 @@ class AcpAgent:
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
         max_messages = _replay_limit(request.meta)
+        system_prompt = check_system_prompt(request.system_prompt)
         running = self.sessions.live.get(request.session_id)
         if running is not None:
             check_owner(running, self)
@@ -394,6 +405,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         cut = await self.conversations.replay(session, max_messages)

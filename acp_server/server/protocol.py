@@ -78,12 +78,23 @@ class PromptCapabilities(Model):
     embedded_context: bool
 
 
+class SystemPromptModes(Model):
+    """The `systemPrompt` modes beyond `append` that the agent takes."""
+
+    override: Empty | UnsetType = UNSET
+
+
+class SystemPromptCapabilities(Model):
+    mode: SystemPromptModes | UnsetType = UNSET
+
+
 class SessionCapabilities(Model):
     list: Empty | UnsetType = UNSET
     resume: Empty | UnsetType = UNSET
     close: Empty | UnsetType = UNSET
     delete: Empty | UnsetType = UNSET
     additional_directories: Empty | UnsetType = UNSET
+    system_prompt: SystemPromptCapabilities | UnsetType = UNSET
 
 
 class McpCapabilities(Model):
@@ -151,12 +162,22 @@ class LogoutRequest(Inbound):
 # Session lifecycle.
 
 
+class SystemPrompt(Inbound):
+    """The client's `systemPrompt` (unstable ACP): `mode` is checked by the handler, so that an
+    unknown one is refused with a message that names the modes taken."""
+
+    mode: str
+    content: list[ContentBlock]
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class NewSessionRequest(Inbound):
     cwd: str
     # Required by the schema, but every value is only recorded, so an absent list is taken as
     # empty rather than refused.
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -197,6 +218,7 @@ class ResumeSessionRequest(Inbound):
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -267,6 +289,7 @@ class LoadSessionRequest(Inbound):
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Any = field(default=UNSET, name="_meta")
 
 

@@ -24,6 +24,7 @@ from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 from .surface import Surface, SurfaceConfig
+from .system_prompt import system_for
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
@@ -54,8 +55,12 @@ class Conversations:
         *,
         max_steps: int,
         surface: Surface | None = None,
+        default_system: str | None = None,
     ) -> None:
         self.sessions = sessions
+        self.default_system = default_system
+        """The server's own system prompt, which a client's `systemPrompt` extends or replaces;
+        None: the server has none."""
         self.provider = provider
         self.client = client
         self.max_steps = max_steps
@@ -166,6 +171,7 @@ class Conversations:
             reasoning=lambda: surface.settings(top).reasoning,
             usage_update=lambda usage: surface.usage_update(top, usage),
             compact_limit=lambda: surface.compact_limit(top),
+            system=lambda: system_for(top, self.default_system),
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:
