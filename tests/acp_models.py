@@ -40,6 +40,8 @@ TO_CLIENT_PARAMS: dict[str, type[BaseModel]] = {
     "terminal/release": schema.ReleaseTerminalRequest,
     "terminal/kill": schema.KillTerminalRequest,
     "$/cancel_request": schema.CancelRequestNotification,
+    # The server sends form elicitations of a session's tool calls only.
+    "elicitation/create": schema.CreateFormSessionElicitationRequest,
 }
 AGENT_RESULTS: dict[str, type[BaseModel]] = {
     "initialize": schema.InitializeResponse,

@@ -29,6 +29,8 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    elicitation_form: bool = False
+    """The client renders `elicitation/create` forms (`elicitation.form`)."""
 
 
 class ClientPort(Protocol):

@@ -72,6 +72,7 @@ from .protocol import (
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
     TerminalAuthMethod,
+    form_elicitation,
 )
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
@@ -141,6 +142,7 @@ class ConnectionPort:
             read_text_file=advertised.fs.read_text_file,
             write_text_file=advertised.fs.write_text_file,
             terminal=advertised.terminal,
+            elicitation_form=form_elicitation(advertised),
         )
 
     async def request(self, method: str, params: Any) -> Any:

@@ -54,13 +54,34 @@ class ClientAuthCapabilities(Inbound):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
+class ElicitationCapabilities(Inbound):
+    # Any value: the schema reads a malformed one as absent, which `form_elicitation` does.
+    form: Any = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ClientCapabilities(Inbound):
     """What the client can do for us; only the parts the server uses are typed."""
 
     fs: FileSystemCapabilities = msgspec.field(default_factory=FileSystemCapabilities)
     terminal: bool = False
     auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
+    elicitation: Any = UNSET
+    """`ElicitationCapabilities` where the client gave one; read by `form_elicitation`."""
     meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+def form_elicitation(capabilities: ClientCapabilities) -> bool:
+    """Whether the client advertised form elicitation (`elicitation.form` an object): absent,
+    null or malformed values mean it did not."""
+    value = capabilities.elicitation
+    if not isinstance(value, dict):
+        return False
+    try:
+        elicitation = msgspec.convert(value, ElicitationCapabilities)
+    except msgspec.ValidationError:
+        return False
+    return isinstance(elicitation.form, dict)
 
 
 class InitializeRequest(Inbound):

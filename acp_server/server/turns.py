@@ -175,13 +175,18 @@ class Conversations:
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:
-        """The session's tools: the built-in ones, then those of its MCP servers (a subagent's
-        child gets its parent's)."""
+        """The session's tools: the built-in ones (`ask_user` only for a client that shows
+        forms), then those of its MCP servers (a subagent's child gets its parent's)."""
         from ..agent.tools import BUILTIN_TOOLS
 
-        if session.mcp is None or not session.mcp.tools:
-            return BUILTIN_TOOLS
-        return BUILTIN_TOOLS.extended(session.mcp.tools)
+        extra = []
+        if self.client.capabilities.elicitation_form:
+            from ..agent.tools.elicitation import ASK_USER
+
+            extra.append(ASK_USER)
+        if session.mcp is not None:
+            extra.extend(session.mcp.tools)
+        return BUILTIN_TOOLS.extended(extra) if extra else BUILTIN_TOOLS
 
     def _presenter(self, session: LiveSession) -> ToolPresenter:
         """The session's `ToolPresenter`, its registry looked up by the first call it shows: a
