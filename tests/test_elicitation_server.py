@@ -187,3 +187,26 @@ def test_ask_user_is_offered_to_the_model_only_when_the_client_shows_forms(
         )
     names = [tool["function"]["name"] for tool in model.requests[0].body["tools"]]
     assert ("ask_user" in names, names[-1] == "ask_user") == (offered, offered)
+
+
+def test_cancelling_the_turn_withdraws_an_mcp_servers_unanswered_question(tmp_path: Path) -> None:
+    client = FormClient(permissions=["allow_once"])
+    with PromptServer(
+        tmp_path, greet(), "--mcp-connect-timeout", str(SLOW), capabilities=FORMS, client=client
+    ) as server:
+        session_id = server.new_session([stdio_server()], timeout=SLOW)
+        prompt = server.send_request("session/prompt", server.prompt_params(session_id, "greet me"))
+        while True:
+            frame = server.process.read_frame(SLOW)
+            if frame.get("method") == "elicitation/create":
+                break
+            if frame.get("method") == "session/request_permission":
+                server.reply(frame["id"], client.answer(frame))
+        server.cancel(session_id)
+        answered = server.read_until_response(prompt, answer=False)
+        assert answered.stop_reason == "cancelled"
+        assert answered.requests == [
+            {"method": "$/cancel_request", "params": {"requestId": frame["id"]}}
+        ]
+        [result] = results(server, session_id)
+        assert result["content"] == [{"type": "text", "text": "cancelled"}]

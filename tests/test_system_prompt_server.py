@@ -171,3 +171,34 @@ def test_an_unknown_mode_is_refused_and_creates_no_session(tmp_path: Path) -> No
             "data": {"path": "$.systemPrompt.mode"},
         }
         assert server.result("session/list", {}) == {"sessions": []}
+
+
+def test_session_page_shows_the_session_context_event_in_its_place(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        session_id = server.result(
+            "session/new",
+            {
+                "cwd": str(tmp_path),
+                "mcpServers": [],
+                "systemPrompt": system_prompt("append", "Answer in French."),
+            },
+        )["sessionId"]
+        prompt(server, session_id)
+        last = read_log(sessions / session_id / "session.jsonl").events[-1].seq
+        page = server.result(
+            "session.page",
+            {
+                "address": {"kind": "session", "sessionId": session_id},
+                "throughSeq": last,
+                "maxMessages": 100,
+            },
+        )
+    events = [r["event"] for r in page["records"] if "event" in r]
+    assert [e["type"] for e in events[:3]] == ["session/context", "turn/start", "user/message"]
+    assert events[0]["data"] == {
+        "instructions": [],
+        "systemPromptMode": "append",
+        "systemPrompt": [{"type": "text", "text": "Answer in French."}],
+    }
