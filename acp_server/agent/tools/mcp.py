@@ -11,6 +11,10 @@ call asks permission like any tool that acts outside the server, then calls the 
 a timeout; every way it can fail (an `isError` result, an MCP error, a server that died, the
 timeout) is an error outcome the model reads. Cancelling the turn cancels the call.
 
+A server's own questions to the user (MCP elicitation) during a call go to the client as a form
+of that call (`elicitation`), only to a client that advertised form elicitation; any other
+client's server is answered `decline` and the client is never asked.
+
 A result is capped as the built-in tools' are (`ToolLimits.mcp_result_bytes`, `cap_result`)
 before it reaches the log, the wire and later model requests, with a note on what was left out.
 
