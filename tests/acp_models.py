@@ -40,6 +40,8 @@ TO_CLIENT_PARAMS: dict[str, type[BaseModel]] = {
     "terminal/release": schema.ReleaseTerminalRequest,
     "terminal/kill": schema.KillTerminalRequest,
     "$/cancel_request": schema.CancelRequestNotification,
+    # The server sends form elicitations of a session's tool calls only.
+    "elicitation/create": schema.CreateFormSessionElicitationRequest,
 }
 AGENT_RESULTS: dict[str, type[BaseModel]] = {
     "initialize": schema.InitializeResponse,
@@ -67,9 +69,28 @@ CLIENT_RESULTS: dict[str, type[BaseModel]] = {
 }
 
 
+UNMODELLED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "InitializeResponse": (("agentCapabilities", "sessionCapabilities", "systemPrompt"),),
+}
+"""Fields of ACP's unstable schema that this release of the Python SDK does not model yet, by
+model: left out before the comparison here, and held to the TypeScript SDK's schema by the
+tests of their own feature (`sdk_schema`)."""
+
+
+def _without(value: Any, path: tuple[str, ...]) -> Any:
+    """`value` with the key at `path` left out (a copy, where it is there at all)."""
+    if not isinstance(value, dict) or path[0] not in value:
+        return value
+    if len(path) == 1:
+        return {k: v for k, v in value.items() if k != path[0]}
+    return {**value, path[0]: _without(value[path[0]], path[1:])}
+
+
 def exact(model: type[BaseModel], value: Any, what: str) -> None:
     """`value` validates against `model` and dumps back to itself (nothing dropped or coerced),
     else a failure naming `what`."""
+    for path in UNMODELLED.get(model.__name__, ()):
+        value = _without(value, path)
     try:
         parsed = model.model_validate(value)
     except ValidationError as exc:

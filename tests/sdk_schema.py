@@ -1,6 +1,6 @@
 """The ACP schema the official TypeScript SDK bundles (a test helper): frames of the protocol's
-newer shapes (compaction updates, notices, subagents), which the Python SDK's models do not know yet, are
-held to the v1 unstable schema of `@agentclientprotocol/sdk` (the version `node_packages` pins),
+newer shapes (compaction updates, notices, subagents, elicitation, the client's system prompt),
+which the Python SDK's models do not know yet, are held to the v1 unstable schema of `@agentclientprotocol/sdk` (the version `node_packages` pins),
 installed by `node_with_packages`: never to a file outside the repository.
 """
 

@@ -76,6 +76,10 @@ EVENT_DATA: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     "session/config": (frozenset({"configId", "value"}), frozenset()),
     "command/result": (frozenset({"turn", "command", "content"}), frozenset({"isError"})),
     "session/notice": (frozenset({"severity", "title"}), frozenset({"description"})),
+    "session/context": (
+        frozenset({"instructions"}),
+        frozenset({"systemPromptMode", "systemPrompt"}),
+    ),
 }
 TURN_END_KINDS: Final = frozenset(
     {"completed", "cancelled", "max-tokens", "refusal", "max-steps", "error", "interrupted"}

@@ -46,6 +46,8 @@ from acp_server.core.events import (
     ResourceLink,
     SessionConfig,
     SessionConfigData,
+    SessionContext,
+    SessionContextData,
     SessionEvent,
     SessionMode,
     SessionModeData,
@@ -298,6 +300,11 @@ def plain_events() -> st.SearchStrategy[SessionEvent]:
             small_ints,
             small_ints,
             st.integers(0, 40),
+        ),
+        st.builds(
+            lambda m, t: _event(SessionContext, SessionContextData([], m, [TextContent(t)])),
+            st.sampled_from(["append", "override"]),
+            short_texts,
         ),
         st.builds(lambda t, s, c: _chunk_event(t, s, c), small_ints, small_ints, non_delta_chunks),
         st.builds(

@@ -43,6 +43,8 @@ from acp_server.core.events import (
     ResourceLink,
     SessionConfig,
     SessionConfigData,
+    SessionContext,
+    SessionContextData,
     SessionEvent,
     SessionMode,
     SessionModeData,
@@ -169,6 +171,9 @@ EXAMPLES: dict[str, SessionEvent] = {
     "command/result": CommandResult(
         16, 20, CommandResultData(2, "mode", [TextContent("unknown mode")], is_error=True)
     ),
+    "session/context": SessionContext(
+        17, 21, SessionContextData([], "append", [TextContent("Answer in French.")])
+    ),
 }
 
 
@@ -265,6 +270,11 @@ def test_event_type_names_known_and_unknown_events() -> None:
             "command/result",
             b'{"type":"command/result","seq":16,"time":20,"data":{"turn":2,"command":"mode",'
             b'"content":[{"type":"text","text":"unknown mode"}],"isError":true}}',
+        ),
+        (
+            "session/context",
+            b'{"type":"session/context","seq":17,"time":21,"data":{"instructions":[],'
+            b'"systemPromptMode":"append","systemPrompt":[{"type":"text","text":"Answer in French."}]}}',
         ),
     ],
 )

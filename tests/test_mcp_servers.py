@@ -58,6 +58,7 @@ async def test_the_tools_of_a_server_are_offered_with_their_descriptions_and_sch
         "mcp__demo__echo",
         "mcp__demo__env_set",
         "mcp__demo__fail",
+        "mcp__demo__greet",
         "mcp__demo__hang",
         "mcp__demo__kinds",
         "mcp__demo__pid",

@@ -159,6 +159,9 @@ class TurnEnv:
     compact_limit: Callable[[], int | None] = lambda: None
     """The tokens of the last usage at which the next model call compacts first (SPEC 4.6);
     None never compacts by itself."""
+    system: Callable[[], str | None] = lambda: None
+    """The session's system prompt, read at each model call (the client's `systemPrompt`
+    may change it on a load or resume); None: no system prompt."""
 
 
 @dataclass
@@ -331,6 +334,7 @@ class Turn:
                 session_id=rec.session_id,
                 messages=derive_messages(rec.log.plain_events()),
                 tools=env.registry.definitions,
+                system=env.system(),
                 model=env.model(),
                 reasoning_effort=env.reasoning(),
                 on_retry=self._retrying,

@@ -37,6 +37,8 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     """`plan`: plans go out as `plan_update` / `plan_removed` instead of `plan`."""
     subagents: bool = False
     """`subagents`: a `task` call's child is shown as `subagent_update` and `session_message`."""
+    elicitation_form: bool = False
+    """The client renders `elicitation/create` forms (`elicitation.form`)."""
 
 
 class ClientPort(Protocol):

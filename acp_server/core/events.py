@@ -385,6 +385,25 @@ class SessionNoticeData(Model):
     description: str | UnsetType = UNSET
 
 
+class InstructionFile(Model):
+    """A project instruction file read into the system prompt: where, its digest, its size."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+SystemPromptMode = Literal["append", "override"]
+"""How the client's system prompt meets the server's own: after it, or instead of it."""
+
+
+class SessionContextData(Model):
+    instructions: list[InstructionFile]
+    system_prompt_mode: SystemPromptMode | UnsetType = UNSET
+    system_prompt: list[ContentBlock] | UnsetType = UNSET
+    """The client's `systemPrompt` content (ACP content blocks), as it was given."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -472,6 +491,13 @@ class SessionNotice(Event, tag="session/notice"):
     data: SessionNoticeData
 
 
+class SessionContext(Event, tag="session/context"):
+    """What shapes the system prompt from here on: the client's `systemPrompt`, the project
+    instruction files read."""
+
+    data: SessionContextData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -490,6 +516,7 @@ KnownEvent = (
     | ContextCompaction
     | CommandResult
     | SessionNotice
+    | SessionContext
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

@@ -74,11 +74,13 @@ from .protocol import (
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
     TerminalAuthMethod,
+    form_elicitation,
     marker_advertised,
 )
 from .rpc import Connection, Then
 from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
 from .surface import REPLAY_MODEL, Surface, SurfaceConfig
+from .system_prompt import apply_system_prompt, check_system_prompt
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ class ConnectionPort:
             notices=marker_advertised(session.notices),
             plan_operations=marker_advertised(advertised.plan),
             subagents=marker_advertised(advertised.subagents),
+            elicitation_form=form_elicitation(advertised),
         )
 
     async def request(self, method: str, params: Any) -> Any:
@@ -271,12 +274,14 @@ class AcpAgent:
             raise auth_required()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
+        system_prompt = check_system_prompt(request.system_prompt)
         session = await self.sessions.create(
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=servers,
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         surface = self.surface
@@ -317,6 +322,12 @@ class AcpAgent:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
+        system_prompt = check_system_prompt(request.system_prompt)
+        running = self.sessions.live.get(request.session_id)
+        if system_prompt is not None and running is not None and running.turn is not None:
+            # Its event would land among the running step's chunks, which stay consecutive.
+            check_owner(running, self)
+            raise busy_error(request.session_id)
         session = await self.sessions.resume(
             request.session_id,
             request.cwd,
@@ -324,6 +335,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         self.surface.restore(session)
@@ -443,6 +455,7 @@ class AcpAgent:
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
         max_messages = _replay_limit(request.meta)
+        system_prompt = check_system_prompt(request.system_prompt)
         running = self.sessions.live.get(request.session_id)
         if running is not None:
             check_owner(running, self)
@@ -456,6 +469,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         cut = await self.conversations.replay(session, max_messages)

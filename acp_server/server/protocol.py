@@ -63,12 +63,20 @@ class ClientSessionCapabilities(Inbound):
     notices: Any = None
 
 
+class ElicitationCapabilities(Inbound):
+    # Any value: the schema reads a malformed one as absent, which `form_elicitation` does.
+    form: Any = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ClientCapabilities(Inbound):
     """What the client can do for us; only the parts the server uses are typed."""
 
     fs: FileSystemCapabilities = msgspec.field(default_factory=FileSystemCapabilities)
     terminal: bool = False
     auth: ClientAuthCapabilities = msgspec.field(default_factory=ClientAuthCapabilities)
+    elicitation: Any = UNSET
+    """`ElicitationCapabilities` where the client gave one; read by `form_elicitation`."""
     meta: Meta_ = field(default=UNSET, name="_meta")
     session: Any = None
     """`ClientSessionCapabilities`, converted on its own: the schema makes it "default on
@@ -82,6 +90,19 @@ class ClientCapabilities(Inbound):
 def marker_advertised(marker: Any) -> bool:
     """Whether a capability marker (`{}` or an object with `_meta`) was advertised."""
     return isinstance(marker, dict)
+
+
+def form_elicitation(capabilities: ClientCapabilities) -> bool:
+    """Whether the client advertised form elicitation (`elicitation.form` an object): absent,
+    null or malformed values mean it did not."""
+    value = capabilities.elicitation
+    if not isinstance(value, dict):
+        return False
+    try:
+        elicitation = msgspec.convert(value, ElicitationCapabilities)
+    except msgspec.ValidationError:
+        return False
+    return isinstance(elicitation.form, dict)
 
 
 class InitializeRequest(Inbound):
@@ -99,12 +120,23 @@ class PromptCapabilities(Model):
     embedded_context: bool
 
 
+class SystemPromptModes(Model):
+    """The `systemPrompt` modes beyond `append` that the agent takes."""
+
+    override: Empty | UnsetType = UNSET
+
+
+class SystemPromptCapabilities(Model):
+    mode: SystemPromptModes | UnsetType = UNSET
+
+
 class SessionCapabilities(Model):
     list: Empty | UnsetType = UNSET
     resume: Empty | UnsetType = UNSET
     close: Empty | UnsetType = UNSET
     delete: Empty | UnsetType = UNSET
     additional_directories: Empty | UnsetType = UNSET
+    system_prompt: SystemPromptCapabilities | UnsetType = UNSET
 
 
 class McpCapabilities(Model):
@@ -172,12 +204,22 @@ class LogoutRequest(Inbound):
 # Session lifecycle.
 
 
+class SystemPrompt(Inbound):
+    """The client's `systemPrompt` (unstable ACP): `mode` is checked by the handler, so that an
+    unknown one is refused with a message that names the modes taken."""
+
+    mode: str
+    content: list[ContentBlock]
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class NewSessionRequest(Inbound):
     cwd: str
     # Required by the schema, but every value is only recorded, so an absent list is taken as
     # empty rather than refused.
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -218,6 +260,7 @@ class ResumeSessionRequest(Inbound):
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -288,6 +331,7 @@ class LoadSessionRequest(Inbound):
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Any = field(default=UNSET, name="_meta")
 
 

@@ -28,7 +28,7 @@ from msgspec import UNSET, UnsetType
 
 from ..agent.recorder import SessionRecorder, now_ms
 from ..core.event_log import EventLog
-from ..core.events import SessionEvent
+from ..core.events import SessionContextData, SessionEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.modes import Settings
 from ..storage.api import ListedSession, Opened, Store, Writer
@@ -104,6 +104,9 @@ class LiveSession:
         """Their connections while the session is live, if it has any."""
         self.settings: Settings | None = None
         """Its mode, model and reasoning effort (SPEC 4.4), once folded from its log."""
+        self.context: SessionContextData | UnsetType | None = UNSET
+        """Its latest `session/context` (the client's system prompt), once folded from its
+        log; None when it has none."""
         self.owner: object | None = None
         """The connection that opened it (its agent): the one its updates and client requests
         go to. Other connections of the process may page and follow it, not drive it."""

@@ -30,6 +30,7 @@ from ..storage.errors import LogError
 from .errors import SessionInUse
 from .sessions import LiveSession, SessionRegistry
 from .surface import Surface, SurfaceConfig
+from .system_prompt import system_for
 
 if TYPE_CHECKING:
     from ..agent.loop import StopReason, TurnEnv
@@ -60,8 +61,12 @@ class Conversations:
         *,
         max_steps: int,
         surface: Surface | None = None,
+        default_system: str | None = None,
     ) -> None:
         self.sessions = sessions
+        self.default_system = default_system
+        """The server's own system prompt, which a client's `systemPrompt` extends or replaces;
+        None: the server has none."""
         self.provider = provider
         self.client = client
         self.max_steps = max_steps
@@ -183,16 +188,22 @@ class Conversations:
                 else (lambda _usage: None)
             ),
             compact_limit=lambda: surface.compact_limit(top),
+            system=lambda: system_for(top, self.default_system),
         )
 
     def registry(self, session: LiveSession) -> ToolRegistry:
-        """The session's tools: the built-in ones, then those of its MCP servers (a subagent's
-        child gets its parent's)."""
+        """The session's tools: the built-in ones (`ask_user` only for a client that shows
+        forms), then those of its MCP servers (a subagent's child gets its parent's)."""
         from ..agent.tools import BUILTIN_TOOLS
 
-        if session.mcp is None or not session.mcp.tools:
-            return BUILTIN_TOOLS
-        return BUILTIN_TOOLS.extended(session.mcp.tools)
+        extra = []
+        if self.client.capabilities.elicitation_form:
+            from ..agent.tools.elicitation import ASK_USER
+
+            extra.append(ASK_USER)
+        if session.mcp is not None:
+            extra.extend(session.mcp.tools)
+        return BUILTIN_TOOLS.extended(extra) if extra else BUILTIN_TOOLS
 
     def _presenter(self, session: LiveSession) -> ToolPresenter:
         """The session's `ToolPresenter`, its registry looked up by the first call it shows: a

@@ -48,6 +48,7 @@ AGENT_CAPABILITIES: Final[dict[str, Any]] = {
         "close": {},
         "delete": {},
         "additionalDirectories": {},
+        "systemPrompt": {"mode": {"override": {}}},
     },
     "mcpCapabilities": {"http": True, "sse": True},
     "auth": {"logout": {}},

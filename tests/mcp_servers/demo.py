@@ -11,8 +11,8 @@ request whose `Authorization` header is not `Bearer TOKEN`, so a working connect
 header reached it.
 
 Its tools cover what a client of MCP meets: plain text, an answer of any size, every kind of
-content, a tool error, a server that dies mid-call, a call that never ends, and the server's
-pid (so a test can check that the process is gone).
+content, a tool error, a server that dies mid-call, a call that never ends, the server's
+pid (so a test can check that the process is gone), and a question to the user (elicitation).
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ from typing import Any
 
 import anyio
 from mcp import types
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    DeclinedElicitation,
+    MCPServer,
+)
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
 
 server = MCPServer("demo")
 
@@ -79,6 +85,20 @@ def die() -> str:
 async def hang() -> str:
     await anyio.sleep_forever()
     return ""
+
+
+class Name(BaseModel):
+    name: str = Field(description="Your name")
+    formal: bool = Field(default=False, description="Say it formally")
+
+
+@server.tool(description="Asks the user their name (an elicitation), then greets them.")
+async def greet(ctx: Context) -> str:
+    answer = await ctx.elicit("What is your name?", Name)
+    if isinstance(answer, AcceptedElicitation):
+        greeting = "Good day" if answer.data.formal else "Hello"
+        return f"{greeting}, {answer.data.name}!"
+    return "declined" if isinstance(answer, DeclinedElicitation) else "cancelled"
 
 
 def serve_http(token: str, transport: str) -> None:

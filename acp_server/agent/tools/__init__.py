@@ -11,7 +11,9 @@ The package's public face is `run_tool` with its `ToolContext` and `ToolOutcome`
 - `files`, `commands`, `plan`: the built-in tools' work; `excerpts`: caps and line ranges;
 - `coding`: the runners of `edit_file`, `list_directory`, `glob` and `grep`, over their engines
   `edit`, `listing` and `search` (with `tree`, `ignore` and `globs` beneath them);
-- `mcp`: the tools of a session's MCP servers (imported only by sessions that have some).
+- `mcp`: the tools of a session's MCP servers (imported only by sessions that have some);
+- `elicitation`: forms shown to the user, for `ask_user` (offered only to a client that shows
+  them) and for MCP servers' questions.
 
 Path confinement lives beside this package, in `acp_server.agent.confinement`.
 """

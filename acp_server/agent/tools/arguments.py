@@ -97,10 +97,22 @@ def parameters_schema(args_type: type[Arguments]) -> dict[str, Any]:
         if isinstance(node, dict):
             if "$ref" in node:
                 return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: inline(v) for k, v in node.items() if k != "title"}
+            # A tagged union's `discriminator` names the `$defs` inlined here: it would point
+            # nowhere (and it is OpenAPI's, not JSON Schema's).
+            return {
+                k: fields(v) if k == "properties" else inline(v)
+                for k, v in node.items()
+                if k not in ("title", "discriminator")
+            }
         if isinstance(node, list):
             return [inline(item) for item in node]
         return node
+
+    def fields(node: Any) -> Any:
+        # Field names, which may be `title` (a form field's label): kept, their schemas inlined.
+        if isinstance(node, dict):
+            return {name: inline(schema) for name, schema in node.items()}
+        return inline(node)
 
     parameters: dict[str, Any] = inline(schema)
     parameters.pop("description", None)

@@ -11,6 +11,10 @@ call asks permission like any tool that acts outside the server, then calls the 
 a timeout; every way it can fail (an `isError` result, an MCP error, a server that died, the
 timeout) is an error outcome the model reads. Cancelling the turn cancels the call.
 
+A server's own questions to the user (MCP elicitation) during a call go to the client as a form
+of that call (`elicitation`), only to a client that advertised form elicitation; any other
+client's server is answered `decline` and the client is never asked.
+
 A result is capped as the built-in tools' are (`ToolLimits.mcp_result_bytes`, `cap_result`)
 before it reaches the log, the wire and later model requests, with a note on what was left out.
 
@@ -26,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -50,7 +55,9 @@ from ...core.events import (
     ToolResultContent,
 )
 from ..mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpServerConfig
-from .base import ToolCallInfo, ToolContext, ToolOutcome, error_outcome
+from ..ports import ClientRequestError
+from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, error_outcome
+from .elicitation import FormRefused, elicit, form_from_mcp
 from .excerpts import complete_utf8_prefix
 from .permission import ensure_permission
 from .registry import OnStarted, Tool
@@ -99,6 +106,16 @@ def _reason(exc: BaseException) -> str:
 
 
 @dataclass(eq=False)
+class _Running:
+    """A tool call of a server, running now: where the server's elicitations go meanwhile."""
+
+    ctx: ToolContext
+    call: ToolCallInfo
+    asking: set[anyio.CancelScope] = field(default_factory=set)
+    """The elicitations sent to the client for it, unanswered: cancelled when the call ends."""
+
+
+@dataclass(eq=False)
 class _Server:
     config: McpServerConfig
     session: ClientSession | None = None
@@ -106,6 +123,8 @@ class _Server:
     failure: str | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    running: _Running | None = None
+    """The call running now, if any (a session's tool calls run one at a time)."""
 
 
 class McpServers:
@@ -166,7 +185,9 @@ class McpServers:
             try:
                 async with AsyncExitStack() as stack:
                     read, write = await self._open(config, stack)
-                    session = await stack.enter_async_context(ClientSession(read, write))
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, elicitation_callback=partial(_elicit, server))
+                    )
                     await session.initialize()
                     server.tools = await _list_tools(session)
                     server.session = session
@@ -247,6 +268,7 @@ class McpServers:
         if session is None:  # it went away while the user was asked
             return error_outcome(f"the MCP server {name!r} is not connected")
         await on_started()
+        server.running = running = _Running(ctx, call)
         try:
             with anyio.fail_after(self.call_timeout):
                 result = await session.call_tool(tool, args)
@@ -258,12 +280,51 @@ class McpServers:
             reason = redact(server.config, _reason(exc))
             log.info("MCP tool %s of server %r failed: %s", tool, name, reason)
             return error_outcome(f"the MCP server {name!r} failed: {reason}")
+        finally:
+            server.running = None
+            for asking in running.asking:
+                asking.cancel()
         if not isinstance(result, types.CallToolResult):
             return error_outcome(f"the MCP server {name!r} answered with no tool result")
         content = [_content(block) for block in result.content]
         raw = result.structured_content if result.structured_content is not None else UNSET
         content, raw = cap_result(content, raw, ctx.limits.mcp_result_bytes)
         return ToolOutcome(content, result.is_error, raw)
+
+
+async def _elicit(
+    server: _Server, context: Any, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
+    """An elicitation request of the MCP server, passed through to the client as a form of the
+    call that runs now. Declined when no call of this server runs, when the client did not
+    advertise form elicitation (it is never sent one), when the server asks for a URL or for a
+    form ACP cannot show; cancelled when the call ends first."""
+    running = server.running
+    name = server.config.name
+    if running is None or not running.ctx.client.capabilities.elicitation_form:
+        log.info("MCP server %r asked the user a question: declined (no form to show)", name)
+        return types.ElicitResult(action="decline")
+    if not isinstance(params, types.ElicitRequestFormParams):
+        log.info("MCP server %r asked for a URL elicitation: declined", name)
+        return types.ElicitResult(action="decline")
+    try:
+        form = form_from_mcp(params.requested_schema)
+    except FormRefused as exc:
+        log.info("MCP server %r asked with a form ACP cannot show: %s", name, exc)
+        return types.ElicitResult(action="decline")
+    ctx, call = running.ctx, running.call
+    with anyio.CancelScope() as asking:
+        running.asking.add(asking)
+        try:
+            action, content = await elicit(
+                ctx.client, ctx.session_id, call.call_id, params.message, form
+            )
+        except (ClientRequestError, ToolError) as exc:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=str(exc))
+        finally:
+            running.asking.discard(asking)
+        return types.ElicitResult(action=action, content=content)
+    return types.ElicitResult(action="cancel")  # the call ended while the user was asked
 
 
 def cap_result(

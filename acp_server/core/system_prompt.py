@@ -1,0 +1,41 @@
+"""The system prompt of a session's model requests, from its `session/context` events (SPEC 1.2).
+
+A client may give a session its own system prompt (ACP `systemPrompt` on `session/new`,
+`session/load`, `session/resume`): `append` adds it after the server's own, `override` replaces
+the server's own. The log keeps it as a `session/context` event, so a load restores it; the
+latest such event holds from its place on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from msgspec import UNSET
+
+from .events import ContentBlock, SessionContext, SessionContextData, SessionEvent, TextContent
+
+
+def latest_context(events: Iterable[SessionEvent]) -> SessionContextData | None:
+    """The data of the last `session/context` event of `events`; None when there is none."""
+    latest: SessionContextData | None = None
+    for event in events:
+        if type(event) is SessionContext:
+            latest = event.data
+    return latest
+
+
+def client_prompt_text(content: Sequence[ContentBlock]) -> str:
+    """The text of the client's system prompt: its text blocks, one after the other, a blank
+    line between them."""
+    return "\n\n".join(block.text for block in content if isinstance(block, TextContent))
+
+
+def compose_system(default: str | None, context: SessionContextData | None) -> str | None:
+    """The system prompt of a model request: the server's `default` (None or empty: none) with
+    the client's prompt of `context` appended to it or in its place."""
+    if context is None or context.system_prompt is UNSET or context.system_prompt_mode is UNSET:
+        return default
+    client = client_prompt_text(context.system_prompt)
+    if context.system_prompt_mode == "override" or not default:
+        return client
+    return f"{default}\n\n{client}"

@@ -1,0 +1,204 @@
+"""The client's system prompt through the real server (ACP `systemPrompt` on `session/new`,
+`session/load` and `session/resume`; SPEC 1.2 `session/context`).
+
+The model is a fake OpenAI endpoint, so each test reads the system message the server really
+sent; the log is read back as the store wrote it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp_process import AcpProcess
+from openai_server import FakeOpenAI, Sse, chunk, text
+from sdk_schema import validator
+
+from acp_server.storage.jsonl.log import read_log
+
+pytestmark = pytest.mark.process
+
+HI = Sse([chunk(text("Hi.")), chunk(finish="stop")])
+
+
+def openai_flags(model: FakeOpenAI) -> tuple[str, ...]:
+    return ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
+
+
+def system_prompt(mode: str, text_: str) -> dict[str, Any]:
+    return {"mode": mode, "content": [{"type": "text", "text": text_}]}
+
+
+def prompt(server: AcpProcess, session_id: str) -> None:
+    response, _ = server.exchange(
+        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+    )
+    assert response["result"] == {"stopReason": "end_turn"}
+
+
+def system_sent(request: Any) -> Any:
+    """The system message of a chat completions request, or None."""
+    messages = request.body["messages"]
+    return messages[0]["content"] if messages[0]["role"] == "system" else None
+
+
+def contexts(sessions: Path, session_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """(seq, data) of every `session/context` event of the session's log."""
+    import msgspec
+
+    events = read_log(sessions / session_id / "session.jsonl").events
+    values = [msgspec.to_builtins(e) for e in events]
+    return [(v["seq"], v["data"]) for v in values if v["type"] == "session/context"]
+
+
+def test_initialize_advertises_system_prompts_in_both_modes(tmp_path: Path) -> None:
+    with AcpProcess(tmp_path / "sessions") as server:
+        result = server.initialize()
+    validator("InitializeResponse").validate(result)
+    assert result["agentCapabilities"]["sessionCapabilities"]["systemPrompt"] == {
+        "mode": {"override": {}}
+    }
+
+
+def test_a_new_sessions_system_prompt_is_logged_and_sent_with_every_model_request(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI, HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        session_id = server.result(
+            "session/new",
+            {
+                "cwd": str(tmp_path),
+                "mcpServers": [],
+                "systemPrompt": system_prompt("override", "You are a poet."),
+            },
+        )["sessionId"]
+        prompt(server, session_id)
+        prompt(server, session_id)
+    assert [system_sent(r) for r in model.requests] == ["You are a poet.", "You are a poet."]
+    assert contexts(sessions, session_id) == [
+        (
+            0,
+            {
+                "instructions": [],
+                "systemPromptMode": "override",
+                "systemPrompt": [{"type": "text", "text": "You are a poet."}],
+            },
+        )
+    ]
+
+
+def test_without_a_system_prompt_no_system_message_is_sent_and_nothing_is_logged(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        created = server.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        prompt(server, created["sessionId"])
+    assert system_sent(model.requests[0]) is None
+    assert contexts(sessions, created["sessionId"]) == []
+
+
+def test_a_load_in_a_fresh_process_restores_the_system_prompt_from_the_log(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI]) as model:
+        with AcpProcess(sessions, *openai_flags(model)) as server:
+            server.initialize()
+            session_id = server.result(
+                "session/new",
+                {
+                    "cwd": str(tmp_path),
+                    "mcpServers": [],
+                    "systemPrompt": system_prompt("append", "Answer in French."),
+                },
+            )["sessionId"]
+        with AcpProcess(sessions, *openai_flags(model)) as server:
+            server.initialize()
+            loaded = server.result(
+                "session/load", {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            assert "modes" in loaded
+            prompt(server, session_id)
+    assert system_sent(model.requests[0]) == "Answer in French."
+    assert [seq for seq, _ in contexts(sessions, session_id)] == [0]
+
+
+def test_a_resume_with_another_system_prompt_logs_it_and_the_next_request_uses_it(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI, HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        params = {"cwd": str(tmp_path), "mcpServers": []}
+        first = system_prompt("override", "You are a poet.")
+        session_id = server.result("session/new", {**params, "systemPrompt": first})["sessionId"]
+        prompt(server, session_id)
+        resume = {**params, "sessionId": session_id}
+        server.result("session/resume", {**resume, "systemPrompt": first})  # the same
+        server.result(
+            "session/resume",
+            {**resume, "systemPrompt": system_prompt("append", "Be brief.")},
+        )
+        prompt(server, session_id)
+    assert [system_sent(r) for r in model.requests] == ["You are a poet.", "Be brief."]
+    logged = contexts(sessions, session_id)
+    assert [(data["systemPromptMode"], data["systemPrompt"][0]["text"]) for _, data in logged] == [
+        ("override", "You are a poet."),
+        ("append", "Be brief."),
+    ]
+
+
+def test_an_unknown_mode_is_refused_and_creates_no_session(tmp_path: Path) -> None:
+    with AcpProcess(tmp_path / "sessions") as server:
+        server.initialize()
+        error = server.error(
+            "session/new",
+            {
+                "cwd": str(tmp_path),
+                "mcpServers": [],
+                "systemPrompt": system_prompt("prepend", "x"),
+            },
+        )
+        assert error == {
+            "code": -32602,
+            "message": "Invalid params: unknown system prompt mode 'prepend'; the modes are: "
+            "append, override - at `$.systemPrompt.mode`",
+            "data": {"path": "$.systemPrompt.mode"},
+        }
+        assert server.result("session/list", {}) == {"sessions": []}
+
+
+def test_session_page_shows_the_session_context_event_in_its_place(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        session_id = server.result(
+            "session/new",
+            {
+                "cwd": str(tmp_path),
+                "mcpServers": [],
+                "systemPrompt": system_prompt("append", "Answer in French."),
+            },
+        )["sessionId"]
+        prompt(server, session_id)
+        last = read_log(sessions / session_id / "session.jsonl").events[-1].seq
+        page = server.result(
+            "session.page",
+            {
+                "address": {"kind": "session", "sessionId": session_id},
+                "throughSeq": last,
+                "maxMessages": 100,
+            },
+        )
+    events = [r["event"] for r in page["records"] if "event" in r]
+    assert [e["type"] for e in events[:3]] == ["session/context", "turn/start", "user/message"]
+    assert events[0]["data"] == {
+        "instructions": [],
+        "systemPromptMode": "append",
+        "systemPrompt": [{"type": "text", "text": "Answer in French."}],
+    }
