@@ -75,6 +75,7 @@ EVENT_DATA: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     "session/mode": (frozenset({"modeId"}), frozenset()),
     "session/config": (frozenset({"configId", "value"}), frozenset()),
     "command/result": (frozenset({"turn", "command", "content"}), frozenset({"isError"})),
+    "session/forked": (frozenset({"fromSessionId", "throughSeq"}), frozenset()),
 }
 TURN_END_KINDS: Final = frozenset(
     {"completed", "cancelled", "max-tokens", "refusal", "max-steps", "error", "interrupted"}

@@ -47,6 +47,8 @@ from acp_server.core.events import (
     SessionConfig,
     SessionConfigData,
     SessionEvent,
+    SessionForked,
+    SessionForkedData,
     SessionMode,
     SessionModeData,
     SessionTitle,
@@ -298,6 +300,11 @@ def plain_events() -> st.SearchStrategy[SessionEvent]:
             small_ints,
             small_ints,
             st.integers(0, 40),
+        ),
+        st.builds(
+            lambda p, q: _event(SessionForked, SessionForkedData(p, q)),
+            st.sampled_from(["parent-1", "0f3a"]),
+            st.integers(-1, 40),
         ),
         st.builds(lambda t, s, c: _chunk_event(t, s, c), small_ints, small_ints, non_delta_chunks),
         st.builds(

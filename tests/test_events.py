@@ -44,6 +44,8 @@ from acp_server.core.events import (
     SessionConfig,
     SessionConfigData,
     SessionEvent,
+    SessionForked,
+    SessionForkedData,
     SessionMode,
     SessionModeData,
     SessionTitle,
@@ -169,6 +171,7 @@ EXAMPLES: dict[str, SessionEvent] = {
     "command/result": CommandResult(
         16, 20, CommandResultData(2, "mode", [TextContent("unknown mode")], is_error=True)
     ),
+    "session/forked": SessionForked(17, 21, SessionForkedData("parent-1", 16)),
 }
 
 
@@ -265,6 +268,11 @@ def test_event_type_names_known_and_unknown_events() -> None:
             "command/result",
             b'{"type":"command/result","seq":16,"time":20,"data":{"turn":2,"command":"mode",'
             b'"content":[{"type":"text","text":"unknown mode"}],"isError":true}}',
+        ),
+        (
+            "session/forked",
+            b'{"type":"session/forked","seq":17,"time":21,'
+            b'"data":{"fromSessionId":"parent-1","throughSeq":16}}',
         ),
     ],
 )

@@ -374,6 +374,13 @@ class CommandResultData(Model):
     is_error: Literal[True] | UnsetType = UNSET
 
 
+class SessionForkedData(Model):
+    from_session_id: str
+    """The session this one was forked from."""
+    through_seq: Annotated[int, Meta(ge=-1, le=MAX_SAFE_INTEGER)]
+    """The last seq copied from it (-1: none); this event's own seq is the next one (SPEC 4.7)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -457,6 +464,13 @@ class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
 
+class SessionForked(Event, tag="session/forked"):
+    """The first event after a fork's copied prefix: the parent's events `0..throughSeq`,
+    kept with their seqs (SPEC 4.7)."""
+
+    data: SessionForkedData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -474,6 +488,7 @@ KnownEvent = (
     | SessionConfig
     | ContextCompaction
     | CommandResult
+    | SessionForked
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

@@ -25,6 +25,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "context/compaction",
   "plan/update",
   "session/config",
+  "session/forked",
   "session/mode",
   "session/title",
   "step/end",
