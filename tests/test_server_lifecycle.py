@@ -45,6 +45,7 @@ EXPECTED_INITIALIZE = {
             "close": {},
             "delete": {},
             "additionalDirectories": {},
+            "fork": {},
         },
         "mcpCapabilities": {"http": True, "sse": True},
         "auth": {"logout": {}},

@@ -47,6 +47,7 @@ AGENT_CAPABILITIES: Final[dict[str, Any]] = {
         "close": {},
         "delete": {},
         "additionalDirectories": {},
+        "fork": {},
     },
     "mcpCapabilities": {"http": True, "sse": True},
     "auth": {"logout": {}},
