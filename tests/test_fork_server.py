@@ -138,6 +138,25 @@ def test_a_fork_at_a_message_loads_pages_and_continues_in_a_fresh_process(
     assert stored(store_url, parent) == parent_log  # the parent is left as it was
 
 
+def test_a_fork_is_followed_as_any_session(tmp_path: Path) -> None:
+    with PromptServer(tmp_path, TWO_TURNS) as server:
+        parent = two_turns(server)
+        forked = server.request("session/fork", fork_params(server, parent, messageId="user-1"))
+        fork = forked.result["sessionId"]
+        through = forked.result["_meta"]["acp-server"]["throughSeq"]
+        address = {"kind": "session", "sessionId": fork}
+        followed = server.request("session.follow", {"address": address})
+        answered = server.prompt(fork, "Second?")
+    # Cut through turn 1's prompt: session/forked, then its closing turn/end.
+    assert followed.result["cursor"] == through + 2
+    events = [r["params"]["event"] for r in answered.requests if r["method"] == "session.event"]
+    assert [(e["seq"], e["type"]) for e in events[:2]] == [
+        (through + 3, "turn/start"),
+        (through + 4, "user/message"),
+    ]
+    assert events[0]["data"] == {"turn": 2}
+
+
 def test_a_step_cut_mid_stream_replays_what_its_chunks_had_streamed(tmp_path: Path) -> None:
     with PromptServer(tmp_path, TWO_TURNS) as server:
         parent = two_turns(server)
@@ -197,6 +216,36 @@ def test_a_fork_of_a_running_session_copies_its_completed_turns_without_waiting(
     assert forked.result["_meta"] == {"acp-server": {"throughSeq": first_end}}
     assert fork_log[:-1] == parent_log[: first_end + 1]
     assert [e.seq for e in fork_log] == list(range(first_end + 2))
+
+
+def test_a_fork_goes_on_in_the_mode_its_parent_had_at_the_fork_point(tmp_path: Path) -> None:
+    with PromptServer(tmp_path, TWO_TURNS) as server:
+        parent = server.new_session()
+        server.request("session/set_mode", {"sessionId": parent, "modeId": "plan"})
+        forked = server.request("session/fork", fork_params(server, parent))
+    assert forked.result["modes"]["currentModeId"] == "plan"
+
+
+def test_a_fork_s_header_has_the_request_s_own_directories(tmp_path: Path) -> None:
+    extra = str(tmp_path / "extra")
+    with PromptServer(tmp_path, TWO_TURNS) as server:
+        parent = server.new_session()
+        params = {**fork_params(server, parent), "additionalDirectories": [extra]}
+        fork = server.request("session/fork", params).result["sessionId"]
+
+    async def header() -> Any:
+        store = open_store(parse_store_url(str(server.sessions_dir)))
+        try:
+            return await store.header(fork)
+        finally:
+            await store.aclose()
+
+    stored_header = anyio.run(header)
+    assert (stored_header.cwd, stored_header.additional_directories) == (
+        str(server.workspace),
+        [extra],
+    )
+    assert stored_header.mcp_servers == []
 
 
 def test_a_fork_of_an_unknown_session_is_resource_not_found(tmp_path: Path) -> None:
