@@ -28,6 +28,7 @@ TO_AGENT_PARAMS: dict[str, type[BaseModel]] = {
     "session/set_mode": schema.SetSessionModeRequest,
     "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
     "logout": schema.LogoutRequest,
+    "session/fork": schema.ForkSessionRequest,
 }
 TO_CLIENT_PARAMS: dict[str, type[BaseModel]] = {
     "session/update": schema.SessionNotification,
@@ -56,6 +57,7 @@ AGENT_RESULTS: dict[str, type[BaseModel]] = {
     "session/set_mode": schema.SetSessionModeResponse,
     "session/set_config_option": schema.SetSessionConfigOptionResponse,
     "logout": schema.LogoutResponse,
+    "session/fork": schema.ForkSessionResponse,
 }
 CLIENT_RESULTS: dict[str, type[BaseModel]] = {
     "session/request_permission": schema.RequestPermissionResponse,

@@ -170,6 +170,7 @@ class PromptServer:
         *flags: str,
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
+        store: str | None = None,
     ) -> None:
         self.tmp = tmp_path.resolve()
         self.workspace = self.tmp / "workspace"
@@ -183,7 +184,11 @@ class PromptServer:
             replay = ("--replay", str(write_fixture(self.tmp / "fixture", scenario)))
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
-        self.process = AcpProcess(self.sessions_dir, *replay, *flags)
+        # A store URL replaces the sessions directory (`--store`; `log` then reads nothing).
+        if store is None:
+            self.process = AcpProcess(self.sessions_dir, *replay, *flags)
+        else:
+            self.process = AcpProcess(None, "--store", store, *replay, *flags)
         self.session_ids: dict[str, str] = {}
         """Session ids -> their placeholder in normalized values."""
         result = self.request(

@@ -80,6 +80,7 @@ EVENT_DATA: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
         frozenset({"instructions"}),
         frozenset({"systemPromptMode", "systemPrompt"}),
     ),
+    "session/forked": (frozenset({"fromSessionId", "throughSeq"}), frozenset()),
 }
 TURN_END_KINDS: Final = frozenset(
     {"completed", "cancelled", "max-tokens", "refusal", "max-steps", "error", "interrupted"}

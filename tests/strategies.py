@@ -49,6 +49,8 @@ from acp_server.core.events import (
     SessionContext,
     SessionContextData,
     SessionEvent,
+    SessionForked,
+    SessionForkedData,
     SessionMode,
     SessionModeData,
     SessionTitle,
@@ -305,6 +307,11 @@ def plain_events() -> st.SearchStrategy[SessionEvent]:
             lambda m, t: _event(SessionContext, SessionContextData([], m, [TextContent(t)])),
             st.sampled_from(["append", "override"]),
             short_texts,
+        ),
+        st.builds(
+            lambda p, q: _event(SessionForked, SessionForkedData(p, q)),
+            st.sampled_from(["parent-1", "0f3a"]),
+            st.integers(-1, 40),
         ),
         st.builds(lambda t, s, c: _chunk_event(t, s, c), small_ints, small_ints, non_delta_chunks),
         st.builds(

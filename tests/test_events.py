@@ -46,6 +46,8 @@ from acp_server.core.events import (
     SessionContext,
     SessionContextData,
     SessionEvent,
+    SessionForked,
+    SessionForkedData,
     SessionMode,
     SessionModeData,
     SessionTitle,
@@ -174,6 +176,7 @@ EXAMPLES: dict[str, SessionEvent] = {
     "session/context": SessionContext(
         17, 21, SessionContextData([], "append", [TextContent("Answer in French.")])
     ),
+    "session/forked": SessionForked(17, 21, SessionForkedData("parent-1", 16)),
 }
 
 
@@ -275,6 +278,11 @@ def test_event_type_names_known_and_unknown_events() -> None:
             "session/context",
             b'{"type":"session/context","seq":17,"time":21,"data":{"instructions":[],'
             b'"systemPromptMode":"append","systemPrompt":[{"type":"text","text":"Answer in French."}]}}',
+        ),
+        (
+            "session/forked",
+            b'{"type":"session/forked","seq":17,"time":21,'
+            b'"data":{"fromSessionId":"parent-1","throughSeq":16}}',
         ),
     ],
 )

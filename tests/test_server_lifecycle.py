@@ -46,6 +46,7 @@ EXPECTED_INITIALIZE = {
             "close": {},
             "delete": {},
             "additionalDirectories": {},
+            "fork": {},
         },
         "mcpCapabilities": {"http": True, "sse": True},
         "auth": {"logout": {}},

@@ -12,6 +12,7 @@ import pytest
 from test_store_contract import Events, conversation, header
 
 from acp_server.core.events import SessionEvent
+from acp_server.storage.api import fork_stored
 from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.storage.sql.sqlite import SqliteStore
 
@@ -189,3 +190,34 @@ def test_store_init_of_a_postgresql_url_hides_its_password() -> None:
         "acp-server store init: error: postgresql://acp:***@db.invalid/acp: cannot connect: "
     )
     assert "secret" not in done.stderr
+
+
+def test_a_copy_of_a_fork_keeps_its_link_and_its_cut_row(tmp_path: Path) -> None:
+    root = jsonl_store(tmp_path / "jsonl", {"s1": conversation(4)})
+
+    async def fork() -> None:
+        store = JsonlStore(root)
+        parent = await store.read("s1")
+        # Through seq 37: inside the row 35..38 of turn 3's deltas, as the writer stored it.
+        opened = await fork_stored(store, parent, 37, header("f1"), 5000)
+        await opened.writer.close()
+
+    anyio.run(fork)
+    db = f"sqlite://{tmp_path}/sessions.db"
+    assert run("store", "copy", str(root), db, "--session", "f1").stdout == "copied 1 session\n"
+    copied = run("log", "cat", "--store", db, "f1").stdout
+    assert copied == run("log", "cat", str(root / "f1")).stdout
+    assert copied.splitlines()[39] == (  # line 0 is the header
+        '{"type":"session/forked","seq":38,"time":5000,'
+        '"data":{"fromSessionId":"s1","throughSeq":37}}'
+    )
+    lines = (root / "f1" / "session.jsonl").read_bytes().splitlines()
+    assert [line for line in lines if line.startswith(b'{"type":"text-chunks","seq0":35,')] == [
+        b'{"type":"text-chunks","seq0":35,"time0":10035,"data":{"turn":3,"step":0,"index":0,'
+        b'"dt":[1,1],"texts":["w3.2 ","w3.3 ","w3.4 "]}}'
+    ]
+    verified = run("log", "verify", "--store", db, "f1")
+    assert (verified.returncode, verified.stdout) == (
+        0,
+        run("log", "verify", str(root / "f1")).stdout,
+    )

@@ -15,13 +15,13 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import msgspec
 import pytest
 
-from acp_server.core.chunk_rows import TextChunks, pack_chunk_runs
+from acp_server.core.chunk_rows import TextChunks, TextChunksData, pack_chunk_runs
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantChunk,
@@ -31,6 +31,8 @@ from acp_server.core.events import (
     AssistantMessageEvent,
     AssistantText,
     SessionEvent,
+    SessionForked,
+    SessionForkedData,
     SessionTitle,
     SessionTitleData,
     StepData,
@@ -54,7 +56,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.storage.api import Store, follow_stored
+from acp_server.storage.api import Store, follow_stored, fork_stored
 from acp_server.storage.errors import (
     DamagedStore,
     LogLocked,
@@ -764,3 +766,81 @@ async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(
     assert list(store._indexes) == ids[2:]
     await store.delete(ids[-1])
     assert list(store._indexes) == ids[2:-1]
+
+
+# -- forking (SPEC 4.7) ------------------------------------------------------------------------
+
+FORK_CUT: Final = 24
+"""In `conversation(3)` stored whole, turn 2 streams seqs 22..26 as one row: a fork through
+seq 24 cuts it after its third member, mid-stream."""
+
+
+def forked_log(events: list[SessionEvent]) -> list[SessionEvent]:
+    """`events` forked from "s1" through `FORK_CUT` at time 5000: the prefix, `session/forked`,
+    then the closers of the step and turn the cut leaves open."""
+    return [
+        *events[: FORK_CUT + 1],
+        SessionForked(25, 5000, SessionForkedData("s1", FORK_CUT)),
+        StepEnd(26, 5000, StepData(2, 0)),
+        TurnEnd(27, 5000, TurnEndData(2, TurnEndReasonInterrupted())),
+    ]
+
+
+async def test_a_fork_holds_the_parent_s_events_through_the_cut_then_session_forked(
+    store: Store,
+) -> None:
+    events = conversation(3)
+    await stored(store, events, batch=len(events))
+    opened = await fork_stored(store, await store.read("s1"), FORK_CUT, header("f1"), 5000)
+    assert (opened.events, opened.closers, opened.writer.next_seq) == (forked_log(events), [], 28)
+    await opened.writer.close()
+    fork = await store.read("f1")
+    assert (fork.header, fork.events) == (header("f1"), forked_log(events))
+    assert [r for r in fork.records if type(r) is TextChunks][-1] == TextChunks(
+        22, 10_022, TextChunksData(2, 0, 0, [1, 1], ["w2.0 ", "w2.1 ", "w2.2 "])
+    )
+    assert (await store.read("s1")).events == events  # the parent is left as it was
+
+
+async def test_a_fork_is_continued_like_any_session(store: Store) -> None:
+    events = conversation(3)
+    await stored(store, events, batch=len(events))
+    opened = await fork_stored(store, await store.read("s1"), FORK_CUT, header("f1"), 5000)
+    more = Events(28)
+    more.turn(3, "again", ["x"])
+    opened.writer.append(more.events)
+    await opened.writer.close()
+    reopened = await store.open("f1", 6000)
+    assert (reopened.events, reopened.closers) == ([*forked_log(events), *more.events], [])
+    await reopened.writer.close()
+
+
+async def test_a_fork_pages_as_any_session(store: Store) -> None:
+    events = conversation(3)
+    await stored(store, events, batch=len(events))
+    await (
+        await fork_stored(store, await store.read("s1"), FORK_CUT, header("f1"), 5000)
+    ).writer.close()
+    expected = EventLog(pack_chunk_runs(forked_log(events)))
+    source = await store.history("f1")
+    assert source.last_seq == 27
+    for end in range(29):
+        assert await source.page(end, 2) == expected.page(end, 2)
+
+
+async def test_a_fork_of_a_session_being_written_copies_what_is_stored(store: Store) -> None:
+    events = conversation(3)
+    writer = await store.create(header())
+    writer.append(events[: FORK_CUT + 1])
+    await writer.flush()
+    writer.append(events[FORK_CUT + 1 :])  # queued, not yet stored
+    opened = await fork_stored(store, await store.read("s1"), FORK_CUT, header("f1"), 5000)
+    assert opened.events == forked_log(events)
+    await opened.writer.close()
+    await writer.close()
+
+
+async def test_a_fork_onto_an_existing_session_is_refused(store: Store) -> None:
+    await stored(store, conversation(1))
+    with pytest.raises(SessionExists):
+        await fork_stored(store, await store.read("s1"), 0, header("s1"), 5000)

@@ -404,6 +404,13 @@ class SessionContextData(Model):
     """The client's `systemPrompt` content (ACP content blocks), as it was given."""
 
 
+class SessionForkedData(Model):
+    from_session_id: str
+    """The session this one was forked from."""
+    through_seq: Annotated[int, Meta(ge=-1, le=MAX_SAFE_INTEGER)]
+    """The last seq copied from it (-1: none); this event's own seq is the next one (SPEC 4.7)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -498,6 +505,13 @@ class SessionContext(Event, tag="session/context"):
     data: SessionContextData
 
 
+class SessionForked(Event, tag="session/forked"):
+    """The first event after a fork's copied prefix: the parent's events `0..throughSeq`,
+    kept with their seqs (SPEC 4.7)."""
+
+    data: SessionForkedData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -517,6 +531,7 @@ KnownEvent = (
     | CommandResult
     | SessionNotice
     | SessionContext
+    | SessionForked
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

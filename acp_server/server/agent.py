@@ -42,6 +42,7 @@ from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .protocol import (
+    AcpServerForkMeta,
     AcpServerLoadMeta,
     AgentAuthMethod,
     AgentCapabilities,
@@ -53,6 +54,11 @@ from .protocol import (
     CloseSessionRequest,
     DeleteSessionRequest,
     Empty,
+    ForkAt,
+    ForkedMeta,
+    ForkMeta,
+    ForkSessionRequest,
+    ForkSessionResponse,
     Implementation,
     InitializeRequest,
     InitializeResponse,
@@ -210,6 +216,7 @@ class AcpAgent:
         route("session/delete", self.delete_session, DeleteSessionRequest)
         route("session/prompt", self.prompt, PromptRequest)
         route("session/load", self.load_session, LoadSessionRequest)
+        route("session/fork", self.fork_session, ForkSessionRequest)
         route("session/set_mode", self.set_mode, SetSessionModeRequest)
         route("session/set_config_option", self.set_config_option, SetSessionConfigOptionRequest)
         self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
@@ -294,6 +301,43 @@ class AcpAgent:
 
         def then() -> None:
             # The commands go out once the client knows the session's id.
+            self.connection.start_soon(_announce, surface, session, False)
+            report()
+
+        return Then(response, then)
+
+    async def fork_session(self, request: ForkSessionRequest) -> Then:
+        """`session/fork` (SPEC 4.7): a new session, live on this connection as a new one is,
+        whose log starts with the parent's events through the fork point
+        (`_meta["acp-server"].forkAt`, by default the parent's last completed turn)."""
+        check_session_id(request.session_id)
+        check_absolute(request.cwd, "$.cwd")
+        if self.auth.needed():
+            raise auth_required()
+        check_directories(request.additional_directories)
+        servers = check_mcp_servers(request.mcp_servers)
+        at = _fork_at(request.meta)
+        session, through = await self.sessions.fork(
+            request.session_id,
+            request.cwd,
+            additional_directories=request.additional_directories,
+            mcp_servers=servers,
+            seq=at.seq if isinstance(at.seq, int) else None,
+            message_id=at.message_id if isinstance(at.message_id, str) else None,
+            owner=self,
+        )
+        self.conversations.bind(session)
+        failures = await self._connect_mcp(session)
+        surface = self.surface
+        response = ForkSessionResponse(
+            session_id=session.id,
+            modes=surface.modes(session),
+            config_options=surface.options(session),
+            meta={"acp-server": ForkedMeta(through)},
+        )
+        report = await self._reporter(session, failures)
+
+        def then() -> None:
             self.connection.start_soon(_announce, surface, session, False)
             report()
 
@@ -550,20 +594,45 @@ def _replay_limit(meta: Any) -> int | None:
     try:
         options = msgspec.convert(meta, LoadMeta)
     except msgspec.ValidationError as exc:
-        # msgspec names the path inside `_meta` ("$.acp-server.replay.maxMessages").
-        problem, _, inner = str(exc).rpartition(" - at `$")
-        path = (
-            '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server")
-            if problem
-            else "$._meta"
-        )
-        raise InvalidParams.at(path, problem or str(exc)) from None
+        raise _meta_invalid(exc) from None
     if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(
         options.acp_server.replay, ReplayOptions
     ):
         limit = options.acp_server.replay.max_messages
         return limit if isinstance(limit, int) else None
     return None
+
+
+def _meta_invalid(exc: msgspec.ValidationError) -> InvalidParams:
+    """-32602 for a `_meta` that does not fit, naming the field as the client wrote it."""
+    # msgspec names the path inside `_meta` ("$.acp-server.replay.maxMessages").
+    problem, _, inner = str(exc).rpartition(" - at `$")
+    path = (
+        '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server")
+        if problem
+        else "$._meta"
+    )
+    return InvalidParams.at(path, problem or str(exc))
+
+
+def _fork_at(meta: Any) -> ForkAt:
+    """`_meta["acp-server"].forkAt` of `session/fork`: empty (the default point) if absent;
+    -32602 unless it names exactly one of `seq` and `messageId`."""
+    if not isinstance(meta, dict) or "acp-server" not in meta:
+        return ForkAt()
+    try:
+        options = msgspec.convert(meta, ForkMeta)
+    except msgspec.ValidationError as exc:
+        raise _meta_invalid(exc) from None
+    extension = options.acp_server
+    if not isinstance(extension, AcpServerForkMeta) or not isinstance(extension.fork_at, ForkAt):
+        return ForkAt()
+    at = extension.fork_at
+    if (at.seq is UNSET) == (at.message_id is UNSET):
+        raise InvalidParams.at(
+            '$._meta["acp-server"].forkAt', "must hold exactly one of `seq` and `messageId`"
+        )
+    return at
 
 
 def _lenient(value: Any, kind: type[T], default: T) -> T:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
-from ..core.events import ContentBlock, Meta_, Model
+from ..core.events import MAX_SAFE_INTEGER, ContentBlock, Meta_, Model
 from ..core.modes import ConfigOption, SessionModeState
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
@@ -137,6 +137,7 @@ class SessionCapabilities(Model):
     delete: Empty | UnsetType = UNSET
     additional_directories: Empty | UnsetType = UNSET
     system_prompt: SystemPromptCapabilities | UnsetType = UNSET
+    fork: Empty | UnsetType = UNSET
 
 
 class McpCapabilities(Model):
@@ -344,3 +345,45 @@ class LoadSessionResponse(Model):
     modes: SessionModeState | UnsetType = UNSET
     config_options: list[ConfigOption] | UnsetType = UNSET
     meta: dict[str, ReplayedMeta] | UnsetType = field(default=UNSET, name="_meta")
+
+
+# ---------------------------------------------------------------------------------------------
+# Forking (ACP's unstable `session/fork`; SPEC 4.7).
+
+
+class ForkSessionRequest(Inbound):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
+    additional_directories: list[str] | UnsetType = UNSET
+    meta: Any = field(default=UNSET, name="_meta")
+
+
+class ForkAt(Inbound):
+    """Where a fork is cut: through the event `seq`, or through the message `messageId`."""
+
+    seq: Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)] | UnsetType = UNSET
+    message_id: str | UnsetType = UNSET
+
+
+class AcpServerForkMeta(Inbound):
+    fork_at: ForkAt | UnsetType = UNSET
+
+
+class ForkMeta(Inbound):
+    """The `_meta` of `session/fork` as far as this server reads it (SPEC 4.7)."""
+
+    acp_server: AcpServerForkMeta | UnsetType = field(default=UNSET, name="acp-server")
+
+
+class ForkedMeta(Model):
+    """`_meta["acp-server"]` of the answer: the last seq of the parent the fork holds."""
+
+    through_seq: int
+
+
+class ForkSessionResponse(Model):
+    session_id: str
+    modes: SessionModeState | UnsetType = UNSET
+    config_options: list[ConfigOption] | UnsetType = UNSET
+    meta: dict[str, ForkedMeta] | UnsetType = field(default=UNSET, name="_meta")

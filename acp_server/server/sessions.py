@@ -29,9 +29,10 @@ from msgspec import UNSET, UnsetType
 from ..agent.recorder import SessionRecorder, now_ms
 from ..core.event_log import EventLog
 from ..core.events import SessionContextData, SessionEvent
+from ..core.fork import ForkPointError, default_point, message_point, seq_point
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.modes import Settings
-from ..storage.api import ListedSession, Opened, Store, Writer
+from ..storage.api import ListedSession, Opened, Store, Writer, fork_stored
 from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, SessionInUse, UnknownSession, echoed
 from .listing import (
@@ -240,18 +241,7 @@ class SessionRegistry:
         The header keeps each MCP server's name, transport and command or URL, never its
         secrets (SPEC 4.5).
         """
-        header = SessionHeader(
-            version=SESSION_FORMAT_VERSION,
-            id=self.new_id(),
-            created_at=self.clock(),
-            cwd=cwd,
-            additional_directories=additional_directories,
-            mcp_servers=(
-                [server.record() for server in mcp_servers]
-                if not isinstance(mcp_servers, UnsetType)
-                else UNSET
-            ),
-        )
+        header = self._new_header(cwd, additional_directories, mcp_servers)
         # Shielded: once the log exists, the session must be registered, even if the request
         # is cancelled meanwhile (otherwise its writer, and claim, would leak).
         with anyio.CancelScope(shield=True):
@@ -267,6 +257,73 @@ class SessionRegistry:
         self._register(session)
         log.info("session %s created in %s", header.id, cwd)
         return session
+
+    async def fork(
+        self,
+        parent_id: str,
+        cwd: str,
+        *,
+        additional_directories: list[str] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
+        seq: int | None = None,
+        message_id: str | None = None,
+        owner: object | None = None,
+    ) -> tuple[LiveSession, int]:
+        """`session/fork` (SPEC 4.7): a new live session whose log starts with the parent's
+        events through the fork point (`seq`, `message_id`, or by default its last completed
+        turn), then `session/forked`; its header has the request's own directories and MCP
+        servers, as `create` writes them. Returns it and the last seq copied.
+
+        The parent is read as it is stored, whoever writes it: a turn running in it is not
+        waited for. A subagent's child is refused, as every method refuses it.
+        """
+        try:
+            check_not_child(await self.store.header(parent_id))
+            parent = await self.store.read(parent_id)
+        except SessionNotFound:
+            raise UnknownSession(parent_id) from None
+        try:
+            if seq is not None:
+                through = seq_point(parent.records, seq)
+            elif message_id is not None:
+                through = message_point(parent.records, message_id)
+            else:
+                through = default_point(parent.records)
+        except ForkPointError as exc:
+            raise InvalidParams.at(f'$._meta["acp-server"].forkAt.{exc.field}', str(exc)) from None
+        header = self._new_header(cwd, additional_directories, mcp_servers)
+        opened = await fork_stored(self.store, parent, through, header, self.clock())
+        session = LiveSession(
+            header,
+            opened.writer,
+            opened.log,
+            additional_directories=list(additional_directories or []),
+            mcp_servers=list(mcp_servers or []),
+        )
+        session.owner = owner
+        self._register(session)
+        log.info("session %s forked from %s through seq %d", header.id, parent_id, through)
+        return session, through
+
+    def _new_header(
+        self,
+        cwd: str,
+        additional_directories: list[str] | UnsetType,
+        mcp_servers: list[McpServerConfig] | UnsetType,
+    ) -> SessionHeader:
+        """The header of a new top-level session (`create`, `fork`)."""
+        return SessionHeader(
+            version=SESSION_FORMAT_VERSION,
+            id=self.new_id(),
+            created_at=self.clock(),
+            cwd=cwd,
+            additional_directories=additional_directories,
+            mcp_servers=(
+                [server.record() for server in mcp_servers]
+                if not isinstance(mcp_servers, UnsetType)
+                else UNSET
+            ),
+        )
 
     async def create_child(self, header: SessionHeader) -> LiveSession:
         """A subagent's child session: created and registered live for the one turn it runs."""

@@ -49,6 +49,7 @@ AGENT_CAPABILITIES: Final[dict[str, Any]] = {
         "delete": {},
         "additionalDirectories": {},
         "systemPrompt": {"mode": {"override": {}}},
+        "fork": {},
     },
     "mcpCapabilities": {"http": True, "sse": True},
     "auth": {"logout": {}},

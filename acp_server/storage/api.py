@@ -10,6 +10,10 @@ one stored session read for the history API: a page or a seq range reads only wh
 Every method that touches storage is async: an engine runs its blocking work in its own worker
 threads, never on the event loop, so a slow disk delays nobody but the session it writes.
 
+`fork_stored` makes a fork of a stored session (SPEC 4.7), the same for every engine: the
+parent's records through the fork point, as stored, then `session/forked`, written as one copy
+(`write_copy`) and opened for writing.
+
 `follow_stored` is the cross-process half of `session.follow`, the same for every engine: it
 waits on the store's `Watch` of the session (a short poll of the stored next seq for files and
 SQLite, PostgreSQL's notifications) and reads what was appended by seq after every wake-up.
@@ -26,6 +30,7 @@ import msgspec
 from ..core.chunk_rows import StorageRecord, decode_storage_record
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
+from ..core.fork import fork_records
 from ..core.header import SessionHeader
 from ..core.paging import PageCut
 from .errors import SessionNotFound
@@ -298,3 +303,18 @@ async def follow_stored(
             await watch.wait(interval)
     finally:
         watch.close()
+
+
+async def fork_stored(
+    store: Store, parent: StoredLog, through_seq: int, header: SessionHeader, now_ms: int
+) -> Opened:
+    """A new session `header` whose log starts with `parent`'s events `0..through_seq` (kept
+    with their seqs, a row the cut falls inside clipped), then `session/forked` and what closes
+    a turn the cut leaves open: stored in one copy, then opened for writing (its claim held).
+    What the parent stores is copied as it is; nothing waits for a turn running in it."""
+    records = fork_records(parent.records, parent.header.id, through_seq, now_ms)
+    # Shielded: once the copy exists, its writer (and claim) must reach the caller.
+    with anyio.CancelScope(shield=True):
+        await store.write_copy(header, records)
+        opened = await store.open(header.id, now_ms)
+    return opened

@@ -26,6 +26,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "plan/update",
   "session/config",
   "session/context",
+  "session/forked",
   "session/mode",
   "session/notice",
   "session/title",
