@@ -1,11 +1,13 @@
-"""Interop with the official TypeScript SDK (`@agentclientprotocol/sdk`, pinned in
-tests/interop/ts/package.json): `tests/interop/ts/flow.mjs` drives the real server with the SDK's
-`ClientSideConnection` over `ndJsonStream` through the same lifecycle as the Python SDK test
-(initialize, new, a prompt with tool calls, a cancelled prompt; then load in a fresh process,
-list, close, resume, close) and prints a JSON summary.
+"""Interop with the official TypeScript SDK (`@agentclientprotocol/sdk`), in two releases pinned
+in tests/interop/ts/package.json: the current one (its client is the app API, `client()`) and
+the last 1.x (its client is `ClientSideConnection`, which 2.0 removed; docs/decisions/
+interop-sdk-versions.md). `tests/interop/ts/flow.mjs` drives the real server with each over
+`ndJsonStream` through the same lifecycle as the Python SDK test (initialize, new, a prompt with
+tool calls, a cancelled prompt; then load in a fresh process, list, close, resume, close) and
+prints a JSON summary.
 
-The SDK is installed once per test session with `npm ci` into tests/interop/ts/node_modules
-(ignored by git). Without Node.js and npm on PATH the test is skipped (in CI it fails); CI has both.
+The packages are installed once per test session with `npm ci` (`node_packages`). Without
+Node.js and npm on PATH the test is skipped (in CI it fails); CI has both.
 
 Every frame the server wrote is validated twice: by the TypeScript SDK's own zod models inside
 the script (`violations` must be empty), and here, from the script's byte-for-byte transcripts,
@@ -15,7 +17,6 @@ by the Python SDK's models, with the replay order of `session/load` checked on t
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,56 +33,31 @@ from interop_support import (
     check_agent_frames,
     check_replay_before_response,
 )
+from node_packages import CURRENT_SDK, PACKAGES, SDK_1, locked_version, node_with_packages
 from surface_values import session_setup
-from unavailable import unavailable
 
 pytestmark = pytest.mark.process
-
-TS = Path(__file__).resolve().parent / "interop" / "ts"
-SDK = "@agentclientprotocol/sdk"
-
-
-def _installed_version() -> str | None:
-    manifest = TS / "node_modules" / SDK / "package.json"
-    return json.loads(manifest.read_text())["version"] if manifest.is_file() else None
 
 
 @pytest.fixture(scope="session")
 def node() -> str:
-    """The `node` executable, with the pinned SDK installed beside flow.mjs."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        unavailable(
-            "Node.js and npm are not on PATH: the TypeScript SDK interop test needs them (CI has them)"
-        )
-    locked = json.loads((TS / "package-lock.json").read_text())["packages"][f"node_modules/{SDK}"][
-        "version"
-    ]
-    if _installed_version() != locked:
-        install = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            check=False,
-            cwd=TS,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert install.returncode == 0, (
-            f"npm ci failed in {TS}:\n{install.stdout}\n{install.stderr}"
-        )
-        assert _installed_version() == locked
-    return node
+    """The `node` executable, with the pinned SDKs installed beside flow.mjs."""
+    return node_with_packages("the TypeScript SDK interop test")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sdk", [CURRENT_SDK, SDK_1])
+def test_typescript_sdk_client_runs_the_whole_lifecycle(
+    node: str, sdk: str, tmp_path: Path
+) -> None:
     fixture, workspace = build_scenario(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     config = {
+        "sdk": sdk,
         "python": sys.executable,
         "sessionsDir": str(tmp_path / "sessions"),
         "fixture": str(fixture),
@@ -93,7 +69,7 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
     run = subprocess.run(
         [node, "flow.mjs", json.dumps(config)],
         check=False,
-        cwd=TS,
+        cwd=PACKAGES,
         capture_output=True,
         text=True,
         timeout=60,
@@ -101,6 +77,7 @@ def test_typescript_sdk_client_runs_the_whole_lifecycle(node: str, tmp_path: Pat
     server_logs = {p.name: p.read_text() for p in sorted(out.glob("*.stderr.log"))}
     assert run.returncode == 0, f"flow.mjs failed:\n{run.stderr}\nserver stderr: {server_logs}"
     summary = json.loads(run.stdout)
+    assert summary["sdkVersion"] == locked_version(sdk)
     assert summary["violations"] == [], "\n".join(summary["violations"])
     for name, log in server_logs.items():
         assert "Traceback" not in log, f"{name}:\n{log}"

@@ -1,9 +1,12 @@
-// Drives acp-server through the official ACP TypeScript SDK (`@agentclientprotocol/sdk`),
-// using its `ClientSideConnection` over `ndJsonStream`, and prints a JSON summary on stdout.
-// Run by tests/test_interop_typescript_sdk.py:
+// Drives acp-server through the official ACP TypeScript SDK (`@agentclientprotocol/sdk`) over
+// `ndJsonStream`, and prints a JSON summary on stdout. Two releases are installed side by side
+// (package.json): the current one, whose client is the app API (`client().onRequest(...)`,
+// `connect(stream).agent.request(...)`), and the last 1.x, whose client is the
+// `ClientSideConnection` class that 2.0 removed (installed under the alias `acp-sdk-1`).
+// Run by tests/test_interop_typescript_sdk.py, once for each:
 //
-//   node flow.mjs '{"python": ..., "sessionsDir": ..., "fixture": ..., "workspace": ..., "out": ...,
-//                   "prompt": ..., "hangText": ...}'
+//   node flow.mjs '{"sdk": "@agentclientprotocol/sdk" | "acp-sdk-1", "python": ..., "sessionsDir": ...,
+//                   "fixture": ..., "workspace": ..., "out": ..., "prompt": ..., "hangText": ...}'
 //
 // One server process: initialize, session/new, a prompt whose tool calls this client serves
 // (fs/read_text_file, session/request_permission, fs/write_text_file), then a second prompt whose
@@ -20,12 +23,17 @@ import { openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 
-import * as acp from "@agentclientprotocol/sdk";
-// The SDK's generated zod models are not exported by name; the version is pinned in package.json.
-import * as models from "./node_modules/@agentclientprotocol/sdk/dist/schema/zod.gen.js";
-
 const config = JSON.parse(process.argv[2]);
 const TIMEOUT_MS = 30_000;
+
+// Where each release keeps its generated zod models: they are not exported by name, so they are
+// imported by path (the versions are pinned in package.json).
+const ZOD_MODELS = {
+  "@agentclientprotocol/sdk": "dist/v1/schema/zod.gen.js",
+  "acp-sdk-1": "dist/schema/zod.gen.js",
+};
+const acp = await import(config.sdk);
+const models = await import(`./node_modules/${config.sdk}/${ZOD_MODELS[config.sdk]}`);
 
 const RESULT_MODELS = {
   initialize: models.zInitializeResponse,
@@ -42,6 +50,32 @@ const PARAMS_MODELS = {
   "fs/read_text_file": models.zReadTextFileRequest,
   "fs/write_text_file": models.zWriteTextFileRequest,
 };
+
+/**
+ * A connection to the agent with one method per ACP request the flow sends, whichever API the
+ * release has; `handlers` answers the agent's requests and notifications.
+ */
+function connect(handlers, stream) {
+  if (acp.ClientSideConnection) return new acp.ClientSideConnection(() => handlers, stream);
+  const { methods } = acp;
+  const { agent } = acp
+    .client({ name: "interop-typescript-sdk" })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => handlers.requestPermission(params))
+    .onRequest(methods.client.fs.readTextFile, ({ params }) => handlers.readTextFile(params))
+    .onRequest(methods.client.fs.writeTextFile, ({ params }) => handlers.writeTextFile(params))
+    .onNotification(methods.client.session.update, ({ params }) => handlers.sessionUpdate(params))
+    .connect(stream);
+  return {
+    initialize: (params) => agent.request(methods.agent.initialize, params),
+    newSession: (params) => agent.request(methods.agent.session.new, params),
+    prompt: (params) => agent.request(methods.agent.session.prompt, params),
+    cancel: (params) => agent.notify(methods.agent.session.cancel, params),
+    loadSession: (params) => agent.request(methods.agent.session.load, params),
+    listSessions: (params) => agent.request(methods.agent.session.list, params),
+    closeSession: (params) => agent.request(methods.agent.session.close, params),
+    resumeSession: (params) => agent.request(methods.agent.session.resume, params),
+  };
+}
 
 const violations = [];
 
@@ -198,14 +232,14 @@ function makeClient() {
 
 async function main() {
   const sdkVersion = JSON.parse(
-    readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
+    readFileSync(new URL(`./node_modules/${config.sdk}/package.json`, import.meta.url), "utf8"),
   ).version;
   const cwd = config.workspace;
 
   // -- first process --------------------------------------------------------------------------
   let client = makeClient();
   let server = startServer("first");
-  let conn = new acp.ClientSideConnection(() => client, server.stream);
+  let conn = connect(client, server.stream);
   const init = await conn.initialize({
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
@@ -232,7 +266,7 @@ async function main() {
   // -- a fresh process ------------------------------------------------------------------------
   client = makeClient();
   server = startServer("second");
-  conn = new acp.ClientSideConnection(() => client, server.stream);
+  conn = connect(client, server.stream);
   await conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
   const loaded = await conn.loadSession({ sessionId, cwd, mcpServers: [] });
   const listed = await conn.listSessions({ cwd });
