@@ -400,10 +400,12 @@ class Turn:
             await rec.sync()  # before each tool runs
 
             async def on_started(
-                content: list[ToolCallContent] | None = None, call_id: str = block.id
+                content: list[ToolCallContent] | None = None,
+                call_id: str = block.id,
+                name: str = block.name,
             ) -> None:
                 shown = UNSET if content is None else content
-                await self._show(tool_call_in_progress(call_id, shown))
+                await self._show(tool_call_in_progress(call_id, name, shown))
 
             outcome = await run_tool(
                 env.registry,
@@ -489,7 +491,7 @@ class Turn:
             UNSET if locations is None else locations,
         )
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
-        return tool_call_finished(result)
+        return tool_call_finished(result, call.data.name)
 
     def _scrubbed(
         self, content: list[ToolResultContent], raw_output: Any

@@ -121,7 +121,7 @@ def project_load(
                     )
                     result = results.get((d.turn, d.step, block.id))
                     if result is not None:
-                        updates.append(tool_call_finished(result.data))
+                        updates.append(tool_call_finished(result.data, block.name))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
             flush_pending()
         elif type(event) is UserMessageEvent:
