@@ -374,6 +374,11 @@ class CommandResultData(Model):
     is_error: Literal[True] | UnsetType = UNSET
 
 
+class SessionArchivedData(Model):
+    archived: bool
+    """True from `session/archive` on (left out of `session/list`), False from `unarchive`."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -457,6 +462,10 @@ class CommandResult(Event, tag="command/result"):
     data: CommandResultData
 
 
+class SessionArchived(Event, tag="session/archived"):
+    data: SessionArchivedData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -474,6 +483,7 @@ KnownEvent = (
     | SessionConfig
     | ContextCompaction
     | CommandResult
+    | SessionArchived
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(
