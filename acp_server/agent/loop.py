@@ -189,6 +189,11 @@ class Turn:
             else env.tools
         )
 
+    @property
+    def number(self) -> int:
+        """The turn's number in its session (its `turn/start`'s `turn`)."""
+        return self._state.turn
+
     def cancel(self) -> None:
         self._scope.cancel()
 
