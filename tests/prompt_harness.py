@@ -24,7 +24,7 @@ import jsonschema
 import msgspec
 import sdk_schema
 from acp import schema
-from acp_models import AGENT_RESULTS, TO_CLIENT_PARAMS, exact
+from acp_models import TO_CLIENT_PARAMS, check_result, exact
 from acp_process import AcpProcess, RpcFailure, assert_jsonrpc_frame
 from fixtures_builder import Scenario, Step, ToolUse, step_chunks, write_fixture
 from polling import TIMEOUT
@@ -317,7 +317,7 @@ class PromptServer:
             )
         else:
             method = self.methods[frame["id"]]
-            exact(AGENT_RESULTS[method], frame["result"], f"the result of {method}")
+            check_result(method, frame["result"], f"the result of {method}")
 
     def __enter__(self) -> Self:
         return self
@@ -471,5 +471,11 @@ def permission_request(call_id: str, title: str, kind: str, raw_input: Any) -> d
     }
 
 
-def in_progress(call_id: str) -> dict[str, Any]:
-    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}
+def in_progress(call_id: str, name: str) -> dict[str, Any]:
+    """The update saying a call of the tool `name` has started."""
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "status": "in_progress",
+        "name": name,
+    }

@@ -9,6 +9,7 @@ from typing import Any
 import acp.schema
 import msgspec
 import pytest
+from acp_models import exact
 
 from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.acp_updates import (
@@ -44,10 +45,9 @@ from acp_server.core.events import (
 def wire(update: SessionUpdate) -> dict[str, Any]:
     """The update's JSON as sent, after checking that the official ACP models accept it and
     read back exactly the same keys (pydantic ignores unknown keys, so a misspelt one would
-    otherwise pass)."""
+    otherwise pass; a field newer than those models is held to the SDK 2.4.0 schema)."""
     params = msgspec.json.decode(msgspec.json.encode(SessionNotification("sess-1", update)))
-    parsed = acp.schema.SessionNotification.model_validate(params)
-    assert parsed.model_dump(mode="json", by_alias=True, exclude_unset=True) == params
+    exact(acp.schema.SessionNotification, params, "the notification")
     return params["update"]
 
 
@@ -138,6 +138,7 @@ def test_tool_call_started_is_pending_with_kind_title_raw_input_and_location() -
         "status": "pending",
         "rawInput": {"path": "/w/src/app.py", "line": 3},
         "locations": [{"path": "/w/src/app.py", "line": 3}],
+        "name": "read_file",
     }
 
 
@@ -191,6 +192,7 @@ def test_tool_call_with_invalid_json_arguments_shows_the_raw_text() -> None:
         "kind": "read",
         "status": "pending",
         "rawInput": '{"path": ',
+        "name": "read_file",
     }
 
 
@@ -207,31 +209,34 @@ def test_tool_title_with_a_missing_or_mistyped_argument_is_the_tool_name() -> No
 
 
 def test_tool_call_in_progress_shape() -> None:
-    assert wire(tool_call_in_progress("call-1")) == {
+    assert wire(tool_call_in_progress("call-1", "read_file")) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call-1",
         "status": "in_progress",
+        "name": "read_file",
     }
 
 
 def test_tool_result_becomes_a_completed_update_with_content_and_raw_output() -> None:
     result = ToolResultData(0, 0, "call-1", [TextContent("file text")], raw_output={"bytes": 9})
 
-    assert wire(tool_call_finished(result)) == {
+    assert wire(tool_call_finished(result, "read_file")) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call-1",
         "status": "completed",
         "content": [{"type": "content", "content": {"type": "text", "text": "file text"}}],
         "rawOutput": {"bytes": 9},
+        "name": "read_file",
     }
 
 
 def test_tool_call_in_progress_embeds_a_terminal() -> None:
-    assert wire(tool_call_in_progress("call-1", [ToolTerminal("term-1")])) == {
+    assert wire(tool_call_in_progress("call-1", "run_command", [ToolTerminal("term-1")])) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call-1",
         "status": "in_progress",
         "content": [{"type": "terminal", "terminalId": "term-1"}],
+        "name": "run_command",
     }
 
 
@@ -244,23 +249,25 @@ def test_tool_result_locations_become_the_updates_locations() -> None:
         locations=[ToolCallLocation("/w/a.py", 3), ToolCallLocation("/w/b.py")],
     )
 
-    assert wire(tool_call_finished(result)) == {
+    assert wire(tool_call_finished(result, "grep")) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call-1",
         "status": "completed",
         "content": [{"type": "content", "content": {"type": "text", "text": "a.py:3:x"}}],
         "locations": [{"path": "/w/a.py", "line": 3}, {"path": "/w/b.py"}],
+        "name": "grep",
     }
 
 
 def test_error_tool_result_becomes_a_failed_update() -> None:
     result = ToolResultData(0, 0, "call-2", [TextContent("permission denied")], is_error=True)
 
-    assert wire(tool_call_finished(result)) == {
+    assert wire(tool_call_finished(result, "write_file")) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call-2",
         "status": "failed",
         "content": [{"type": "content", "content": {"type": "text", "text": "permission denied"}}],
+        "name": "write_file",
     }
 
 
@@ -269,10 +276,17 @@ def test_diff_in_a_tool_result_becomes_acp_diff_content() -> None:
         0, 0, "c", [DiffContent("/w/a.txt", "new\n", "old\n"), DiffContent("/w/b.txt", "made\n")]
     )
 
-    assert wire(tool_call_finished(result))["content"] == [
+    assert wire(tool_call_finished(result, "edit_file"))["content"] == [
         {"type": "diff", "path": "/w/a.txt", "newText": "new\n", "oldText": "old\n"},
         {"type": "diff", "path": "/w/b.txt", "newText": "made\n"},
     ]
+
+
+def test_an_mcp_tool_call_is_named_as_the_registry_names_it() -> None:
+    started = wire(tool_call_started("c", "mcp__docs__search", '{"q": "x"}', present))
+    finished = wire(tool_call_finished(ToolResultData(0, 0, "c", []), "mcp__docs__search"))
+
+    assert (started["name"], finished["name"]) == ("mcp__docs__search", "mcp__docs__search")
 
 
 def test_terminal_tool_content_shape() -> None:

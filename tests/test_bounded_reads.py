@@ -112,7 +112,14 @@ def test_session_list_shows_a_session_whose_log_ends_in_a_huge_torn_tail(
     nul_log(sessions, "torn", header=True)
     listed = server.result("session/list", {})
     assert listed == {
-        "sessions": [{"sessionId": "torn", "cwd": WORK, "updatedAt": "1970-01-01T00:00:00.000Z"}]
+        "sessions": [
+            {
+                "sessionId": "torn",
+                "cwd": WORK,
+                "updatedAt": "1970-01-01T00:00:00.000Z",
+                "archived": False,
+            }
+        ]
     }
     assert peak_rss(server) < SERVER_PEAK
 

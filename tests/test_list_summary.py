@@ -1,4 +1,5 @@
-"""`session/list` reads only what it shows: the last title and the last event's time."""
+"""`session/list` reads only what it shows: the last title, the last event's time, and whether
+the last `session/archived` event archived the session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
+    SessionArchived,
+    SessionArchivedData,
     SessionEvent,
     SessionTitle,
     SessionTitleData,
@@ -19,7 +22,7 @@ from acp_server.core.events import (
 from acp_server.core.header import SessionHeader
 from acp_server.storage.jsonl.lines import Compression
 from acp_server.storage.jsonl.sessions import SessionStore
-from acp_server.storage.jsonl.store import list_summary
+from acp_server.storage.jsonl.store import list_summary, summarize
 
 
 def write(root: Path, compression: Compression, events: list[SessionEvent]) -> Path:
@@ -67,3 +70,18 @@ def test_a_torn_final_line_is_not_the_last_event(tmp_path: Path) -> None:
     with open(path, "ab") as file:
         file.write(b'{"type":"session/title","seq":1,"time":9,"data":{"title":"to')
     assert list_summary(path) == (None, 5)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_the_last_archive_event_says_whether_the_session_is_archived(
+    tmp_path: Path, compression: Compression
+) -> None:
+    events: list[SessionEvent] = [
+        SessionArchived(0, 5, SessionArchivedData(True)),
+        SessionArchived(1, 6, SessionArchivedData(False)),
+        SessionArchived(2, 7, SessionArchivedData(True)),
+        TurnStart(3, 8, TurnStartData(0)),
+    ]
+    assert summarize(write(tmp_path / "a", compression, events)) == (None, 8, True)
+    assert summarize(write(tmp_path / "b", compression, events[:2])) == (None, 6, False)
+    assert summarize(write(tmp_path / "c", compression, [])) == (None, None, False)

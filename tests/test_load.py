@@ -750,12 +750,14 @@ def test_after_a_kill_in_a_tool_call_the_load_shows_the_call_failed_as_interrupt
             "kind": "edit",
             "status": "pending",
             "rawInput": {"path": "out.txt", "content": "hello\n"},
+            "name": "write_file",
         },
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "call_write",
             "status": "failed",
             "content": [{"type": "content", "content": {"type": "text", "text": "interrupted"}}],
+            "name": "write_file",
         },
     ]
 

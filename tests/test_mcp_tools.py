@@ -70,14 +70,21 @@ def test_a_scripted_mcp_call_reaches_the_server_and_its_result_the_client_and_th
                 "kind": "other",
                 "status": "pending",
                 "rawInput": {"text": "hi"},
+                "name": "mcp__demo__echo",
             },
-            {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "in_progress"},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "c1",
+                "status": "in_progress",
+                "name": "mcp__demo__echo",
+            },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "c1",
                 "status": "completed",
                 "content": [text("echo: hi")],
                 "rawOutput": {"result": "echo: hi"},
+                "name": "mcp__demo__echo",
             },
         ]
         assert answered.text() == "done"
@@ -166,6 +173,7 @@ def test_an_mcp_tool_error_is_a_failed_result_and_the_turn_goes_on(tmp_path: Pat
             "toolCallId": "c1",
             "status": "failed",
             "content": [text("Error executing tool fail: boom")],
+            "name": "mcp__demo__fail",
         }
         assert results(server, session_id)[0]["isError"] is True
 

@@ -90,12 +90,14 @@ def test_a_load_shows_each_plan_update_in_its_place_as_plan_operations() -> None
             "kind": "think",
             "status": "pending",
             "rawInput": {"todos": []},
+            "name": "todo_write",
         },
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "c1",
             "status": "completed",
             "content": [{"type": "content", "content": text("plan updated")}],
+            "name": "todo_write",
         },
         {
             "sessionUpdate": "plan_update",

@@ -11,6 +11,7 @@ from typing import Any
 import acp.schema
 import msgspec
 import pytest
+from acp_models import exact
 from hypothesis import given
 from strategies import session_events
 
@@ -168,8 +169,7 @@ def shown(updates: list[SessionUpdate]) -> list[dict[str, Any]]:
     wire = []
     for update in updates:
         params = msgspec.json.decode(msgspec.json.encode(SessionNotification("sess-1", update)))
-        parsed = acp.schema.SessionNotification.model_validate(params)
-        assert parsed.model_dump(mode="json", by_alias=True, exclude_unset=True) == params
+        exact(acp.schema.SessionNotification, params, "a replayed update")
         wire.append(params["update"])
     return wire
 
@@ -249,6 +249,7 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
             "kind": "read",
             "status": "pending",
             "rawInput": {"path": "a.txt"},
+            "name": "read_file",
         },
         {
             "sessionUpdate": "tool_call_update",
@@ -256,6 +257,7 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
             "status": "completed",
             "content": [{"type": "content", "content": text("alpha")}],
             "rawOutput": {"bytes": 5},
+            "name": "read_file",
         },
         {
             "sessionUpdate": "tool_call",
@@ -264,12 +266,14 @@ def test_completed_step_shows_thoughts_text_then_each_tool_call_and_its_result()
             "kind": "read",
             "status": "pending",
             "rawInput": {"path": "b.txt"},
+            "name": "read_file",
         },
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "c2",
             "status": "failed",
             "content": [{"type": "content", "content": text("no such file")}],
+            "name": "read_file",
         },
     ]
 
@@ -321,6 +325,7 @@ def test_tool_call_without_a_result_shows_only_the_pending_call() -> None:
             "kind": "execute",
             "status": "pending",
             "rawInput": {"command": "make"},
+            "name": "run_command",
         }
     ]
 
@@ -408,12 +413,14 @@ def test_plan_and_title_are_shown_where_they_happened() -> None:
             "kind": "think",
             "status": "pending",
             "rawInput": {"todos": []},
+            "name": "todo_write",
         },
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "c1",
             "status": "completed",
             "content": [{"type": "content", "content": text("plan updated")}],
+            "name": "todo_write",
         },
         {
             "sessionUpdate": "plan",

@@ -351,12 +351,14 @@ WRITE_ANNOUNCED = {
     "kind": "edit",
     "status": "pending",
     "rawInput": {"path": "notes.txt", "content": "x"},
+    "name": "write_file",
 }
 WRITE_CANCELLED = {
     "sessionUpdate": "tool_call_update",
     "toolCallId": "call_write",
     "status": "failed",
     "content": text_result("cancelled"),
+    "name": "write_file",
 }
 
 
@@ -449,6 +451,7 @@ def test_cancel_while_a_command_runs_kills_it_and_ends_the_turn_cancelled(tmp_pa
                 "toolCallId": "call_run",
                 "status": "failed",
                 "content": text_result("cancelled"),
+                "name": "run_command",
             }
         ]
         call_seq = 4 + len(step_chunks(Step(calls=[call])))

@@ -37,6 +37,7 @@ def announced(call: ToolUse, title: str, kind: str) -> dict[str, Any]:
         "kind": kind,
         "status": "pending",
         "rawInput": json.loads(call.arguments),
+        "name": call.name,
     }
 
 
@@ -46,6 +47,7 @@ def failed(call: ToolUse, message: str) -> dict[str, Any]:
         "toolCallId": call.id,
         "status": "failed",
         "content": text_result(message),
+        "name": call.name,
     }
 
 
@@ -66,6 +68,7 @@ def completed(call: ToolUse, result: dict[str, Any]) -> dict[str, Any]:
             for c in result["content"]
         ],
         "rawOutput": result["rawOutput"],
+        "name": call.name,
     }
     if "locations" in result:
         update["locations"] = result["locations"]
@@ -107,7 +110,7 @@ def test_a_unique_edit_asks_then_rewrites_the_file_with_a_diff_and_its_line(
         }
         assert answered.updates == [
             announced(EDIT, "Edit notes.txt", "edit"),
-            in_progress("call_edit"),
+            in_progress("call_edit", "edit_file"),
             completed(EDIT, result),
             *DONE_UPDATES,
         ]
@@ -294,7 +297,7 @@ def test_list_directory_shows_sorted_entries_and_leaves_ignored_ones_out(tmp_pat
         assert answered.requests == []
         assert answered.updates == [
             announced(call, "List .", "read"),
-            in_progress("call_list"),
+            in_progress("call_list", "list_directory"),
             completed(call, result),
             *DONE_UPDATES,
         ]
@@ -363,7 +366,7 @@ def test_glob_lists_matching_files_newest_first_without_ignored_ones(tmp_path: P
         }
         assert answered.updates == [
             announced(call, "Find **/*.py", "search"),
-            in_progress("call_glob"),
+            in_progress("call_glob", "glob"),
             completed(call, result),
             *DONE_UPDATES,
         ]
@@ -423,7 +426,7 @@ def test_grep_shows_hits_with_their_locations_skipping_ignored_binary_and_outsid
         assert answered.requests == []
         assert answered.updates == [
             announced(call, "Search TODO", "search"),
-            in_progress("call_grep"),
+            in_progress("call_grep", "grep"),
             completed(call, result),
             *DONE_UPDATES,
         ]

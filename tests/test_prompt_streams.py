@@ -230,8 +230,14 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "kind": "think",
                 "status": "pending",
                 "rawInput": {"todos": [{"content": "step 0", "status": "pending"}]},
+                "name": "todo_write",
             },
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_0", "status": "in_progress"},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_0",
+                "status": "in_progress",
+                "name": "todo_write",
+            },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_0",
@@ -239,6 +245,7 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "content": [
                     {"type": "content", "content": {"type": "text", "text": plan_result.format(0)}}
                 ],
+                "name": "todo_write",
             },
             {
                 "sessionUpdate": "plan",
@@ -251,8 +258,14 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "kind": "think",
                 "status": "pending",
                 "rawInput": {"todos": [{"content": "step 1", "status": "pending"}]},
+                "name": "todo_write",
             },
-            {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "in_progress"},
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_1",
+                "status": "in_progress",
+                "name": "todo_write",
+            },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_1",
@@ -260,6 +273,7 @@ def test_max_steps_ends_the_turn_with_max_turn_requests(tmp_path: Path) -> None:
                 "content": [
                     {"type": "content", "content": {"type": "text", "text": plan_result.format(1)}}
                 ],
+                "name": "todo_write",
             },
             {
                 "sessionUpdate": "plan",

@@ -38,6 +38,7 @@ TASK_ANNOUNCED = {
     "kind": "other",
     "status": "pending",
     "rawInput": {"prompt": "Count the files"},
+    "name": "task",
 }
 CHILD_ANSWER = Step(text="There are 2 files.")
 CHILD_WRITE = ToolUse("call_child_write", "write_file", args(path="count.txt", content="2"))
@@ -117,6 +118,7 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_task",
                 "status": "in_progress",
+                "name": "task",
             },
             {
                 "sessionUpdate": "tool_call_update",
@@ -124,6 +126,7 @@ def test_a_task_call_runs_a_subagent_whose_final_text_is_the_result(tmp_path: Pa
                 "status": "completed",
                 "content": text_result("There are 2 files."),
                 "rawOutput": raw_output,
+                "name": "task",
             },
             *message_chunks(["Two", " ", "file", "s."], "assistant-0-1"),
         ]
@@ -227,6 +230,7 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_task",
                 "status": "in_progress",
+                "name": "task",
             },
             {
                 "sessionUpdate": "tool_call_update",
@@ -234,6 +238,7 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(
                 "status": "completed",
                 "content": text_result("Wrote it."),
                 "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
+                "name": "task",
             },
             *message_chunks(["Don", "e", "."], "assistant-0-1"),
         ]
@@ -289,6 +294,7 @@ def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_pat
                 "toolCallId": "call_task",
                 "status": "failed",
                 "content": text_result("cancelled"),
+                "name": "task",
             }
         ]
         assert answered.requests == [

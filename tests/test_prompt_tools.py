@@ -44,6 +44,7 @@ READ_ANNOUNCED = {
     "kind": "read",
     "status": "pending",
     "rawInput": {"path": "notes.txt"},
+    "name": "read_file",
 }
 
 
@@ -68,7 +69,7 @@ def test_read_file_goes_through_fs_read_text_file_when_the_client_offers_it(tmp_
         }
         assert answered.updates == [
             READ_ANNOUNCED,
-            in_progress("call_read"),
+            in_progress("call_read", "read_file"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_read",
@@ -76,6 +77,7 @@ def test_read_file_goes_through_fs_read_text_file_when_the_client_offers_it(tmp_
                 "content": text_result("unsaved buffer\n"),
                 "locations": NOTES,
                 "rawOutput": result["rawOutput"],
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]
@@ -97,7 +99,7 @@ def test_read_file_reads_the_workspace_itself_without_the_capability(tmp_path: P
         }
         assert answered.updates == [
             READ_ANNOUNCED,
-            in_progress("call_read"),
+            in_progress("call_read", "read_file"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_read",
@@ -105,6 +107,7 @@ def test_read_file_reads_the_workspace_itself_without_the_capability(tmp_path: P
                 "content": text_result("on disk\n"),
                 "locations": NOTES,
                 "rawOutput": result["rawOutput"],
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]
@@ -121,6 +124,7 @@ WRITE_ANNOUNCED = {
     "kind": "edit",
     "status": "pending",
     "rawInput": {"path": "notes.txt", "content": "new text\n"},
+    "name": "write_file",
 }
 WRITE_PERMISSION = permission_request(
     "call_write", "Write notes.txt", "edit", {"path": "notes.txt", "content": "new text\n"}
@@ -159,7 +163,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
         raw_output = {"path": "<cwd>/notes.txt", "created": False, "bytes": 9}
         assert answered.updates == [
             WRITE_ANNOUNCED,
-            in_progress("call_write"),
+            in_progress("call_write", "write_file"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_write",
@@ -175,6 +179,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                 ],
                 "locations": NOTES,
                 "rawOutput": raw_output,
+                "name": "write_file",
             },
             *DONE_UPDATES,
         ]
@@ -226,8 +231,9 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 "kind": "edit",
                 "status": "pending",
                 "rawInput": {"path": "out/new.txt", "content": "hello\n"},
+                "name": "write_file",
             },
-            in_progress("call_write"),
+            in_progress("call_write", "write_file"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_write",
@@ -238,6 +244,7 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 ],
                 "locations": [{"path": "<cwd>/out/new.txt"}],
                 "rawOutput": raw_output,
+                "name": "write_file",
             },
             *DONE_UPDATES,
         ]
@@ -292,9 +299,10 @@ def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> N
                 "kind": "execute",
                 "status": "pending",
                 "rawInput": {"command": "make", "args": ["test"]},
+                "name": "run_command",
             },
             {
-                **in_progress("call_run"),
+                **in_progress("call_run", "run_command"),
                 "content": [{"type": "terminal", "terminalId": "term-1"}],
             },
             {
@@ -303,6 +311,7 @@ def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> N
                 "status": "completed",
                 "content": text_result("all green\n[exit code 0]"),
                 "rawOutput": raw_output,
+                "name": "run_command",
             },
             *DONE_UPDATES,
         ]
@@ -340,14 +349,16 @@ def test_run_command_runs_the_program_itself_in_cwd_without_the_capability(tmp_p
                 "kind": "execute",
                 "status": "pending",
                 "rawInput": raw_input,
+                "name": "run_command",
             },
-            in_progress("call_run"),
+            in_progress("call_run", "run_command"),
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_run",
                 "status": "completed",
                 "content": text_result("<cwd>\n[exit code 0]"),
                 "rawOutput": raw_output,
+                "name": "run_command",
             },
             *DONE_UPDATES,
         ]
@@ -379,6 +390,7 @@ def test_a_command_that_fails_is_a_failed_result_with_its_output(tmp_path: Path)
             "status": "failed",
             "content": text_result("no such target\n[exit code 1]"),
             "rawOutput": raw_output,
+            "name": "run_command",
         }
         result = {
             "content": [{"type": "text", "text": "no such target\n[exit code 1]"}],
@@ -466,6 +478,7 @@ def test_reject_once_gives_the_model_an_error_result_and_the_turn_goes_on(tmp_pa
                 "toolCallId": "call_write",
                 "status": "failed",
                 "content": text_result("the user rejected this tool call"),
+                "name": "write_file",
             },
             *DONE_UPDATES,
         ]
@@ -493,6 +506,7 @@ def test_a_permission_request_the_client_cancels_is_an_error_result(tmp_path: Pa
                 "toolCallId": "call_write",
                 "status": "failed",
                 "content": text_result("permission request cancelled"),
+                "name": "write_file",
             },
             *DONE_UPDATES,
         ]
@@ -526,12 +540,14 @@ def test_reading_a_path_outside_cwd_is_refused(tmp_path: Path) -> None:
                 "kind": "read",
                 "status": "pending",
                 "rawInput": {"path": "../secret.txt"},
+                "name": "read_file",
             },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_escape",
                 "status": "failed",
                 "content": text_result(refusal),
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]
@@ -557,6 +573,7 @@ def test_a_symlink_leading_outside_cwd_is_refused(tmp_path: Path) -> None:
                 "toolCallId": "call_link",
                 "status": "failed",
                 "content": text_result(refusal),
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]
@@ -583,12 +600,14 @@ def test_writing_outside_cwd_through_the_client_is_refused_before_asking(tmp_pat
                 "status": "pending",
                 "rawInput": {"path": "/etc/passwd", "content": "x"},
                 "locations": [{"path": "/etc/passwd"}],
+                "name": "write_file",
             },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_escape",
                 "status": "failed",
                 "content": text_result(refusal),
+                "name": "write_file",
             },
             *DONE_UPDATES,
         ]
@@ -617,12 +636,14 @@ def test_an_unknown_tool_is_an_error_result(tmp_path: Path) -> None:
                 "kind": "other",
                 "status": "pending",
                 "rawInput": {"path": "/"},
+                "name": "delete_everything",
             },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_x",
                 "status": "failed",
                 "content": text_result(message),
+                "name": "delete_everything",
             },
             *DONE_UPDATES,
         ]
@@ -647,12 +668,14 @@ def test_arguments_that_are_not_json_are_an_error_result(tmp_path: Path) -> None
                 "kind": "read",
                 "status": "pending",
                 "rawInput": '{"path": "notes.txt"',
+                "name": "read_file",
             },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_bad",
                 "status": "failed",
                 "content": text_result(message),
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]
@@ -679,12 +702,14 @@ def test_arguments_that_do_not_fit_the_tool_are_an_error_result_naming_the_field
                 "kind": "read",
                 "status": "pending",
                 "rawInput": {"path": 3},
+                "name": "read_file",
             },
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_bad",
                 "status": "failed",
                 "content": text_result(message),
+                "name": "read_file",
             },
             *DONE_UPDATES,
         ]

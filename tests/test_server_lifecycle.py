@@ -47,6 +47,9 @@ EXPECTED_INITIALIZE = {
             "delete": {},
             "additionalDirectories": {},
             "fork": {},
+            "title": {},
+            "status": {},
+            "archive": {},
         },
         "mcpCapabilities": {"http": True, "sse": True},
         "auth": {"logout": {}},
@@ -290,10 +293,26 @@ def test_list_newest_first_with_title_and_update_time(server: AcpProcess, root: 
                 "title": "Better title",
                 "updatedAt": "2023-11-14T22:15:01.234Z",
                 "additionalDirectories": ["/extra"],
+                "archived": False,
             },
-            {"sessionId": "same-time-b", "cwd": "/a", "updatedAt": "2023-11-14T22:14:10.000Z"},
-            {"sessionId": "same-time-a", "cwd": "/a", "updatedAt": "2023-11-14T22:14:10.000Z"},
-            {"sessionId": "old", "cwd": "/a", "updatedAt": "2023-11-14T22:13:20.000Z"},
+            {
+                "sessionId": "same-time-b",
+                "cwd": "/a",
+                "updatedAt": "2023-11-14T22:14:10.000Z",
+                "archived": False,
+            },
+            {
+                "sessionId": "same-time-a",
+                "cwd": "/a",
+                "updatedAt": "2023-11-14T22:14:10.000Z",
+                "archived": False,
+            },
+            {
+                "sessionId": "old",
+                "cwd": "/a",
+                "updatedAt": "2023-11-14T22:13:20.000Z",
+                "archived": False,
+            },
         ]
     }
     by_cwd = server.result("session/list", {"cwd": "/a/"})
@@ -323,7 +342,14 @@ def test_list_update_time_comes_from_the_last_event_even_in_a_row(
     last = (root / "rows" / "session.jsonl").read_bytes().splitlines()[-1]
     assert json.loads(last)["type"] == "text-chunks"  # stored as one packed row
     assert server.result("session/list", {}) == {
-        "sessions": [{"sessionId": "rows", "cwd": "/work", "updatedAt": "2023-11-14T22:13:20.140Z"}]
+        "sessions": [
+            {
+                "sessionId": "rows",
+                "cwd": "/work",
+                "updatedAt": "2023-11-14T22:13:20.140Z",
+                "archived": False,
+            }
+        ]
     }
 
 
@@ -387,8 +413,13 @@ def test_list_skips_nothing_it_can_show(server: AcpProcess, root: Path) -> None:
     # A session whose events are unreadable is still listed (the client can delete it).
     assert result == {
         "sessions": [
-            {"sessionId": "broken-body", "cwd": "/work"},
-            {"sessionId": "fine", "cwd": "/work", "updatedAt": "2023-11-14T22:13:20.000Z"},
+            {"sessionId": "broken-body", "cwd": "/work", "archived": False},
+            {
+                "sessionId": "fine",
+                "cwd": "/work",
+                "updatedAt": "2023-11-14T22:13:20.000Z",
+                "archived": False,
+            },
         ]
     }
 

@@ -30,6 +30,8 @@ from acp_server.core.events import (
     AssistantMessageData,
     AssistantMessageEvent,
     AssistantText,
+    SessionArchived,
+    SessionArchivedData,
     SessionEvent,
     SessionForked,
     SessionForkedData,
@@ -359,8 +361,31 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("UPDATE store SET value = 99 WHERE key = 'schema_version'")
     db.close()
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 1"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 2"):
         SqliteStore(tmp_path / "sessions.db")
+
+
+async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_archived(
+    tmp_path: Path,
+) -> None:
+    first = SqliteStore(tmp_path / "sessions.db")
+    await stored(first, conversation(1))
+    await first.aclose()
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    db.execute("ALTER TABLE sessions DROP COLUMN archived")  # as version 1 made it
+    db.execute("UPDATE store SET value = 1 WHERE key = 'schema_version'")
+    db.close()
+    store = SqliteStore(tmp_path / "sessions.db")
+    listed = await store.list_sessions()
+    writer = (await store.open("s1", 20_000)).writer
+    writer.append([SessionArchived(writer.next_seq, 20_000, SessionArchivedData(True))])
+    await writer.close()
+    archived = [item.archived for item in await store.list_sessions()]
+    await store.aclose()
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
+    db.close()
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], (2,))
 
 
 async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
@@ -513,9 +538,29 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await first.aclose()
     sql(postgres_url, "UPDATE acp_store SET value = 99 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 1"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 2"):
         await store.prepare()
     await store.aclose()
+
+
+@pytest.mark.process
+async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothing_archived(
+    postgres_url: str,
+) -> None:
+    first = PostgresStore(postgres_url)
+    await stored(first, conversation(1))
+    await first.aclose()
+    sql(postgres_url, "ALTER TABLE acp_sessions DROP COLUMN archived")  # as version 1 made it
+    sql(postgres_url, "UPDATE acp_store SET value = 1 WHERE key = 'schema_version'")
+    store = PostgresStore(postgres_url)
+    listed = await store.list_sessions()
+    writer = (await store.open("s1", 20_000)).writer
+    writer.append([SessionArchived(writer.next_seq, 20_000, SessionArchivedData(True))])
+    await writer.close()
+    archived = [item.archived for item in await store.list_sessions()]
+    await store.aclose()
+    version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(2,)])
 
 
 @pytest.mark.process
@@ -636,6 +681,40 @@ async def test_list_gives_each_session_its_last_title_and_last_event_time(store:
         ("empty", None, None),
         ("s1", "second", built.events[-1].time),
     ]
+
+
+async def test_list_says_whether_the_last_archive_event_archived_each_session(
+    store: Store,
+) -> None:
+    built = Events()
+    built.add(SessionArchived, SessionArchivedData(True))
+    built.turn(0, "hi", ["a", "b", "c"])
+    built.add(SessionArchived, SessionArchivedData(False))
+    built.add(SessionArchived, SessionArchivedData(True))
+    await stored(store, built.events, batch=2)
+    writer = await store.create(header("back", created_at=5))
+    writer.append([SessionArchived(0, 7, SessionArchivedData(True))])
+    await writer.flush()
+    writer.append([SessionArchived(1, 8, SessionArchivedData(False))])
+    await writer.close()
+    await (await store.create(header("never", created_at=6))).close()
+    listed = sorted(await store.list_sessions(), key=lambda item: item.header.id)
+    assert [(i.header.id, i.archived) for i in listed] == [
+        ("back", False),
+        ("never", False),
+        ("s1", True),
+    ]
+
+
+async def test_a_copy_keeps_the_archive_state(store: Store, tmp_path: Path) -> None:
+    built = Events()
+    built.turn(0, "hi", ["a"])
+    built.add(SessionArchived, SessionArchivedData(True))
+    source = JsonlStore(tmp_path / "source")
+    await stored(source, built.events)
+    read = await source.read("s1")
+    await store.write_copy(read.header, read.records)
+    assert [i.archived for i in await store.list_sessions()] == [True]
 
 
 async def test_a_deleted_session_is_gone(store: Store) -> None:

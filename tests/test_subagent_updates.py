@@ -178,6 +178,7 @@ TOOL_CALL = {
     "kind": "other",
     "status": "pending",
     "rawInput": {"prompt": "Count the files"},
+    "name": "task",
 }
 TOOL_RESULT = {
     "sessionUpdate": "tool_call_update",
@@ -185,6 +186,7 @@ TOOL_RESULT = {
     "status": "completed",
     "content": [{"type": "content", "content": text("There are 2 files.")}],
     "rawOutput": {"childSessionId": CHILD, "stopReason": "end_turn"},
+    "name": "task",
 }
 
 

@@ -207,6 +207,11 @@ class Turn:
             else env.tools
         )
 
+    @property
+    def number(self) -> int:
+        """The turn's number in its session (its `turn/start`'s `turn`)."""
+        return self._state.turn
+
     def cancel(self) -> None:
         self._scope.cancel()
 
@@ -474,10 +479,12 @@ class Turn:
             await rec.sync()  # before each tool runs
 
             async def on_started(
-                content: list[ToolCallContent] | None = None, call_id: str = block.id
+                content: list[ToolCallContent] | None = None,
+                call_id: str = block.id,
+                name: str = block.name,
             ) -> None:
                 shown = UNSET if content is None else content
-                await self._show(tool_call_in_progress(call_id, shown))
+                await self._show(tool_call_in_progress(call_id, name, shown))
 
             outcome = await run_tool(
                 env.registry,
@@ -492,7 +499,7 @@ class Turn:
             result = self._log_result(
                 block.id, outcome.content, outcome.is_error, outcome.raw_output, outcome.locations
             )
-            await self._show_finished(result)
+            await self._show_finished(result, block.name)
             if outcome.plan is not None:
                 rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
                 operations = env.client.capabilities.plan_operations
@@ -568,14 +575,14 @@ class Turn:
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
         return result
 
-    async def _show_finished(self, result: ToolResultData) -> None:
-        """Show a call's closing `tool_call_update`, after its child's answer and idle state
-        when the call ran a subagent shown as such."""
+    async def _show_finished(self, result: ToolResultData, name: str) -> None:
+        """Show the closing `tool_call_update` of a call to the tool `name`, after its child's
+        answer and idle state when the call ran a subagent shown as such."""
         child_id = self._children.pop(result.call_id, None)
         if child_id is not None:
             for update in subagent_finished(self._session_id(), child_id, result):
                 await self._show(update)
-        await self._show(tool_call_finished(result))
+        await self._show(tool_call_finished(result, name))
 
     def _shows_subagents(self) -> bool:
         """Whether this turn's client is shown `task` children as subagent sessions."""
@@ -632,8 +639,11 @@ class Turn:
                 **self._source_range(),
             )
         finished = [
-            self._log_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET)
-            for call_id in list(state.open_calls)
+            (
+                self._log_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET),
+                call.data.name,
+            )
+            for call_id, call in list(state.open_calls.items())
         ]
         self._end_step()
         if self.compact is not None:  # the command's turn, so that the model never sees it
@@ -645,8 +655,8 @@ class Turn:
             )
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
         await rec.sync()
-        for result in finished:
-            await self._show_finished(result)
+        for result, name in finished:
+            await self._show_finished(result, name)
         if state.compaction is not None:
             cancelled = CompactionShown(state.compaction, "cancelled")
             state.compaction = None

@@ -73,6 +73,9 @@ class ToolCallStarted(Update, tag="tool_call"):
     status: ToolCallStatus
     raw_input: Any | UnsetType = UNSET
     locations: list[ToolCallLocation] | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    """The registry's name of the tool called (ACP 1.22's `name`): `read_file`,
+    `mcp__server__tool`..., the programmatic name beside the human `title`."""
 
 
 class ToolCallUpdated(Update, tag="tool_call_update"):
@@ -81,6 +84,9 @@ class ToolCallUpdated(Update, tag="tool_call_update"):
     content: list[ToolCallContent] | UnsetType = UNSET
     locations: list[ToolCallLocation] | UnsetType = UNSET
     raw_output: Any | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    """The tool's name again, as on the `tool_call`: a client that joins late, or shows
+    updates alone, still knows which tool it was."""
 
 
 class PlanShown(Update, tag="plan"):
@@ -283,21 +289,23 @@ def unknown_tool_presentation(name: str, args: Any) -> ToolPresentation:
 def tool_call_started(
     call_id: str, name: str, arguments: str, present: ToolPresenter
 ) -> ToolCallStarted:
-    """The `tool_call` update announcing a call (status `pending`)."""
+    """The `tool_call` update announcing a call (status `pending`) of the tool `name`."""
     args = parse_arguments(arguments)
     shown = present(name, args)
-    return ToolCallStarted(call_id, shown.title, shown.kind, "pending", args, shown.locations)
+    return ToolCallStarted(call_id, shown.title, shown.kind, "pending", args, shown.locations, name)
 
 
 def tool_call_in_progress(
-    call_id: str, content: list[ToolCallContent] | UnsetType = UNSET
+    call_id: str, name: str, content: list[ToolCallContent] | UnsetType = UNSET
 ) -> ToolCallUpdated:
-    """The update saying a call has started, with what it shows while it runs (a terminal)."""
-    return ToolCallUpdated(call_id, "in_progress", content)
+    """The update saying a call of the tool `name` has started, with what it shows while it
+    runs (a terminal)."""
+    return ToolCallUpdated(call_id, "in_progress", content, name=name)
 
 
-def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
-    """The `tool_call_update` that closes a call: `completed` or `failed`, with its content."""
+def tool_call_finished(result: ToolResultData, name: str) -> ToolCallUpdated:
+    """The `tool_call_update` that closes a call of the tool `name`: `completed` or `failed`,
+    with its content."""
     content: list[ToolCallContent] = []
     for item in result.content:
         if isinstance(item, DiffContent):
@@ -305,7 +313,9 @@ def tool_call_finished(result: ToolResultData) -> ToolCallUpdated:
         else:
             content.append(ToolContent(item))
     status: ToolCallStatus = "failed" if result.is_error is True else "completed"
-    return ToolCallUpdated(result.call_id, status, content, result.locations, result.raw_output)
+    return ToolCallUpdated(
+        result.call_id, status, content, result.locations, result.raw_output, name
+    )
 
 
 PLAN_ID: Final = "todo"

@@ -411,6 +411,11 @@ class SessionForkedData(Model):
     """The last seq copied from it (-1: none); this event's own seq is the next one (SPEC 4.7)."""
 
 
+class SessionArchivedData(Model):
+    archived: bool
+    """True from `session/archive` on (left out of `session/list`), False from `unarchive`."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Events.
 
@@ -512,6 +517,10 @@ class SessionForked(Event, tag="session/forked"):
     data: SessionForkedData
 
 
+class SessionArchived(Event, tag="session/archived"):
+    data: SessionArchivedData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -532,6 +541,7 @@ KnownEvent = (
     | SessionNotice
     | SessionContext
     | SessionForked
+    | SessionArchived
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

@@ -164,7 +164,7 @@ def project_load(
                         if result is not None:
                             updates.extend(subagent_finished(session_id, child, result.data))
                     if result is not None:
-                        updates.append(tool_call_finished(result.data))
+                        updates.append(tool_call_finished(result.data, block.name))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
             flush_pending()
         elif type(event) is UserMessageEvent:

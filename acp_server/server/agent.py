@@ -28,9 +28,21 @@ from ..agent.mcp_config import (
     McpServerConfig,
     parse_mcp_servers,
 )
-from ..core.acp_updates import AgentMessageChunk, NoticeShown, SessionNotification
-from ..core.events import SessionNotice, SessionNoticeData, TextContent
+from ..core.acp_updates import (
+    AgentMessageChunk,
+    NoticeShown,
+    SessionInfoUpdate,
+    SessionNotification,
+)
+from ..core.events import (
+    SessionArchived,
+    SessionNotice,
+    SessionNoticeData,
+    SessionTitle,
+    TextContent,
+)
 from ..core.ids import InvalidSessionId, validate_session_id
+from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..core.usage import Prices
@@ -41,12 +53,14 @@ from .auth import Auth, NoAuth
 from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
+from .listing import archive_filter
 from .protocol import (
     AcpServerForkMeta,
     AcpServerLoadMeta,
     AgentAuthMethod,
     AgentCapabilities,
     AgentInfo,
+    ArchiveSessionRequest,
     AuthenticateRequest,
     CancelNotification,
     ClientCapabilities,
@@ -76,10 +90,15 @@ from .protocol import (
     ReplayOptions,
     ResumeSessionRequest,
     ResumeSessionResponse,
+    SessionStatusRequest,
+    SessionStatusResponse,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
+    SetSessionTitleRequest,
+    SetSessionTitleResponse,
     TerminalAuthMethod,
+    UnarchiveSessionRequest,
     form_elicitation,
     marker_advertised,
 )
@@ -219,6 +238,10 @@ class AcpAgent:
         route("session/fork", self.fork_session, ForkSessionRequest)
         route("session/set_mode", self.set_mode, SetSessionModeRequest)
         route("session/set_config_option", self.set_config_option, SetSessionConfigOptionRequest)
+        route("session/set_title", self.set_title, SetSessionTitleRequest)
+        route("session/status", self.status, SessionStatusRequest)
+        route("session/archive", self.archive, ArchiveSessionRequest)
+        route("session/unarchive", self.unarchive, UnarchiveSessionRequest)
         self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
         History(self.connection, self.sessions).install()
         # At end of input, running turns are cancelled so they end (and log) promptly.
@@ -532,7 +555,59 @@ class AcpAgent:
         if cwd is not None:
             check_absolute(cwd, "$.cwd")
         cursor = request.cursor if isinstance(request.cursor, str) else None
-        return await self.sessions.list(cwd, cursor)
+        archived = archive_filter(request.archived if isinstance(request.archived, str) else None)
+        return await self.sessions.list(cwd, cursor, archived)
+
+    async def set_title(self, request: SetSessionTitleRequest) -> SetSessionTitleResponse:
+        """`session/set_title`: a `session/title` event in any stored session, live here or not;
+        answered once it is stored. The connection that has the session open is shown it."""
+        session_id = check_session_id(request.session_id)
+        try:
+            title = normalized_title(request.title)
+        except TitleError as exc:
+            raise InvalidParams.at("$.title", str(exc)) from None
+        event = await self.sessions.amend(
+            session_id, SessionTitle, lambda events: title_change(events, title), owner=self
+        )
+        session = self.sessions.live.get(session_id)
+        if event is not None and session is not None and session.owner is self:
+            await self.surface.show(session, SessionInfoUpdate(title))
+        return SetSessionTitleResponse(title)
+
+    async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
+        """`session/status`: `open` while the session is live in this process (for any
+        connection), else `saved`; `_meta["acp-server"]` says whether a turn runs, and which.
+        Nothing is opened, changed or attached."""
+        session = await self.sessions.status(check_session_id(request.session_id))
+        turn = session.turn if session is not None else None
+        ours: dict[str, Any] = {"running": turn is not None}
+        if turn is not None:
+            ours["turn"] = turn.number
+        return SessionStatusResponse(
+            "open" if session is not None else "saved", {"acp-server": ours}
+        )
+
+    async def archive(self, request: ArchiveSessionRequest) -> Empty:
+        """`session/archive`: closed first if it is open here (its work cancelled, as
+        `session/close` does), then a `session/archived {archived: true}` event."""
+        session_id = check_session_id(request.session_id)
+        await self.sessions.amend(
+            session_id,
+            SessionArchived,
+            lambda events: archive_change(events, True),
+            owner=self,
+            close_live=True,
+        )
+        return Empty()
+
+    async def unarchive(self, request: UnarchiveSessionRequest) -> Empty:
+        """`session/unarchive`: a `session/archived {archived: false}` event; the session is
+        not loaded or resumed."""
+        session_id = check_session_id(request.session_id)
+        await self.sessions.amend(
+            session_id, SessionArchived, lambda events: archive_change(events, False), owner=self
+        )
+        return Empty()
 
     async def close_session(self, request: CloseSessionRequest) -> Empty:
         await self.sessions.close(check_session_id(request.session_id), self)

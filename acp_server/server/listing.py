@@ -11,17 +11,40 @@ import binascii
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..storage.api import ListedSession
-from .errors import InvalidParams
+from .errors import InvalidParams, echoed
 from .protocol import SessionInfo
 
 LIST_PAGE_SIZE: Final = 50
 """Sessions per `session/list` page."""
+
+ArchiveFilter = Literal["exclude", "include", "only"]
+"""`session/list`'s unstable `archived` filter: which sessions it lists by archive state."""
+ARCHIVE_FILTERS: Final[tuple[ArchiveFilter, ...]] = ("exclude", "include", "only")
+
+
+def archive_filter(value: str | None) -> ArchiveFilter:
+    """The request's filter (absent or null: `exclude`); -32602 for any other value, as the
+    schema asks of a value the agent does not support."""
+    if value is None:
+        return "exclude"
+    for known in ARCHIVE_FILTERS:
+        if value == known:
+            return known
+    raise InvalidParams.at(
+        "$.archived",
+        f"unsupported archive filter {echoed(value)}; it is one of: exclude, include, only",
+    )
+
+
+def archive_filter_keeps(wanted: ArchiveFilter, archived: bool) -> bool:
+    """Whether a session archived or not is listed under the filter."""
+    return wanted == "include" or archived == (wanted == "only")
 
 
 class ListEntry(msgspec.Struct, frozen=True):
@@ -84,6 +107,7 @@ def session_info(entry: ListEntry, listed: ListedSession) -> SessionInfo:
         session_id=entry.session_id,
         cwd=entry.cwd,
         additional_directories=entry.additional_directories or UNSET,
+        archived=listed.archived,  # on every session, once the agent advertises archiving
     )
     if not listed.summarized:
         return info  # still listed: the client can see it and delete it

@@ -138,6 +138,9 @@ class SessionCapabilities(Model):
     additional_directories: Empty | UnsetType = UNSET
     system_prompt: SystemPromptCapabilities | UnsetType = UNSET
     fork: Empty | UnsetType = UNSET
+    title: Empty | UnsetType = UNSET
+    status: Empty | UnsetType = UNSET
+    archive: Empty | UnsetType = UNSET
 
 
 class McpCapabilities(Model):
@@ -275,11 +278,38 @@ class SessionIdRequest(Inbound):
 CloseSessionRequest = SessionIdRequest
 DeleteSessionRequest = SessionIdRequest
 CancelNotification = SessionIdRequest
+SessionStatusRequest = SessionIdRequest
+ArchiveSessionRequest = SessionIdRequest
+UnarchiveSessionRequest = SessionIdRequest
+
+
+class SetSessionTitleRequest(Inbound):
+    """`session/set_title` (unstable): any stored session, live or not."""
+
+    session_id: str
+    title: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SetSessionTitleResponse(Model):
+    title: str
+    """The title as stored (trimmed)."""
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SessionStatusResponse(Model):
+    """`session/status` (unstable): `open` (live in this process) or `saved`, and in
+    `_meta["acp-server"]` whether a turn runs (`{running, turn?}`)."""
+
+    status: str
+    meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class ListSessionsRequest(Inbound):
     cwd: str | UnsetType | None = UNSET
     cursor: str | UnsetType | None = UNSET
+    archived: str | UnsetType | None = UNSET
+    """The unstable archive filter: `exclude` (absent or null), `include` or `only`."""
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -289,6 +319,7 @@ class SessionInfo(Model):
     title: str | UnsetType = UNSET
     updated_at: str | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    archived: bool | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 

@@ -19,8 +19,8 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, Final
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
@@ -37,7 +37,9 @@ from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, SessionInUse, UnknownSession, echoed
 from .listing import (
     LIST_PAGE_SIZE,
+    ArchiveFilter,
     ListEntry,
+    archive_filter_keeps,
     decode_cursor,
     encode_cursor,
     select_page,
@@ -570,8 +572,86 @@ class SessionRegistry:
         if unfinished is not None:
             self.unfinished.append(unfinished)
 
-    async def list(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
-        """`session/list`: one page, newest first, optionally only sessions in `cwd`."""
+    async def amend(
+        self,
+        session_id: str,
+        make: type[Any],
+        change: Callable[[Iterable[SessionEvent]], Any | None],
+        *,
+        owner: object | None = None,
+        close_live: bool = False,
+    ) -> SessionEvent | None:
+        """Append one event of type `make` to a stored session, live here or not
+        (`session/set_title`, `session/archive`, `session/unarchive`): its data is what
+        `change` makes of the session's events, nothing when it gives None. Durable before this
+        returns; the event (or None) is returned.
+
+        A live session is written through its recorder, unless `close_live`: it is then closed
+        first, as `session/close` would (its turn cancelled; refused when another connection
+        than `owner` has it open). A live session whose turn runs is refused: the event would
+        land among the running step's chunks. A session not live here is opened for writing
+        (claimed, recovered as a load would) just for the one append, and released.
+        """
+        async with self._locked(session_id):
+            session = self.live.get(session_id)
+            if session is not None:
+                check_not_child(session.header)
+                if close_live:
+                    check_owner(session, owner)
+                    del self.live[session_id]
+                    await self._shut(session)
+                else:
+                    if session.turn is not None:
+                        raise SessionInUse(
+                            f"Session in use: a prompt turn is running in session {session_id}",
+                            {"reason": "prompt-running"},
+                        )
+                    data = change(session.log.plain_events())
+                    if data is None:
+                        return None
+                    with session.activity():
+                        event: SessionEvent = session.recorder.append(make, data)
+                        await session.recorder.sync()
+                    return event
+            try:
+                check_not_child(await self.store.header(session_id))
+            except SessionNotFound:
+                raise UnknownSession(session_id) from None
+            with anyio.CancelScope(shield=True):  # appended and released, or not at all
+                opened = await self.store.open(session_id, self.clock())
+                appended: list[SessionEvent] = []
+                try:
+                    data = change(opened.log.plain_events())
+                    if data is not None:
+                        appended.append(make(opened.log.length, self.clock(), data))
+                        opened.writer.append(appended)
+                        await opened.writer.sync()
+                finally:
+                    await opened.writer.close()
+            # For this process's followers of the session (its stored events reach them too:
+            # they take each seq once).
+            for new in [*opened.closers, *appended]:
+                self._announce(session_id, new)
+            return appended[0] if appended else None
+
+    async def status(self, session_id: str) -> LiveSession | None:
+        """`session/status`, without side effects: the session if it is live here (`open`),
+        None if it is only stored (`saved`); `UnknownSession` if there is no such session."""
+        session = self.live.get(session_id)
+        if session is not None:
+            check_not_child(session.header)
+            return session
+        try:
+            check_not_child(await self.store.header(session_id))
+        except SessionNotFound:
+            raise UnknownSession(session_id) from None
+        return None
+
+    async def list(
+        self, cwd: str | None, cursor: str | None, archived: ArchiveFilter = "exclude"
+    ) -> ListSessionsResponse:
+        """`session/list`: one page, newest first, optionally only sessions in `cwd`; archived
+        sessions only when `archived` asks for them (the filter applies before paging)."""
         after = decode_cursor(cursor) if cursor is not None else None
         listed: dict[str, ListedSession] = {}
         entries = []
@@ -579,6 +659,8 @@ class SessionRegistry:
             header = item.header
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
+            if not archive_filter_keeps(archived, item.archived):
+                continue
             listed[header.id] = item
             entries.append(
                 ListEntry(header.id, header.created_at, header.cwd, header.additional_directories)

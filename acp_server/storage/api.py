@@ -140,7 +140,8 @@ class SessionLines(Protocol):
 
 
 class ListedSession(msgspec.Struct, frozen=True):
-    """What `session/list` shows of a session: its header, last title, last event time."""
+    """What `session/list` shows of a session: its header, last title, last event time, and
+    whether it is archived."""
 
     header: SessionHeader
     title: str | None
@@ -148,6 +149,8 @@ class ListedSession(msgspec.Struct, frozen=True):
     """The time of its last event; None when it has none."""
     summarized: bool = True
     """False when its title and last event could not be read (loading it says why)."""
+    archived: bool = False
+    """Whether its last `session/archived` event archived it (`session/list` leaves it out)."""
 
 
 class HistorySource(Protocol):

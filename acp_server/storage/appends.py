@@ -15,7 +15,7 @@ from typing import Final
 import msgspec
 
 from ..core.chunk_rows import StorageRecord, decode_storage_record
-from ..core.events import SessionEvent, SessionTitle, SubagentStart
+from ..core.events import SessionArchived, SessionEvent, SessionTitle, SubagentStart
 from ..core.paging import message_cut, record_count, record_start
 from .errors import LogWriteFailed
 
@@ -77,6 +77,8 @@ class BatchRows(msgspec.Struct, frozen=True):
     """(session, child session) for each subagent started."""
     title: str | None
     """The batch's last title, if it set one."""
+    archived: bool | None
+    """Whether the session is archived after the batch, if the batch says (None: unchanged)."""
     last_time: int | None
     """The time of its last event (None for an empty batch)."""
     end: int
@@ -89,6 +91,7 @@ def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) ->
     messages: list[tuple[str, int, int]] = []
     children: list[tuple[str, str]] = []
     title: str | None = None
+    archived: bool | None = None
     end = first
     for record in records:
         start = record_start(record)
@@ -101,6 +104,8 @@ def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) ->
             children.append((session_id, record.data.child_session_id))
         elif type(record) is SessionTitle:
             title = record.data.title
+        elif type(record) is SessionArchived:
+            archived = record.data.archived
         end = start + count
     last_time = decode_storage_record(records[-1])[-1].time if records else None
-    return BatchRows(rows, messages, children, title, last_time, end)
+    return BatchRows(rows, messages, children, title, archived, last_time, end)

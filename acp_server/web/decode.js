@@ -24,6 +24,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "command/result",
   "context/compaction",
   "plan/update",
+  "session/archived",
   "session/config",
   "session/context",
   "session/forked",

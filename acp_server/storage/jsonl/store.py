@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 import anyio
 
 from ...core.chunk_rows import StorageRecord, decode_record_json, decode_storage_record
-from ...core.events import SessionEvent, SessionTitle, decode_event
+from ...core.events import SessionArchived, SessionEvent, SessionTitle, decode_event
 from ...core.header import SessionHeader
 from ...core.paging import PageCut
 from ..api import BatchWrites, ListedSession, Opened, PollingEngine, StoredLog
@@ -242,13 +242,13 @@ class JsonlStore(PollingEngine):
                 log.warning("session/list: skipped session %s: %s", session_id, exc)
                 continue
             try:
-                title, last_time = list_summary(self.files.log_path(session_id))
+                title, last_time, archived = summarize(self.files.log_path(session_id))
             except (LogError, OSError, ValueError) as exc:
                 # Still listed: the client can see it and delete it; loading it says what broke.
                 log.warning("session/list: session %s: %s", session_id, exc)
                 listed.append(ListedSession(header, None, None, summarized=False))
                 continue
-            listed.append(ListedSession(header, title, last_time))
+            listed.append(ListedSession(header, title, last_time, archived=archived))
         return listed
 
     async def session_ids(self) -> list[str]:
@@ -342,16 +342,24 @@ class FileLines:
 # session/list summaries.
 
 _TITLE_LINE: Final = b'{"type":"session/title"'
+_ARCHIVED_LINE: Final = b'{"type":"session/archived"'
 
 
 def list_summary(path: Path) -> tuple[str | None, int | None]:
-    """A session's latest title and the time of its last event, for `session/list`.
+    """A session's latest title and the time of its last event (`summarize`'s first two)."""
+    title, last_time, _ = summarize(path)
+    return title, last_time
+
+
+def summarize(path: Path) -> tuple[str | None, int | None, bool]:
+    """A session's latest title, the time of its last event, and whether its last
+    `session/archived` event archived it, for `session/list`.
 
     Listing must stay cheap however long the logs are, so nothing is validated here and only
-    two lines are decoded: the last one, and the last title (found by a byte search for the
-    line prefix the writer produces). Memory stays bounded whatever the file holds: a plain log
-    is searched backwards a block at a time, a Zstandard one read a frame at a time. Loading
-    the session checks everything.
+    three lines are decoded: the last one, the last title and the last archive change (found
+    by a byte search for the line prefix the writer produces). Memory stays bounded whatever
+    the file holds: a plain log is searched backwards a block at a time, a Zstandard one read a
+    frame at a time. Loading the session checks everything.
     """
     with open(path, "rb") as file:
         if log_compression(path) == "zstd":
@@ -359,24 +367,31 @@ def list_summary(path: Path) -> tuple[str | None, int | None]:
         return _plain_summary(file.fileno())
 
 
-def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None]:
+def _zstd_summary(path: Path, file: BinaryIO) -> tuple[str | None, int | None, bool]:
     lines = iter(LogLines(path, file, "zstd"))
     next(lines, None)  # the header
-    last = title_line = None
+    last = title_line = archived_line = None
     for line in lines:
         last = line
         if line.startswith(_TITLE_LINE):
             title_line = line
-    return _title(title_line), _last_time(last)
+        elif line.startswith(_ARCHIVED_LINE):
+            archived_line = line
+    return _title(title_line), _last_time(last), _archived(archived_line)
 
 
-def _plain_summary(fd: int) -> tuple[str | None, int | None]:
+def _plain_summary(fd: int) -> tuple[str | None, int | None, bool]:
     size = os.fstat(fd).st_size
     end = _rfind(fd, b"\n", size)  # a torn final line is not an event yet
     start = _rfind(fd, b"\n", end) + 1 if end > 0 else 0
     last = _line_at(fd, start) if start > 0 else None  # start 0: only the header
     at = _rfind(fd, b"\n" + _TITLE_LINE, end) if end > 0 else -1
-    return _title(_line_at(fd, at + 1) if at >= 0 else None), _last_time(last)
+    archived_at = _rfind(fd, b"\n" + _ARCHIVED_LINE, end) if end > 0 else -1
+    return (
+        _title(_line_at(fd, at + 1) if at >= 0 else None),
+        _last_time(last),
+        _archived(_line_at(fd, archived_at + 1) if archived_at >= 0 else None),
+    )
 
 
 def _rfind(fd: int, needle: bytes, end: int) -> int:
@@ -412,6 +427,13 @@ def _title(line: bytes | None) -> str | None:
         return None
     event = decode_event(line)
     return event.data.title if isinstance(event, SessionTitle) else None
+
+
+def _archived(line: bytes | None) -> bool:
+    if line is None:
+        return False
+    event = decode_event(line)
+    return event.data.archived if isinstance(event, SessionArchived) else False
 
 
 def _last_time(line: bytes | None) -> int | None:

@@ -43,8 +43,14 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Exception)
 S = TypeVar("S")
 
-SCHEMA_VERSION: Final = 1
-"""Bumped whenever the tables change; a database of another version is refused."""
+SCHEMA_VERSION: Final = 2
+"""Bumped whenever the tables change; a database of another version is refused, except one of
+version 1, which is upgraded in place (`needs_archived_column`)."""
+
+ARCHIVED_SINCE: Final = 2
+"""The version that added the sessions' `archived` column. A database of the version before
+holds no `session/archived` event (the type came with it), so the column's default (not
+archived) is exactly right for every session in it: adding the column is the whole upgrade."""
 
 
 class Statements:
@@ -57,7 +63,7 @@ class Statements:
         self.header_and_next_seq = f"SELECT {header}, next_seq FROM {sessions} WHERE id = {p}"
         self.exists = f"SELECT 1 FROM {sessions} WHERE id = {p}"
         self.next_seq = f"SELECT next_seq FROM {sessions} WHERE id = {p}"
-        self.listed = f"SELECT id, {header}, title, updated_at FROM {sessions}"
+        self.listed = f"SELECT id, {header}, title, updated_at, archived FROM {sessions}"
         self.ids = f"SELECT id FROM {sessions} ORDER BY id"
         self.bodies = f"SELECT {body} FROM {records} WHERE session = {p} ORDER BY seq0"
         self.cuts = (
@@ -74,7 +80,15 @@ class Statements:
         self.has_child = f"SELECT 1 FROM {prefix}children WHERE session = {p} AND child = {p}"
         self.schema_version = f"SELECT value FROM {prefix}store WHERE key = 'schema_version'"
         self.set_schema_version = f"INSERT INTO {prefix}store VALUES ('schema_version', {p})"
+        self.upgrade_schema_version = (
+            f"UPDATE {prefix}store SET value = {p} WHERE key = 'schema_version' AND value = {p}"
+        )
         self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
+
+
+def needs_archived_column(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded by adding `archived`."""
+    return found == ARCHIVED_SINCE - 1
 
 
 def version_refused(url: str, found: object) -> UnsupportedStore | None:
@@ -123,18 +137,19 @@ def stored_log(
 
 
 def listed_sessions(
-    rows: Iterable[tuple[str, str, str | None, int | None]], where: Callable[[str], str]
+    rows: Iterable[tuple[str, str, str | None, int | None, bool | int]],
+    where: Callable[[str], str],
 ) -> list[ListedSession]:
-    """`session/list`'s sessions from their rows (id, header, title, last event time); one
-    whose header cannot be read is left out, with a warning."""
+    """`session/list`'s sessions from their rows (id, header, title, last event time,
+    archived); one whose header cannot be read is left out, with a warning."""
     listed = []
-    for session_id, text, title, updated_at in rows:
+    for session_id, text, title, updated_at, archived in rows:
         try:
             header = session_header(where(session_id), session_id, text)
         except LogError as exc:
             log.warning("session/list: skipped session %s: %s", session_id, exc)
             continue
-        listed.append(ListedSession(header, title, updated_at))
+        listed.append(ListedSession(header, title, updated_at, archived=bool(archived)))
     return listed
 
 

@@ -2,11 +2,12 @@
 
 Tables (`acp_` before each name, so that the store can share a database): `acp_store` (the
 schema version), `acp_sessions` (each header as written, the next seq, the writer's epoch, the
-last title and event time for listing), `acp_records` (every storage record as written, in a
+last title and event time and whether it is archived, for listing), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
 `\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
 (SPEC 3.1's message index, so a page reads only what it returns) and `acp_children`. They are
-created on first use; a database of another schema version is refused.
+created on first use; a database of another schema version is refused (version 1 is upgraded
+in place: see `common.needs_archived_column`).
 
 One writer per session across hosts: the writer holds a session-level advisory lock on its own
 connection for as long as it has the session open, and takes a new epoch when it claims it.
@@ -76,7 +77,8 @@ CREATE TABLE acp_sessions (
     next_seq bigint NOT NULL,
     epoch bigint NOT NULL,
     title text,
-    updated_at bigint
+    updated_at bigint,
+    archived boolean NOT NULL DEFAULT false
 );
 CREATE TABLE acp_records (
     session text NOT NULL,
@@ -181,7 +183,15 @@ class PostgresStore:
                 return
             cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
-        refused = common.version_refused(self.url, row[0] if row else None)
+            found = row[0] if row else None
+            if common.needs_archived_column(found):
+                # Under the advisory lock: one process upgrades, the others find version 2.
+                await conn.execute(
+                    "ALTER TABLE acp_sessions ADD COLUMN archived boolean NOT NULL DEFAULT false"
+                )
+                await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
+                return
+        refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
 
@@ -398,8 +408,9 @@ async def _insert_records(
     batch = batch_rows(session_id, first, records)
     cur = await conn.execute(
         "UPDATE acp_sessions SET next_seq = %s, title = coalesce(%s, title), "
-        "updated_at = coalesce(%s, updated_at) WHERE id = %s AND next_seq = %s AND epoch = %s",
-        (batch.end, batch.title, batch.last_time, session_id, first, epoch),
+        "updated_at = coalesce(%s, updated_at), archived = coalesce(%s, archived) "
+        "WHERE id = %s AND next_seq = %s AND epoch = %s",
+        (batch.end, batch.title, batch.last_time, batch.archived, session_id, first, epoch),
     )
     if cur.rowcount != 1:
         raise common.stale(where, first, "another writer appended to the session, or took it over")

@@ -1,7 +1,7 @@
 """The SQLite engine of the store API: one database file holding every session (SPEC 2.6).
 
 Tables (all STRICT): `store` (the schema version), `sessions` (each header as written, the next
-seq, the last title and event time for listing), `records` (every storage record as written,
+seq, the last title and event time and whether it is archived, for listing), `records` (every storage record as written,
 its JSON text byte for byte: a chunk row stays one row, keyed by session and first seq, with
 the number of events it holds), `messages` (the message index of SPEC 3.1: each message's seq
 and where a page holding it must start) and `children` (the `subagent/start`s). A page reads
@@ -72,7 +72,8 @@ CREATE TABLE sessions (
     created_at INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
     title TEXT,
-    updated_at INTEGER
+    updated_at INTEGER,
+    archived INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 CREATE TABLE records (
     session TEXT NOT NULL,
@@ -161,7 +162,14 @@ class SqliteStore(PollingEngine):
         if "store" not in names:
             raise UnsupportedStore(f"{self.url}: not an acp-server session store")
         row = db.execute(_sql.schema_version).fetchone()
-        refused = common.version_refused(self.url, row[0] if row else None)
+        found = row[0] if row else None
+        if common.needs_archived_column(found):
+            # In the caller's write transaction: another process opening it waits, then finds
+            # the new version.
+            db.execute("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0")
+            db.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
+            return
+        refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
 
@@ -374,8 +382,9 @@ def _insert_records(
     batch = batch_rows(session_id, first, records)
     moved = db.execute(
         "UPDATE sessions SET next_seq = ?, title = coalesce(?, title), "
-        "updated_at = coalesce(?, updated_at) WHERE id = ? AND next_seq = ?",
-        (batch.end, batch.title, batch.last_time, session_id, first),
+        "updated_at = coalesce(?, updated_at), archived = coalesce(?, archived) "
+        "WHERE id = ? AND next_seq = ?",
+        (batch.end, batch.title, batch.last_time, batch.archived, session_id, first),
     )
     if moved.rowcount != 1:
         raise common.stale(where, first, "another writer appended to the session")
