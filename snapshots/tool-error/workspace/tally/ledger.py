@@ -22,11 +22,7 @@ def read_entries(path: Path) -> list[Entry]:
             if not row["amount"].strip():
                 continue
             entries.append(
-                Entry(
-                    date.fromisoformat(row["date"]),
-                    row["category"].strip().lower(),
-                    parse_amount(row["amount"]),
-                )
+                Entry(date.fromisoformat(row["date"]), row["category"].strip().lower(), parse_amount(row["amount"]))
             )
     return entries
 
