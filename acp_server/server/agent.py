@@ -312,18 +312,26 @@ class AcpAgent:
             owner=self,
         )
         await apply_system_prompt(session, system_prompt)
+        return await self._opened(
+            session,
+            lambda surface: NewSessionResponse(
+                session_id=session.id,
+                modes=surface.modes(session),
+                config_options=surface.options(session),
+            ),
+        )
+
+    async def _opened(self, session: LiveSession, answer: Callable[[Surface], Any]) -> Then:
+        """A new session (made or forked) goes live on this connection: bound, its MCP servers
+        connected, answered with `answer(surface)`; its commands and any MCP failures go out
+        once the client knows its id."""
         self.conversations.bind(session)
         failures = await self._connect_mcp(session)
         surface = self.surface
-        response = NewSessionResponse(
-            session_id=session.id,
-            modes=surface.modes(session),
-            config_options=surface.options(session),
-        )
+        response = answer(surface)
         report = await self._reporter(session, failures)
 
         def then() -> None:
-            # The commands go out once the client knows the session's id.
             self.connection.start_soon(_announce, surface, session, False)
             report()
 
@@ -349,22 +357,15 @@ class AcpAgent:
             message_id=at.message_id if isinstance(at.message_id, str) else None,
             owner=self,
         )
-        self.conversations.bind(session)
-        failures = await self._connect_mcp(session)
-        surface = self.surface
-        response = ForkSessionResponse(
-            session_id=session.id,
-            modes=surface.modes(session),
-            config_options=surface.options(session),
-            meta={"acp-server": ForkedMeta(through)},
+        return await self._opened(
+            session,
+            lambda surface: ForkSessionResponse(
+                session_id=session.id,
+                modes=surface.modes(session),
+                config_options=surface.options(session),
+                meta={"acp-server": ForkedMeta(through)},
+            ),
         )
-        report = await self._reporter(session, failures)
-
-        def then() -> None:
-            self.connection.start_soon(_announce, surface, session, False)
-            report()
-
-        return Then(response, then)
 
     async def set_mode(self, request: SetSessionModeRequest) -> Empty:
         session = self._settable(request.session_id)
