@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from acp_process import AcpProcess
 
+from acp_server.core.events import event_type
 from acp_server.providers.registry import key_variables
 from acp_server.storage.jsonl.log import read_log
 
@@ -59,7 +60,8 @@ def drive(
 
 
 def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A log's header and events with the session id and cwd replaced, times left out."""
+    """A log's header and events with the session id and cwd replaced, times and notices left
+    out."""
     contents = read_log(path)
 
     def scrub(value: Any) -> Any:
@@ -72,10 +74,16 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
 
     header = scrub(contents.header)
     header["createdAt"] = 0
+    # A notice tells what happened to the live run's transport (a retry after a 429): a replay
+    # of its model output has none. They are left out, the seqs after them counted again.
+    kept = [scrub(e) for e in contents.events if event_type(e) != "session/notice"]
+    renumbered = {value["seq"]: index for index, value in enumerate(kept)}
     events = []
-    for event in contents.events:
-        value = scrub(event)
+    for value in kept:
         value.pop("time")
+        value["seq"] = renumbered[value["seq"]]
+        if "sourceRange" in value:
+            value["sourceRange"] = [renumbered[seq] for seq in value["sourceRange"]]
         events.append(value)
     return header, events
 

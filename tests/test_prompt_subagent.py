@@ -501,6 +501,7 @@ def live_texts(step: Step) -> list[str]:
 IN_PROGRESS = {
     "sessionUpdate": "tool_call_update",
     "toolCallId": "call_task",
+    "name": "task",
     "status": "in_progress",
 }
 
@@ -523,6 +524,7 @@ def test_a_client_with_subagents_sees_the_child_run_as_its_own_session_live_and_
         completed = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "call_task",
+            "name": "task",
             "status": "completed",
             "content": text_result("There are 2 files."),
             "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},
@@ -576,6 +578,7 @@ def test_a_cancelled_child_goes_idle_cancelled_before_its_call_fails(tmp_path: P
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": "call_child_write",
+                    "name": "write_file",
                     "status": "failed",
                     "content": text_result("cancelled"),
                 },
@@ -586,6 +589,7 @@ def test_a_cancelled_child_goes_idle_cancelled_before_its_call_fails(tmp_path: P
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": "call_task",
+                    "name": "task",
                     "status": "failed",
                     "content": text_result("cancelled"),
                 },
@@ -618,6 +622,7 @@ def test_a_load_whose_child_log_is_gone_still_shows_the_child_on_the_parent(
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "call_task",
+                "name": "task",
                 "status": "completed",
                 "content": text_result("There are 2 files."),
                 "rawOutput": {"childSessionId": "<child>", "stopReason": "end_turn"},

@@ -46,6 +46,7 @@ EXPECTED_INITIALIZE = {
             "close": {},
             "delete": {},
             "additionalDirectories": {},
+            "systemPrompt": {"mode": {"override": {}}},
             "fork": {},
             "title": {},
             "status": {},
@@ -170,7 +171,18 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
     assert result == {"sessionId": session_id, **session_setup()}
     assert SESSION_ID.fullmatch(session_id)
     lines = (root / session_id / "session.jsonl").read_bytes().splitlines()
-    assert len(lines) == 1
+    # The header, then the notice that the MCP server (a command that does not exist) did not
+    # connect: kept in the log whatever the client shows.
+    assert len(lines) == 2
+    notice = json.loads(lines[1])
+    assert (notice["type"], notice["data"]) == (
+        "session/notice",
+        {
+            "severity": "warning",
+            "title": "MCP server fs is not available",
+            "description": "FileNotFoundError: [Errno 2] No such file or directory",
+        },
+    )
     header = json.loads(lines[0])
     assert header == {
         "type": "session",
