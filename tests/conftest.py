@@ -1,5 +1,6 @@
 """Hypothesis profiles; the guard that keeps the fast tier fast (`process_guard`); the PostgreSQL
-server of the tests that need one (`postgres_url`).
+server of the tests that need one (`postgres_url`); the npm packages, installed once before the
+tests run (`node_packages`).
 
 Hypothesis: "ci" (no deadline, 100 examples) is what the whole suite runs, CI included; "fast"
 (no deadline, 20 examples) is what the fast tier, `pytest -m "not process"`, runs unless
@@ -21,6 +22,14 @@ settings.load_profile("ci")
 def pytest_configure(config: pytest.Config) -> None:
     if "not process" in config.option.markexpr and config.option.hypothesis_profile is None:
         settings.load_profile("fast")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Fast tests hold frames to the ACP schema inside an npm package (`sdk_schema`): installed
+    # here, before any test, so that none of them has to start npm.
+    from node_packages import install_packages
+
+    install_packages()
 
 
 pytest_plugins = ["process_guard", "pytester"]

@@ -39,9 +39,19 @@ def installed_version(package: str) -> str | None:
 def node_with_packages(needs: str) -> str:
     """The `node` executable, with the locked packages installed in `PACKAGES`; `needs` names
     the test's use of them in the reason it is skipped without Node.js."""
+    node = install_packages()
+    if node is None:
+        unavailable(f"Node.js and npm are not on PATH: {needs} needs them (CI has them)")
+    return node
+
+
+def install_packages() -> str | None:
+    """Install the locked packages in `PACKAGES` unless they are there already; the `node`
+    executable, or None without Node.js and npm. `conftest.py` calls it once before the tests
+    run, so that no test of the fast tier starts npm (the first run takes a few seconds)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        unavailable(f"Node.js and npm are not on PATH: {needs} needs them (CI has them)")
+        return None
     pinned = (CURRENT_SDK, SDK_1, "acpx")
     if any(installed_version(name) != locked_version(name) for name in pinned):
         install = subprocess.run(
