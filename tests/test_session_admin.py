@@ -20,7 +20,8 @@ from acp_server.core.events import (
 )
 from acp_server.core.lifecycle import archive_change, title_change
 from acp_server.server.errors import SessionInUse, UnknownSession
-from acp_server.server.sessions import LiveSession, SessionRegistry
+from acp_server.server.live import LiveSession
+from acp_server.server.sessions import SessionRegistry
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio

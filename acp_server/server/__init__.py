@@ -6,8 +6,11 @@ answer given while the server starts is `acp_server.startup.handshake`'s):
   cancellation), over any transport's messages;
 - `errors`: the one table from exceptions to JSON-RPC error codes;
 - `protocol`: msgspec types for the ACP messages handled;
-- `sessions`: live sessions and the session lifecycle over the store, one registry per process;
-- `agent`: the ACP method handlers of one connection; `history`: the history API's;
+- `live`: a live session (one open for writing here) and the checks of who may address it;
+- `sessions`: the session lifecycle over the store, one registry of live sessions per process;
+- `agent`: the ACP method handlers of one connection, with `params` (the checks of request
+  params beyond the schema), `port` (how the agent loop reaches the client) and `mcp_connect`
+  (a session's MCP servers connected as it goes live); `history`: the history API's;
 - `app`: `run_server`, what `acp-server serve` runs on stdio; `listen`: `serve --listen`, the
   same over WebSocket for many connections.
 """

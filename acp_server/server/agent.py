@@ -1,33 +1,26 @@
 """The ACP agent side: the method handlers of one connection (SPEC 4).
 
 Each handler takes the raw params value, converts it to its `protocol` type with msgspec (a
-wrong field is a -32602 naming it), checks what the schema cannot say (absolute paths, session
-id syntax), and calls the `SessionRegistry` for the session lifecycle. `session/prompt` and
-`session/load` run through `Conversations` (the agent loop over the model provider),
-`session/cancel` cancels a session's running turn, and `History` serves the history methods
-(SPEC 3). `ConnectionPort` is how the agent loop and its tools reach the client.
+wrong field is a -32602 naming it), checks with `params` what the schema cannot say (absolute
+paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
+`SessionRegistry` for the session lifecycle. `session/prompt` and `session/load` run through
+`Conversations` (the agent loop over the model provider), `session/cancel` cancels a session's
+running turn, and `History` serves the history methods (SPEC 3). A session going live here has
+its MCP servers connected by `mcp_connect`; the agent loop and its tools reach the client
+through `port`'s `ConnectionPort`; what every session is offered is `surface`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
-from ..agent import ports
 from ..agent.limits import DEFAULT_MAX_STEPS
-from ..agent.mcp_config import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
-    McpConfigError,
-    McpServerConfig,
-    parse_mcp_servers,
-)
 from ..core.acp_updates import (
     AgentMessageChunk,
     NoticeShown,
@@ -41,11 +34,8 @@ from ..core.events import (
     SessionTitle,
     TextContent,
 )
-from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
-from ..core.modes import REASONING_LEVELS, Choices
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
-from ..core.usage import Prices
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
 from ..storage.errors import LogWriteFailed
@@ -54,9 +44,18 @@ from .config import ServeConfig
 from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .listing import archive_filter
+from .live import LiveSession, check_owner
+from .mcp_connect import connect_mcp
+from .params import (
+    check_absolute,
+    check_directories,
+    check_mcp_servers,
+    check_session_id,
+    fork_at,
+    replay_limit,
+)
+from .port import ConnectionPort
 from .protocol import (
-    AcpServerForkMeta,
-    AcpServerLoadMeta,
     AgentAuthMethod,
     AgentCapabilities,
     AgentInfo,
@@ -68,9 +67,7 @@ from .protocol import (
     CloseSessionRequest,
     DeleteSessionRequest,
     Empty,
-    ForkAt,
     ForkedMeta,
-    ForkMeta,
     ForkSessionRequest,
     ForkSessionResponse,
     Implementation,
@@ -78,7 +75,6 @@ from .protocol import (
     InitializeResponse,
     ListSessionsRequest,
     ListSessionsResponse,
-    LoadMeta,
     LoadSessionRequest,
     LoadSessionResponse,
     LogoutRequest,
@@ -87,7 +83,6 @@ from .protocol import (
     PromptRequest,
     PromptResponse,
     ReplayedMeta,
-    ReplayOptions,
     ResumeSessionRequest,
     ResumeSessionResponse,
     SessionStatusRequest,
@@ -99,12 +94,10 @@ from .protocol import (
     SetSessionTitleResponse,
     TerminalAuthMethod,
     UnarchiveSessionRequest,
-    form_elicitation,
-    marker_advertised,
 )
 from .rpc import Connection, Then
-from .sessions import LiveSession, SessionRegistry, check_owner, close_mcp
-from .surface import REPLAY_MODEL, Surface, SurfaceConfig
+from .sessions import SessionRegistry
+from .surface import Surface, surface_config
 from .system_prompt import apply_system_prompt, check_system_prompt
 from .turns import Conversations, busy_error
 
@@ -121,71 +114,6 @@ AGENT_AUTH: Final = msgspec.convert(handshake.AGENT_AUTH, AgentAuthMethod)
 TERMINAL_AUTH: Final = msgspec.convert(handshake.TERMINAL_AUTH, TerminalAuthMethod)
 """The `initialize` answer's parts, whose values `handshake` keeps (it answers before this
 module is imported)."""
-
-
-def check_session_id(session_id: str) -> str:
-    """A session id from a request, checked before it can reach the file system."""
-    try:
-        return validate_session_id(session_id)
-    except InvalidSessionId as exc:
-        raise InvalidParams.at("$.sessionId", str(exc)) from None
-
-
-def check_absolute(path: str, where: str) -> str:
-    if "\x00" in path:
-        raise InvalidParams.at(where, "a path cannot contain NUL characters")
-    if not os.path.isabs(path):
-        raise InvalidParams.at(where, f"must be an absolute path, got {echoed(path)}")
-    return path
-
-
-def check_mcp_servers(servers: list[Any] | UnsetType) -> list[McpServerConfig] | UnsetType:
-    """The request's `mcpServers` as configs; -32602 naming the field that does not fit."""
-    if isinstance(servers, UnsetType):
-        return UNSET
-    try:
-        return parse_mcp_servers(servers)
-    except McpConfigError as exc:
-        raise InvalidParams.at(exc.path, exc.problem) from None
-
-
-def check_directories(directories: list[str] | UnsetType) -> list[str] | UnsetType:
-    if directories is not UNSET:
-        for index, directory in enumerate(directories):
-            check_absolute(directory, f"$.additionalDirectories[{index}]")
-    return directories
-
-
-class ConnectionPort:
-    """The agent loop's `ClientPort` over this connection: outbound requests and notifications,
-    and the capabilities the client advertised in `initialize`."""
-
-    def __init__(self, agent: AcpAgent) -> None:
-        self._agent = agent
-
-    @property
-    def capabilities(self) -> ports.ClientCapabilities:
-        advertised = self._agent.client_capabilities
-        session = self._agent.client_session_capabilities
-        return ports.ClientCapabilities(
-            read_text_file=advertised.fs.read_text_file,
-            write_text_file=advertised.fs.write_text_file,
-            terminal=advertised.terminal,
-            compaction=marker_advertised(session.compaction),
-            notices=marker_advertised(session.notices),
-            plan_operations=marker_advertised(advertised.plan),
-            subagents=marker_advertised(advertised.subagents),
-            elicitation_form=form_elicitation(advertised),
-        )
-
-    async def request(self, method: str, params: Any) -> Any:
-        return await self._agent.connection.request(method, params)
-
-    async def notify(self, method: str, params: Any) -> None:
-        await self._agent.connection.notify(method, params)
-
-    async def notify_all(self, method: str, params: Iterable[Any]) -> None:
-        await self._agent.connection.notify_all(method, params)
 
 
 class AcpAgent:
@@ -326,7 +254,7 @@ class AcpAgent:
         connected, answered with `answer(surface)`; its commands and any MCP failures go out
         once the client knows its id."""
         self.conversations.bind(session)
-        failures = await self._connect_mcp(session)
+        failures = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
         report = await self._reporter(session, failures)
@@ -347,7 +275,7 @@ class AcpAgent:
             raise auth_required()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
-        at = _fork_at(request.meta)
+        at = fork_at(request.meta)
         session, through = await self.sessions.fork(
             request.session_id,
             request.cwd,
@@ -405,40 +333,13 @@ class AcpAgent:
         )
         await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
-        failures = await self._connect_mcp(session)
+        failures = await connect_mcp(self.sessions, session, self.config)
         self.surface.restore(session)
         await self.surface.announce(session, restored=True)
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
         return Then(response, await self._reporter(session, failures))
-
-    async def _connect_mcp(self, session: LiveSession) -> list[tuple[str, str]]:
-        """Connect the session's MCP servers (SPEC 4.5), unless they are connected already;
-        (name, why) for each that could not be. Bounded by `--mcp-connect-timeout`."""
-        wanted = session.mcp_servers
-        if session.mcp is not None and session.mcp.configs == wanted:
-            return []  # a resume or load of a session live here, with the same servers
-        await close_mcp(session)
-        if not wanted:
-            return []
-        services = self.sessions.services
-        if services is None:  # a registry not run by `serve` (tests): nowhere to run them
-            return [(server.name, "MCP servers are not connected here") for server in wanted]
-        from ..agent.tools.mcp import McpServers  # the SDK: only for sessions that have servers
-
-        config = self.config
-        servers = McpServers(
-            wanted,
-            cwd=session.cwd,
-            connect_timeout=config.mcp_connect_timeout if config else DEFAULT_CONNECT_TIMEOUT,
-            call_timeout=config.mcp_timeout if config else DEFAULT_CALL_TIMEOUT,
-        )
-        await services.start(servers.run)
-        session.mcp = servers
-        if self.sessions.live.get(session.id) is not session:
-            await close_mcp(session)  # closed or deleted meanwhile: nothing may keep them open
-        return servers.failures
 
     async def _reporter(
         self, session: LiveSession, failures: list[tuple[str, str]]
@@ -522,7 +423,7 @@ class AcpAgent:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         check_directories(request.additional_directories)
-        max_messages = _replay_limit(request.meta)
+        max_messages = replay_limit(request.meta)
         system_prompt = check_system_prompt(request.system_prompt)
         running = self.sessions.live.get(request.session_id)
         if running is not None:
@@ -539,7 +440,7 @@ class AcpAgent:
         )
         await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
-        failures = await self._connect_mcp(session)
+        failures = await connect_mcp(self.sessions, session, self.config)
         cut = await self.conversations.replay(session, max_messages)
         surface = self.surface
         surface.restore(session)
@@ -638,77 +539,6 @@ async def _announce(surface: Surface, session: LiveSession, restored: bool) -> N
         await surface.announce(session, restored=restored)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         log.debug("session %s: output closed before its commands could be sent", session.id)
-
-
-def surface_config(config: ServeConfig | None) -> SurfaceConfig:
-    """What every session is offered, from the command line (SPEC 4.4, 8)."""
-    if config is None:
-        return SurfaceConfig()
-    prices = None
-    if config.price_input is not None or config.price_output is not None:
-        prices = Prices(config.price_input or 0.0, config.price_output or 0.0)
-    if config.provider == "openai" and config.model:
-        models = (config.model, *(m for m in config.models if m != config.model))
-        reasoning = REASONING_LEVELS if config.reasoning is not None else ()
-        choices = Choices(models, reasoning)
-    else:
-        choices = Choices((REPLAY_MODEL,))
-    return SurfaceConfig(
-        config.mode,
-        choices,
-        config.context_window,
-        prices,
-        config.reasoning,
-        compact_at=config.compact_at,
-    )
-
-
-def _replay_limit(meta: Any) -> int | None:
-    """`_meta["acp-server"].replay.maxMessages`, if the client asked for a tail replay."""
-    if not isinstance(meta, dict) or "acp-server" not in meta:
-        return None
-    try:
-        options = msgspec.convert(meta, LoadMeta)
-    except msgspec.ValidationError as exc:
-        raise _meta_invalid(exc) from None
-    if isinstance(options.acp_server, AcpServerLoadMeta) and isinstance(
-        options.acp_server.replay, ReplayOptions
-    ):
-        limit = options.acp_server.replay.max_messages
-        return limit if isinstance(limit, int) else None
-    return None
-
-
-def _meta_invalid(exc: msgspec.ValidationError) -> InvalidParams:
-    """-32602 for a `_meta` that does not fit, naming the field as the client wrote it."""
-    # msgspec names the path inside `_meta` ("$.acp-server.replay.maxMessages").
-    problem, _, inner = str(exc).rpartition(" - at `$")
-    path = (
-        '$._meta["acp-server"]' + inner.rstrip("`").removeprefix(".acp-server")
-        if problem
-        else "$._meta"
-    )
-    return InvalidParams.at(path, problem or str(exc))
-
-
-def _fork_at(meta: Any) -> ForkAt:
-    """`_meta["acp-server"].forkAt` of `session/fork`: empty (the default point) if absent;
-    -32602 unless it names exactly one of `seq` and `messageId`."""
-    if not isinstance(meta, dict) or "acp-server" not in meta:
-        return ForkAt()
-    try:
-        options = msgspec.convert(meta, ForkMeta)
-    except msgspec.ValidationError as exc:
-        raise _meta_invalid(exc) from None
-    extension = options.acp_server
-    if not isinstance(extension, AcpServerForkMeta) or not isinstance(extension.fork_at, ForkAt):
-        return ForkAt()
-    at = extension.fork_at
-    if (at.seq is UNSET) == (at.message_id is UNSET):
-        raise InvalidParams.at(
-            '$._meta["acp-server"].forkAt', "must hold exactly one of `seq` and `messageId`"
-        )
-    return at
 
 
 def _lenient(value: Any, kind: type[T], default: T) -> T:

@@ -4,12 +4,13 @@
 live session's settings (folded from its log when it goes live), appends a `session/mode` or
 `session/config` event for every change and tells the client, and runs a command's turn: its
 `turn/start`, `user/message`, the events it causes, its `command/result` and `turn/end`.
+`surface_config` is what every session is offered, from the command line.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET, Struct
 from msgspec.structs import replace
@@ -52,6 +53,7 @@ from ..core.events import (
 )
 from ..core.modes import (
     MODE_IDS,
+    REASONING_LEVELS,
     Choices,
     ConfigOption,
     SessionModeState,
@@ -65,7 +67,10 @@ from ..core.modes import (
 )
 from ..core.usage import Prices, context_window, usage_shown
 from .errors import InvalidParams
-from .sessions import LiveSession
+from .live import LiveSession
+
+if TYPE_CHECKING:
+    from .config import ServeConfig
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,29 @@ class SurfaceConfig(Struct, frozen=True):
     """The default reasoning effort, one of `choices.reasoning`."""
     compact_at: float = DEFAULT_COMPACT_AT
     """The share of the context window at which a session compacts before a model call."""
+
+
+def surface_config(config: ServeConfig | None) -> SurfaceConfig:
+    """What every session is offered, from the command line (SPEC 4.4, 8)."""
+    if config is None:
+        return SurfaceConfig()
+    prices = None
+    if config.price_input is not None or config.price_output is not None:
+        prices = Prices(config.price_input or 0.0, config.price_output or 0.0)
+    if config.provider == "openai" and config.model:
+        models = (config.model, *(m for m in config.models if m != config.model))
+        reasoning = REASONING_LEVELS if config.reasoning is not None else ()
+        choices = Choices(models, reasoning)
+    else:
+        choices = Choices((REPLAY_MODEL,))
+    return SurfaceConfig(
+        config.mode,
+        choices,
+        config.context_window,
+        prices,
+        config.reasoning,
+        compact_at=config.compact_at,
+    )
 
 
 class Surface:

@@ -17,8 +17,8 @@ from msgspec import UNSET, UnsetType
 from ..core.events import SessionContext, SessionContextData, SystemPromptMode, TextContent
 from ..core.system_prompt import compose_system, latest_context
 from .errors import InvalidParams
+from .live import LiveSession
 from .protocol import SystemPrompt
-from .sessions import LiveSession
 
 MODES: Final[tuple[str, ...]] = get_args(SystemPromptMode)
 

@@ -28,7 +28,8 @@ from ..core.projection import TailCut, project_load, tail_start
 from ..core.subagent_updates import child_replay, with_children
 from ..storage.errors import LogError
 from .errors import SessionInUse
-from .sessions import LiveSession, SessionRegistry
+from .live import LiveSession
+from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
 from .system_prompt import system_for
 
