@@ -42,25 +42,21 @@ from ..core.acp_updates import (
 )
 from ..core.assembly import MessageAssembler
 from ..core.compaction import SUMMARY_SYSTEM, due, summary_request
+from ..core.content import ContentBlock, TextContent, ToolResultContent
 from ..core.events import (
-    AssistantBlock,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     CommandResult,
     CommandResultData,
-    ContentBlock,
     ContextCompaction,
     ContextCompactionData,
     ErrorInfo,
-    FinishReason,
     NoticeSeverity,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
     SessionEvent,
     SessionNotice,
     SessionNoticeData,
@@ -69,13 +65,10 @@ from ..core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
     ToolCallLocation,
     ToolResult,
-    ToolResultContent,
     ToolResultData,
     TurnEnd,
     TurnEndData,
@@ -88,13 +81,20 @@ from ..core.events import (
     TurnEndReasonRefusal,
     TurnStart,
     TurnStartData,
-    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
 from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
+from ..core.stream import (
+    AssistantBlock,
+    AssistantText,
+    FinishReason,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
 from ..core.usage import nearly_full
 from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError, RetryReport

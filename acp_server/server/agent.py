@@ -34,13 +34,8 @@ from ..core.acp_updates import (
     SessionInfoUpdate,
     SessionNotification,
 )
-from ..core.events import (
-    SessionArchived,
-    SessionNotice,
-    SessionNoticeData,
-    SessionTitle,
-    TextContent,
-)
+from ..core.content import TextContent
+from ..core.events import SessionArchived, SessionNotice, SessionNoticeData, SessionTitle
 from ..core.ids import InvalidSessionId, validate_session_id
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.modes import REASONING_LEVELS, Choices

@@ -22,7 +22,8 @@ from ..core.acp_updates import (
     ToolPresenter,
 )
 from ..core.commands import parse_command
-from ..core.events import ContentBlock, SubagentStart
+from ..core.content import ContentBlock
+from ..core.events import SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..core.subagent_updates import child_replay, with_children
