@@ -17,10 +17,11 @@ import msgspec
 import pytest
 
 from acp_server.agent.failures import ModelRequestFailed
-from acp_server.agent.loop import Turn, TurnEnv
+from acp_server.agent.loop import Turn
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.recorder import SessionRecorder
 from acp_server.agent.tools import ToolContext
+from acp_server.agent.turn_env import TurnEnv
 from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import encode_event

@@ -34,8 +34,8 @@ from .surface import Surface, SurfaceConfig
 from .system_prompt import system_for
 
 if TYPE_CHECKING:
-    from ..agent.loop import StopReason, TurnEnv
     from ..agent.tools import KeptFromTools, ToolRegistry
+    from ..agent.turn_env import StopReason, TurnEnv
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -152,8 +152,8 @@ class Conversations:
         A child `shown` to a client that advertised `subagents` streams its own updates and
         sends its requests under its own id; any other child runs unseen, its requests under
         its parent's id, the only one the client knows."""
-        from ..agent.loop import TurnEnv
         from ..agent.tools import ToolContext
+        from ..agent.turn_env import TurnEnv
 
         surface = self.surface
         # A subagent's child runs under its parent's mode, model and prompt.
