@@ -42,8 +42,9 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from acp_server.core.events import TextContent, TextDelta  # noqa: E402
+from acp_server.core.content import TextContent  # noqa: E402
 from acp_server.core.messages import UserTurn  # noqa: E402
+from acp_server.core.stream import TextDelta  # noqa: E402
 from acp_server.providers.anthropic import AnthropicProvider  # noqa: E402
 from acp_server.providers.anthropic_stream import EventMapper  # noqa: E402
 from acp_server.providers.base import ModelRequest  # noqa: E402

@@ -42,22 +42,17 @@ from acp_server.core.chunk_rows import (
     decode_storage_record,
     pack_chunk_runs,
 )
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    BlockEnd,
-    BlockStart,
-    Finish,
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
@@ -69,6 +64,7 @@ from acp_server.core.events import (
     decode_event,
     encode_event,
 )
+from acp_server.core.stream import AssistantText, BlockEnd, BlockStart, Finish, TextDelta
 
 SEED = 20260815
 DELTA_EVENTS = 416_176

@@ -82,7 +82,6 @@ from acp_server.core.events import (  # noqa: E402
     SessionEvent,
     StepEnd,
     StepStart,
-    TextDelta,
     TurnEnd,
     UserMessageEvent,
 )
@@ -93,6 +92,7 @@ from acp_server.core.history import (  # noqa: E402
     expand_history_records,
     to_history_records,
 )
+from acp_server.core.stream import TextDelta  # noqa: E402
 from acp_server.storage.jsonl.index import LogIndex  # noqa: E402
 from acp_server.storage.jsonl.sessions import SessionStore  # noqa: E402
 

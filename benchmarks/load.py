@@ -90,22 +90,16 @@ from acp_server.core.acp_updates import (  # noqa: E402
     assistant_message_id,
 )
 from acp_server.core.chunk_rows import ROW_CLASSES, pack_chunk_runs  # noqa: E402
+from acp_server.core.content import TextContent  # noqa: E402
 from acp_server.core.events import (  # noqa: E402
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    BlockEnd,
-    BlockStart,
-    Finish,
-    ReasoningDelta,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
@@ -117,6 +111,14 @@ from acp_server.core.events import (  # noqa: E402
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.core.projection import project_load  # noqa: E402
+from acp_server.core.stream import (  # noqa: E402
+    AssistantText,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+)
 from acp_server.storage.jsonl.log import read_log  # noqa: E402
 from acp_server.storage.jsonl.sessions import CHECKS_NAME, SessionStore  # noqa: E402
 

@@ -60,17 +60,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from acp_server.core.chunk_rows import ROW_CLASSES, TextChunks  # noqa: E402
+from acp_server.core.content import TextContent  # noqa: E402
 from acp_server.core.events import (  # noqa: E402
     AssistantChunk,
     AssistantChunkData,
-    BlockEnd,
-    BlockStart,
-    Finish,
     SessionEvent,
     StepData,
     StepStart,
-    TextContent,
-    TextDelta,
     TurnStart,
     TurnStartData,
     UserMessage,
@@ -79,6 +75,7 @@ from acp_server.core.events import (  # noqa: E402
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.core.replay_script import render_fixture  # noqa: E402
+from acp_server.core.stream import BlockEnd, BlockStart, Finish, TextDelta  # noqa: E402
 from acp_server.storage.jsonl.log import read_log  # noqa: E402
 
 DEFAULT_CHUNKS = 200_000

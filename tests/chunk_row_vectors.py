@@ -29,17 +29,13 @@ import msgspec
 
 from acp_server.core.chunk_rows import pack_chunk_runs
 from acp_server.core.event_log import EventLog
-from acp_server.core.events import (
-    KNOWN_EVENT_TYPES,
-    MAX_SAFE_INTEGER,
-    SessionEvent,
-    convert_event,
-)
+from acp_server.core.events import KNOWN_EVENT_TYPES, SessionEvent, convert_event
 from acp_server.core.history import (
     HistoryProtocolError,
     expand_history_records,
     to_history_records,
 )
+from acp_server.core.structs import MAX_SAFE_INTEGER
 
 VECTORS = Path(__file__).parent / "vectors" / "chunk_rows.json"
 

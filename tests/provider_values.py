@@ -7,8 +7,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from acp_server.core.events import StreamChunk, TextContent
+from acp_server.core.content import TextContent
 from acp_server.core.messages import UserTurn
+from acp_server.core.stream import StreamChunk
 from acp_server.providers.base import ModelRequest, ProviderError
 
 HELLO = ModelRequest(session_id="s1", messages=[UserTurn([TextContent("hello")])], tools=[])

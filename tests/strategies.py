@@ -20,30 +20,21 @@ import msgspec
 from hypothesis import strategies as st
 from msgspec import UNSET
 
+from acp_server.core.content import ImageContent, ResourceLink, TextContent
 from acp_server.core.events import (
-    MAX_SAFE_INTEGER,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
     CommandResult,
     CommandResultData,
     ContextCompaction,
     ContextCompactionData,
     ErrorInfo,
-    Finish,
-    ImageContent,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
-    ResourceLink,
     SessionConfig,
     SessionConfigData,
     SessionContext,
@@ -60,11 +51,8 @@ from acp_server.core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -79,12 +67,24 @@ from acp_server.core.events import (
     TurnStart,
     TurnStartData,
     UnknownEvent,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+from acp_server.core.structs import MAX_SAFE_INTEGER
 
 MAX = MAX_SAFE_INTEGER
 

@@ -29,17 +29,15 @@ from acp_server.core.acp_updates import (
     tool_call_started,
     user_message_id,
 )
-from acp_server.core.events import (
+from acp_server.core.content import (
     DiffContent,
     EmbeddedResource,
     ImageContent,
-    PlanEntry,
     ResourceContents,
     ResourceLink,
     TextContent,
-    ToolCallLocation,
-    ToolResultData,
 )
+from acp_server.core.events import PlanEntry, ToolCallLocation, ToolResultData
 
 
 def wire(update: SessionUpdate) -> dict[str, Any]:

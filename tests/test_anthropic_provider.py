@@ -30,7 +30,7 @@ from anthropic_server import (
 from provider_values import Sleeps, cd, end, fin, rd, run, start, td, use
 
 from acp_server.core.assembly import MessageAssembler
-from acp_server.core.events import ImageContent, TextContent
+from acp_server.core.content import ImageContent, TextContent
 from acp_server.core.messages import AssistantTurn, ToolDefinition, ToolTurn, UserTurn
 from acp_server.providers.anthropic import AnthropicProvider
 from acp_server.providers.base import ModelRequest
@@ -267,7 +267,7 @@ async def test_unsigned_reasoning_is_not_sent_and_tool_results_join_the_next_pro
         ToolTurn("call_a", [TextContent("boom")], True),
         UserTurn([TextContent("And now?"), ImageContent(data="iVBORw0K", mime_type="image/png")]),
     ]
-    from acp_server.core.events import AssistantReasoning, AssistantToolCall
+    from acp_server.core.stream import AssistantReasoning, AssistantToolCall
 
     history[1] = AssistantTurn(
         [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from acp_server.core.assembly import MessageAssembler
-from acp_server.core.events import (
+from acp_server.core.stream import (
     AssistantReasoning,
     AssistantText,
     AssistantToolCall,

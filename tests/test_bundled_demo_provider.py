@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.core.events import (
+from acp_server.core.content import TextContent
+from acp_server.core.messages import AssistantTurn, ModelMessage, ToolTurn, UserTurn
+from acp_server.core.stream import (
     AssistantToolCall,
     BlockEnd,
     BlockStart,
     Finish,
     StreamChunk,
-    TextContent,
     TextDelta,
 )
-from acp_server.core.messages import AssistantTurn, ModelMessage, ToolTurn, UserTurn
 from acp_server.providers.base import BoundSession, ModelRequest
 from acp_server.providers.bundled import DEMO_PROJECT, EXPLANATION, BareServerProvider
 from acp_server.providers.replay import ReplayProvider, bundled_demo_fixture

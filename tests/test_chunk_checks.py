@@ -23,6 +23,7 @@ from acp_server.core.chunk_checks import (
     packed_chunks,
 )
 from acp_server.core.chunk_rows import StorageRecord, pack_chunk_runs
+from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantChunk,
@@ -30,15 +31,10 @@ from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    ReasoningDelta,
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
-    ToolCallDelta,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
@@ -49,6 +45,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.projection import project_load
+from acp_server.core.stream import AssistantText, ReasoningDelta, TextDelta, ToolCallDelta
 from acp_server.storage.checked import CheckedRecords
 from acp_server.storage.errors import CorruptLog
 

@@ -31,19 +31,16 @@ from acp_server.core.chunk_rows import (
     pack_chunk_runs,
 )
 from acp_server.core.events import (
-    MAX_SAFE_INTEGER,
     AssistantChunk,
     AssistantChunkData,
-    BlockEnd,
     EventError,
-    ReasoningDelta,
     SessionEvent,
     StepData,
     StepStart,
-    TextDelta,
-    ToolCallDelta,
     encode_event,
 )
+from acp_server.core.stream import BlockEnd, ReasoningDelta, TextDelta, ToolCallDelta
+from acp_server.core.structs import MAX_SAFE_INTEGER
 
 MAX = MAX_SAFE_INTEGER
 

@@ -28,10 +28,10 @@ from acp_server.client import (
     subagent_address,
 )
 from acp_server.client.connection import STDERR_TAIL_BYTES
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     SessionEvent,
     SubagentStart,
-    TextContent,
     TurnEnd,
     TurnEndData,
     TurnEndReasonInterrupted,

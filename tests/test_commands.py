@@ -11,34 +11,31 @@ from acp_models import exact
 from acp_server.core.acp_updates import AgentMessageChunk, AvailableCommandsUpdate
 from acp_server.core.chunk_rows import StorageRecord
 from acp_server.core.commands import COMMANDS, CommandCall, parse_command, session_stats
+from acp_server.core.content import ContentBlock, ImageContent, TextContent
 from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     CommandResult,
     CommandResultData,
-    ContentBlock,
-    ImageContent,
     SessionEvent,
     SessionTitle,
     SessionTitleData,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
     TurnStart,
     TurnStartData,
-    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
 from acp_server.core.messages import AssistantTurn, UserTurn, derive_messages
 from acp_server.core.projection import project_load
+from acp_server.core.stream import AssistantText, Usage
 
 
 def text(value: str) -> list[ContentBlock]:

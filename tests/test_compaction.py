@@ -11,12 +11,11 @@ from hypothesis import given
 from strategies import loop_logs
 
 from acp_server.core.compaction import SUMMARY_PREAMBLE, due, summary_request
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    AssistantToolCall,
     CommandResult,
     CommandResultData,
     ContextCompaction,
@@ -25,7 +24,6 @@ from acp_server.core.events import (
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -33,7 +31,6 @@ from acp_server.core.events import (
     TurnEndReasonCompleted,
     TurnStart,
     TurnStartData,
-    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -45,6 +42,7 @@ from acp_server.core.messages import (
     UserTurn,
     derive_messages,
 )
+from acp_server.core.stream import AssistantText, AssistantToolCall, Usage
 
 
 def numbered(*events: SessionEvent) -> list[SessionEvent]:

@@ -18,10 +18,10 @@ from polling import wait_until
 from prompt_harness import PromptServer
 
 from acp_server.core.compaction import COMPACTED_NOTICE, SUMMARY_PREAMBLE, SUMMARY_SYSTEM
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     ContextCompaction,
     ContextCompactionData,
-    TextContent,
     TurnEnd,
     UserMessageEvent,
 )

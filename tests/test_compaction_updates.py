@@ -17,25 +17,26 @@ import msgspec
 import pytest
 
 from acp_server.agent.failures import ModelRequestFailed
-from acp_server.agent.loop import Turn, TurnEnv
+from acp_server.agent.loop import Turn
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.recorder import SessionRecorder
 from acp_server.agent.tools import ToolContext
+from acp_server.agent.turn_env import TurnEnv
+from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
-from acp_server.core.events import (
+from acp_server.core.events import encode_event
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.core.messages import AssistantTurn, UserTurn, derive_messages
+from acp_server.core.stream import (
     AssistantText,
     BlockEnd,
     BlockStart,
     Finish,
     StreamChunk,
-    TextContent,
     TextDelta,
     Usage,
     UsageChunk,
-    encode_event,
 )
-from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
-from acp_server.core.messages import AssistantTurn, UserTurn, derive_messages
 from acp_server.providers.base import ModelRequest, ProviderError, RetryReport
 from acp_server.storage.jsonl.store import JsonlStore
 

@@ -25,7 +25,7 @@ from acp_server.agent.tools.edit import (
     write_local_edit,
 )
 from acp_server.core.acp_updates import ToolCallLocation
-from acp_server.core.events import DiffContent, TextContent
+from acp_server.core.content import DiffContent, TextContent
 
 TEXT = "alpha\nbeta\ngamma\nbeta\ndelta\n"
 

@@ -13,7 +13,7 @@ import pytest
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.tools import ToolContext, ToolOutcome, ToolRegistry, run_tool
 from acp_server.agent.tools.elicitation import ASK_USER, FormRefused, form_from_mcp
-from acp_server.core.events import TextContent
+from acp_server.core.content import TextContent
 
 FORM = {
     "type": "object",

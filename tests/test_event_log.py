@@ -72,13 +72,8 @@ def test_every_page_is_the_canonical_packing_of_the_reference_page(
 
 
 def test_seal_packs_the_chunks_appended_since_the_last_seal() -> None:
-    from acp_server.core.events import (
-        AssistantChunk,
-        AssistantChunkData,
-        TextDelta,
-        TurnStart,
-        TurnStartData,
-    )
+    from acp_server.core.events import AssistantChunk, AssistantChunkData, TurnStart, TurnStartData
+    from acp_server.core.stream import TextDelta
 
     log = EventLog()
     log.append(TurnStart(0, 0, TurnStartData(0)))

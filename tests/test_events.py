@@ -14,33 +14,28 @@ import pytest
 from hypothesis import given
 from strategies import session_events
 
+from acp_server.core.content import (
+    AudioContent,
+    DiffContent,
+    EmbeddedResource,
+    ImageContent,
+    ResourceContents,
+    ResourceLink,
+    TextContent,
+)
 from acp_server.core.events import (
-    MAX_SAFE_INTEGER,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    AudioContent,
-    BlockEnd,
-    BlockStart,
     CommandResult,
     CommandResultData,
-    DiffContent,
-    EmbeddedResource,
     ErrorInfo,
     EventError,
-    Finish,
-    ImageContent,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
-    ResourceContents,
-    ResourceLink,
     SessionConfig,
     SessionConfigData,
     SessionContext,
@@ -57,11 +52,8 @@ from acp_server.core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -76,8 +68,6 @@ from acp_server.core.events import (
     TurnStart,
     TurnStartData,
     UnknownEvent,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -86,6 +76,20 @@ from acp_server.core.events import (
     encode_event,
     event_type,
 )
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+from acp_server.core.structs import MAX_SAFE_INTEGER
 
 MAX = MAX_SAFE_INTEGER
 

@@ -14,14 +14,13 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from acp_server.client.follow import Follow
 from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     SessionEvent,
     StepData,
     StepStart,
-    TextContent,
-    TextDelta,
     TurnStart,
     TurnStartData,
     UserMessage,
@@ -29,6 +28,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.history import to_history_records
+from acp_server.core.stream import TextDelta
 
 pytestmark = pytest.mark.anyio
 

@@ -24,6 +24,7 @@ from acp_server.core.chunk_rows import (
     decode_storage_record,
     pack_chunk_runs,
 )
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
@@ -37,8 +38,6 @@ from acp_server.core.events import (
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
     ToolResult,
@@ -64,6 +63,7 @@ from acp_server.core.fork import (
 )
 from acp_server.core.paging import record_count, record_start
 from acp_server.core.recovery import interrupted_turn_closers
+from acp_server.core.stream import TextDelta
 
 
 def decoded(records: list[StorageRecord]) -> list[SessionEvent]:

@@ -21,13 +21,8 @@ from polling import wait_until
 from prompt_harness import PromptServer
 from sdk_schema import check
 
-from acp_server.core.events import (
-    AssistantChunk,
-    AssistantMessageEvent,
-    SessionEvent,
-    TextDelta,
-    TurnEnd,
-)
+from acp_server.core.events import AssistantChunk, AssistantMessageEvent, SessionEvent, TurnEnd
+from acp_server.core.stream import TextDelta
 from acp_server.storage.url import open_store, parse_store_url
 
 pytestmark = pytest.mark.process

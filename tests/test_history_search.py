@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import msgspec
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     CommandResult,
     CommandResultData,
     SessionEvent,
-    TextContent,
     ToolResult,
     ToolResultData,
     UserMessage,
@@ -22,6 +21,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.history_search import Hit, render_hits, search_history
 from acp_server.core.line_regex import LineRegex
+from acp_server.core.stream import AssistantText
 
 
 def numbered(*events: SessionEvent) -> list[SessionEvent]:

@@ -27,6 +27,7 @@ from strategies import batch_cuts, session_events, split
 from surface_values import session_setup
 
 from acp_server.core.chunk_rows import ROW_CLASSES, pack_chunk_runs
+from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantChunk,
@@ -34,24 +35,14 @@ from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    Finish,
-    ReasoningDelta,
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -67,6 +58,17 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.history import expand_history_records, to_history_records
 from acp_server.core.paging import PageCut
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
 from acp_server.storage.errors import CorruptLog
 from acp_server.storage.jsonl import readers
 from acp_server.storage.jsonl.index import LogIndex

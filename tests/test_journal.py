@@ -19,6 +19,7 @@ from strategies import session_events
 
 from acp_server.client.journal import Gap, Journal
 from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantChunk,
@@ -26,13 +27,10 @@ from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
@@ -43,6 +41,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.history import HistoryProtocolError, to_history_records
+from acp_server.core.stream import AssistantText, TextDelta
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: logs, and pages as the server sends them.

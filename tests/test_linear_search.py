@@ -17,9 +17,9 @@ import pytest
 from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
 from acp_server.agent.tools import history as history_tool
 from acp_server.agent.tools.search import GrepArgs, grep
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     SessionEvent,
-    TextContent,
     ToolResult,
     ToolResultData,
     UserMessage,

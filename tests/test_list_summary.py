@@ -15,11 +15,11 @@ from acp_server.core.events import (
     SessionEvent,
     SessionTitle,
     SessionTitleData,
-    TextDelta,
     TurnStart,
     TurnStartData,
 )
 from acp_server.core.header import SessionHeader
+from acp_server.core.stream import TextDelta
 from acp_server.storage.jsonl.lines import Compression
 from acp_server.storage.jsonl.sessions import SessionStore
 from acp_server.storage.jsonl.store import list_summary, summarize

@@ -28,33 +28,24 @@ import pytest
 import zstandard
 from spec_reader import zstd_frames  # tests/spec_reader.py
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    Finish,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
     SessionEvent,
     SessionTitle,
     SessionTitleData,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -64,8 +55,6 @@ from acp_server.core.events import (
     TurnStart,
     TurnStartData,
     UnknownEvent,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -73,6 +62,19 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.ids import InvalidSessionId
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
 from acp_server.storage.errors import (
     CorruptLog,
     LogLocked,

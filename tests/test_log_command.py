@@ -15,12 +15,12 @@ from acp_server.core.events import (
     AssistantChunkData,
     StepData,
     StepStart,
-    TextDelta,
     TurnStart,
     TurnStartData,
     encode_event,
 )
 from acp_server.core.header import SessionHeader
+from acp_server.core.stream import TextDelta
 from acp_server.storage.jsonl.lines import Compression
 from acp_server.storage.jsonl.sessions import SessionStore
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from mounts import fill, tmpfs
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
-    TextContent,
     TurnStart,
     TurnStartData,
     UserMessage,

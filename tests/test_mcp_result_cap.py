@@ -9,7 +9,7 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from acp_server.agent.tools.mcp import cap_result
-from acp_server.core.events import ImageContent, ResourceLink, TextContent
+from acp_server.core.content import ImageContent, ResourceLink, TextContent
 
 IMAGE = ImageContent("A" * 20, "image/png")
 """69 bytes as JSON."""

@@ -12,19 +12,16 @@ import msgspec
 from hypothesis import given
 from strategies import session_events
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
     CommandResult,
     ContextCompaction,
     ErrorInfo,
-    Finish,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
@@ -36,11 +33,8 @@ from acp_server.core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -61,6 +55,14 @@ from acp_server.core.messages import (
     ToolTurn,
     UserTurn,
     derive_messages,
+)
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    Finish,
+    TextDelta,
+    ToolCallDelta,
 )
 
 READ_ARGS = '{"path":"a.txt"}'

@@ -12,7 +12,7 @@ import pytest
 
 from acp_server.agent.ports import ClientCapabilities
 from acp_server.agent.tools import BUILTIN_TOOLS, ToolContext, ToolOutcome, run_tool
-from acp_server.core.events import TextContent
+from acp_server.core.content import TextContent
 
 
 @pytest.fixture

@@ -16,15 +16,9 @@ from openai_server import FakeOpenAI, Sse, Status, call, chunk, reasoning, text,
 from provider_values import cd, end, fin, rd, run, start, td, use
 
 from acp_server.agent.tools import BUILTIN_TOOLS
-from acp_server.core.events import (
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    DiffContent,
-    ImageContent,
-    TextContent,
-)
+from acp_server.core.content import DiffContent, ImageContent, TextContent
 from acp_server.core.messages import AssistantTurn, ToolTurn, UserTurn
+from acp_server.core.stream import AssistantReasoning, AssistantText, AssistantToolCall
 from acp_server.providers.base import ModelRequest, ProviderError
 from acp_server.providers.openai import OpenAIProvider, ProviderConfigError
 from acp_server.providers.openai_stream import DeltaMapper, request_body

@@ -19,8 +19,10 @@ from test_projection import Log, shown, text, user_chunk
 
 from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.acp_updates import SessionNotification, SessionUpdate, plan_shown
-from acp_server.core.events import AssistantToolCall, Finish, PlanEntry, TextContent
+from acp_server.core.content import TextContent
+from acp_server.core.events import PlanEntry
 from acp_server.core.projection import project_load
+from acp_server.core.stream import AssistantToolCall, Finish
 
 READ = PlanEntry("Read", "high", "completed")
 WRITE = PlanEntry("Write", "low", "pending")

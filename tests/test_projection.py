@@ -18,29 +18,20 @@ from strategies import session_events
 from acp_server.agent.tools import BUILTIN_TOOLS
 from acp_server.core.acp_updates import SessionNotification, SessionUpdate
 from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.content import ContentBlock, ImageContent, TextContent, ToolResultContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
-    AssistantBlock,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    ContentBlock,
     ContextCompaction,
     ContextCompactionData,
     ErrorInfo,
-    Finish,
-    ImageContent,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
     SessionEvent,
     SessionNotice,
     SessionNoticeData,
@@ -49,14 +40,9 @@ from acp_server.core.events import (
     StepData,
     StepEnd,
     StepStart,
-    StreamChunk,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
-    ToolResultContent,
     ToolResultData,
     TurnEnd,
     TurnEndData,
@@ -64,13 +50,26 @@ from acp_server.core.events import (
     TurnEndReasonError,
     TurnStart,
     TurnStartData,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
 from acp_server.core.projection import TailCut, project_load, tail_start
+from acp_server.core.stream import (
+    AssistantBlock,
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
 
 
 class Log:

@@ -256,12 +256,15 @@ async def test_a_provider_that_crashes_ends_the_turn_with_an_error_and_the_sessi
     tmp_path: Path,
 ) -> None:
     """Not a ProviderError but a bug in the provider: the turn is still closed in the log."""
-    from acp_server.agent.loop import ModelRequestFailed, Turn, TurnEnv
+    from acp_server.agent.failures import ModelRequestFailed
+    from acp_server.agent.loop import Turn
     from acp_server.agent.ports import ClientCapabilities
     from acp_server.agent.recorder import SessionRecorder
     from acp_server.agent.tools import ToolContext
+    from acp_server.agent.turn_env import TurnEnv
+    from acp_server.core.content import TextContent
     from acp_server.core.event_log import EventLog
-    from acp_server.core.events import TextContent, TurnEnd, TurnEndReasonError
+    from acp_server.core.events import TurnEnd, TurnEndReasonError
     from acp_server.core.header import SessionHeader
     from acp_server.storage.jsonl.store import JsonlStore
 

@@ -35,7 +35,7 @@ import pytest
 from provider_values import HELLO, Sleeps, Streams, close, end, fin, run, start, td, use
 from sse_server import LoopbackServer, Sse, Status
 
-from acp_server.core.events import TextDelta
+from acp_server.core.stream import TextDelta
 from acp_server.providers.anthropic import AnthropicProvider
 from acp_server.providers.base import BoundSession, RetryReport
 from acp_server.providers.openai import OpenAIProvider

@@ -15,9 +15,10 @@ import anyio
 import pytest
 from polling import wait_for
 
-from acp_server.core.events import AssistantText, Finish, StreamChunk, TextContent, TextDelta
+from acp_server.core.content import TextContent
 from acp_server.core.messages import AssistantTurn, UserTurn
 from acp_server.core.replay_script import ChunksEntry, HangEntry, ReplayError, ThrowEntry
+from acp_server.core.stream import AssistantText, Finish, StreamChunk, TextDelta
 from acp_server.providers.base import BoundSession, ModelRequest, ProviderError, request_text
 from acp_server.providers.replay import ReplayProvider
 

@@ -13,29 +13,19 @@ from typing import Any
 import msgspec
 import pytest
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    BlockEnd,
-    BlockStart,
-    Finish,
-    ReasoningDelta,
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
-    StreamChunk,
-    TextContent,
-    TextDelta,
-    ToolCallDelta,
     TurnStart,
     TurnStartData,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -54,6 +44,18 @@ from acp_server.core.replay_script import (
     fill_placeholders,
     parse_fixture,
     parse_override,
+)
+from acp_server.core.stream import (
+    AssistantText,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
 )
 
 HEADER = {"type": "session", "version": 2, "id": "s1", "createdAt": 0, "cwd": "/work"}

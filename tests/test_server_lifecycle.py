@@ -23,11 +23,11 @@ from acp_server.core.events import (
     SessionTitleData,
     StepData,
     StepStart,
-    TextDelta,
     TurnStart,
     TurnStartData,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.core.stream import TextDelta
 from acp_server.storage.errors import LogLocked
 from acp_server.storage.jsonl.sessions import SessionStore
 

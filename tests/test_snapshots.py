@@ -270,7 +270,7 @@ def test_corpus_covers_issue_7() -> None:
 BREAKS = {
     "duplicate-chunk": """
 from acp_server.providers import replay
-from acp_server.core.events import TextDelta
+from acp_server.core.stream import TextDelta
 original = replay.ReplayProvider.stream
 async def stream(self, request):
     doubled = False

@@ -25,26 +25,17 @@ import spec_reader  # tests/spec_reader.py: knows nothing of acp_server
 import zstandard
 from msgspec import UNSET
 
+from acp_server.core.content import DiffContent, ImageContent, ResourceLink, TextContent
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    DiffContent,
     ErrorInfo,
-    Finish,
-    ImageContent,
     PlanEntry,
     PlanUpdate,
     PlanUpdateData,
-    ReasoningDelta,
-    ResourceLink,
     SessionEvent,
     SessionTitle,
     SessionTitleData,
@@ -53,11 +44,8 @@ from acp_server.core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
-    ToolCallDelta,
     ToolResult,
     ToolResultData,
     TurnEnd,
@@ -70,14 +58,25 @@ from acp_server.core.events import (
     TurnStart,
     TurnStartData,
     UnknownEvent,
-    Usage,
-    UsageChunk,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
     encode_event,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, McpServerRecord, SessionHeader
+from acp_server.core.stream import (
+    AssistantReasoning,
+    AssistantText,
+    AssistantToolCall,
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
 from acp_server.storage.jsonl.lines import Compression
 from acp_server.storage.jsonl.sessions import SessionStore
 

@@ -14,17 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
-    AssistantBlock,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
-    AssistantToolCall,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
@@ -35,6 +32,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.core.stream import AssistantBlock, AssistantText, AssistantToolCall
 from acp_server.providers.bundled import DEMO_PROJECT
 from acp_server.storage.jsonl.sessions import SessionStore
 

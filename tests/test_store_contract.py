@@ -22,6 +22,7 @@ import msgspec
 import pytest
 
 from acp_server.core.chunk_rows import TextChunks, TextChunksData, pack_chunk_runs
+from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantChunk,
@@ -29,7 +30,6 @@ from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     SessionArchived,
     SessionArchivedData,
     SessionEvent,
@@ -42,8 +42,6 @@ from acp_server.core.events import (
     StepStart,
     SubagentStart,
     SubagentStartData,
-    TextContent,
-    TextDelta,
     ToolCall,
     ToolCallData,
     ToolResult,
@@ -58,6 +56,7 @@ from acp_server.core.events import (
     UserMessageEvent,
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
+from acp_server.core.stream import AssistantText, TextDelta
 from acp_server.storage.api import Store, follow_stored, fork_stored
 from acp_server.storage.errors import (
     DamagedStore,

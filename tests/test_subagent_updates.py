@@ -22,12 +22,10 @@ from acp_server.core.acp_updates import (
     SessionUpdate,
     UserMessageChunk,
 )
+from acp_server.core.content import TextContent
 from acp_server.core.events import (
-    AssistantToolCall,
-    Finish,
     SubagentStart,
     SubagentStartData,
-    TextContent,
     ToolCall,
     ToolCallData,
     ToolResult,
@@ -35,6 +33,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.projection import project_load
 from acp_server.core.recovery import INTERRUPTED_RESULT_TEXT
+from acp_server.core.stream import AssistantToolCall, Finish
 from acp_server.core.subagent_updates import (
     CANCELLED_TEXT,
     MODEL_REQUEST_FAILED,

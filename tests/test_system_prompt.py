@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 from msgspec import UNSET
 
+from acp_server.core.content import ImageContent, TextContent
 from acp_server.core.events import (
-    ImageContent,
     SessionContext,
     SessionContextData,
     SessionTitle,
     SessionTitleData,
-    TextContent,
 )
 from acp_server.core.system_prompt import compose_system, latest_context
 from acp_server.jsonrpc.errors import InvalidParams

@@ -18,7 +18,7 @@ from acp_server.agent.tools import (
 )
 from acp_server.agent.tools.base import ToolCallInfo
 from acp_server.core.acp_updates import ToolPresentation
-from acp_server.core.events import TextContent
+from acp_server.core.content import TextContent
 
 
 async def _echo(ctx: ToolContext, call: ToolCallInfo, args: Any, on_started: Any) -> ToolOutcome:

@@ -15,7 +15,7 @@ from local_tools import call_locally as call
 from prompt_harness import PromptServer, one_tool_turn
 
 from acp_server.agent.tools import ToolOutcome
-from acp_server.core.events import TextContent
+from acp_server.core.content import TextContent
 from acp_server.providers.credentials import CONFIG_DIR_ENV, store_key
 from acp_server.providers.registry import LIVE_PROVIDERS
 from acp_server.providers.secret import Secret

@@ -56,7 +56,8 @@ from acp_server.agent.tools.excerpts import (
     render_excerpt,
 )
 from acp_server.core.acp_updates import ToolCallContent, ToolTerminal
-from acp_server.core.events import DiffContent, PlanEntry, TextContent, ToolCallLocation
+from acp_server.core.content import DiffContent, TextContent
+from acp_server.core.events import PlanEntry, ToolCallLocation
 
 
 @pytest.fixture

@@ -8,22 +8,24 @@ from acp import schema
 from acp_models import exact
 
 from acp_server.core.acp_updates import Cost, UsageShown
+from acp_server.core.content import (
+    AudioContent,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceContents,
+    TextContent,
+)
 from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AudioContent,
-    ContentBlock,
     ContextCompaction,
     ContextCompactionData,
-    EmbeddedResource,
-    ImageContent,
-    ResourceContents,
     SessionEvent,
-    TextContent,
-    Usage,
 )
 from acp_server.core.prompt_limits import block_size, oversized_block
+from acp_server.core.stream import Usage
 from acp_server.core.usage import (
     DEFAULT_CONTEXT_WINDOW,
     Prices,

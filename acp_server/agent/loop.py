@@ -8,17 +8,18 @@ stream finishes with `tool-calls` leads to the next step; any other finish ends 
 Durability follows SPEC 2.4: the log is synced before each model request, before each tool
 runs, after each step and at the turn's end; chunks in between are flushed by the recorder's
 100 ms flusher.
+
+What a turn works with (`TurnEnv`) and where it is (`TurnState`) are in `agent.turn_env`; the
+running of a step's tool calls, a `task` call's subagent included, is in `agent.tool_calls`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, NoReturn
+from collections.abc import Callable
+from typing import Any, Final, NoReturn
 
 import anyio
-import msgspec
 from msgspec import UNSET
 
 from ..core.acp_updates import (
@@ -29,54 +30,33 @@ from ..core.acp_updates import (
     NoticeShown,
     SessionNotification,
     SessionUpdate,
-    ToolCallContent,
     UsageShown,
     assistant_message_id,
     command_message_id,
     compaction_id,
-    plan_shown,
-    tool_call_finished,
-    tool_call_in_progress,
-    tool_call_started,
     user_message_id,
 )
 from ..core.assembly import MessageAssembler
 from ..core.compaction import SUMMARY_SYSTEM, due, summary_request
+from ..core.content import ContentBlock, TextContent
 from ..core.events import (
-    AssistantBlock,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
     AssistantMessageData,
     AssistantMessageEvent,
-    AssistantText,
     CommandResult,
     CommandResultData,
-    ContentBlock,
     ContextCompaction,
     ContextCompactionData,
     ErrorInfo,
-    FinishReason,
     NoticeSeverity,
-    PlanUpdate,
-    PlanUpdateData,
-    ReasoningDelta,
     SessionEvent,
     SessionNotice,
     SessionNoticeData,
     StepData,
     StepEnd,
     StepStart,
-    SubagentStart,
-    SubagentStartData,
-    TextContent,
-    TextDelta,
-    ToolCall,
-    ToolCallData,
-    ToolCallLocation,
-    ToolResult,
-    ToolResultContent,
-    ToolResultData,
     TurnEnd,
     TurnEndData,
     TurnEndReason,
@@ -88,34 +68,27 @@ from ..core.events import (
     TurnEndReasonRefusal,
     TurnStart,
     TurnStartData,
-    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
 )
-from ..core.json_values import map_strings
 from ..core.messages import UserTurn, derive_messages
-from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
+from ..core.stream import (
+    AssistantBlock,
+    AssistantText,
+    FinishReason,
+    ReasoningDelta,
+    TextDelta,
+)
 from ..core.usage import nearly_full
-from ..providers.base import KeyHolder, ModelRequest, Provider, ProviderError, RetryReport
+from ..providers.base import ModelRequest, ProviderError, RetryReport
 from ..storage.errors import LogWriteFailed
 from .failures import ModelRequestFailed
-from .limits import DEFAULT_MAX_STEPS
-from .ports import ClientPort
 from .recorder import SessionRecorder
-from .tools import (
-    BUILTIN_TOOLS,
-    TaskArgs,
-    ToolContext,
-    ToolOutcome,
-    ToolRegistry,
-    invalid_arguments,
-    run_tool,
-)
+from .tool_calls import ToolCalls
+from .turn_env import StopReason, TurnEnv, TurnState
 
 log = logging.getLogger(__name__)
-
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 CANCELLED_RESULT_TEXT: Final = "cancelled"
 
@@ -125,57 +98,6 @@ _FINISHES: Final[dict[FinishReason, tuple[Callable[[], TurnEndReason], StopReaso
     "length": (TurnEndReasonMaxTokens, "max_tokens"),
     "content-filter": (TurnEndReasonRefusal, "refusal"),
 }
-
-
-SubagentFactory = Callable[["TurnEnv"], Awaitable["TurnEnv"]]
-"""Creates a `task` call's child session (its log, header `origin: "subagent"`) and its env."""
-
-
-@dataclass
-class TurnEnv:
-    """Everything a turn works with, for one session."""
-
-    recorder: SessionRecorder
-    provider: Provider
-    client: ClientPort
-    tools: ToolContext
-    max_steps: int = DEFAULT_MAX_STEPS
-    create_subagent: SubagentFactory | None = None
-    live_updates: bool = True
-    """Subagent turns run unseen (only their parent's `task` call is shown to the client),
-    unless the client advertised `subagents`: then under their own session id."""
-    client_session_id: str = ""
-    """The session id the client knows: the session's own, or an unseen child's parent's."""
-    on_finished: Callable[[], None] | None = None
-    """For a subagent: called once its turn is over and its log closed."""
-    registry: ToolRegistry = BUILTIN_TOOLS
-    """The session's tools: the built-in ones and those of its MCP servers."""
-    model: Callable[[], str | None] = lambda: None
-    """The session's chosen model and reasoning effort (SPEC 4.4), read at each model call;
-    None leaves them to the provider."""
-    reasoning: Callable[[], str | None] = lambda: None
-    usage_update: Callable[[Usage], SessionUpdate | None] = lambda _usage: None
-    """The `usage_update` to show after a model call that reported usage, if any."""
-    compact_limit: Callable[[], int | None] = lambda: None
-    """The tokens of the last usage at which the next model call compacts first (SPEC 4.6);
-    None never compacts by itself."""
-    system: Callable[[], str | None] = lambda: None
-    """The session's system prompt, read at each model call (the client's `systemPrompt`
-    may change it on a load or resume); None: no system prompt."""
-
-
-@dataclass
-class _TurnState:
-    turn: int
-    step: int = -1
-    step_open: bool = False
-    streaming: bool = False
-    assembler: MessageAssembler = field(default_factory=MessageAssembler)
-    first_chunk_seq: int = -1
-    last_chunk_seq: int = -1
-    open_calls: dict[str, ToolCall] = field(default_factory=dict)
-    compaction: str | None = None
-    """The id of the compaction whose summarising step runs now, if one does."""
 
 
 class Turn:
@@ -197,15 +119,8 @@ class Turn:
         self._turn_start = -1
         """The seq of this turn's `turn/start`, once written."""
         self._scope = anyio.CancelScope()
-        self._state = _TurnState(turn=env.recorder.log.turns)
-        self._children: dict[str, str] = {}
-        """Call id -> child session id, for the `task` calls of this turn that started one."""
-        # The calls of this turn may run subagents when the session can create them.
-        self._tools = (
-            replace(env.tools, subagents=self._run_task)
-            if env.create_subagent is not None
-            else env.tools
-        )
+        self._state = TurnState(turn=env.recorder.log.turns)
+        self._calls = ToolCalls(env, self._state, self._show, _run_child_turn)
 
     @property
     def number(self) -> int:
@@ -260,7 +175,7 @@ class Turn:
             step += 1
             calls = state.assembler.tool_calls()
             if finish == "tool-calls" and calls:
-                await self._run_tools()
+                await self._calls.run()
                 self._end_step()
                 await rec.sync()
                 continue
@@ -462,161 +377,6 @@ class Turn:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    async def _run_tools(self) -> None:
-        env, rec, state = self.env, self.env.recorder, self._state
-        calls = state.assembler.tool_calls()
-        for block in calls:
-            event = rec.append(
-                ToolCall,
-                ToolCallData(state.turn, state.step, block.id, block.name, block.arguments),
-            )
-            state.open_calls[block.id] = event
-        present = env.registry.present
-        announcements = [tool_call_started(b.id, b.name, b.arguments, present) for b in calls]
-        for announcement in announcements:
-            await self._show(announcement)
-        for block, announcement in zip(calls, announcements, strict=True):
-            await rec.sync()  # before each tool runs
-
-            async def on_started(
-                content: list[ToolCallContent] | None = None,
-                call_id: str = block.id,
-                name: str = block.name,
-            ) -> None:
-                shown = UNSET if content is None else content
-                await self._show(tool_call_in_progress(call_id, name, shown))
-
-            outcome = await run_tool(
-                env.registry,
-                self._tools,
-                block.id,
-                block.name,
-                block.arguments,
-                title=announcement.title,
-                kind=announcement.kind,
-                on_started=on_started,
-            )
-            result = self._log_result(
-                block.id, outcome.content, outcome.is_error, outcome.raw_output, outcome.locations
-            )
-            await self._show_finished(result, block.name)
-            if outcome.plan is not None:
-                rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
-                operations = env.client.capabilities.plan_operations
-                await self._show(plan_shown(outcome.plan, operations))
-
-    async def _run_task(
-        self, call_id: str, arguments: str, on_started: Callable[[], Awaitable[None]]
-    ) -> ToolOutcome:
-        """A `task` call: a one-shot subagent in a child session; its final text is the result."""
-        try:
-            args = msgspec.json.decode(arguments, type=TaskArgs)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return invalid_arguments("task", exc)
-        assert self.env.create_subagent is not None
-        child = await self.env.create_subagent(self.env)
-        state = self._state
-        child_id = child.recorder.session_id
-        self.env.recorder.append(
-            SubagentStart,
-            SubagentStartData(state.turn, state.step, call_id, child_id, "one-shot"),
-        )
-        if self._shows_subagents():
-            self._children[call_id] = child_id
-            for update in subagent_started(self._session_id(), child_id, args.prompt):
-                await self._show(update)
-            if child.live_updates:  # the child's own stream begins with what it was sent
-                received = prompt_received(self._session_id(), child_id, [TextContent(args.prompt)])
-                await child.client.notify("session/update", SessionNotification(child_id, received))
-        await on_started()
-        try:
-            stop = await _run_child_turn(child, [TextContent(args.prompt)])
-        except ModelRequestFailed as exc:
-            return ToolOutcome(
-                [TextContent(f"the subagent failed: {exc.message}")],
-                True,
-                {"childSessionId": child.recorder.session_id, "error": exc.message},
-                None,
-            )
-        finally:
-            with anyio.CancelScope(shield=True):
-                await child.recorder.close()
-            if child.on_finished is not None:
-                child.on_finished()
-        text = _final_text(list(child.recorder.log.plain_events()))
-        return ToolOutcome(
-            [TextContent(text)],
-            stop != "end_turn",
-            {"childSessionId": child.recorder.session_id, "stopReason": stop},
-            None,
-        )
-
-    def _log_result(
-        self,
-        call_id: str,
-        content: list[ToolResultContent],
-        is_error: bool,
-        raw_output: Any,
-        locations: list[ToolCallLocation] | None = None,
-    ) -> ToolResultData:
-        """Append a call's `tool/result` (its content scrubbed of the key); returns its data."""
-        state = self._state
-        call = state.open_calls.pop(call_id)
-        content, raw_output = self._scrubbed(content, raw_output)
-        result = ToolResultData(
-            state.turn,
-            state.step,
-            call_id,
-            content,
-            True if is_error else UNSET,
-            raw_output,
-            UNSET if locations is None else locations,
-        )
-        self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
-        return result
-
-    async def _show_finished(self, result: ToolResultData, name: str) -> None:
-        """Show the closing `tool_call_update` of a call to the tool `name`, after its child's
-        answer and idle state when the call ran a subagent shown as such."""
-        child_id = self._children.pop(result.call_id, None)
-        if child_id is not None:
-            for update in subagent_finished(self._session_id(), child_id, result):
-                await self._show(update)
-        await self._show(tool_call_finished(result, name))
-
-    def _shows_subagents(self) -> bool:
-        """Whether this turn's client is shown `task` children as subagent sessions."""
-        return self.env.live_updates and self.env.client.capabilities.subagents
-
-    def _session_id(self) -> str:
-        """The id of the session as the client knows it."""
-        return self.env.client_session_id or self.env.recorder.session_id
-
-    def _scrubbed(
-        self, content: list[ToolResultContent], raw_output: Any
-    ) -> tuple[list[ToolResultContent], Any]:
-        """`content` and `raw_output` without the provider's key. Every tool's result (built-in,
-        command, MCP) enters the log here, and a command or a file may well print the key: this
-        is the one place it is taken out before it is logged, shown or sent to the model."""
-        provider = self.env.provider
-        key = provider.api_key if isinstance(provider, KeyHolder) else None
-        if key is None or not key.reveal():
-            return content, raw_output
-        found = False
-
-        def scrub(text: str) -> str:
-            nonlocal found
-            scrubbed = key.scrub(text)
-            found = found or scrubbed is not text
-            return scrubbed
-
-        shown = map_strings(msgspec.to_builtins(content), scrub)
-        if found:
-            content = msgspec.convert(shown, list[ToolResultContent])
-        if raw_output is not UNSET:
-            raw_output = map_strings(msgspec.to_builtins(raw_output), scrub)
-        return content, raw_output
-
     # -- cancellation --------------------------------------------------------------------------
 
     async def _close_cancelled(self) -> None:
@@ -640,7 +400,7 @@ class Turn:
             )
         finished = [
             (
-                self._log_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET),
+                self._calls.log_result(call_id, [TextContent(CANCELLED_RESULT_TEXT)], True, UNSET),
                 call.data.name,
             )
             for call_id, call in list(state.open_calls.items())
@@ -656,7 +416,7 @@ class Turn:
         rec.append(TurnEnd, TurnEndData(state.turn, TurnEndReasonCancelled()))
         await rec.sync()
         for result, name in finished:
-            await self._show_finished(result, name)
+            await self._calls.show_finished(result, name)
         if state.compaction is not None:
             cancelled = CompactionShown(state.compaction, "cancelled")
             state.compaction = None
@@ -710,13 +470,3 @@ def _through(rec: SessionRecorder, seq: int) -> list[SessionEvent]:
 
 def _text_of(content: list[AssistantBlock]) -> str:
     return "".join(b.text for b in content if type(b) is AssistantText)
-
-
-def _final_text(events: list[SessionEvent]) -> str:
-    """The text of the last assistant message that has any: a subagent's answer."""
-    for event in reversed(events):
-        if type(event) is AssistantMessageEvent:
-            text = "".join(b.text for b in event.data.message.content if type(b) is AssistantText)
-            if text:
-                return text
-    return ""

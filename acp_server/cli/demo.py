@@ -27,7 +27,8 @@ from rich.table import Table
 from ..client import AcpClient
 from ..client.connection import session_address
 from ..core.chunk_rows import ROW_CLASSES, pack_chunk_runs
-from ..core.events import TextContent, UserMessageEvent
+from ..core.content import TextContent
+from ..core.events import UserMessageEvent
 from ..core.replay_script import parse_fixture
 from ..providers.bundled import DEMO_PROJECT
 from ..providers.replay import bundled_demo_fixture

@@ -46,12 +46,8 @@ import msgspec
 from ..core.events import (
     AssistantChunk,
     AssistantMessageEvent,
-    AssistantText,
-    AssistantToolCall,
     EventError,
-    Finish,
     SessionEvent,
-    StreamChunk,
     SubagentStart,
     TurnEnd,
     TurnEndReasonError,
@@ -75,6 +71,7 @@ from ..core.replay_script import (
     parse_override,
     render_fixture,
 )
+from ..core.stream import AssistantText, AssistantToolCall, Finish, StreamChunk
 from ..storage.errors import LogError
 from ..storage.jsonl.log import read_log
 from .log import UsageError, resolve_log_path

@@ -12,14 +12,8 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from .events import (
-    ContentBlock,
-    DiffContent,
-    NoticeSeverity,
-    PlanEntry,
-    ToolCallLocation,
-    ToolResultData,
-)
+from .content import ContentBlock, DiffContent
+from .events import NoticeSeverity, PlanEntry, ToolCallLocation, ToolResultData
 from .modes import ConfigOption
 
 ToolKind = Literal[

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from .chunk_rows import ChunkRow, TextChunks, ToolCallChunks
-from .events import (
+from .stream import (
     AssistantBlock,
     AssistantReasoning,
     AssistantText,

@@ -20,23 +20,16 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from .events import (
-    MAX_SAFE_INTEGER,
     AssistantChunk,
     AssistantChunkData,
     EventError,
     KnownEvent,
-    Model,
-    ReasoningDelta,
-    SafeInt,
-    Seq,
     SessionEvent,
-    StreamChunk,
-    Tagged,
-    TextDelta,
-    ToolCallDelta,
     UnknownEvent,
     convert_event,
 )
+from .stream import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from .structs import MAX_SAFE_INTEGER, Model, SafeInt, Seq, Tagged
 
 MIN_RUN: Final = 3
 """Shorter runs stay plain events: a row's envelope would cost more than it saves."""

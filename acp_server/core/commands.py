@@ -15,12 +15,11 @@ import msgspec
 
 from .acp_updates import AvailableCommand, CommandInput
 from .chunk_rows import ROW_CLASSES, StorageRecord
+from .content import ContentBlock, TextContent
 from .events import (
     AssistantMessageEvent,
-    ContentBlock,
     SessionEvent,
     StepStart,
-    TextContent,
     ToolCall,
     TurnStart,
     UserMessageEvent,

@@ -10,13 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from .events import (
-    AssistantMessageEvent,
-    AssistantText,
-    ContextCompaction,
-    SessionEvent,
-    TextContent,
-)
+from .content import TextContent
+from .events import AssistantMessageEvent, ContextCompaction, SessionEvent
+from .stream import AssistantText
 
 DEFAULT_COMPACT_AT: Final = 0.8
 """The share of the context window the last usage may reach before the loop compacts."""

@@ -5,12 +5,13 @@ envelope, `data` carries the per-type payload, and `ignorable` / `sourceRange` a
 envelope fields. Optional fields default to `UNSET`, so "absent" and "null" stay distinct and
 an encoded event carries exactly the keys it was given.
 
-Every struct forbids unknown fields: a record this model cannot represent exactly is refused
-rather than silently trimmed, since the log must round-trip losslessly. An event of an unknown
-type is kept as an `UnknownEvent` only when it says `ignorable: true` (see `decode_event`).
+Every struct forbids unknown fields (see `core.structs`): a record this model cannot represent
+exactly is refused rather than silently trimmed, since the log must round-trip losslessly. An
+event of an unknown type is kept as an `UnknownEvent` only when it says `ignorable: true` (see
+`decode_event`).
 
-Structs are created with `gc=False`: events never form reference cycles, and long logs hold
-hundreds of thousands of them, which would otherwise keep the cycle collector busy.
+The payloads are built of the ACP content blocks of `core.content` and of the model's stream
+chunks and assistant blocks of `core.stream`.
 """
 
 from __future__ import annotations
@@ -21,190 +22,9 @@ from typing import Annotated, Any, Final, Literal, cast, get_args
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-MAX_SAFE_INTEGER: Final = 2**53 - 1
-"""Seqs and times must survive a trip through a JavaScript number."""
-
-SafeInt = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
-Seq = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
-
-# ---------------------------------------------------------------------------------------------
-# Shared struct configurations.
-
-
-class Model(Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True, gc=False):
-    """Base of every payload struct: camelCase keys, absent optionals omitted, strict keys."""
-
-
-class Tagged(
-    Model, tag_field="type", rename="camel", omit_defaults=True, forbid_unknown_fields=True
-):
-    """Base of every struct in a union tagged by `type`."""
-
-
-# ---------------------------------------------------------------------------------------------
-# ACP content blocks (the `ContentBlock` union of the ACP v1 schema).
-
-Meta_ = dict[str, Any] | None | UnsetType
-"""ACP's `_meta`: an object or null, kept exactly as given."""
-
-
-class TextContent(Tagged, tag="text"):
-    text: str
-    annotations: Any | UnsetType = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-class ImageContent(Tagged, tag="image"):
-    data: str
-    mime_type: str
-    uri: str | UnsetType | None = UNSET
-    annotations: Any | UnsetType = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-class AudioContent(Tagged, tag="audio"):
-    data: str
-    mime_type: str
-    annotations: Any | UnsetType = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-class ResourceLink(Tagged, tag="resource_link"):
-    uri: str
-    name: str
-    title: str | UnsetType | None = UNSET
-    description: str | UnsetType | None = UNSET
-    mime_type: str | UnsetType | None = UNSET
-    size: int | UnsetType | None = UNSET
-    annotations: Any | UnsetType = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-class ResourceContents(Model):
-    """ACP's text or blob resource contents (exactly one of `text` and `blob` is set)."""
-
-    uri: str
-    text: str | UnsetType = UNSET
-    blob: str | UnsetType = UNSET
-    mime_type: str | UnsetType | None = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-class EmbeddedResource(Tagged, tag="resource"):
-    resource: ResourceContents
-    annotations: Any | UnsetType = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
-
-
-class DiffContent(Tagged, tag="diff"):
-    """A file change in a tool result (ACP's `Diff` tool call content)."""
-
-    path: str
-    new_text: str
-    old_text: str | UnsetType | None = UNSET
-    meta: Meta_ = field(default=UNSET, name="_meta")
-
-
-ToolResultContent = (
-    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | DiffContent
-)
-
-# ---------------------------------------------------------------------------------------------
-# Stream chunks: what a provider yields, one per streamed fragment.
-
-BlockType = Literal["text", "reasoning", "tool-call"]
-FinishReason = Literal["stop", "tool-calls", "length", "content-filter"]
-
-
-class BlockStart(Tagged, tag="block-start"):
-    index: int
-    block_type: BlockType
-
-
-class TextDelta(Tagged, tag="text-delta"):
-    index: int
-    text: str
-
-
-class ReasoningDelta(Tagged, tag="reasoning-delta"):
-    index: int
-    text: str
-
-
-class ReasoningSignature(Tagged, tag="reasoning-signature"):
-    """The provider's signature over a reasoning block's text (Anthropic's thinking blocks):
-    opaque, sent back with the block in later requests so that the provider accepts it."""
-
-    index: int
-    signature: str
-
-
-class ToolCallDelta(Tagged, tag="tool-call-delta"):
-    index: int
-    id: str
-    arguments_delta: str
-    name: str | UnsetType = UNSET
-
-
-class BlockEnd(Tagged, tag="block-end"):
-    index: int
-
-
-class Usage(Model):
-    input_tokens: int
-    """Every input token of the call, cached ones included."""
-    output_tokens: int
-    cached_input_tokens: int | UnsetType = UNSET
-    """Of `input_tokens`, those read from the provider's prompt cache."""
-    cache_write_input_tokens: int | UnsetType = UNSET
-    """Of `input_tokens`, those written to the provider's prompt cache (where it says)."""
-
-
-class UsageChunk(Tagged, tag="usage"):
-    usage: Usage
-
-
-class Finish(Tagged, tag="finish"):
-    reason: FinishReason
-
-
-StreamChunk = (
-    BlockStart
-    | TextDelta
-    | ReasoningDelta
-    | ReasoningSignature
-    | ToolCallDelta
-    | BlockEnd
-    | UsageChunk
-    | Finish
-)
-
-# ---------------------------------------------------------------------------------------------
-# Assembled assistant content.
-
-
-class AssistantText(Tagged, tag="text"):
-    text: str
-
-
-class AssistantReasoning(Tagged, tag="reasoning"):
-    text: str
-    signature: str | UnsetType = UNSET
-    """The provider's signature over `text`, when it signs its reasoning (see
-    `ReasoningSignature`); a signed block goes back to the provider as it came."""
-
-
-class AssistantToolCall(Tagged, tag="tool-call"):
-    id: str
-    name: str
-    arguments: str
-    """The raw JSON text the model produced, unparsed."""
-
-
-AssistantBlock = AssistantText | AssistantReasoning | AssistantToolCall
+from .content import ContentBlock, Meta_, ToolResultContent
+from .stream import AssistantBlock, StreamChunk, Usage
+from .structs import MAX_SAFE_INTEGER, Model, SafeInt, Seq, Tagged
 
 # ---------------------------------------------------------------------------------------------
 # Event payloads.

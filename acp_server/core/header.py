@@ -6,7 +6,7 @@ from typing import Final, Literal
 
 from msgspec import UNSET, UnsetType
 
-from .events import Model, SafeInt, Tagged
+from .structs import Model, SafeInt, Tagged
 
 SESSION_FORMAT_VERSION: Final = 2
 """Bumped whenever what an existing record means changes (pre-release: no compatibility)."""

@@ -21,8 +21,10 @@ from .chunk_rows import (
     expand_row,
     validate_row,
 )
-from .events import EventError, Meta_, Model, SessionEvent, convert_event
+from .content import Meta_
+from .events import EventError, SessionEvent, convert_event
 from .header import SessionHeader
+from .structs import Model
 
 DEFAULT_MAX_MESSAGES = 50
 

@@ -13,17 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from .events import (
-    AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    CommandResult,
-    SessionEvent,
-    TextContent,
-    ToolResult,
-    UserMessageEvent,
-)
+from .content import TextContent
+from .events import AssistantMessageEvent, CommandResult, SessionEvent, ToolResult, UserMessageEvent
 from .line_regex import LineRegex
+from .stream import AssistantReasoning, AssistantText
 
 CHECK_EVERY: Final = 256
 """Events searched between two calls of the search's checkpoint."""

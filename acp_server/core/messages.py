@@ -14,21 +14,17 @@ from typing import Any, Final, Literal
 from msgspec import UNSET, UnsetType
 
 from .compaction import latest_compaction, summary_message, summary_text
+from .content import ContentBlock, TextContent, ToolResultContent
 from .events import (
-    AssistantBlock,
     AssistantMessageEvent,
-    AssistantToolCall,
     CommandResult,
-    ContentBlock,
-    Model,
     SessionEvent,
-    Tagged,
-    TextContent,
     ToolResult,
-    ToolResultContent,
     ToolResultData,
     UserMessageEvent,
 )
+from .stream import AssistantBlock, AssistantToolCall
+from .structs import Model, Tagged
 
 
 class UserTurn(Tagged, tag="user", tag_field="role"):

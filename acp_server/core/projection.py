@@ -40,28 +40,24 @@ from .assembly import MessageAssembler
 from .chunk_checks import KeptRecord, PackedChunks
 from .chunk_rows import ROW_CLASSES, ChunkRow
 from .compaction import COMPACTED_NOTICE, summary_text
+from .content import ContentBlock, TextContent
 from .event_log import EventLog
 from .events import (
-    AssistantBlock,
     AssistantChunk,
     AssistantMessageEvent,
-    AssistantReasoning,
-    AssistantText,
-    AssistantToolCall,
     CommandResult,
-    ContentBlock,
     ContextCompaction,
     PlanUpdate,
     SessionTitle,
     StepEnd,
     StepStart,
     SubagentStart,
-    TextContent,
     ToolResult,
     TurnEnd,
     TurnStart,
     UserMessageEvent,
 )
+from .stream import AssistantBlock, AssistantReasoning, AssistantText, AssistantToolCall
 from .subagent_updates import subagent_finished, subagent_started, task_prompt
 
 

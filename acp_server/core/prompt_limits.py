@@ -12,7 +12,7 @@ from typing import Final
 
 from msgspec import UNSET
 
-from .events import AudioContent, ContentBlock, EmbeddedResource, ImageContent, TextContent
+from .content import AudioContent, ContentBlock, EmbeddedResource, ImageContent, TextContent
 
 MAX_BLOCK_BYTES: Final = 20 * 1024 * 1024
 

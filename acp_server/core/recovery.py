@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .content import TextContent
 from .events import (
     SessionEvent,
     StepData,
     StepEnd,
     StepStart,
-    TextContent,
     ToolCall,
     ToolResult,
     ToolResultData,

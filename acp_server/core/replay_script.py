@@ -17,19 +17,10 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
 from .chunk_rows import ROW_TYPES, ChunkRowError, decode_storage_record, pack_chunk_runs
-from .events import (
-    AssistantChunk,
-    EventError,
-    Finish,
-    Model,
-    ReasoningDelta,
-    SessionEvent,
-    StepStart,
-    StreamChunk,
-    Tagged,
-    TextDelta,
-)
+from .events import AssistantChunk, EventError, SessionEvent, StepStart
 from .header import SessionHeader
+from .stream import Finish, ReasoningDelta, StreamChunk, TextDelta
+from .structs import Model, Tagged
 
 FIXTURE_NAME: Final = "session.jsonl"
 """A scenario's (or an exported session's) top-level fixture."""

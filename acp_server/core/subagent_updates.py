@@ -30,7 +30,8 @@ from .acp_updates import (
     UserMessageChunk,
     user_message_id,
 )
-from .events import ContentBlock, DiffContent, TextContent, ToolResultData
+from .content import ContentBlock, DiffContent, TextContent
+from .events import ToolResultData
 
 MODEL_REQUEST_FAILED: Final = -32012
 """The JSON-RPC code of a failed model request (the server's `ModelRequestError`), which a

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from msgspec import UNSET
 
-from .events import ContentBlock, SessionContext, SessionContextData, SessionEvent, TextContent
+from .content import ContentBlock, TextContent
+from .events import SessionContext, SessionContextData, SessionEvent
 
 
 def latest_context(events: Iterable[SessionEvent]) -> SessionContextData | None:

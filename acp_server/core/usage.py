@@ -15,7 +15,8 @@ import msgspec
 from msgspec import UNSET
 
 from .acp_updates import Cost, UsageShown
-from .events import AssistantMessageEvent, ContextCompaction, SessionEvent, Usage
+from .events import AssistantMessageEvent, ContextCompaction, SessionEvent
+from .stream import Usage
 
 NEARLY_FULL_AT: Final = 0.9
 """The share of the context window from which a model call's usage is worth a notice."""

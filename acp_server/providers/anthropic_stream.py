@@ -33,7 +33,8 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from ..core import events as ev
+from ..core import stream as ev
+from ..core.content import EmbeddedResource, ImageContent
 from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
 from .base import ProviderError
 from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged
@@ -178,9 +179,9 @@ def _input(call: ev.AssistantToolCall) -> dict[str, Any]:
 
 
 def _content_block(block: Any) -> dict[str, Any]:
-    if isinstance(block, ev.ImageContent) and block.mime_type in IMAGE_TYPES:
+    if isinstance(block, ImageContent) and block.mime_type in IMAGE_TYPES:
         return _base64("image", block.mime_type, block.data)
-    blob = block.resource.blob if isinstance(block, ev.EmbeddedResource) else None
+    blob = block.resource.blob if isinstance(block, EmbeddedResource) else None
     if isinstance(blob, str):
         resource = block.resource
         mime = resource.mime_type if isinstance(resource.mime_type, str) else ""

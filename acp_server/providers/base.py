@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
-from ..core.events import AssistantReasoning, AssistantText, StreamChunk, TextContent
+from ..core.content import TextContent
 from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTurn, UserTurn
+from ..core.stream import AssistantReasoning, AssistantText, StreamChunk
 
 if TYPE_CHECKING:
     from .secret import Secret

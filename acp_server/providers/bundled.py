@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from ..core.events import AssistantToolCall, BlockEnd, BlockStart, Finish, TextContent, TextDelta
+from ..core.content import TextContent
 from ..core.messages import AssistantTurn, ModelMessage, ToolTurn
+from ..core.stream import AssistantToolCall, BlockEnd, BlockStart, Finish, TextDelta
 from .base import BoundSession
 
 if TYPE_CHECKING:
-    from ..core.events import StreamChunk
+    from ..core.stream import StreamChunk
     from .base import ModelRequest, Provider
     from .replay import ReplayProvider
     from .settings import ProviderSettings

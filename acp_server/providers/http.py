@@ -26,7 +26,7 @@ from typing import Final
 import anyio
 import httpx
 
-from ..core.events import StreamChunk
+from ..core.stream import StreamChunk
 from .base import ProviderError, RetryListener, RetryReport
 from .secret import Secret
 from .wire import CODE_CHARS, Redact, clip, excerpt

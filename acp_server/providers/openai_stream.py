@@ -35,29 +35,27 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
-from ..core.events import (
+from ..core.content import AudioContent, EmbeddedResource, ImageContent
+from ..core.messages import (
+    ModelMessage,
+    ToolDefinition,
+    ToolTurn,
+    UserTurn,
+)
+from ..core.stream import (
     AssistantText,
     AssistantToolCall,
-    AudioContent,
     BlockEnd,
     BlockStart,
     BlockType,
-    EmbeddedResource,
     Finish,
     FinishReason,
-    ImageContent,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
     Usage,
     UsageChunk,
-)
-from ..core.messages import (
-    ModelMessage,
-    ToolDefinition,
-    ToolTurn,
-    UserTurn,
 )
 from .base import ProviderError
 from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import anyio
 
-from ..core.events import StreamChunk
 from ..core.replay_script import (
     CHILD_FIXTURE_NAME,
     FIXTURE_NAME,
@@ -31,6 +30,7 @@ from ..core.replay_script import (
     parse_fixture,
     parse_override,
 )
+from ..core.stream import StreamChunk
 from .base import BoundSession, ModelRequest, ProviderError, request_text
 
 log = logging.getLogger(__name__)

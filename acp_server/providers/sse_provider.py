@@ -20,7 +20,7 @@ import anyio
 import httpx
 import msgspec
 
-from ..core.events import StreamChunk
+from ..core.stream import StreamChunk
 from .base import ModelRequest, ProviderError
 from .http import (
     Failure,

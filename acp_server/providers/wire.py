@@ -13,7 +13,7 @@ from typing import Final, NamedTuple, TypeVar
 
 import msgspec
 
-from ..core.events import (
+from ..core.content import (
     AudioContent,
     DiffContent,
     EmbeddedResource,

@@ -27,13 +27,8 @@ from ..core.acp_updates import (
     SessionInfoUpdate,
     SessionNotification,
 )
-from ..core.events import (
-    SessionArchived,
-    SessionNotice,
-    SessionNoticeData,
-    SessionTitle,
-    TextContent,
-)
+from ..core.content import TextContent
+from ..core.events import SessionArchived, SessionNotice, SessionNoticeData, SessionTitle
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..startup import handshake

@@ -16,8 +16,9 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
 
-from ..core.events import MAX_SAFE_INTEGER, ContentBlock, Meta_, Model
+from ..core.content import ContentBlock, Meta_
 from ..core.modes import ConfigOption, SessionModeState
+from ..core.structs import MAX_SAFE_INTEGER, Model
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
 

@@ -30,23 +30,21 @@ from ..core.acp_updates import (
 )
 from ..core.commands import COMMANDS, CommandCall, session_stats
 from ..core.compaction import DEFAULT_COMPACT_AT, compact_limit
+from ..core.content import ContentBlock, TextContent
 from ..core.events import (
     CommandResult,
     CommandResultData,
-    ContentBlock,
     SessionConfig,
     SessionConfigData,
     SessionMode,
     SessionModeData,
     SessionTitle,
     SessionTitleData,
-    TextContent,
     TurnEnd,
     TurnEndData,
     TurnEndReasonCompleted,
     TurnStart,
     TurnStartData,
-    Usage,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -65,6 +63,7 @@ from ..core.modes import (
     fold_settings,
     mode_state,
 )
+from ..core.stream import Usage
 from ..core.usage import Prices, context_window, usage_shown
 from .errors import InvalidParams
 from .live import LiveSession

@@ -14,7 +14,8 @@ from typing import Final, get_args
 
 from msgspec import UNSET, UnsetType
 
-from ..core.events import SessionContext, SessionContextData, SystemPromptMode, TextContent
+from ..core.content import TextContent
+from ..core.events import SessionContext, SessionContextData, SystemPromptMode
 from ..core.system_prompt import compose_system, latest_context
 from .errors import InvalidParams
 from .live import LiveSession

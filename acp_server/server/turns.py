@@ -22,7 +22,8 @@ from ..core.acp_updates import (
     ToolPresenter,
 )
 from ..core.commands import parse_command
-from ..core.events import ContentBlock, SubagentStart
+from ..core.content import ContentBlock
+from ..core.events import SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..core.subagent_updates import child_replay, with_children
@@ -34,8 +35,8 @@ from .surface import Surface, SurfaceConfig
 from .system_prompt import system_for
 
 if TYPE_CHECKING:
-    from ..agent.loop import StopReason, TurnEnv
     from ..agent.tools import KeptFromTools, ToolRegistry
+    from ..agent.turn_env import StopReason, TurnEnv
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -152,8 +153,8 @@ class Conversations:
         A child `shown` to a client that advertised `subagents` streams its own updates and
         sends its requests under its own id; any other child runs unseen, its requests under
         its parent's id, the only one the client knows."""
-        from ..agent.loop import TurnEnv
         from ..agent.tools import ToolContext
+        from ..agent.turn_env import TurnEnv
 
         surface = self.surface
         # A subagent's child runs under its parent's mode, model and prompt.

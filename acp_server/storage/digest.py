@@ -25,8 +25,9 @@ from ..core.chunk_rows import (
     ToolCallChunksData,
     decode_record_json,
 )
-from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, SubagentStart
+from ..core.events import EventError, KnownEvent, SubagentStart
 from ..core.paging import message_cut
+from ..core.structs import MAX_SAFE_INTEGER
 from .errors import CorruptLog
 from .records import LineNumber, RecordChecker
 

@@ -29,9 +29,10 @@ from ..core.chunk_rows import (
     decode_record_json,
     validate_row,
 )
-from ..core.events import MAX_SAFE_INTEGER, EventError, KnownEvent, ToolCall, UnknownEvent
+from ..core.events import EventError, KnownEvent, ToolCall, UnknownEvent
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.source_range import source_range_problem
+from ..core.structs import MAX_SAFE_INTEGER
 from .errors import CorruptLog, UnsupportedVersion
 
 _json_decoder: Final = msgspec.json.Decoder()

@@ -37,24 +37,20 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from ..core.events import (
-    AssistantChunk,
-    AssistantChunkData,
+from ..core.events import AssistantChunk, AssistantChunkData, SessionEvent, StepData, StepStart
+from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
+from ..core.replay_script import PLACEHOLDER, render_fixture
+from ..core.stream import (
     BlockEnd,
     BlockStart,
     Finish,
     ReasoningDelta,
-    SessionEvent,
-    StepData,
-    StepStart,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
     Usage,
     UsageChunk,
 )
-from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..core.replay_script import PLACEHOLDER, render_fixture
 
 
 class _Draft(Struct, forbid_unknown_fields=True, rename="camel"):

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Final, cast
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..core.events import ContentBlock
+from ..core.content import ContentBlock
 
 INPUT_NAME: Final = "input.json"
 

@@ -10,13 +10,8 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from ...core.events import (
-    PlanEntry,
-    SessionEvent,
-    TextContent,
-    ToolCallLocation,
-    ToolResultContent,
-)
+from ...core.content import TextContent, ToolResultContent
+from ...core.events import PlanEntry, SessionEvent, ToolCallLocation
 from ...core.modes import DEFAULT_MODE
 from ..confinement import Directories
 from ..ports import ClientPort

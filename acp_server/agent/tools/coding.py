@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 import anyio.to_thread
 from msgspec import Struct
 
-from ...core.events import TextContent
+from ...core.content import TextContent
 from ..confinement import client_path, local_path
 from .base import ToolCallInfo, ToolContext, ToolOutcome, decode_client_result
 from .edit import (

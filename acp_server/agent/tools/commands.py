@@ -28,7 +28,7 @@ from anyio.abc import Process
 from msgspec import UNSET, Struct
 
 from ...core.acp_updates import ToolTerminal
-from ...core.events import TextContent
+from ...core.content import TextContent
 from ..ports import ClientRequestError
 from .arguments import RunCommandArgs
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result

@@ -20,7 +20,7 @@ from typing import Annotated, Final
 from msgspec import Meta
 
 from ...core.acp_updates import ToolCallLocation
-from ...core.events import DiffContent, TextContent, ToolResultContent
+from ...core.content import DiffContent, TextContent, ToolResultContent
 from ..confinement import Directories, SessionRoots, absolute_path, local_roots
 from .arguments import Arguments, FilePath
 from .base import ToolError

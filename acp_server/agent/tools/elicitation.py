@@ -18,7 +18,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from ...core.events import TextContent
+from ...core.content import TextContent
 from ..ports import ClientPort
 from .arguments import Arguments
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result

@@ -18,7 +18,8 @@ from typing import Any
 import anyio.to_thread
 from msgspec import UNSET, Struct
 
-from ...core.events import DiffContent, TextContent, ToolCallLocation
+from ...core.content import DiffContent, TextContent
+from ...core.events import ToolCallLocation
 from ..beneath import Changed
 from ..confinement import (
     Directories,

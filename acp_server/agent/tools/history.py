@@ -12,7 +12,7 @@ import anyio.from_thread
 import anyio.to_thread
 from msgspec import UNSET, Meta, UnsetType
 
-from ...core.events import TextContent
+from ...core.content import TextContent
 from ...core.history_search import render_hits, search_history
 from ...core.line_regex import LineRegex, PatternError
 from .arguments import Arguments

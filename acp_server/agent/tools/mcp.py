@@ -45,7 +45,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from msgspec import UNSET
 
-from ...core.events import (
+from ...core.content import (
     AudioContent,
     EmbeddedResource,
     ImageContent,

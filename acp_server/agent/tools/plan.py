@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from ...core.events import PlanEntry, TextContent
+from ...core.content import TextContent
+from ...core.events import PlanEntry
 from .arguments import TodoWriteArgs
 from .base import ToolCallInfo, ToolContext, ToolOutcome
 

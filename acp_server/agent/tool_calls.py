@@ -1,0 +1,239 @@
+"""A turn's tool calls: the calls of a step's message logged, announced, run one by one and
+shown as they finish; a `task` call's one-shot subagent run in its child session; and every
+result scrubbed of the provider's key before it is logged, shown or sent to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import msgspec
+from msgspec import UNSET
+
+from ..core.acp_updates import (
+    SessionNotification,
+    SessionUpdate,
+    ToolCallContent,
+    plan_shown,
+    tool_call_finished,
+    tool_call_in_progress,
+    tool_call_started,
+)
+from ..core.content import ContentBlock, TextContent, ToolResultContent
+from ..core.events import (
+    AssistantMessageEvent,
+    PlanUpdate,
+    PlanUpdateData,
+    SessionEvent,
+    SubagentStart,
+    SubagentStartData,
+    ToolCall,
+    ToolCallData,
+    ToolCallLocation,
+    ToolResult,
+    ToolResultData,
+)
+from ..core.json_values import map_strings
+from ..core.stream import AssistantText
+from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
+from ..providers.base import KeyHolder
+from .failures import ModelRequestFailed
+from .tools import TaskArgs, ToolOutcome, invalid_arguments, run_tool
+from .turn_env import StopReason, TurnEnv, TurnState
+
+ChildTurn = Callable[[TurnEnv, list[ContentBlock]], Awaitable[StopReason]]
+"""Runs a subagent's turn in its child session (the agent loop's own, handed in)."""
+
+
+class ToolCalls:
+    """The tool calls of one turn, run in its state and shown through its `show`."""
+
+    def __init__(
+        self,
+        env: TurnEnv,
+        state: TurnState,
+        show: Callable[[SessionUpdate], Awaitable[None]],
+        run_child: ChildTurn,
+    ) -> None:
+        self.env = env
+        self._state = state
+        self._show = show
+        self._run_child = run_child
+        self._children: dict[str, str] = {}
+        """Call id -> child session id, for the `task` calls of this turn that started one."""
+        # The calls of this turn may run subagents when the session can create them.
+        self._tools = (
+            replace(env.tools, subagents=self._run_task)
+            if env.create_subagent is not None
+            else env.tools
+        )
+
+    async def run(self) -> None:
+        """Log the `tool/call`s of the step's message, announce them, then run them one by one:
+        each logged with its `tool/result` and shown as it finishes."""
+        env, rec, state = self.env, self.env.recorder, self._state
+        calls = state.assembler.tool_calls()
+        for block in calls:
+            event = rec.append(
+                ToolCall,
+                ToolCallData(state.turn, state.step, block.id, block.name, block.arguments),
+            )
+            state.open_calls[block.id] = event
+        present = env.registry.present
+        announcements = [tool_call_started(b.id, b.name, b.arguments, present) for b in calls]
+        for announcement in announcements:
+            await self._show(announcement)
+        for block, announcement in zip(calls, announcements, strict=True):
+            await rec.sync()  # before each tool runs
+
+            async def on_started(
+                content: list[ToolCallContent] | None = None,
+                call_id: str = block.id,
+                name: str = block.name,
+            ) -> None:
+                shown = UNSET if content is None else content
+                await self._show(tool_call_in_progress(call_id, name, shown))
+
+            outcome = await run_tool(
+                env.registry,
+                self._tools,
+                block.id,
+                block.name,
+                block.arguments,
+                title=announcement.title,
+                kind=announcement.kind,
+                on_started=on_started,
+            )
+            result = self.log_result(
+                block.id, outcome.content, outcome.is_error, outcome.raw_output, outcome.locations
+            )
+            await self.show_finished(result, block.name)
+            if outcome.plan is not None:
+                rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
+                operations = env.client.capabilities.plan_operations
+                await self._show(plan_shown(outcome.plan, operations))
+
+    async def _run_task(
+        self, call_id: str, arguments: str, on_started: Callable[[], Awaitable[None]]
+    ) -> ToolOutcome:
+        """A `task` call: a one-shot subagent in a child session; its final text is the result."""
+        try:
+            args = msgspec.json.decode(arguments, type=TaskArgs)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return invalid_arguments("task", exc)
+        assert self.env.create_subagent is not None
+        child = await self.env.create_subagent(self.env)
+        state = self._state
+        child_id = child.recorder.session_id
+        self.env.recorder.append(
+            SubagentStart,
+            SubagentStartData(state.turn, state.step, call_id, child_id, "one-shot"),
+        )
+        if self._shows_subagents():
+            self._children[call_id] = child_id
+            for update in subagent_started(self._session_id(), child_id, args.prompt):
+                await self._show(update)
+            if child.live_updates:  # the child's own stream begins with what it was sent
+                received = prompt_received(self._session_id(), child_id, [TextContent(args.prompt)])
+                await child.client.notify("session/update", SessionNotification(child_id, received))
+        await on_started()
+        try:
+            stop = await self._run_child(child, [TextContent(args.prompt)])
+        except ModelRequestFailed as exc:
+            return ToolOutcome(
+                [TextContent(f"the subagent failed: {exc.message}")],
+                True,
+                {"childSessionId": child.recorder.session_id, "error": exc.message},
+                None,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await child.recorder.close()
+            if child.on_finished is not None:
+                child.on_finished()
+        text = _final_text(list(child.recorder.log.plain_events()))
+        return ToolOutcome(
+            [TextContent(text)],
+            stop != "end_turn",
+            {"childSessionId": child.recorder.session_id, "stopReason": stop},
+            None,
+        )
+
+    def log_result(
+        self,
+        call_id: str,
+        content: list[ToolResultContent],
+        is_error: bool,
+        raw_output: Any,
+        locations: list[ToolCallLocation] | None = None,
+    ) -> ToolResultData:
+        """Append a call's `tool/result` (its content scrubbed of the key); returns its data."""
+        state = self._state
+        call = state.open_calls.pop(call_id)
+        content, raw_output = self._scrubbed(content, raw_output)
+        result = ToolResultData(
+            state.turn,
+            state.step,
+            call_id,
+            content,
+            True if is_error else UNSET,
+            raw_output,
+            UNSET if locations is None else locations,
+        )
+        self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
+        return result
+
+    async def show_finished(self, result: ToolResultData, name: str) -> None:
+        """Show the closing `tool_call_update` of a call to the tool `name`, after its child's
+        answer and idle state when the call ran a subagent shown as such."""
+        child_id = self._children.pop(result.call_id, None)
+        if child_id is not None:
+            for update in subagent_finished(self._session_id(), child_id, result):
+                await self._show(update)
+        await self._show(tool_call_finished(result, name))
+
+    def _shows_subagents(self) -> bool:
+        """Whether this turn's client is shown `task` children as subagent sessions."""
+        return self.env.live_updates and self.env.client.capabilities.subagents
+
+    def _session_id(self) -> str:
+        """The id of the session as the client knows it."""
+        return self.env.client_session_id or self.env.recorder.session_id
+
+    def _scrubbed(
+        self, content: list[ToolResultContent], raw_output: Any
+    ) -> tuple[list[ToolResultContent], Any]:
+        """`content` and `raw_output` without the provider's key. Every tool's result (built-in,
+        command, MCP) enters the log here, and a command or a file may well print the key: this
+        is the one place it is taken out before it is logged, shown or sent to the model."""
+        provider = self.env.provider
+        key = provider.api_key if isinstance(provider, KeyHolder) else None
+        if key is None or not key.reveal():
+            return content, raw_output
+        found = False
+
+        def scrub(text: str) -> str:
+            nonlocal found
+            scrubbed = key.scrub(text)
+            found = found or scrubbed is not text
+            return scrubbed
+
+        shown = map_strings(msgspec.to_builtins(content), scrub)
+        if found:
+            content = msgspec.convert(shown, list[ToolResultContent])
+        if raw_output is not UNSET:
+            raw_output = map_strings(msgspec.to_builtins(raw_output), scrub)
+        return content, raw_output
+
+
+def _final_text(events: list[SessionEvent]) -> str:
+    """The text of the last assistant message that has any: a subagent's answer."""
+    for event in reversed(events):
+        if type(event) is AssistantMessageEvent:
+            text = "".join(b.text for b in event.data.message.content if type(b) is AssistantText)
+            if text:
+                return text
+    return ""
