@@ -35,6 +35,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET
 
+from ..core import stream as ev
 from ..core.content import AudioContent, EmbeddedResource, ImageContent
 from ..core.messages import (
     ModelMessage,
@@ -42,28 +43,13 @@ from ..core.messages import (
     ToolTurn,
     UserTurn,
 )
-from ..core.stream import (
-    AssistantText,
-    AssistantToolCall,
-    BlockEnd,
-    BlockStart,
-    BlockType,
-    Finish,
-    FinishReason,
-    ReasoningDelta,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-    UsageChunk,
-)
 from .base import ProviderError
 from .wire import CODE_CHARS, MESSAGE_CHARS, Redact, block_text, clip, decode_event, unchanged
 
 DONE: Final = "[DONE]"
 _DONE_BYTES: Final = DONE.encode()
 
-_FINISH_REASONS: Final[dict[str, FinishReason]] = {
+_FINISH_REASONS: Final[dict[str, ev.FinishReason]] = {
     "stop": "stop",
     "tool_calls": "tool-calls",
     "function_call": "tool-calls",
@@ -128,11 +114,11 @@ def _message(message: ModelMessage) -> dict[str, Any] | None:
             "tool_call_id": message.call_id,
             "content": _tool_text(message.content),
         }
-    text = "".join(b.text for b in message.content if isinstance(b, AssistantText))
+    text = "".join(b.text for b in message.content if isinstance(b, ev.AssistantText))
     calls = [
         {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
         for b in message.content
-        if isinstance(b, AssistantToolCall)
+        if isinstance(b, ev.AssistantToolCall)
     ]
     if not text and not calls:
         return None
@@ -262,14 +248,14 @@ class DeltaMapper:
         self._redact = redact
         self._next_index = 0
         self._open: int | None = None
-        self._open_kind: BlockType | None = None
+        self._open_kind: ev.BlockType | None = None
         self._calls: dict[tuple[str, int | str], tuple[int, str]] = {}
-        self._finish: FinishReason | None = None
+        self._finish: ev.FinishReason | None = None
         self.done = False
         self.events = 0
         """Payloads seen (`[DONE]` included), for error messages."""
 
-    def event(self, data: str | bytes) -> list[StreamChunk]:
+    def event(self, data: str | bytes) -> list[ev.StreamChunk]:
         """Map one event's data (UTF-8 bytes, or text)."""
         self.events += 1
         if data.strip() == (_DONE_BYTES if isinstance(data, bytes) else DONE):
@@ -282,7 +268,7 @@ class DeltaMapper:
                 f"the server reported an error mid-stream: {message}",
                 code if code is not None else "stream-error",
             )
-        out: list[StreamChunk] = []
+        out: list[ev.StreamChunk] = []
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue  # only one completion is asked for
@@ -310,8 +296,8 @@ class DeltaMapper:
                 else None
             )
             out.append(
-                UsageChunk(
-                    Usage(
+                ev.UsageChunk(
+                    ev.Usage(
                         u.prompt_tokens or 0,
                         u.completion_tokens or 0,
                         cached if cached is not None else UNSET,
@@ -325,18 +311,18 @@ class DeltaMapper:
         """Whether the finish reason has arrived (the `finish` chunk waits for the end)."""
         return self._finish is not None
 
-    def end(self) -> list[StreamChunk]:
+    def end(self) -> list[ev.StreamChunk]:
         """The body ended without `[DONE]`: complete if a finish reason came, else cut."""
         return self._finish_chunks("the stream ended before its finish reason")
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _finish_chunks(self, problem: str) -> list[StreamChunk]:
+    def _finish_chunks(self, problem: str) -> list[ev.StreamChunk]:
         if self._finish is None:
             raise ProviderError(f"{problem} (after {self.events} events)", "stream-cut")
-        return [*self._close(), Finish(self._finish)]
+        return [*self._close(), ev.Finish(self._finish)]
 
-    def _finish_reason(self, reason: str) -> FinishReason:
+    def _finish_reason(self, reason: str) -> ev.FinishReason:
         if reason == "error":
             raise ProviderError(
                 "the server ended the stream with finish_reason 'error'", "stream-error"
@@ -346,28 +332,30 @@ class DeltaMapper:
             return "tool-calls"
         return mapped
 
-    def _close(self) -> list[StreamChunk]:
+    def _close(self) -> list[ev.StreamChunk]:
         if self._open is None:
             return []
         index, self._open, self._open_kind = self._open, None, None
-        return [BlockEnd(index)]
+        return [ev.BlockEnd(index)]
 
-    def _start(self, kind: BlockType) -> list[StreamChunk]:
+    def _start(self, kind: ev.BlockType) -> list[ev.StreamChunk]:
         out = self._close()
         self._open, self._open_kind = self._next_index, kind
         self._next_index += 1
-        out.append(BlockStart(self._open, kind))
+        out.append(ev.BlockStart(self._open, kind))
         return out
 
-    def _text(self, kind: BlockType, text: str) -> list[StreamChunk]:
+    def _text(self, kind: ev.BlockType, text: str) -> list[ev.StreamChunk]:
         out = self._start(kind) if self._open_kind != kind else []
         assert self._open is not None
         out.append(
-            TextDelta(self._open, text) if kind == "text" else ReasoningDelta(self._open, text)
+            ev.TextDelta(self._open, text)
+            if kind == "text"
+            else ev.ReasoningDelta(self._open, text)
         )
         return out
 
-    def _tool_call(self, position: int, call: _ToolCall) -> list[StreamChunk]:
+    def _tool_call(self, position: int, call: _ToolCall) -> list[ev.StreamChunk]:
         key: tuple[str, int | str]
         if call.index is not None:
             key = ("index", call.index)
@@ -375,7 +363,7 @@ class DeltaMapper:
             key = ("id", call.id)
         else:
             key = ("position", position)
-        out: list[StreamChunk] = []
+        out: list[ev.StreamChunk] = []
         known = self._calls.get(key)
         if known is None:
             out.extend(self._start("tool-call"))
@@ -385,7 +373,7 @@ class DeltaMapper:
         name = call.function.name if call.function is not None else None
         arguments = call.function.arguments if call.function is not None else None
         if name or arguments:
-            out.append(ToolCallDelta(index, call_id, arguments or "", name if name else UNSET))
+            out.append(ev.ToolCallDelta(index, call_id, arguments or "", name if name else UNSET))
         return out
 
 
