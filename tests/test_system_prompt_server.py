@@ -1,5 +1,5 @@
 """The client's system prompt through the real server (ACP `systemPrompt` on `session/new`,
-`session/load` and `session/resume`; SPEC 1.2 `session/context`).
+`session/load`, `session/resume` and `session/fork`; SPEC 1.2 `session/context`).
 
 The model is a fake OpenAI endpoint, so each test reads the system message the server really
 sent; the log is read back as the store wrote it.
@@ -15,6 +15,7 @@ from acp_process import AcpProcess
 from openai_server import FakeOpenAI, Sse, chunk, text
 from sdk_schema import validator
 
+from acp_server.core.events import SessionForked
 from acp_server.storage.jsonl.log import read_log
 
 pytestmark = pytest.mark.process
@@ -202,3 +203,88 @@ def test_session_page_shows_the_session_context_event_in_its_place(tmp_path: Pat
         "systemPromptMode": "append",
         "systemPrompt": [{"type": "text", "text": "Answer in French."}],
     }
+
+
+def fork_of_a_french_session(
+    server: AcpProcess, tmp_path: Path, **fork: Any
+) -> tuple[str, dict[str, Any]]:
+    """A session whose system prompt appends "Answer in French.", prompted once, and the
+    params of a `session/fork` of it (with `fork`'s own fields), checked against the schema."""
+    params = {"cwd": str(tmp_path), "mcpServers": []}
+    french = system_prompt("append", "Answer in French.")
+    parent = server.result("session/new", {**params, "systemPrompt": french})["sessionId"]
+    prompt(server, parent)
+    fork_params = {**params, "sessionId": parent, **fork}
+    validator("ForkSessionRequest").validate(fork_params)
+    return parent, fork_params
+
+
+def test_a_fork_with_another_system_prompt_logs_it_after_session_forked_and_uses_it(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    poet = system_prompt("override", "You are a poet.")
+    with FakeOpenAI([HI, HI, HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        parent, params = fork_of_a_french_session(server, tmp_path, systemPrompt=poet)
+        forked = server.result("session/fork", params)
+        validator("ForkSessionResponse").validate(forked)
+        prompt(server, forked["sessionId"])
+        prompt(server, parent)
+    assert [system_sent(r) for r in model.requests] == [
+        "Answer in French.",
+        "You are a poet.",
+        "Answer in French.",
+    ]
+    events = read_log(sessions / forked["sessionId"] / "session.jsonl").events
+    forked_seq = next(e.seq for e in events if type(e) is SessionForked)
+    assert contexts(sessions, forked["sessionId"]) == [
+        (
+            0,
+            {
+                "instructions": [],
+                "systemPromptMode": "append",
+                "systemPrompt": [{"type": "text", "text": "Answer in French."}],
+            },
+        ),
+        (
+            forked_seq + 1,
+            {
+                "instructions": [],
+                "systemPromptMode": "override",
+                "systemPrompt": [{"type": "text", "text": "You are a poet."}],
+            },
+        ),
+    ]
+    assert [seq for seq, _ in contexts(sessions, parent)] == [0]
+
+
+def test_a_fork_without_a_system_prompt_keeps_the_one_its_copied_prefix_holds(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI, HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        _, params = fork_of_a_french_session(server, tmp_path)
+        fork = server.result("session/fork", params)["sessionId"]
+        prompt(server, fork)
+    assert [system_sent(r) for r in model.requests] == ["Answer in French.", "Answer in French."]
+    assert [seq for seq, _ in contexts(sessions, fork)] == [0]
+
+
+def test_a_fork_with_an_unknown_mode_is_refused_and_forks_nothing(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    with FakeOpenAI([HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
+        server.initialize()
+        parent, params = fork_of_a_french_session(
+            server, tmp_path, systemPrompt=system_prompt("prepend", "x")
+        )
+        error = server.error("session/fork", params)
+        listed = server.result("session/list", {})
+    assert error == {
+        "code": -32602,
+        "message": "Invalid params: unknown system prompt mode 'prepend'; the modes are: "
+        "append, override - at `$.systemPrompt.mode`",
+        "data": {"path": "$.systemPrompt.mode"},
+    }
+    assert [s["sessionId"] for s in listed["sessions"]] == [parent]

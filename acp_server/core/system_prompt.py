@@ -1,9 +1,10 @@
 """The system prompt of a session's model requests, from its `session/context` events (SPEC 1.2).
 
 A client may give a session its own system prompt (ACP `systemPrompt` on `session/new`,
-`session/load`, `session/resume`): `append` adds it after the server's own, `override` replaces
-the server's own. The log keeps it as a `session/context` event, so a load restores it; the
-latest such event holds from its place on.
+`session/load`, `session/resume`, `session/fork`): `append` adds it after the server's own,
+`override` replaces the server's own. The log keeps it as a `session/context` event, so a load
+restores it (and a fork copies it with the prefix); the latest such event holds from its place
+on.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from msgspec import UNSET
 
 from .content import ContentBlock, TextContent
-from .events import SessionContext, SessionContextData, SessionEvent
+from .events import SessionContext, SessionContextData, SessionEvent, SystemPromptMode
 
 
 def latest_context(events: Iterable[SessionEvent]) -> SessionContextData | None:
@@ -40,3 +41,21 @@ def compose_system(default: str | None, context: SessionContextData | None) -> s
     if context.system_prompt_mode == "override" or not default:
         return client
     return f"{default}\n\n{client}"
+
+
+def context_change(
+    current: SessionContextData | None, mode: SystemPromptMode, content: Sequence[ContentBlock]
+) -> SessionContextData | None:
+    """The `session/context` data that gives a log whose latest one is `current` the client's
+    prompt (`mode`, `content`), keeping the instruction files `current` names; None when
+    `current` holds that prompt already (a client reloading its session, or forking it with the
+    prompt the copied prefix holds): nothing new to log."""
+    if (
+        current is not None
+        and current.system_prompt_mode == mode
+        and current.system_prompt == list(content)
+    ):
+        return None
+    return SessionContextData(
+        list(current.instructions) if current is not None else [], mode, list(content)
+    )

@@ -263,13 +263,16 @@ class AcpAgent:
     async def fork_session(self, request: ForkSessionRequest) -> Then:
         """`session/fork` (SPEC 4.7): a new session, live on this connection as a new one is,
         whose log starts with the parent's events through the fork point
-        (`_meta["acp-server"].forkAt`, by default the parent's last completed turn)."""
+        (`_meta["acp-server"].forkAt`, by default the parent's last completed turn). Its
+        `systemPrompt`, when it differs from the one the copied prefix holds, is logged after
+        `session/forked`; without one the fork keeps the prefix's."""
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         if self.auth.needed():
             raise auth_required()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
+        system_prompt = check_system_prompt(request.system_prompt)
         at = fork_at(request.meta)
         session, through = await self.sessions.fork(
             request.session_id,
@@ -280,6 +283,7 @@ class AcpAgent:
             message_id=at.message_id if isinstance(at.message_id, str) else None,
             owner=self,
         )
+        await apply_system_prompt(session, system_prompt)
         return await self._opened(
             session,
             lambda surface: ForkSessionResponse(

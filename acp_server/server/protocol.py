@@ -388,6 +388,7 @@ class ForkSessionRequest(Inbound):
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
     meta: Any = field(default=UNSET, name="_meta")
 
 

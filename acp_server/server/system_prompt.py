@@ -1,11 +1,12 @@
 """The client's system prompt of a session (ACP `systemPrompt`, SPEC 1.2 `session/context`).
 
-`session/new`, `session/load` and `session/resume` may carry a `systemPrompt`: `append` (after
-the server's own system prompt) or `override` (instead of it), text content only. It is checked
-before anything changes (a refused one creates, loads or resumes nothing), kept in the log as a
-`session/context` event when it differs from what the log holds, and read from the log by every
-model request of the session (`system_for`). A load or resume without one keeps what the log
-holds: the client's instructions stay with the session.
+`session/new`, `session/load`, `session/resume` and `session/fork` may carry a `systemPrompt`:
+`append` (after the server's own system prompt) or `override` (instead of it), text content only.
+It is checked before anything changes (a refused one creates, loads, resumes or forks nothing),
+kept in the log as a `session/context` event when it differs from what the log holds (a fork's:
+what its copied prefix holds), and read from the log by every model request of the session
+(`system_for`). A load, resume or fork without one keeps what the log holds: the client's
+instructions stay with the session.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from msgspec import UNSET, UnsetType
 
 from ..core.content import TextContent
 from ..core.events import SessionContext, SessionContextData, SystemPromptMode
-from ..core.system_prompt import compose_system, latest_context
+from ..core.system_prompt import compose_system, context_change, latest_context
 from .errors import InvalidParams
 from .live import LiveSession
 from .protocol import SystemPrompt
@@ -64,16 +65,9 @@ async def apply_system_prompt(session: LiveSession, prompt: SystemPrompt | None)
     if prompt is None:
         return
     mode: SystemPromptMode = "append" if prompt.mode == "append" else "override"
-    current = session_context(session)
-    if (
-        current is not None
-        and current.system_prompt_mode == mode
-        and current.system_prompt == prompt.content
-    ):
-        return  # the same instructions again (a client reloading its session): nothing new
-    data = SessionContextData(
-        list(current.instructions) if current is not None else [], mode, list(prompt.content)
-    )
+    data = context_change(session_context(session), mode, prompt.content)
+    if data is None:
+        return  # the same instructions again: nothing new
     with session.activity():
         session.recorder.append(SessionContext, data)
         session.context = data
