@@ -260,12 +260,18 @@ class SetSessionConfigOptionResponse(Model):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
-class ResumeSessionRequest(Inbound):
+class ExistingSessionRequest(Inbound):
+    """What `session/load`, `session/resume` and `session/fork` take alike: a stored session
+    and the working directory, MCP servers and system prompt it is opened with."""
+
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     additional_directories: list[str] | UnsetType = UNSET
     system_prompt: SystemPrompt | UnsetType | None = UNSET
+
+
+class ResumeSessionRequest(ExistingSessionRequest):
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
@@ -359,12 +365,7 @@ class LoadMeta(Inbound):
     acp_server: AcpServerLoadMeta | UnsetType = field(default=UNSET, name="acp-server")
 
 
-class LoadSessionRequest(Inbound):
-    session_id: str
-    cwd: str
-    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
-    additional_directories: list[str] | UnsetType = UNSET
-    system_prompt: SystemPrompt | UnsetType | None = UNSET
+class LoadSessionRequest(ExistingSessionRequest):
     meta: Any = field(default=UNSET, name="_meta")
 
 
@@ -383,12 +384,7 @@ class LoadSessionResponse(Model):
 # Forking (ACP's unstable `session/fork`; SPEC 4.7).
 
 
-class ForkSessionRequest(Inbound):
-    session_id: str
-    cwd: str
-    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
-    additional_directories: list[str] | UnsetType = UNSET
-    system_prompt: SystemPrompt | UnsetType | None = UNSET
+class ForkSessionRequest(ExistingSessionRequest):
     meta: Any = field(default=UNSET, name="_meta")
 
 

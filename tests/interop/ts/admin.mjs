@@ -13,10 +13,9 @@
 // method (failures under `violations`); the server's bytes are teed to `<out>/admin.stdout.jsonl`
 // and what we sent to `<out>/admin.stdin.jsonl`, for the Python side's schema checks.
 
-import { spawn } from "node:child_process";
-import { openSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { Readable, Writable } from "node:stream";
+import { readFileSync } from "node:fs";
+
+import { startServer } from "./server.mjs";
 
 // The unstable entry point: the stable one has no constants for these methods.
 import * as acp from "@agentclientprotocol/sdk/unstable";
@@ -42,44 +41,8 @@ const RESULT_MODELS = {
 const violations = [];
 const updates = [];
 
-/** Spawn the server; the SDK reads and writes through tees that keep every byte. */
-function startServer(name) {
-  const stderr = openSync(join(config.out, `${name}.stderr.log`), "w");
-  const child = spawn(
-    config.python,
-    ["-m", "acp_server", "serve", "--sessions-dir", config.sessionsDir, "--replay", config.fixture],
-    { stdio: ["pipe", "pipe", stderr] },
-  );
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal)));
-  const [forSdk, forLog] = Readable.toWeb(child.stdout).tee();
-  const received = [];
-  const reading = (async () => {
-    for await (const chunk of forLog) received.push(Buffer.from(chunk));
-  })();
-  const sent = [];
-  const outgoing = new TransformStream({
-    transform(chunk, controller) {
-      sent.push(Buffer.from(chunk));
-      controller.enqueue(chunk);
-    },
-  });
-  const writing = outgoing.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
-  const stream = acp.ndJsonStream(outgoing.writable, forSdk);
-
-  async function stop() {
-    await outgoing.writable.close().catch(() => {}); // end of input: the server exits 0
-    await writing;
-    const code = await exited;
-    await reading;
-    writeFileSync(join(config.out, `${name}.stdout.jsonl`), Buffer.concat(received));
-    writeFileSync(join(config.out, `${name}.stdin.jsonl`), Buffer.concat(sent));
-    return code;
-  }
-  return { stream, stop };
-}
-
 async function main() {
-  const server = startServer("admin");
+  const server = startServer(config, acp.ndJsonStream, "admin");
   const { agent } = acp
     .client({ name: "interop-typescript-sdk-admin" })
     .onNotification(methods.client.session.update, ({ params }) => {
@@ -125,7 +88,7 @@ async function main() {
   const listOnly = await request(methods.agent.session.list, { archived: "only" });
   const unarchived = await request(methods.agent.session.unarchive, { sessionId: forkedAt.sessionId });
   const listAfter = await request(methods.agent.session.list, {});
-  const exitCode = await server.stop();
+  const exitCode = (await server.stop()).code;
 
   const sessions = (list) => list.sessions.map((s) => [s.sessionId, s.archived ?? null, s.title ?? null]);
   console.log(

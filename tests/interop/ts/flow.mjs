@@ -18,10 +18,10 @@
 // Every frame the server wrote is validated here with the SDK's own zod models (results by the
 // method they answer, params by method); failures are listed under `violations`.
 
-import { spawn } from "node:child_process";
-import { openSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Readable, Writable } from "node:stream";
+
+import { startServer } from "./server.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const TIMEOUT_MS = 30_000;
@@ -85,45 +85,12 @@ function lines(chunks) {
   return text.split("\n").filter((line) => line.length > 0);
 }
 
-/** Spawn the server; the SDK reads and writes through tees that keep every byte. */
-function startServer(name) {
-  const stderr = openSync(join(config.out, `${name}.stderr.log`), "w");
-  const child = spawn(
-    config.python,
-    ["-m", "acp_server", "serve", "--sessions-dir", config.sessionsDir, "--replay", config.fixture],
-    { stdio: ["pipe", "pipe", stderr] },
-  );
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal)));
-
-  const [forSdk, forLog] = Readable.toWeb(child.stdout).tee();
-  const received = [];
-  const reading = (async () => {
-    for await (const chunk of forLog) received.push(Buffer.from(chunk));
-  })();
-
-  const sent = [];
-  const outgoing = new TransformStream({
-    transform(chunk, controller) {
-      sent.push(Buffer.from(chunk));
-      controller.enqueue(chunk);
-    },
-  });
-  const writing = outgoing.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
-
-  const stream = acp.ndJsonStream(outgoing.writable, forSdk);
-
-  async function stop() {
-    await outgoing.writable.close().catch(() => {}); // end of input: the server exits 0
-    await writing;
-    const code = await exited;
-    await reading;
-    const stdout = lines(received);
-    const stdin = lines(sent);
-    writeFileSync(join(config.out, `${name}.stdout.jsonl`), stdout.map((l) => l + "\n").join(""));
-    writeFileSync(join(config.out, `${name}.stdin.jsonl`), stdin.map((l) => l + "\n").join(""));
-    return { code, frames: stdout.map((l) => JSON.parse(l)), requests: stdin.map((l) => JSON.parse(l)) };
-  }
-  return { stream, stop };
+/** The server's run as `{ code, frames, requests }`: its stop, each line parsed. */
+async function finish(server) {
+  const { code, stdout, stdin } = await server.stop();
+  const frames = lines([stdout]);
+  const requests = lines([stdin]);
+  return { code, frames: frames.map((l) => JSON.parse(l)), requests: requests.map((l) => JSON.parse(l)) };
 }
 
 /** Validate the server's frames with the SDK's models; returns the method of each request id. */
@@ -238,7 +205,7 @@ async function main() {
 
   // -- first process --------------------------------------------------------------------------
   let client = makeClient();
-  let server = startServer("first");
+  let server = startServer(config, acp.ndJsonStream, "first");
   let conn = connect(client, server.stream);
   const init = await conn.initialize({
     protocolVersion: acp.PROTOCOL_VERSION,
@@ -251,7 +218,7 @@ async function main() {
   await client.hanging; // the model call is streaming, then waits
   await conn.cancel({ sessionId });
   const cancelled = await second;
-  let ended = await server.stop();
+  let ended = await finish(server);
   validate("first", ended.frames, ended.requests);
   const live = updatesOf(ended.frames, sessionId).map(({ frame }) => frame.params.update);
   const firstProcess = {
@@ -265,7 +232,7 @@ async function main() {
 
   // -- a fresh process ------------------------------------------------------------------------
   client = makeClient();
-  server = startServer("second");
+  server = startServer(config, acp.ndJsonStream, "second");
   conn = connect(client, server.stream);
   await conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
   const loaded = await conn.loadSession({ sessionId, cwd, mcpServers: [] });
@@ -273,7 +240,7 @@ async function main() {
   await conn.closeSession({ sessionId });
   await conn.resumeSession({ sessionId, cwd, mcpServers: [] });
   await conn.closeSession({ sessionId });
-  ended = await server.stop();
+  ended = await finish(server);
   const methods = validate("second", ended.frames, ended.requests);
 
   // Replay order, on the raw frames: every update of the session before the load response.
