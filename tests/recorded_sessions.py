@@ -16,8 +16,9 @@ from typing import Any
 
 import msgspec
 from acp_process import AcpProcess
+from msgspec import UNSET
 
-from acp_server.core.events import event_type
+from acp_server.core.events import SessionContext, event_type
 from acp_server.providers.registry import key_variables
 from acp_server.storage.jsonl.log import read_log
 
@@ -75,8 +76,14 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
     header = scrub(contents.header)
     header["createdAt"] = 0
     # A notice tells what happened to the live run's transport (a retry after a 429): a replay
-    # of its model output has none. They are left out, the seqs after them counted again.
-    kept = [scrub(e) for e in contents.events if event_type(e) != "session/notice"]
+    # of its model output has none. The inputs of the live server's own system prompt (its
+    # settings and instruction files in `session/context`) are the live run's too: llm-replay
+    # sends no prompt of its own. They are left out, the seqs after them counted again.
+    kept = [
+        scrub(e)
+        for e in contents.events
+        if event_type(e) != "session/notice" and not _server_prompt_only(e)
+    ]
     renumbered = {value["seq"]: index for index, value in enumerate(kept)}
     events = []
     for value in kept:
@@ -86,6 +93,12 @@ def logical(path: Path, session: str, cwd: Path) -> tuple[dict[str, Any], list[d
             value["sourceRange"] = [renumbered[seq] for seq in value["sourceRange"]]
         events.append(value)
     return header, events
+
+
+def _server_prompt_only(event: Any) -> bool:
+    """A `session/context` event that holds the server prompt's inputs alone (no client's
+    system prompt)."""
+    return type(event) is SessionContext and event.data.system_prompt is UNSET
 
 
 def transcript(server: AcpProcess, session: str, cwd: Path) -> list[str]:

@@ -65,4 +65,9 @@ COMMANDS: list[dict[str, Any]] = [
         "description": "Summarise the conversation so far to free the model's context",
         "input": {"hint": "instructions for the summary (optional)"},
     },
+    {
+        "name": "init",
+        "description": "Ask the model to write a starting AGENTS.md for the project",
+        "input": {"hint": "what to focus on (optional)"},
+    },
 ]

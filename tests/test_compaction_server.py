@@ -57,7 +57,12 @@ def new_session(server: AcpProcess, tmp_path: Path) -> str:
 
 
 def messages(body: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(m["role"], m.get("content")) for m in body["messages"]]
+    """The messages of a request, the server's own system prompt left out (these tests are
+    about the history; a summarising request's system message stays)."""
+    values = [(m["role"], m.get("content")) for m in body["messages"]]
+    if values and values[0][0] == "system" and values[0][1] != SUMMARY_SYSTEM:
+        return values[1:]
+    return values
 
 
 def test_after_compact_the_model_gets_the_summary_and_only_what_followed(tmp_path: Path) -> None:
@@ -188,8 +193,9 @@ def test_search_history_finds_a_detail_from_before_the_compaction(tmp_path: Path
     assert model.requests[3].body["messages"][-1] == {
         "role": "tool",
         "tool_call_id": "call_s",
-        "content": "[seq 25, turn 2, user] What was the secret word?\n"
-        "[seq 1, turn 0, user] The secret word is plum.",
+        # Seq 0 is the `session/context` read before the first turn.
+        "content": "[seq 26, turn 2, user] What was the secret word?\n"
+        "[seq 2, turn 0, user] The secret word is plum.",
     }
     started = [u for u in shown if u["sessionUpdate"] == "tool_call"]
     assert [(u["kind"], u["title"]) for u in started] == [("search", "Search history: secret \\w+")]
@@ -203,6 +209,7 @@ def test_compact_with_nothing_before_it_calls_no_model(tmp_path: Path) -> None:
     assert [u["content"]["text"] for u in shown] == ["There is no conversation to compact yet."]
     events = read_log(tmp_path / "sessions" / session_id / "session.jsonl").events
     assert [type(e).__name__ for e in events] == [
+        "SessionContext",  # what the server's own prompt was made of: read before the turn
         "TurnStart",
         "UserMessageEvent",
         "CommandResult",

@@ -84,7 +84,8 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
     assert all(r.headers["Authorization"] == f"Bearer {KEY}" for r in requests)
     assert all(KEY not in json.dumps(r.body) for r in requests)
     step_1 = requests[2].body["messages"]
-    assert [m["role"] for m in step_1] == ["user", "assistant", "tool", "tool"]
+    assert [m["role"] for m in step_1] == ["system", "user", "assistant", "tool", "tool"]
+    step_1 = step_1[1:]
     assert step_1[1]["tool_calls"][0]["function"] == {
         "name": "read_file",
         "arguments": "".join(READ_ARGS),

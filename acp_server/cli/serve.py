@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..providers.registry import LIVE_PROVIDERS, REPLAY, live_provider
 
 if TYPE_CHECKING:
+    from ..core.prompt_render import PromptBase
     from ..providers.secret import Secret
     from ..server.config import ServeConfig
 
@@ -86,6 +87,12 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         override = args.replay_override
         reason = "not a regular file" if override.exists() else unreachable(override)
         raise ServeFlagsError(f"--replay-override: {reason}: {override}")
+    system_prompt = None
+    if args.system_prompt_file is not None:
+        try:
+            system_prompt = _read_system_prompt(args.system_prompt_file)
+        except ValueError as exc:
+            raise ServeFlagsError(f"--system-prompt-file: {exc}") from None
     token = None
     if args.token_file is not None:
         if args.listen is None:
@@ -120,6 +127,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         token=token,
         allowed_origins=tuple(args.allow_origin),
         max_pending_requests=args.max_pending_requests,
+        system_prompt=system_prompt,
         **model_options,
     )
 
@@ -214,6 +222,35 @@ def _reexec_without_keys(env_name: str | None) -> None:
     names = key_variables() | ({env_name} if env_name else set())
     if any(os.environ.get(name) for name in names) and can_reexec():
         reexec_without(env_name, names)
+
+
+SYSTEM_PROMPT_MAX_BYTES: Final = 256 * 1024
+"""The largest `--system-prompt-file` (a system prompt is sent with every model request)."""
+
+
+def _read_system_prompt(path: Path) -> PromptBase:
+    """The fixed text of the system prompt in `path` (`ValueError` saying why it cannot be)."""
+    from ..core.prompt_render import PromptBase
+    from ..paths import unreachable
+
+    if not path.exists():
+        raise ValueError(f"{unreachable(path)}: {path}")
+    if not path.is_file():  # a directory, or a FIFO whose open would wait for a writer
+        raise ValueError(f"not a regular file: {path}")
+    try:
+        with path.open("rb") as file:
+            data = file.read(SYSTEM_PROMPT_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > SYSTEM_PROMPT_MAX_BYTES:
+        raise ValueError(f"{path} is over {SYSTEM_PROMPT_MAX_BYTES // 1024} KiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: it must hold the system prompt's text")
+    return PromptBase(text, str(path.absolute()))
 
 
 def _read_token(path: Path) -> Secret:

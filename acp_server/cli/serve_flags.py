@@ -230,6 +230,15 @@ def add_serve(commands: Commands) -> None:
         type=_price,
         help="USD per million output tokens",
     )
+    serve.add_argument(
+        "--system-prompt-file",
+        metavar="FILE",
+        type=path,
+        help="a UTF-8 text file whose text replaces the fixed part of the system prompt; the "
+        "session's directories, platform, date, mode, tools and project instructions "
+        "(AGENTS.md) are still added after it (default: the package's text for a live "
+        "provider; llm-replay sends none)",
+    )
     network = serve.add_argument_group(
         "network (SPEC 3.4)",
         "Serve the same JSON-RPC over WebSocket, with the session viewer in a browser.",

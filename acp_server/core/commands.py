@@ -37,8 +37,32 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
         "Summarise the conversation so far to free the model's context",
         CommandInput("instructions for the summary (optional)"),
     ),
+    AvailableCommand(
+        "init",
+        "Ask the model to write a starting AGENTS.md for the project",
+        CommandInput("what to focus on (optional)"),
+    ),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
+
+
+def init_request(focus: str) -> str:
+    """What `/init` asks the model: to write a starting `AGENTS.md` for the project (with the
+    write tool, so that the session's mode and permissions apply), with the user's `focus`."""
+    request = (
+        "Write a starting AGENTS.md for this project, in the working directory: the "
+        "instructions a coding agent needs to work here. First look at the project (its "
+        "layout, README, build and test configuration, and any AGENTS.md, CLAUDE.md, "
+        ".cursorrules or CONTRIBUTING file). Then write, briefly and concretely: what the "
+        "project is, how it is laid out, the commands that build, test and lint it (a single "
+        "test too), the code style and conventions that are not obvious from the code, and "
+        "anything an agent must not do. Leave out what any developer knows and what the "
+        "files say plainly. If an AGENTS.md exists already, improve it with edit_file "
+        "rather than replacing it; otherwise create it with write_file."
+    )
+    if focus:
+        request += f"\n\nThe user adds: {focus}"
+    return request
 
 
 class CommandCall(msgspec.Struct, frozen=True):

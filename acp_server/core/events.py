@@ -217,11 +217,33 @@ SystemPromptMode = Literal["append", "override"]
 """How the client's system prompt meets the server's own: after it, or instead of it."""
 
 
+class PromptSettings(Model):
+    """What shaped the server's own system prompt besides the session's header, its mode and
+    tools, and the instruction files: enough to render it again, never an environment value
+    beyond the shell's name."""
+
+    prompt: str
+    """Its fixed text: `acp-server:<name>` for a text of the package (`agent/prompts`), else
+    the path of the `--system-prompt-file` it was read from."""
+    prompt_sha256: str
+    """The SHA-256 of that fixed text, UTF-8 encoded."""
+    platform: str
+    """The operating system's name (`Linux`, `Darwin`, `Windows`)."""
+    date: str
+    """The local date the prompt gave, ISO 8601 (`2026-12-03`)."""
+    shell: str | UnsetType = UNSET
+    """The user's shell's name (the last part of `$SHELL`), when there is one."""
+
+
 class SessionContextData(Model):
     instructions: list[InstructionFile]
+    """The project instruction files read, farthest from the working directory first."""
     system_prompt_mode: SystemPromptMode | UnsetType = UNSET
     system_prompt: list[ContentBlock] | UnsetType = UNSET
     """The client's `systemPrompt` content (ACP content blocks), as it was given."""
+    settings: PromptSettings | UnsetType = UNSET
+    """What else shaped the server's own system prompt; absent when the server sends none
+    (llm-replay without `--system-prompt-file`)."""
 
 
 class SessionForkedData(Model):

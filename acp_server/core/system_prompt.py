@@ -4,7 +4,8 @@ A client may give a session its own system prompt (ACP `systemPrompt` on `sessio
 `session/load`, `session/resume`, `session/fork`): `append` adds it after the server's own,
 `override` replaces the server's own. The log keeps it as a `session/context` event, so a load
 restores it (and a fork copies it with the prefix); the latest such event holds from its place
-on.
+on. The same event keeps the inputs of the server's own prompt (the project instruction files
+read, the settings that shaped it); each kind of change keeps what the other set.
 """
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from msgspec import UNSET
+from msgspec.structs import replace
 
 from .content import ContentBlock, TextContent
-from .events import SessionContext, SessionContextData, SessionEvent, SystemPromptMode
+from .events import (
+    InstructionFile,
+    PromptSettings,
+    SessionContext,
+    SessionContextData,
+    SessionEvent,
+    SystemPromptMode,
+)
 
 
 def latest_context(events: Iterable[SessionEvent]) -> SessionContextData | None:
@@ -47,7 +56,7 @@ def context_change(
     current: SessionContextData | None, mode: SystemPromptMode, content: Sequence[ContentBlock]
 ) -> SessionContextData | None:
     """The `session/context` data that gives a log whose latest one is `current` the client's
-    prompt (`mode`, `content`), keeping the instruction files `current` names; None when
+    prompt (`mode`, `content`), keeping the server prompt's inputs `current` names; None when
     `current` holds that prompt already (a client reloading its session, or forking it with the
     prompt the copied prefix holds): nothing new to log."""
     if (
@@ -56,6 +65,26 @@ def context_change(
         and current.system_prompt == list(content)
     ):
         return None
-    return SessionContextData(
-        list(current.instructions) if current is not None else [], mode, list(content)
-    )
+    if current is None:
+        return SessionContextData([], mode, list(content))
+    return replace(current, system_prompt_mode=mode, system_prompt=list(content))
+
+
+def inputs_change(
+    current: SessionContextData | None,
+    instructions: Sequence[InstructionFile],
+    settings: PromptSettings,
+) -> SessionContextData | None:
+    """The `session/context` data that gives a log whose latest one is `current` the server
+    prompt's inputs read now (the instruction files, the settings), keeping the client's
+    prompt `current` holds; None when `current` holds those inputs already: nothing new to
+    log."""
+    if (
+        current is not None
+        and current.instructions == list(instructions)
+        and current.settings == settings
+    ):
+        return None
+    if current is None:
+        return SessionContextData(list(instructions), settings=settings)
+    return replace(current, instructions=list(instructions), settings=settings)

@@ -93,7 +93,7 @@ from .protocol import (
 from .rpc import Connection, Then
 from .sessions import SessionRegistry
 from .surface import Surface, surface_config
-from .system_prompt import apply_system_prompt, check_system_prompt
+from .system_prompt import apply_system_prompt, check_system_prompt, server_prompt
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ class AcpAgent:
             self.port,
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
             surface=self.surface,
+            prompt_base=server_prompt(config),
         )
 
     def install(self) -> None:

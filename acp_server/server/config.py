@@ -9,6 +9,7 @@ import msgspec
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..core.compaction import DEFAULT_COMPACT_AT
+from ..core.prompt_render import PromptBase
 from ..providers.secret import Secret
 from ..storage.jsonl.lines import Compression
 from ..storage.url import StoreUrl
@@ -72,3 +73,6 @@ class ServeConfig(msgspec.Struct, frozen=True):
     """`--allow-origin`: more origins whose pages may open the WebSocket."""
     max_pending_requests: int = 64
     """Requests one WebSocket connection may have in flight at once."""
+    system_prompt: PromptBase | None = None
+    """`--system-prompt-file`'s text, in place of the package's fixed text of the system
+    prompt; None: the package's (a live provider), or none (llm-replay)."""

@@ -23,6 +23,7 @@ from ..core.event_log import EventLog
 from ..core.events import SessionContextData
 from ..core.header import SessionHeader
 from ..core.modes import Settings
+from ..core.prompt_render import InstructionText
 from ..storage.api import Writer
 from .errors import InvalidParams, SessionInUse
 
@@ -73,6 +74,8 @@ class LiveSession:
         self.context: SessionContextData | UnsetType | None = UNSET
         """Its latest `session/context` (the client's system prompt), once folded from its
         log; None when it has none."""
+        self.instructions: list[InstructionText] = []
+        """The project instructions its system prompt holds, as last read (`refresh_context`)."""
         self.owner: object | None = None
         """The connection that opened it (its agent): the one its updates and client requests
         go to. Other connections of the process may page and follow it, not drive it."""

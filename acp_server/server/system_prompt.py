@@ -1,4 +1,14 @@
-"""The client's system prompt of a session (ACP `systemPrompt`, SPEC 1.2 `session/context`).
+"""The system prompt of a session's model requests: the server's own, rendered from the
+session's context, and the client's (ACP `systemPrompt`, SPEC 1.2 `session/context`).
+
+The server's own (`render_system_prompt`) is a fixed text (`PromptBase`: the package's, or
+`--system-prompt-file`'s) with the session's directories, platform, shell, date, mode, tools
+and project instruction files. Before each turn that calls the model, `refresh_context` reads
+the instruction files again and logs a `session/context` event when they or the settings
+(platform, shell, date, fixed text) differ from what the log holds; when the 32 KiB cap cut
+them, a `session/notice` says so. Without a `PromptBase` (llm-replay, which ignores a system
+prompt, unless `--system-prompt-file` was given) the server sends none of its own and logs
+none of this.
 
 `session/new`, `session/load`, `session/resume` and `session/fork` may carry a `systemPrompt`:
 `append` (after the server's own system prompt) or `override` (instead of it), text content only.
@@ -11,16 +21,41 @@ instructions stay with the session.
 
 from __future__ import annotations
 
-from typing import Final, get_args
+import datetime
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, get_args
 
+import anyio
 from msgspec import UNSET, UnsetType
 
 from ..core.content import TextContent
-from ..core.events import SessionContext, SessionContextData, SystemPromptMode
-from ..core.system_prompt import compose_system, context_change, latest_context
+from ..core.events import (
+    PromptSettings,
+    SessionContext,
+    SessionContextData,
+    SessionNotice,
+    SessionNoticeData,
+    SystemPromptMode,
+)
+from ..core.messages import ToolDefinition
+from ..core.prompt_render import (
+    INSTRUCTIONS_CAP,
+    PromptBase,
+    PromptContext,
+    cap_instructions,
+    cut_description,
+    render_system_prompt,
+)
+from ..core.system_prompt import compose_system, context_change, inputs_change, latest_context
 from .errors import InvalidParams
 from .live import LiveSession
 from .protocol import SystemPrompt
+
+if TYPE_CHECKING:
+    from .config import ServeConfig
 
 MODES: Final[tuple[str, ...]] = get_args(SystemPromptMode)
 
@@ -74,6 +109,88 @@ async def apply_system_prompt(session: LiveSession, prompt: SystemPrompt | None)
         await session.recorder.sync()
 
 
-def system_for(session: LiveSession, default: str | None) -> str | None:
-    """The system prompt of the session's next model request, over the server's `default`."""
-    return compose_system(default, session_context(session))
+def server_prompt(config: ServeConfig | None) -> PromptBase | None:
+    """The fixed text of the server's own system prompt: `--system-prompt-file`'s, else the
+    package's for a live provider's family; None for llm-replay, which ignores it."""
+    if config is None:
+        return None
+    if config.system_prompt is not None:
+        return config.system_prompt
+    from ..providers.registry import REPLAY
+
+    if config.provider == REPLAY:
+        return None
+    from ..agent.prompts import builtin_prompt
+
+    return builtin_prompt(config.provider)
+
+
+def prompt_settings(base: PromptBase) -> PromptSettings:
+    """The settings of a system prompt rendered now over `base`."""
+    shell = os.path.basename(os.environ.get("SHELL", "").rstrip("/"))
+    return PromptSettings(
+        prompt=base.source,
+        prompt_sha256=base.sha256,
+        platform=platform.system() or "unknown",
+        date=datetime.date.today().isoformat(),
+        shell=shell or UNSET,
+    )
+
+
+async def refresh_context(
+    session: LiveSession, base: PromptBase, config_dir: Path | None
+) -> SessionNoticeData | None:
+    """Read the session's instruction files (the user's in `config_dir` first) and log their
+    digests and the settings as a `session/context` event when they differ from what the log
+    holds. Returns the notice to show when the cap cut them (logged with the event), else
+    None. Called between turns only: the events must not land among a step's chunks."""
+    from ..agent.instructions import read_instructions  # with the tools, by the first prompt
+
+    read = await anyio.to_thread.run_sync(read_instructions, Path(session.cwd), config_dir)
+    capped = cap_instructions(read.sources, INSTRUCTIONS_CAP)
+    session.instructions = capped.texts
+    data = inputs_change(session_context(session), read.files, prompt_settings(base))
+    if data is None:
+        return None  # the same inputs as before: the notice, if any, was given then
+    notice = None
+    if capped.cut:
+        notice = SessionNoticeData(
+            "warning", "Project instructions cut", cut_description(capped.cut, INSTRUCTIONS_CAP)
+        )
+    with session.activity():
+        session.recorder.append(SessionContext, data)
+        session.context = data
+        if notice is not None:
+            session.recorder.append(SessionNotice, notice)
+        await session.recorder.sync()
+    return notice
+
+
+def system_for(
+    session: LiveSession,
+    base: PromptBase | None,
+    mode: str,
+    tools: Sequence[ToolDefinition],
+) -> str | None:
+    """The system prompt of the session's next model request: the server's own over `base`
+    (None: it has none), in `mode` with `tools`, and the client's over it."""
+    context = session_context(session)
+    default = None
+    if base is not None:
+        settings = context.settings if context is not None else UNSET
+        if isinstance(settings, UnsetType):  # not refreshed yet (a child's parent was)
+            settings = prompt_settings(base)
+        default = render_system_prompt(
+            base.text,
+            PromptContext(
+                cwd=session.cwd,
+                additional_directories=session.additional_directories,
+                platform=settings.platform,
+                shell=settings.shell if isinstance(settings.shell, str) else None,
+                date=settings.date,
+                mode=mode,
+                tools=tools,
+                instructions=session.instructions,
+            ),
+        )
+    return compose_system(default, context)

@@ -16,13 +16,14 @@ import anyio
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientPort
 from ..core.acp_updates import (
+    NoticeShown,
     SessionNotification,
     SessionUpdate,
     ToolPresentation,
     ToolPresenter,
 )
-from ..core.commands import parse_command
-from ..core.content import ContentBlock
+from ..core.commands import init_request, parse_command
+from ..core.content import ContentBlock, TextContent
 from ..core.events import SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
@@ -32,11 +33,12 @@ from .errors import SessionInUse
 from .live import LiveSession
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
-from .system_prompt import system_for
+from .system_prompt import refresh_context, system_for
 
 if TYPE_CHECKING:
     from ..agent.tools import KeptFromTools, ToolRegistry
     from ..agent.turn_env import StopReason, TurnEnv
+    from ..core.prompt_render import PromptBase
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -63,12 +65,13 @@ class Conversations:
         *,
         max_steps: int,
         surface: Surface | None = None,
-        default_system: str | None = None,
+        prompt_base: PromptBase | None = None,
     ) -> None:
         self.sessions = sessions
-        self.default_system = default_system
-        """The server's own system prompt, which a client's `systemPrompt` extends or replaces;
-        None: the server has none."""
+        self.prompt_base = prompt_base
+        """The fixed text of the server's own system prompt, which the session's context is
+        added to and a client's `systemPrompt` extends or replaces; None: the server sends
+        none of its own."""
         self.provider = provider
         self.client = client
         self.max_steps = max_steps
@@ -101,6 +104,10 @@ class Conversations:
         compact: str | None = None
         if command is not None and command.name == "compact":
             compact = command.argument  # a command that calls the model: a turn of the loop's
+        elif command is not None and command.name == "init":
+            # A request to the model in the command's place: the turn is a conversation turn,
+            # and the model writes AGENTS.md with the write tool, asking as the mode says.
+            prompt = [TextContent(init_request(command.argument))]
         elif command is not None:
             if session.writer.failure is not None:
                 await self.sessions.reopen(session)
@@ -118,6 +125,7 @@ class Conversations:
                     await self.sessions.reopen(session)
                     self.bind(session)
                     turn = session.turn = Turn(self._env(session), prompt, compact=compact)
+                await self._refresh_context(session)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
                     try:
@@ -135,6 +143,18 @@ class Conversations:
         if failure is not None:
             raise failure
         return stop
+
+    async def _refresh_context(self, session: LiveSession) -> None:
+        """Before a turn that calls the model: the server prompt's inputs read again, logged
+        when they changed, and a notice shown when the cap cut the instruction files."""
+        if self.prompt_base is None:
+            return
+        from ..providers.credentials import credentials_directory
+
+        notice = await refresh_context(session, self.prompt_base, credentials_directory())
+        if notice is not None and self.client.capabilities.notices:
+            shown = NoticeShown(notice.severity, notice.title, notice.description)
+            await self.client.notify("session/update", SessionNotification(session.id, shown))
 
     async def _recover(self, session: LiveSession) -> None:
         """After a turn that ended by an exception (a failed write, a bug), make the session's
@@ -171,7 +191,7 @@ class Conversations:
             history=lambda: session.log.plain_events(),  # the log as it is at the call
             kept=kept_from_tools(),
         )
-        return TurnEnv(
+        env = TurnEnv(
             recorder=session.recorder,
             provider=self.provider,
             client=self.client,
@@ -190,8 +210,13 @@ class Conversations:
                 else (lambda _usage: None)
             ),
             compact_limit=lambda: surface.compact_limit(top),
-            system=lambda: system_for(top, self.default_system),
         )
+        # Read at each model call: the mode may change between turns, and a child's tools
+        # are set after this (its parent's).
+        env.system = lambda: system_for(
+            top, self.prompt_base, surface.mode_of(top), env.registry.definitions
+        )
+        return env
 
     def registry(self, session: LiveSession) -> ToolRegistry:
         """The session's tools: the built-in ones (`ask_user` only for a client that shows
