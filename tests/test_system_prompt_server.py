@@ -2,7 +2,9 @@
 `session/load`, `session/resume` and `session/fork`; SPEC 1.2 `session/context`).
 
 The model is a fake OpenAI endpoint, so each test reads the system message the server really
-sent; the log is read back as the store wrote it.
+sent; the log is read back as the store wrote it. The server's own prompt (its fixed text and
+the session's context, `test_project_instructions_server`) comes first; a client's `append`
+prompt follows it, an `override` replaces it.
 """
 
 from __future__ import annotations
@@ -38,10 +40,25 @@ def prompt(server: AcpProcess, session_id: str) -> None:
     assert response["result"] == {"stopReason": "end_turn"}
 
 
+OWN_START = "You are acp-server's coding agent"
+"""How the server's own system prompt begins."""
+
+
 def system_sent(request: Any) -> Any:
     """The system message of a chat completions request, or None."""
     messages = request.body["messages"]
     return messages[0]["content"] if messages[0]["role"] == "system" else None
+
+
+def client_part(request: Any) -> tuple[bool, str | None]:
+    """Whether the request's system message holds the server's own prompt, and the client's
+    prompt after it or in its place (the server's own ends with a line break, and an appended
+    prompt follows a blank line)."""
+    sent = system_sent(request)
+    if sent is None or not sent.startswith(OWN_START):
+        return False, sent
+    own, _, client = sent.partition("\n\n\n")
+    return True, client or None
 
 
 def contexts(sessions: Path, session_id: str) -> list[tuple[int, dict[str, Any]]]:
@@ -50,7 +67,10 @@ def contexts(sessions: Path, session_id: str) -> list[tuple[int, dict[str, Any]]
 
     events = read_log(sessions / session_id / "session.jsonl").events
     values = [msgspec.to_builtins(e) for e in events]
-    return [(v["seq"], v["data"]) for v in values if v["type"] == "session/context"]
+    found = [(v["seq"], v["data"]) for v in values if v["type"] == "session/context"]
+    for _, data in found:  # the server's own prompt's settings: test_project_instructions_server
+        assert data.pop("settings")["prompt"] == "acp-server:default"
+    return found
 
 
 def test_initialize_advertises_system_prompts_in_both_modes(tmp_path: Path) -> None:
@@ -78,7 +98,7 @@ def test_a_new_sessions_system_prompt_is_logged_and_sent_with_every_model_reques
         )["sessionId"]
         prompt(server, session_id)
         prompt(server, session_id)
-    assert [system_sent(r) for r in model.requests] == ["You are a poet.", "You are a poet."]
+    assert [client_part(r) for r in model.requests] == [(False, "You are a poet.")] * 2
     assert contexts(sessions, session_id) == [
         (
             0,
@@ -91,16 +111,14 @@ def test_a_new_sessions_system_prompt_is_logged_and_sent_with_every_model_reques
     ]
 
 
-def test_without_a_system_prompt_no_system_message_is_sent_and_nothing_is_logged(
-    tmp_path: Path,
-) -> None:
+def test_without_a_system_prompt_the_servers_own_is_sent_alone(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
     with FakeOpenAI([HI]) as model, AcpProcess(sessions, *openai_flags(model)) as server:
         server.initialize()
         created = server.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         prompt(server, created["sessionId"])
-    assert system_sent(model.requests[0]) is None
-    assert contexts(sessions, created["sessionId"]) == []
+    assert client_part(model.requests[0]) == (True, None)
+    assert contexts(sessions, created["sessionId"]) == [(0, {"instructions": []})]
 
 
 def test_a_load_in_a_fresh_process_restores_the_system_prompt_from_the_log(
@@ -125,7 +143,7 @@ def test_a_load_in_a_fresh_process_restores_the_system_prompt_from_the_log(
             )
             assert "modes" in loaded
             prompt(server, session_id)
-    assert system_sent(model.requests[0]) == "Answer in French."
+    assert client_part(model.requests[0]) == (True, "Answer in French.")
     assert [seq for seq, _ in contexts(sessions, session_id)] == [0]
 
 
@@ -146,7 +164,10 @@ def test_a_resume_with_another_system_prompt_logs_it_and_the_next_request_uses_i
             {**resume, "systemPrompt": system_prompt("append", "Be brief.")},
         )
         prompt(server, session_id)
-    assert [system_sent(r) for r in model.requests] == ["You are a poet.", "Be brief."]
+    assert [client_part(r) for r in model.requests] == [
+        (False, "You are a poet."),
+        (True, "Be brief."),
+    ]
     logged = contexts(sessions, session_id)
     assert [(data["systemPromptMode"], data["systemPrompt"][0]["text"]) for _, data in logged] == [
         ("override", "You are a poet."),
@@ -198,6 +219,7 @@ def test_session_page_shows_the_session_context_event_in_its_place(tmp_path: Pat
         )
     events = [r["event"] for r in page["records"] if "event" in r]
     assert [e["type"] for e in events[:3]] == ["session/context", "turn/start", "user/message"]
+    assert events[0]["data"].pop("settings")["prompt"] == "acp-server:default"
     assert events[0]["data"] == {
         "instructions": [],
         "systemPromptMode": "append",
@@ -231,10 +253,10 @@ def test_a_fork_with_another_system_prompt_logs_it_after_session_forked_and_uses
         validator("ForkSessionResponse").validate(forked)
         prompt(server, forked["sessionId"])
         prompt(server, parent)
-    assert [system_sent(r) for r in model.requests] == [
-        "Answer in French.",
-        "You are a poet.",
-        "Answer in French.",
+    assert [client_part(r) for r in model.requests] == [
+        (True, "Answer in French."),
+        (False, "You are a poet."),
+        (True, "Answer in French."),
     ]
     events = read_log(sessions / forked["sessionId"] / "session.jsonl").events
     forked_seq = next(e.seq for e in events if type(e) is SessionForked)
@@ -268,7 +290,7 @@ def test_a_fork_without_a_system_prompt_keeps_the_one_its_copied_prefix_holds(
         _, params = fork_of_a_french_session(server, tmp_path)
         fork = server.result("session/fork", params)["sessionId"]
         prompt(server, fork)
-    assert [system_sent(r) for r in model.requests] == ["Answer in French.", "Answer in French."]
+    assert [client_part(r) for r in model.requests] == [(True, "Answer in French.")] * 2
     assert [seq for seq, _ in contexts(sessions, fork)] == [0]
 
 

@@ -93,7 +93,7 @@ from .protocol import (
 from .rpc import Connection, Then
 from .sessions import SessionRegistry
 from .surface import Surface, surface_config
-from .system_prompt import apply_system_prompt, check_system_prompt, server_prompt
+from .system_prompt import check_system_prompt, server_prompt
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -235,9 +235,10 @@ class AcpAgent:
             mcp_servers=servers,
             owner=self,
         )
-        await apply_system_prompt(session, system_prompt)
+        notice = await self.conversations.update_context(session, system_prompt)
         return await self._opened(
             session,
+            notice,
             lambda surface: NewSessionResponse(
                 session_id=session.id,
                 modes=surface.modes(session),
@@ -245,15 +246,20 @@ class AcpAgent:
             ),
         )
 
-    async def _opened(self, session: LiveSession, answer: Callable[[Surface], Any]) -> Then:
+    async def _opened(
+        self,
+        session: LiveSession,
+        notice: SessionNoticeData | None,
+        answer: Callable[[Surface], Any],
+    ) -> Then:
         """A new session (made or forked) goes live on this connection: bound, its MCP servers
-        connected, answered with `answer(surface)`; its commands and any MCP failures go out
-        once the client knows its id."""
+        connected, answered with `answer(surface)`; its commands, any MCP failures and the
+        `notice` of its system prompt's context go out once the client knows its id."""
         self.conversations.bind(session)
         failures = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
-        report = await self._reporter(session, failures)
+        report = await self._reporter(session, failures, notice)
 
         def then() -> None:
             self.connection.start_soon(_announce, surface, session, False)
@@ -284,9 +290,10 @@ class AcpAgent:
             message_id=at.message_id if isinstance(at.message_id, str) else None,
             owner=self,
         )
-        await apply_system_prompt(session, system_prompt)
+        notice = await self.conversations.update_context(session, system_prompt)
         return await self._opened(
             session,
+            notice,
             lambda surface: ForkSessionResponse(
                 session_id=session.id,
                 modes=surface.modes(session),
@@ -331,7 +338,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
-        await apply_system_prompt(session, system_prompt)
+        notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
         failures = await connect_mcp(self.sessions, session, self.config)
         self.surface.restore(session)
@@ -339,13 +346,17 @@ class AcpAgent:
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, await self._reporter(session, failures))
+        return Then(response, await self._reporter(session, failures, notice))
 
     async def _reporter(
-        self, session: LiveSession, failures: list[tuple[str, str]]
+        self,
+        session: LiveSession,
+        failures: list[tuple[str, str]],
+        notice: SessionNoticeData | None = None,
     ) -> Callable[[], None]:
-        """What tells the user, once, after the answer, which MCP servers are missing and
-        whether the session's log is read-only.
+        """What tells the user, once, after the answer, which MCP servers are missing, the
+        `notice` of the session's system prompt (its instruction files cut), and whether the
+        session's log is read-only.
 
         The MCP notices go into the log now, before the answer, when no turn of the session
         can be running yet (its events may not land among a step's chunks); a read-only log
@@ -354,6 +365,8 @@ class AcpAgent:
             SessionNoticeData("warning", f"MCP server {name} is not available", why)
             for name, why in failures
         ]
+        if notice is not None:
+            notices.append(notice)
         failure = session.writer.failure
         if failure is None and notices:
             for notice in notices:
@@ -438,7 +451,7 @@ class AcpAgent:
             mcp_servers=check_mcp_servers(request.mcp_servers),
             owner=self,
         )
-        await apply_system_prompt(session, system_prompt)
+        notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
         failures = await connect_mcp(self.sessions, session, self.config)
         cut = await self.conversations.replay(session, max_messages)
@@ -450,7 +463,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, await self._reporter(session, failures))
+        return Then(response, await self._reporter(session, failures, notice))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

@@ -3,12 +3,12 @@ session's context, and the client's (ACP `systemPrompt`, SPEC 1.2 `session/conte
 
 The server's own (`render_system_prompt`) is a fixed text (`PromptBase`: the package's, or
 `--system-prompt-file`'s) with the session's directories, platform, shell, date, mode, tools
-and project instruction files. Before each turn that calls the model, `refresh_context` reads
-the instruction files again and logs a `session/context` event when they or the settings
-(platform, shell, date, fixed text) differ from what the log holds; when the 32 KiB cap cut
-them, a `session/notice` says so. Without a `PromptBase` (llm-replay, which ignores a system
-prompt, unless `--system-prompt-file` was given) the server sends none of its own and logs
-none of this.
+and project instruction files. When a session goes live and before each turn that calls the
+model, `update_context` reads the instruction files again and logs a `session/context` event
+when they or the settings (platform, shell, date, fixed text) differ from what the log holds;
+when the 32 KiB cap cut them, a `session/notice` says so. Without a `PromptBase` (llm-replay,
+which ignores a system prompt, unless `--system-prompt-file` was given) the server sends none
+of its own and logs none of this.
 
 `session/new`, `session/load`, `session/resume` and `session/fork` may carry a `systemPrompt`:
 `append` (after the server's own system prompt) or `override` (instead of it), text content only.
@@ -36,7 +36,6 @@ from ..core.events import (
     PromptSettings,
     SessionContext,
     SessionContextData,
-    SessionNotice,
     SessionNoticeData,
     SystemPromptMode,
 )
@@ -93,22 +92,6 @@ def forget_context(session: LiveSession) -> None:
     session.context = UNSET
 
 
-async def apply_system_prompt(session: LiveSession, prompt: SystemPrompt | None) -> None:
-    """Log the client's `prompt` as a `session/context` event, unless the log already holds it
-    as the latest one; the project instruction files the log names stay as they are."""
-    forget_context(session)
-    if prompt is None:
-        return
-    mode: SystemPromptMode = "append" if prompt.mode == "append" else "override"
-    data = context_change(session_context(session), mode, prompt.content)
-    if data is None:
-        return  # the same instructions again: nothing new
-    with session.activity():
-        session.recorder.append(SessionContext, data)
-        session.context = data
-        await session.recorder.sync()
-
-
 def server_prompt(config: ServeConfig | None) -> PromptBase | None:
     """The fixed text of the server's own system prompt: `--system-prompt-file`'s, else the
     package's for a live provider's family; None for llm-replay, which ignores it."""
@@ -137,31 +120,43 @@ def prompt_settings(base: PromptBase) -> PromptSettings:
     )
 
 
-async def refresh_context(
-    session: LiveSession, base: PromptBase, config_dir: Path | None
+async def update_context(
+    session: LiveSession,
+    prompt: SystemPrompt | None,
+    base: PromptBase | None,
+    config_dir: Path | None,
 ) -> SessionNoticeData | None:
-    """Read the session's instruction files (the user's in `config_dir` first) and log their
-    digests and the settings as a `session/context` event when they differ from what the log
-    holds. Returns the notice to show when the cap cut them (logged with the event), else
-    None. Called between turns only: the events must not land among a step's chunks."""
-    from ..agent.instructions import read_instructions  # with the tools, by the first prompt
+    """Log what shapes the session's system prompt from here on, as one `session/context`
+    event, when it differs from what the log holds: the client's `prompt` (None: the log's
+    stays), and with a `base` the server prompt's inputs read now (the instruction files, the
+    user's in `config_dir` first, and the settings). Returns the notice to log and show when
+    the cap cut newly read instruction files, else None.
 
-    read = await anyio.to_thread.run_sync(read_instructions, Path(session.cwd), config_dir)
-    capped = cap_instructions(read.sources, INSTRUCTIONS_CAP)
-    session.instructions = capped.texts
-    data = inputs_change(session_context(session), read.files, prompt_settings(base))
-    if data is None:
-        return None  # the same inputs as before: the notice, if any, was given then
+    Called only where no step of the session runs (the event must not land among a step's
+    chunks): when it goes live, and at the start of a turn."""
+    current = session_context(session)
+    data = current
+    if prompt is not None:
+        mode: SystemPromptMode = "append" if prompt.mode == "append" else "override"
+        data = context_change(current, mode, prompt.content) or current
     notice = None
-    if capped.cut:
-        notice = SessionNoticeData(
-            "warning", "Project instructions cut", cut_description(capped.cut, INSTRUCTIONS_CAP)
-        )
+    if base is not None:
+        from ..agent.instructions import read_instructions  # with the tools: a live provider's
+
+        read = await anyio.to_thread.run_sync(read_instructions, Path(session.cwd), config_dir)
+        capped = cap_instructions(read.sources, INSTRUCTIONS_CAP)
+        session.instructions = capped.texts
+        changed = inputs_change(data, read.files, prompt_settings(base))
+        if changed is not None:
+            data = changed
+            if capped.cut:
+                description = cut_description(capped.cut, INSTRUCTIONS_CAP)
+                notice = SessionNoticeData("warning", "Project instructions cut", description)
+    if data is current or data is None:
+        return None  # nothing new (the notice, if any, was given with the inputs it cut)
     with session.activity():
         session.recorder.append(SessionContext, data)
         session.context = data
-        if notice is not None:
-            session.recorder.append(SessionNotice, notice)
         await session.recorder.sync()
     return notice
 

@@ -24,7 +24,7 @@ from ..core.acp_updates import (
 )
 from ..core.commands import init_request, parse_command
 from ..core.content import ContentBlock, TextContent
-from ..core.events import SubagentStart
+from ..core.events import SessionNotice, SessionNoticeData, SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..core.subagent_updates import child_replay, with_children
@@ -33,13 +33,14 @@ from .errors import SessionInUse
 from .live import LiveSession
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
-from .system_prompt import refresh_context, system_for
+from .system_prompt import forget_context, system_for, update_context
 
 if TYPE_CHECKING:
     from ..agent.tools import KeptFromTools, ToolRegistry
     from ..agent.turn_env import StopReason, TurnEnv
     from ..core.prompt_render import PromptBase
     from ..providers.base import Provider
+    from .protocol import SystemPrompt
 
 log = logging.getLogger(__name__)
 
@@ -144,15 +145,36 @@ class Conversations:
             raise failure
         return stop
 
+    async def update_context(
+        self, session: LiveSession, prompt: SystemPrompt | None = None, *, reread: bool = True
+    ) -> SessionNoticeData | None:
+        """Log what shapes the session's system prompt now (the client's `prompt`, and the
+        server prompt's inputs read again) when it changed; the notice to log and show when
+        the instruction files were cut (`system_prompt.update_context`). With `reread` (the
+        session just went live: its events were read anew), its latest context is folded from
+        its log again first."""
+        base = self.prompt_base
+        if reread:
+            forget_context(session)
+            if session.turn is not None:
+                base = None  # resumed while its turn runs: the next turn reads them
+        config_dir = None
+        if base is not None:
+            from ..providers.credentials import credentials_directory
+
+            config_dir = credentials_directory()
+        return await update_context(session, prompt, base, config_dir)
+
     async def _refresh_context(self, session: LiveSession) -> None:
         """Before a turn that calls the model: the server prompt's inputs read again, logged
-        when they changed, and a notice shown when the cap cut the instruction files."""
-        if self.prompt_base is None:
+        when they changed, and a notice logged and shown when the cap cut the instruction
+        files."""
+        notice = await self.update_context(session, reread=False)
+        if notice is None:
             return
-        from ..providers.credentials import credentials_directory
-
-        notice = await refresh_context(session, self.prompt_base, credentials_directory())
-        if notice is not None and self.client.capabilities.notices:
+        session.recorder.append(SessionNotice, notice)
+        await session.recorder.sync()
+        if self.client.capabilities.notices:
             shown = NoticeShown(notice.severity, notice.title, notice.description)
             await self.client.notify("session/update", SessionNotification(session.id, shown))
 
