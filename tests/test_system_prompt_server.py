@@ -57,7 +57,7 @@ def client_part(request: Any) -> tuple[bool, str | None]:
     sent = system_sent(request)
     if sent is None or not sent.startswith(OWN_START):
         return False, sent
-    own, _, client = sent.partition("\n\n\n")
+    _, _, client = sent.partition("\n\n\n")
     return True, client or None
 
 
