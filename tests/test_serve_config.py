@@ -9,6 +9,7 @@ import pytest
 
 from acp_server.cli.parser import build_parser
 from acp_server.cli.serve import ServeFlagsError, serve_config
+from acp_server.core.prompt_render import PromptBase
 from acp_server.server.config import ServeConfig
 
 
@@ -82,3 +83,34 @@ def test_a_live_providers_replay_fixture_variable_is_not_read(
     monkeypatch.setenv("ACP_REPLAY_FILE", "/no/such/fixture")
     chosen = config("--provider", "openai", "--model", "m", "--api-key-env", "NO_SUCH_KEY")
     assert (chosen.provider, chosen.model, chosen.replay) == ("openai", "m", None)
+
+
+def test_system_prompt_file_is_read_at_start_as_the_prompts_fixed_text(tmp_path: Path) -> None:
+    path = tmp_path / "prompt.md"
+    path.write_text("You review code.\n")
+    chosen = config("--system-prompt-file", str(path))
+    assert chosen.system_prompt == PromptBase("You review code.\n", str(path))
+    assert config().system_prompt is None
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "no such file or directory: {path}"),
+        ("dir", "not a regular file: {path}"),
+        (b"\n", "{path} is empty: it must hold the system prompt's text"),
+        (b"\xff", "{path} is not UTF-8 text"),
+        (b"x" * (256 * 1024 + 1), "{path} is over 256 KiB"),
+    ],
+)
+def test_an_unusable_system_prompt_file_is_one_message(
+    tmp_path: Path, content: bytes | str | None, problem: str
+) -> None:
+    path = tmp_path / "prompt.md"
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    with pytest.raises(ServeFlagsError) as raised:
+        config("--system-prompt-file", str(path))
+    assert str(raised.value) == "--system-prompt-file: " + problem.format(path=path)
