@@ -100,7 +100,9 @@ def test_a_mode_without_its_own_rule_is_told_by_its_description() -> None:
 def test_a_tools_purpose_is_its_first_sentence_cut_at_200_characters() -> None:
     assert tool_purpose("Read a file. Then more.") == "Read a file."
     assert tool_purpose("One line\nand another. Yes.") == "One line"
-    assert tool_purpose("e.g.done") == "e.g.done"
+    assert tool_purpose("Find files, e.g. `*.py` or src. Then more.") == (
+        "Find files, e.g. `*.py` or src."
+    )
     long = "a" * 300
     assert tool_purpose(long) == "a" * 199 + "…"
 

@@ -13,6 +13,7 @@ whole first). The same inputs give the same text, byte for byte: the log keeps t
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -23,6 +24,9 @@ from .modes import MODES
 
 INSTRUCTIONS_CAP: Final = 32 * 1024
 """The most bytes of project instructions a system prompt holds, all files together."""
+
+_SENTENCE_END: Final = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z`])")
+"""A full stop that ends a sentence (not the one of "e.g. `**/*.py`")."""
 
 PURPOSE_CHARS: Final = 200
 """The longest purpose of a tool in the prompt's tool list (its description's first sentence)."""
@@ -129,10 +133,11 @@ def mode_rule(mode: str) -> str:
 
 def tool_purpose(description: str) -> str:
     """A tool's purpose: the first sentence of its description (the whole first line when it
-    has no sentence end), cut at `PURPOSE_CHARS`."""
+    has no sentence end: a full stop, not of "e.g." or "i.e.", before a capital letter or a
+    backtick), cut at `PURPOSE_CHARS`."""
     line = description.strip().split("\n", 1)[0]
-    end = line.find(". ")
-    sentence = line[: end + 1] if end >= 0 else line
+    end = _SENTENCE_END.search(line)
+    sentence = line[: end.start() + 1] if end is not None else line
     if len(sentence) > PURPOSE_CHARS:
         sentence = sentence[: PURPOSE_CHARS - 1].rstrip() + "…"
     return sentence
