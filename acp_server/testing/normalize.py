@@ -12,7 +12,9 @@ A run's volatile values are replaced, in wire frames and in logs alike:
 - the models of the `model` config option (SPEC 4.4) become `<model>`: they name the provider
   that ran (a live model when recording, llm-replay when replaying), not the conversation.
 
-Everything else (message ids, request ids, seqs, texts) is deterministic and kept.
+Everything else (message ids, request ids, seqs, texts) is deterministic and kept, but for
+what a live server's own system prompt was made of, which a log leaves out (a recording's is
+the recording machine's; llm-replay sends no prompt of its own).
 """
 
 from __future__ import annotations
@@ -85,12 +87,47 @@ class Normalizer:
         projected (`render_fixture`)."""
         header_value = self.value(msgspec.to_builtins(header))
         header_value["createdAt"] = 0
+        values = _without_server_prompt([msgspec.to_builtins(event) for event in events])
         normalized = []
-        for event in events:
-            value = self.value(msgspec.to_builtins(event))
+        for value in values:
+            value = self.value(value)
             value["time"] = 0
             normalized.append(convert_event(value))
         return render_fixture(msgspec.convert(header_value, SessionHeader), normalized)
+
+
+def _without_server_prompt(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events (plain values) without what a live server's own system prompt was made of: the
+    settings and instruction files of its `session/context` events, an event left with no
+    client prompt dropped, the seqs after it counted again. A recording's server sends its own
+    prompt; llm-replay, which replays the recording, sends none, and the date, platform and
+    files it was made of are the recording machine's."""
+    kept = []
+    for value in values:
+        if value["type"] == "session/context":
+            data = value["data"]
+            if "settings" in data:
+                data.pop("settings")
+                data["instructions"] = []
+                if "systemPrompt" not in data:
+                    continue
+        kept.append(value)
+    if len(kept) == len(values):
+        return kept
+    renumbered = {value["seq"]: index for index, value in enumerate(kept, start=values[0]["seq"])}
+
+    def seq(old: int) -> int:
+        """The new seq of `old`; a seq that was left out becomes the one after it."""
+        return next((renumbered[s] for s in sorted(renumbered) if s >= old), len(renumbered))
+
+    for value in kept:
+        value["seq"] = renumbered[value["seq"]]
+        if "sourceRange" in value:
+            value["sourceRange"] = [seq(s) for s in value["sourceRange"]]
+        data = value["data"]
+        if value["type"] in ("context/compaction", "session/forked") and data["throughSeq"] >= 0:
+            data["throughSeq"] = seq(data["throughSeq"] + 1) - 1
+    return kept
 
 
 def _normalize_times(value: dict[str, Any]) -> None:
