@@ -432,6 +432,36 @@ def test_normalizer_numbers_ids_by_first_appearance() -> None:
     }
 
 
+def test_a_recordings_own_system_prompt_inputs_are_left_out_of_its_log() -> None:
+    from acp_server.core.content import TextContent
+    from acp_server.core.events import (
+        InstructionFile,
+        PromptSettings,
+        SessionContext,
+        SessionContextData,
+        TurnStart,
+        TurnStartData,
+    )
+    from acp_server.core.header import SessionHeader
+
+    settings = PromptSettings("acp-server:default", "d", "Linux", "2026-12-03")
+    files = [InstructionFile("/w/AGENTS.md", "s", 1)]
+    events = [
+        SessionContext(0, 0, SessionContextData(files, settings=settings)),
+        TurnStart(1, 0, TurnStartData(0)),
+        SessionContext(
+            2, 0, SessionContextData(files, "append", [TextContent("Be brief.")], settings)
+        ),
+    ]
+    header = SessionHeader(version=2, id="a" * 32, created_at=5, cwd="/w")
+    log = Normalizer([("/w", "<workspace>")], ["a" * 32], []).log(header, events)
+    assert log.decode().splitlines()[1:] == [
+        '{"type":"turn/start","data":{"turn":0}}',
+        '{"type":"session/context","data":{"instructions":[],"systemPromptMode":"append",'
+        '"systemPrompt":[{"type":"text","text":"Be brief."}]}}',
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # The committed transcripts are ACP: every frame either side sent fits the official models.
 
