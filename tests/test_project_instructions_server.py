@@ -357,3 +357,51 @@ def test_init_asks_the_model_for_an_agents_md_written_with_the_write_tool_and_it
     }
     assert [f["method"] for f in asked] == ["session/request_permission"]
     assert (project.cwd / "NEW.md").read_text() == "# Agents\n"
+
+
+def test_instructions_grown_past_the_cap_between_turns_are_a_notice_before_the_turn(
+    tmp_path: Path,
+) -> None:
+    project, sessions = Project(tmp_path), tmp_path / "sessions"
+    with FakeOpenAI([HI, HI]) as model, openai_server(sessions, model, project) as server:
+        server.result(
+            "initialize",
+            {"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}},
+        )
+        session_id = server.result("session/new", {"cwd": str(project.cwd), "mcpServers": []})[
+            "sessionId"
+        ]
+        assert say(server, session_id) == []
+        (project.root / "pkg" / "CLAUDE.md").write_text("y" * (33 * 1024))
+        before = say(server, session_id)
+    notice = before[0]["params"]["update"]
+    assert (notice["sessionUpdate"], notice["title"]) == ("notice", "Project instructions cut")
+    types = [e["type"] for e in events_of(sessions, session_id)]
+    second_turn = [i for i, t in enumerate(types) if t == "turn/start"][1]
+    assert types[second_turn - 3 : second_turn] == [
+        "turn/end",
+        "session/context",
+        "session/notice",
+    ]
+    assert (
+        model.requests[1]
+        .body["messages"][0]["content"]
+        .endswith(
+            "(cut: only its beginning fits)\n\n" + "y" * (32 * 1024 - 25) + "\n\n"
+            f"## {project.cwd / 'AGENTS.md'}\n\nApp: indent with spaces.\n"
+        )
+    )
+
+
+def test_llm_replay_sends_no_prompt_of_its_own_and_logs_none(tmp_path: Path) -> None:
+    project, sessions = Project(tmp_path), tmp_path / "sessions"
+    with AcpProcess(sessions, env=project.env()) as server:
+        session_id = project.new_session(server)
+        assert server.finish() == 0
+    assert events_of(sessions, session_id) == []
+
+
+def events_of(sessions: Path, session_id: str) -> list[dict[str, Any]]:
+    return [
+        msgspec.to_builtins(e) for e in read_log(sessions / session_id / "session.jsonl").events
+    ]
