@@ -232,7 +232,8 @@ class PromptSettings(Model):
     date: str
     """The local date the prompt gave, ISO 8601 (`2026-12-03`)."""
     shell: str | UnsetType = UNSET
-    """The user's shell's name (the last part of `$SHELL`), when there is one."""
+    """The user's shell's name (the last part of `$SHELL`, or of `%COMSPEC%` on Windows),
+    when there is one."""
 
 
 class SessionContextData(Model):

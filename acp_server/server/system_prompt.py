@@ -110,7 +110,9 @@ def server_prompt(config: ServeConfig | None) -> PromptBase | None:
 
 def prompt_settings(base: PromptBase) -> PromptSettings:
     """The settings of a system prompt rendered now over `base`."""
-    shell = os.path.basename(os.environ.get("SHELL", "").rstrip("/"))
+    # The name only: a path is the user's business, and Windows names its shell in COMSPEC.
+    shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or ""
+    shell = os.path.basename(shell.rstrip("/\\"))
     return PromptSettings(
         prompt=base.source,
         prompt_sha256=base.sha256,
