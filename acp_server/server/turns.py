@@ -8,6 +8,7 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +191,7 @@ class Conversations:
                 else (lambda _usage: None)
             ),
             compact_limit=lambda: surface.compact_limit(top),
+            keep_blob=partial(self.sessions.store.put_blob, session.id),
             system=lambda: system_for(top, self.default_system),
         )
 
