@@ -74,6 +74,7 @@ def test_the_commands_update_fits_the_acp_model() -> None:
         "title",
         "stats",
         "compact",
+        "rewind",
     ]
 
 

@@ -37,6 +37,12 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
         "Summarise the conversation so far to free the model's context",
         CommandInput("instructions for the summary (optional)"),
     ),
+    AvailableCommand(
+        "rewind",
+        "Restore the files as they were before a message and leave the later turns out of "
+        "the conversation (no number: list the messages)",
+        CommandInput("message number (optional)"),
+    ),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 

@@ -109,13 +109,16 @@ def live_events(events: Iterable[SessionEvent]) -> list[SessionEvent]:
 
 
 def rewind_points(events: Iterable[SessionEvent]) -> list[RewindPoint]:
-    """The user messages of the live turns that ran the model (a command's are not), numbered
-    from 1: what `/rewind` lists and `/rewind N` takes."""
+    """The user messages of the live turns that ran the model and ended (a command's are not,
+    nor the running `/rewind`'s own), numbered from 1: what `/rewind` lists and `/rewind N`
+    takes."""
     live = live_events(events)
     commands = {e.data.turn for e in live if type(e) is CommandResult}
+    ended = {e.data.turn for e in live if type(e) is TurnEnd}
     points: list[RewindPoint] = []
     for event in live:
-        if type(event) is UserMessageEvent and event.data.turn not in commands:
+        turn = event.data.turn if type(event) is UserMessageEvent else None
+        if type(event) is UserMessageEvent and turn in ended and turn not in commands:
             message = event.data.message
             text = next((b.text for b in message.content if type(b) is TextContent), "")
             points.append(
@@ -188,10 +191,35 @@ def split_changed(
     return ours, changed
 
 
+def rewind_question(point: RewindPoint, ours: Sequence[FileRestore], changed: int) -> str:
+    """The permission request's title before a rewind: what it restores and removes."""
+    title = f"Rewind to message {point.number} ({point.text})"
+    written = [f.path for f in ours if f.sha256 is not None]
+    removed = [f.path for f in ours if f.sha256 is None]
+    if written:
+        title += "; restore " + ", ".join(written)
+    if removed:
+        title += "; remove " + ", ".join(removed)
+    if changed:
+        title += f"; {changed} file{'s' if changed != 1 else ''} changed outside the agent"
+        title += " left alone unless allowed next"
+    return title
+
+
+def overwrite_question(changed: Sequence[FileRestore]) -> str:
+    """The second request's title: the files changed outside the agent, named."""
+    names = ", ".join(f.path for f in changed)
+    return f"Also restore files changed outside the agent since it last wrote them: {names}"
+
+
 def rewind_summary(
-    point: RewindPoint, restored: Sequence[FileRestore], skipped: Sequence[str], commands: int
+    point: RewindPoint,
+    restored: Sequence[FileRestore],
+    skipped: Sequence[str],
+    commands: int,
+    failures: Sequence[str] = (),
 ) -> str:
-    """`/rewind N`'s answer once done."""
+    """`/rewind N`'s answer once done (`failures`: why a file could not be restored)."""
     lines = [f"Rewound to message {point.number}: {point.text}"]
     written = [f.path for f in restored if f.sha256 is not None]
     removed = [f.path for f in restored if f.sha256 is None]
@@ -201,7 +229,8 @@ def rewind_summary(
         lines.append("Removed (created after that message): " + ", ".join(removed))
     if skipped:
         lines.append("Left alone (changed outside the agent): " + ", ".join(skipped))
-    if not restored and not skipped:
+    lines.extend(f"Not restored: {failure}" for failure in failures)
+    if not restored and not skipped and not failures:
         lines.append("No file to restore.")
     if commands:
         lines.append(

@@ -106,7 +106,10 @@ class Conversations:
             if session.writer.failure is not None:
                 await self.sessions.reopen(session)
                 self.bind(session)
-            await self.surface.run_command(session, command, prompt)
+            answer = None
+            if command.name == "rewind":
+                answer = partial(self._rewind, session, command.argument)
+            await self.surface.run_command(session, command, prompt, answer)
             return "end_turn"
         turn = Turn(self._env(session), prompt, compact=compact)
         session.turn = turn  # claimed before anything awaits: a second prompt is refused
@@ -136,6 +139,13 @@ class Conversations:
         if failure is not None:
             raise failure
         return stop
+
+    async def _rewind(self, session: LiveSession, argument: str, turn: int) -> tuple[str, bool]:
+        from .rewind import run_rewind  # the file tools' modules, loaded by the first rewind
+
+        credentials = kept_from_tools().credentials
+        store = self.sessions.store
+        return await run_rewind(session, store, self.client, argument, turn, credentials)
 
     async def _recover(self, session: LiveSession) -> None:
         """After a turn that ended by an exception (a failed write, a bug), make the session's
