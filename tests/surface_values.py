@@ -65,4 +65,10 @@ COMMANDS: list[dict[str, Any]] = [
         "description": "Summarise the conversation so far to free the model's context",
         "input": {"hint": "instructions for the summary (optional)"},
     },
+    {
+        "name": "rewind",
+        "description": "Restore the files as they were before a message and leave the later "
+        "turns out of the conversation (no number: list the messages)",
+        "input": {"hint": "message number (optional)"},
+    },
 ]
