@@ -165,3 +165,14 @@ def test_a_file_changed_behind_the_agent_is_restored_when_the_second_request_all
         server.prompt(session, "/rewind 2")
         assert files(server) == {"a.txt": "A1\n", "b.txt": "beta\n"}
         assert rewinds(server, session)[0]["skipped"] == []
+
+
+def test_a_rewind_restores_from_a_sqlite_store(tmp_path: Path) -> None:
+    client = FakeClient(permissions=["allow_once"])
+    store = f"sqlite://{tmp_path}/sessions.db"
+    with PromptServer(
+        tmp_path, SCENARIO, "--mode", "full-access", client=client, store=store
+    ) as server:
+        session = three_turns(server)
+        server.prompt(session, "/rewind 1")
+        assert files(server) == {"a.txt": "alpha\n", "b.txt": "beta\n"}
