@@ -6,7 +6,6 @@ closes (`PromptServer`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -19,6 +18,7 @@ from prompt_harness import (
     DONE_UPDATES,
     FakeClient,
     PromptServer,
+    checkpoints,
     in_progress,
     one_tool_log,
     one_tool_turn,
@@ -82,12 +82,6 @@ EDIT = ToolUse("call_edit", "edit_file", args(path="notes.txt", oldText="two", n
 EDIT_PERMISSION = permission_request(
     "call_edit", "Edit notes.txt", "edit", {"path": "notes.txt", "oldText": "two", "newText": "2"}
 )
-
-
-def checkpoints(path: str, before: str, after: str) -> dict[str, Any]:
-    """The `checkpoints` of a tool/result that changed `path` from `before` to `after`."""
-    digests = [hashlib.sha256(text.encode()).hexdigest() for text in (before, after)]
-    return {"checkpoints": [{"path": path, "before": digests[0], "after": digests[1]}]}
 
 
 def test_a_unique_edit_asks_then_rewrites_the_file_with_a_diff_and_its_line(

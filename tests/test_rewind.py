@@ -13,6 +13,8 @@ from acp_server.core.events import (
     AssistantMessageEvent,
     CommandResult,
     CommandResultData,
+    ContextCompaction,
+    ContextCompactionData,
     FileCheckpoint,
     RestoredFile,
     SessionEvent,
@@ -292,3 +294,35 @@ def test_a_session_rewind_round_trips_in_the_log_format() -> None:
         b'{"type":"session/rewind","seq":7,"time":70,"data":{"toMessageId":"user-1",'
         b'"restored":[{"path":"/w/a.txt","sha256":"A1"}],"skipped":["/w/c.txt"]}}'
     )
+
+
+def test_a_turn_still_running_is_not_listed() -> None:
+    log = three_turns()
+    log.add(TurnStart, TurnStartData(3))
+    log.add(UserMessageEvent, UserMessageData(3, UserMessage("user-3", [TextContent("/rewind")])))
+    assert [p.number for p in rewind_points(log.events)] == [1, 2, 3]
+
+
+def test_a_compaction_in_a_rewound_turn_no_longer_shapes_the_history() -> None:
+    log = Log()
+    log.prompt("one")
+    log.prompt("two")
+    t = log.turn
+    log.add(TurnStart, TurnStartData(t))
+    compact = UserMessage(f"user-{t}", [TextContent("/compact")])
+    log.add(UserMessageEvent, UserMessageData(t, compact))
+    log.add(StepStart, StepData(t, 0))
+    summary = AssistantMessage(f"a{t}", [AssistantText("summary")])
+    log.add(AssistantMessageEvent, AssistantMessageData(t, 0, summary))
+    log.add(StepEnd, StepData(t, 0))
+    log.add(ContextCompaction, ContextCompactionData(t, 0, len(log.events) - 1))
+    log.add(CommandResult, CommandResultData(t, "compact", [TextContent("Compacted.")]))
+    log.add(TurnEnd, TurnEndData(t, TurnEndReasonCompleted()))
+    log.turn += 1
+    log.prompt("three")
+    assert derive_messages(log.events)[0] != UserTurn([TextContent("one")])  # compacted
+    log.command("/rewind 2", rewound_to("user-1", [], []))
+    assert derive_messages(log.events) == [
+        UserTurn([TextContent("one")]),
+        AssistantTurn([AssistantText("answer 0")]),
+    ]

@@ -86,6 +86,11 @@ def test_rewind_lists_the_messages_numbered_from_1(tmp_path: Path) -> None:
             "1. first\n2. second\n3. third"
         )
         assert answered.requests == []
+        refused = server.prompt(session, "/rewind 4")
+        assert (refused.text(), refused.requests) == (
+            "Usage: /rewind [N], N a message's number from 1 to 3",
+            [],
+        )
 
 
 def test_rewind_2_restores_every_file_exactly_after_asking(tmp_path: Path) -> None:

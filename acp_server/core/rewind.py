@@ -117,13 +117,12 @@ def rewind_points(events: Iterable[SessionEvent]) -> list[RewindPoint]:
     ended = {e.data.turn for e in live if type(e) is TurnEnd}
     points: list[RewindPoint] = []
     for event in live:
-        turn = event.data.turn if type(event) is UserMessageEvent else None
-        if type(event) is UserMessageEvent and turn in ended and turn not in commands:
-            message = event.data.message
+        if type(event) is not UserMessageEvent:
+            continue
+        turn, message = event.data.turn, event.data.message
+        if turn in ended and turn not in commands:
             text = next((b.text for b in message.content if type(b) is TextContent), "")
-            points.append(
-                RewindPoint(len(points) + 1, event.data.turn, message.id, _first_line(text))
-            )
+            points.append(RewindPoint(len(points) + 1, turn, message.id, _first_line(text)))
     return points
 
 
