@@ -1,10 +1,12 @@
 """A turn's tool calls: the calls of a step's message logged, announced, run one by one and
-shown as they finish, the files they changed kept as checkpoints; a `task` call's one-shot subagent run in its child session; and every
-result scrubbed of the provider's key before it is logged, shown or sent to the model.
+shown as they finish, the files they changed kept as checkpoints; a `task` call's one-shot
+subagent run in its child session; and every result scrubbed of the provider's key before it
+is logged, shown or sent to the model.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -42,10 +44,13 @@ from ..core.json_values import map_strings
 from ..core.stream import AssistantText
 from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
 from ..providers.base import KeyHolder
+from ..storage.errors import LogError
 from .failures import ModelRequestFailed
 from .tools import TaskArgs, ToolOutcome, invalid_arguments, run_tool
 from .tools.base import FileChange
 from .turn_env import StopReason, TurnEnv, TurnState
+
+log = logging.getLogger(__name__)
 
 ChildTurn = Callable[[TurnEnv, list[ContentBlock]], Awaitable[StopReason]]
 """Runs a subagent's turn in its child session (the agent loop's own, handed in)."""
@@ -213,7 +218,12 @@ class ToolCalls:
                 secret in data for data in (change.before, change.after) if data is not None
             ):
                 continue
-            before = None if change.before is None else await keep(change.before)
+            try:
+                before = None if change.before is None else await keep(change.before)
+            except (LogError, OSError) as exc:
+                # The file is changed already: the turn goes on, only its rewind is lost.
+                log.warning("%s: no checkpoint kept: %s", change.path, exc)
+                continue
             checkpoints.append(FileCheckpoint(change.path, before, blob_digest(change.after)))
         return checkpoints
 
