@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args
+from openai_server import FakeOpenAI, Sse, chunk, text
 from prompt_harness import DONE, FakeClient, PromptServer
 
 pytestmark = pytest.mark.process
@@ -58,8 +60,8 @@ def three_turns(server: PromptServer) -> str:
     (server.workspace / "a.txt").write_text("alpha\n")
     (server.workspace / "b.txt").write_text("beta\n")
     session = server.new_session()
-    for text in ("first", "second", "third"):
-        assert server.prompt(session, text).stop_reason == "end_turn"
+    for words in ("first", "second", "third"):
+        assert server.prompt(session, words).stop_reason == "end_turn"
     assert files(server) == {"a.txt": "A3\n", "b.txt": "B2\n", "new/c.txt": "C2\n"}
     return session
 
@@ -181,3 +183,27 @@ def test_a_rewind_restores_from_a_sqlite_store(tmp_path: Path) -> None:
         session = three_turns(server)
         server.prompt(session, "/rewind 1")
         assert files(server) == {"a.txt": "alpha\n", "b.txt": "beta\n"}
+
+
+def test_the_model_is_no_longer_sent_the_rewound_turns(tmp_path: Path) -> None:
+    answers = [Sse([text(f"Answer {n}."), chunk(finish="stop")]) for n in (1, 2, 3)]
+    model = FakeOpenAI(answers)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    flags = ["--provider", "openai", "--model", "test", "--base-url"]
+    with model, AcpProcess(tmp_path / "sessions", *flags, model.base_url) as server:
+        server.initialize()
+        session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        for words in ("one", "two", "/rewind 2", "three"):
+            server.exchange(
+                "session/prompt",
+                {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": words}]},
+                answer=lambda frame: {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+            )
+        assert server.finish() == 0
+    sent = [(m["role"], m["content"]) for m in model.requests[2].body["messages"]]
+    assert [(role, content) for role, content in sent if role != "system"] == [
+        ("user", "one"),
+        ("assistant", "Answer 1."),
+        ("user", "three"),
+    ]
