@@ -12,6 +12,7 @@ must validate and dump back to exactly what was sent, so a stray or mistyped fie
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -386,6 +387,17 @@ def text_result(text: str) -> list[dict[str, Any]]:
 
 DONE = Step(text="Done.")
 DONE_UPDATES = message_chunks(["Don", "e", "."], "assistant-0-1")
+
+
+def checkpoints(path: str, before: str | None, after: str) -> dict[str, Any]:
+    """The `checkpoints` of a tool/result that changed `path` from `before` (None: absent) to
+    `after`."""
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    checkpoint = {"path": path, "before": None if before is None else digest(before)}
+    return {"checkpoints": [{**checkpoint, "after": digest(after)}]}
 
 
 def one_tool_turn(call: ToolUse) -> Scenario:

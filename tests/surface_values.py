@@ -70,4 +70,10 @@ COMMANDS: list[dict[str, Any]] = [
         "description": "Ask the model to write a starting AGENTS.md for the project",
         "input": {"hint": "what to focus on (optional)"},
     },
+    {
+        "name": "rewind",
+        "description": "Restore the files as they were before a message and leave the later "
+        "turns out of the conversation (no number: list the messages)",
+        "input": {"hint": "message number (optional)"},
+    },
 ]

@@ -160,6 +160,32 @@ def test_the_held_key_is_scrubbed_from_every_tool_result_before_it_is_logged_or_
     assert key_pieces_in(server.stderr) == []
 
 
+@pytest.mark.process
+def test_a_file_holding_the_key_is_changed_without_a_checkpoint(tmp_path: Path) -> None:
+    """The store keeps what a file held before a tool changed it, for `/rewind`; a content
+    holding the key is not kept: the store, like the log, never holds it."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "leak.txt").write_text(f"key={KEY}\n")
+    write = json.dumps({"path": "leak.txt", "content": "no key here\n"})
+    tools = Sse(
+        [call(0, id="call_write", name="write_file", arguments=write), chunk(finish="tool_calls")]
+    )
+    model = FakeOpenAI([tools, Sse([text("Done."), chunk(finish="stop")])])
+    with model, live_server(tmp_path / "sessions", model) as server:
+        server.initialize()
+        session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        response = prompt(server, session["sessionId"], "Clean leak.txt.")
+        assert server.finish() == 0
+    assert response["result"] == {"stopReason": "end_turn"}
+    assert (workspace / "leak.txt").read_text() == "no key here\n"
+    directory = tmp_path / "sessions" / session["sessionId"]
+    records = [json.loads(line) for line in (directory / "session.jsonl").read_text().splitlines()]
+    results = [r["data"] for r in records if r.get("type") == "tool/result"]
+    assert [("checkpoints" in data, data["callId"]) for data in results] == [(False, "call_write")]
+    assert not (directory / "blobs").exists()
+
+
 OTHER_KEY = "sk-ant-Zq8Lw3Xv5Bn7Mk1Pj9Hd2Gf4Sc6Ty0Ru"
 """Another provider's key, in the environment of a server that does not use it."""
 

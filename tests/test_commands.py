@@ -75,6 +75,7 @@ def test_the_commands_update_fits_the_acp_model() -> None:
         "stats",
         "compact",
         "init",
+        "rewind",
     ]
 
 

@@ -19,6 +19,7 @@ from prompt_harness import (
     Answered,
     FakeClient,
     PromptServer,
+    checkpoints,
     chunk_events,
     message_chunks,
     text_result,
@@ -261,6 +262,7 @@ def test_a_subagent_asks_permission_under_the_parent_session_and_runs_unseen(
                     ],
                     "rawOutput": {"path": "<cwd>/count.txt", "created": True, "bytes": 1},
                     "locations": [{"path": "<cwd>/count.txt"}],
+                    **checkpoints("<cwd>/count.txt", None, "2"),
                 },
                 "sourceRange": [
                     4 + len(step_chunks(Step(calls=[CHILD_WRITE]))),

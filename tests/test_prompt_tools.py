@@ -20,6 +20,7 @@ from prompt_harness import (
     DONE_UPDATES,
     FakeClient,
     PromptServer,
+    checkpoints,
     in_progress,
     one_tool_log,
     one_tool_turn,
@@ -197,6 +198,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                 ],
                 "rawOutput": raw_output,
                 "locations": NOTES,
+                **checkpoints("<cwd>/notes.txt", "old\n", "new text\n"),
             },
         )
 
@@ -254,6 +256,7 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 "content": [{"type": "text", "text": summary}, diff],
                 "rawOutput": raw_output,
                 "locations": [{"path": "<cwd>/out/new.txt"}],
+                **checkpoints("<cwd>/out/new.txt", None, "hello\n"),
             },
         )
 
@@ -447,6 +450,7 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
                 ],
                 "rawOutput": {"path": "<cwd>/a.txt", "created": True, "bytes": 1},
                 "locations": [{"path": "<cwd>/a.txt"}],
+                **checkpoints("<cwd>/a.txt", None, "A"),
             },
             {
                 "turn": 0,
@@ -458,6 +462,7 @@ def test_allow_always_holds_for_the_tool_for_the_rest_of_the_session(tmp_path: P
                 ],
                 "rawOutput": {"path": "<cwd>/b.txt", "created": True, "bytes": 1},
                 "locations": [{"path": "<cwd>/b.txt"}],
+                **checkpoints("<cwd>/b.txt", None, "B"),
             },
         ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import subprocess
 import sys
@@ -220,4 +221,28 @@ def test_a_copy_of_a_fork_keeps_its_link_and_its_cut_row(tmp_path: Path) -> None
     assert (verified.returncode, verified.stdout) == (
         0,
         run("log", "verify", str(root / "f1")).stdout,
+    )
+
+
+def test_a_copy_carries_each_session_s_blobs(two_sessions: Path, tmp_path: Path) -> None:
+    async def put() -> None:
+        await JsonlStore(two_sessions).put_blob("s1", b"before the edit\n")
+
+    anyio.run(put)
+    db = tmp_path / "sessions.db"
+    assert run("store", "copy", str(two_sessions), f"sqlite://{db}").stdout == "copied 2 sessions\n"
+
+    async def kept() -> tuple[list[str], list[str], bytes | None]:
+        store = SqliteStore(db)
+        try:
+            digests = await store.blob_digests("s1")
+            return digests, await store.blob_digests("s2"), await store.get_blob("s1", digests[0])
+        finally:
+            await store.aclose()
+
+    s1, s2, content = anyio.run(kept)
+    assert (s1, s2, content) == (
+        [hashlib.sha256(b"before the edit\n").hexdigest()],
+        [],
+        b"before the edit\n",
     )

@@ -57,7 +57,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.stream import AssistantText, TextDelta
-from acp_server.storage.api import Store, follow_stored, fork_stored
+from acp_server.storage.api import Store, copy_blobs, follow_stored, fork_stored
 from acp_server.storage.errors import (
     DamagedStore,
     LogLocked,
@@ -360,7 +360,7 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("UPDATE store SET value = 99 WHERE key = 'schema_version'")
     db.close()
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 2"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
         SqliteStore(tmp_path / "sessions.db")
 
 
@@ -372,6 +372,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("ALTER TABLE sessions DROP COLUMN archived")  # as version 1 made it
+    db.execute("DROP TABLE blobs")
     db.execute("UPDATE store SET value = 1 WHERE key = 'schema_version'")
     db.close()
     store = SqliteStore(tmp_path / "sessions.db")
@@ -384,7 +385,27 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
     db.close()
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], (2,))
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], (3,))
+
+
+async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_table(
+    tmp_path: Path,
+) -> None:
+    first = SqliteStore(tmp_path / "sessions.db")
+    await stored(first, conversation(1))
+    await first.aclose()
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    db.execute("DROP TABLE blobs")  # as version 2 made it
+    db.execute("UPDATE store SET value = 2 WHERE key = 'schema_version'")
+    db.close()
+    store = SqliteStore(tmp_path / "sessions.db")
+    sha256 = await store.put_blob("s1", b"kept")
+    kept = await store.get_blob("s1", sha256)
+    await store.aclose()
+    db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
+    db.close()
+    assert (kept, version) == (b"kept", (3,))
 
 
 async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
@@ -537,7 +558,7 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await first.aclose()
     sql(postgres_url, "UPDATE acp_store SET value = 99 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 2"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
         await store.prepare()
     await store.aclose()
 
@@ -550,6 +571,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     await stored(first, conversation(1))
     await first.aclose()
     sql(postgres_url, "ALTER TABLE acp_sessions DROP COLUMN archived")  # as version 1 made it
+    sql(postgres_url, "DROP TABLE acp_blobs")
     sql(postgres_url, "UPDATE acp_store SET value = 1 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
     listed = await store.list_sessions()
@@ -559,7 +581,24 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     archived = [item.archived for item in await store.list_sessions()]
     await store.aclose()
     version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(2,)])
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(3,)])
+
+
+@pytest.mark.process
+async def test_postgresql_a_database_of_schema_version_2_is_upgraded_with_a_blobs_table(
+    postgres_url: str,
+) -> None:
+    first = PostgresStore(postgres_url)
+    await stored(first, conversation(1))
+    await first.aclose()
+    sql(postgres_url, "DROP TABLE acp_blobs")  # as version 2 made it
+    sql(postgres_url, "UPDATE acp_store SET value = 2 WHERE key = 'schema_version'")
+    store = PostgresStore(postgres_url)
+    sha256 = await store.put_blob("s1", b"kept")
+    kept = await store.get_blob("s1", sha256)
+    await store.aclose()
+    version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
+    assert (kept, version) == (b"kept", [(3,)])
 
 
 @pytest.mark.process
@@ -767,6 +806,78 @@ async def test_a_copy_onto_an_existing_session_is_refused(store: Store) -> None:
     await stored(store, conversation(1))
     with pytest.raises(SessionExists):
         await store.write_copy(header(), [])
+
+
+# -- blobs (checkpoints' file contents) ---------------------------------------------------------
+
+HELLO_SHA256: Final = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
+
+async def test_a_blob_is_kept_under_its_sha256_once(store: Store) -> None:
+    await stored(store, conversation(1))
+    first = await store.put_blob("s1", b"hello")
+    again = await store.put_blob("s1", b"hello")
+    assert (first, again, await store.get_blob("s1", first)) == (
+        HELLO_SHA256,
+        HELLO_SHA256,
+        b"hello",
+    )
+    assert await store.blob_digests("s1") == [HELLO_SHA256]
+
+
+async def test_an_empty_content_is_a_blob_like_any_other(store: Store) -> None:
+    await stored(store, conversation(1))
+    sha256 = await store.put_blob("s1", b"")
+    assert await store.get_blob("s1", sha256) == b""
+
+
+async def test_a_blob_not_kept_is_none(store: Store) -> None:
+    await stored(store, conversation(1))
+    assert await store.get_blob("s1", HELLO_SHA256) is None
+    assert await store.blob_digests("s1") == []
+
+
+async def test_blobs_are_kept_per_session(store: Store) -> None:
+    await stored(store, conversation(1))
+    await (await store.create(header("s2"))).close()
+    await store.put_blob("s1", b"hello")
+    assert (await store.get_blob("s2", HELLO_SHA256), await store.blob_digests("s2")) == (None, [])
+
+
+async def test_what_is_not_a_digest_is_refused(store: Store) -> None:
+    await stored(store, conversation(1))
+    with pytest.raises(ValueError, match="not a SHA-256 digest"):
+        await store.get_blob("s1", "../session.jsonl")
+
+
+async def test_deleting_a_session_deletes_its_blobs(store: Store) -> None:
+    await stored(store, conversation(1))
+    await store.put_blob("s1", b"hello")
+    await store.delete("s1")
+    await (await store.create(header())).close()  # the id again: nothing of the old one
+    assert (await store.get_blob("s1", HELLO_SHA256), await store.blob_digests("s1")) == (None, [])
+
+
+async def test_a_fork_carries_the_parent_s_blobs(store: Store) -> None:
+    events = conversation(3)
+    await stored(store, events, batch=len(events))
+    await store.put_blob("s1", b"hello")
+    opened = await fork_stored(store, await store.read("s1"), FORK_CUT, header("f1"), 5000)
+    await opened.writer.close()
+    assert await store.get_blob("f1", HELLO_SHA256) == b"hello"
+
+
+async def test_copy_blobs_carries_every_blob_to_another_engine(
+    store: Store, tmp_path: Path
+) -> None:
+    source = JsonlStore(tmp_path / "source")
+    await stored(source, conversation(1))
+    await source.put_blob("s1", b"hello")
+    await source.put_blob("s1", b"world")
+    await stored(store, conversation(1))
+    await copy_blobs(source, "s1", store, "s1")
+    assert await store.blob_digests("s1") == await source.blob_digests("s1")
+    assert await store.get_blob("s1", HELLO_SHA256) == b"hello"
 
 
 # -- following across processes ----------------------------------------------------------------

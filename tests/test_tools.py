@@ -45,6 +45,7 @@ from acp_server.agent.tools import (
     invalid_arguments,
     run_tool,
 )
+from acp_server.agent.tools.base import FileChange
 from acp_server.agent.tools.excerpts import (
     LOSSY_NOTE,
     Excerpt,
@@ -920,6 +921,7 @@ async def test_write_file_creates_a_file_and_its_parents_locally(work: Path) -> 
             False,
             {"path": str(path), "created": True, "bytes": 3},
             locations=[ToolCallLocation(str(path))],
+            changes=[FileChange(str(path), None, b"hi\n")],
         ),
         "hi\n",
     )

@@ -1,10 +1,12 @@
 """A turn's tool calls: the calls of a step's message logged, announced, run one by one and
-shown as they finish; a `task` call's one-shot subagent run in its child session; and every
-result scrubbed of the provider's key before it is logged, shown or sent to the model.
+shown as they finish, the files they changed kept as checkpoints; a `task` call's one-shot
+subagent run in its child session; and every result scrubbed of the provider's key before it
+is logged, shown or sent to the model.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -22,9 +24,11 @@ from ..core.acp_updates import (
     tool_call_in_progress,
     tool_call_started,
 )
+from ..core.blobs import blob_digest
 from ..core.content import ContentBlock, TextContent, ToolResultContent
 from ..core.events import (
     AssistantMessageEvent,
+    FileCheckpoint,
     PlanUpdate,
     PlanUpdateData,
     SessionEvent,
@@ -40,9 +44,13 @@ from ..core.json_values import map_strings
 from ..core.stream import AssistantText
 from ..core.subagent_updates import prompt_received, subagent_finished, subagent_started
 from ..providers.base import KeyHolder
+from ..storage.errors import LogError
 from .failures import ModelRequestFailed
 from .tools import TaskArgs, ToolOutcome, invalid_arguments, run_tool
+from .tools.base import FileChange
 from .turn_env import StopReason, TurnEnv, TurnState
+
+log = logging.getLogger(__name__)
 
 ChildTurn = Callable[[TurnEnv, list[ContentBlock]], Awaitable[StopReason]]
 """Runs a subagent's turn in its child session (the agent loop's own, handed in)."""
@@ -107,8 +115,14 @@ class ToolCalls:
                 kind=announcement.kind,
                 on_started=on_started,
             )
+            checkpoints = await self._checkpoints(outcome.changes)
             result = self.log_result(
-                block.id, outcome.content, outcome.is_error, outcome.raw_output, outcome.locations
+                block.id,
+                outcome.content,
+                outcome.is_error,
+                outcome.raw_output,
+                outcome.locations,
+                checkpoints,
             )
             await self.show_finished(result, block.name)
             if outcome.plan is not None:
@@ -169,6 +183,7 @@ class ToolCalls:
         is_error: bool,
         raw_output: Any,
         locations: list[ToolCallLocation] | None = None,
+        checkpoints: list[FileCheckpoint] | None = None,
     ) -> ToolResultData:
         """Append a call's `tool/result` (its content scrubbed of the key); returns its data."""
         state = self._state
@@ -182,9 +197,35 @@ class ToolCalls:
             True if is_error else UNSET,
             raw_output,
             UNSET if locations is None else locations,
+            checkpoints if checkpoints else UNSET,
         )
         self.env.recorder.append(ToolResult, result, source_range=(call.seq, call.seq))
         return result
+
+    async def _checkpoints(self, changes: list[FileChange] | None) -> list[FileCheckpoint]:
+        """Keep what each changed file held before (its blob in the store) and say so: a
+        checkpoint per file. A content holding the provider's key is not kept (the store, like
+        the log, never holds it): that file is not checkpointed, and a rewind leaves it."""
+        keep = self.env.keep_blob
+        if not changes or keep is None:
+            return []
+        provider = self.env.provider
+        key = provider.api_key if isinstance(provider, KeyHolder) else None
+        secret = key.reveal().encode() if key is not None and key.reveal() else None
+        checkpoints = []
+        for change in changes:
+            if secret is not None and any(
+                secret in data for data in (change.before, change.after) if data is not None
+            ):
+                continue
+            try:
+                before = None if change.before is None else await keep(change.before)
+            except (LogError, OSError) as exc:
+                # The file is changed already: the turn goes on, only its rewind is lost.
+                log.warning("%s: no checkpoint kept: %s", change.path, exc)
+                continue
+            checkpoints.append(FileCheckpoint(change.path, before, blob_digest(change.after)))
+        return checkpoints
 
     async def show_finished(self, result: ToolResultData, name: str) -> None:
         """Show the closing `tool_call_update` of a call to the tool `name`, after its child's

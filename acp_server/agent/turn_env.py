@@ -52,6 +52,9 @@ class TurnEnv:
     compact_limit: Callable[[], int | None] = lambda: None
     """The tokens of the last usage at which the next model call compacts first (SPEC 4.6);
     None never compacts by itself."""
+    keep_blob: Callable[[bytes], Awaitable[str]] | None = None
+    """Keeps a file's content with the session in the store (its digest returned): the
+    checkpoints of the files the tools change. None: nothing is kept (no `/rewind`)."""
     system: Callable[[], str | None] = lambda: None
     """The session's system prompt, read at each model call (the client's `systemPrompt`
     may change it on a load or resume); None: no system prompt."""

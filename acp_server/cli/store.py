@@ -21,7 +21,7 @@ from typing import TextIO
 import anyio
 
 from ..core.ids import InvalidSessionId, validate_session_id
-from ..storage.api import Store
+from ..storage.api import Store, copy_blobs
 from ..storage.errors import LogError
 from ..storage.url import StoreUrl, check_store_url, open_store, parse_store_url
 from .log import run_log_command, verify_lines, write_report
@@ -126,6 +126,8 @@ async def _copy_between(source: Store, target: Store, wanted: list[str] | None, 
                 else:
                     await target.write_copy(log.header, log.records)
                     copied += 1
+                # Also for one already there: a copy cut short before its blobs is completed.
+                await copy_blobs(source, session_id, target, session_id)
             except LogError as exc:
                 sys.stderr.write(f"acp-server store copy: {session_id}: {exc}\n")
                 failed = True

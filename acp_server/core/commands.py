@@ -42,6 +42,12 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
         "Ask the model to write a starting AGENTS.md for the project",
         CommandInput("what to focus on (optional)"),
     ),
+    AvailableCommand(
+        "rewind",
+        "Restore the files as they were before a message and leave the later turns out of "
+        "the conversation (no number: list the messages)",
+        CommandInput("message number (optional)"),
+    ),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 

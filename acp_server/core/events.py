@@ -132,6 +132,15 @@ class ToolCallLocation(Model):
     line: int | UnsetType = UNSET
 
 
+class FileCheckpoint(Model):
+    """A file a tool call changed: its content before (kept in the store under that digest;
+    None: the file did not exist) and the digest of what the call left in it."""
+
+    path: str
+    before: str | None
+    after: str
+
+
 class ToolResultData(Model):
     turn: int
     step: int
@@ -142,6 +151,8 @@ class ToolResultData(Model):
     locations: list[ToolCallLocation] | UnsetType = UNSET
     """Where the call found out what it touched (an edit's lines, grep's hits); shown as the
     closing update's `locations`, which replace those of the `tool_call`."""
+    checkpoints: list[FileCheckpoint] | UnsetType = UNSET
+    """The files the call changed (`write_file`, `edit_file`), for `/rewind`; never shown."""
 
 
 PlanPriority = Literal["high", "medium", "low"]
@@ -254,6 +265,21 @@ class SessionForkedData(Model):
     """The last seq copied from it (-1: none); this event's own seq is the next one (SPEC 4.7)."""
 
 
+class RestoredFile(Model):
+    path: str
+    sha256: str | None
+    """The digest of the content restored; None: the file was removed (it did not exist)."""
+
+
+class SessionRewindData(Model):
+    to_message_id: str
+    """The user message rewound to: its turn and every later one are left out of the model's
+    history (up to this event; later turns count again)."""
+    restored: list[RestoredFile]
+    skipped: list[str]
+    """Files changed outside the agent since it last wrote them, left as they were."""
+
+
 class SessionArchivedData(Model):
     archived: bool
     """True from `session/archive` on (left out of `session/list`), False from `unarchive`."""
@@ -364,6 +390,13 @@ class SessionArchived(Event, tag="session/archived"):
     data: SessionArchivedData
 
 
+class SessionRewind(Event, tag="session/rewind"):
+    """Files restored to their content before a user message, whose turn and every later one
+    are rewound: still in the log, left out of the model's history."""
+
+    data: SessionRewindData
+
+
 KnownEvent = (
     TurnStart
     | TurnEnd
@@ -385,6 +418,7 @@ KnownEvent = (
     | SessionContext
     | SessionForked
     | SessionArchived
+    | SessionRewind
 )
 
 KNOWN_EVENT_TYPES: Final[frozenset[str]] = frozenset(

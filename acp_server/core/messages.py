@@ -1,7 +1,8 @@
 """Provider history: `derive_messages(events)` builds the next model request's conversation.
 
 Only three event types carry conversation state: `user/message`, `assistant/message` and
-`tool/result` (and `context/compaction` says where it restarts). Chunks are a rendering and test artifact and are ignored here, so a failed
+`tool/result` (and `context/compaction` says where it restarts, `session/rewind` which turns
+are left out). Chunks are a rendering and test artifact and are ignored here, so a failed
 stream (chunks without a message) adds nothing, and an interrupted message contributes only
 the text and reasoning it received, which keeps the history valid for the next request.
 """
@@ -23,6 +24,7 @@ from .events import (
     ToolResultData,
     UserMessageEvent,
 )
+from .rewind import live_events
 from .stream import AssistantBlock, AssistantToolCall
 from .structs import Model, Tagged
 
@@ -70,9 +72,10 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[ModelMessage]:
     the history is one a provider accepts whatever the log went through. An assistant message
     with no content (a stream cancelled before anything arrived) is left out: providers reject
     empty assistant turns, and it carried nothing the model must see. So is a command's turn
-    (SPEC 4.4): its user message ran `/title` or `/stats`, not the model.
+    (SPEC 4.4): its user message ran `/title` or `/stats`, not the model. So is every turn a
+    `session/rewind` rewound (`core.rewind.live_events`), a compaction in one included.
     """
-    events = list(events)
+    events = live_events(events)
     history: list[ModelMessage] = []
     skipped: tuple[int, int] | None = None
     compaction = latest_compaction(events)

@@ -10,6 +10,7 @@ live session's settings (folded from its log when it goes live), appends a `sess
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET, Struct
@@ -201,9 +202,15 @@ class Surface:
     # -- commands -----------------------------------------------------------------------------
 
     async def run_command(
-        self, session: LiveSession, call: CommandCall, prompt: list[ContentBlock]
+        self,
+        session: LiveSession,
+        call: CommandCall,
+        prompt: list[ContentBlock],
+        answer: Callable[[int], Awaitable[tuple[str, bool]]] | None = None,
     ) -> None:
-        """A command's turn, in the log and on the wire; it never calls the model."""
+        """A command's turn, in the log and on the wire; it never calls the model. `answer`
+        runs a command that needs more than the session (`/rewind`: the store, the client)
+        in the turn given, appending its events: its answer and whether it failed."""
         rec = session.recorder
         turn = rec.log.turns
         shown: list[SessionUpdate] = []
@@ -212,7 +219,10 @@ class Surface:
             rec.append(
                 UserMessageEvent, UserMessageData(turn, UserMessage(user_message_id(turn), prompt))
             )
-            text, failed = self._command(session, call, shown)
+            if answer is not None:
+                text, failed = await answer(turn)
+            else:
+                text, failed = self._command(session, call, shown)
             content: list[ContentBlock] = [TextContent(text)]
             rec.append(
                 CommandResult,

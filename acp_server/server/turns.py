@@ -8,6 +8,7 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,10 @@ class Conversations:
             if session.writer.failure is not None:
                 await self.sessions.reopen(session)
                 self.bind(session)
-            await self.surface.run_command(session, command, prompt)
+            answer = None
+            if command.name == "rewind":
+                answer = partial(self._rewind, session, command.argument)
+            await self.surface.run_command(session, command, prompt, answer)
             return "end_turn"
         turn = Turn(self._env(session), prompt, compact=compact)
         session.turn = turn  # claimed before anything awaits: a second prompt is refused
@@ -178,6 +182,13 @@ class Conversations:
             shown = NoticeShown(notice.severity, notice.title, notice.description)
             await self.client.notify("session/update", SessionNotification(session.id, shown))
 
+    async def _rewind(self, session: LiveSession, argument: str, turn: int) -> tuple[str, bool]:
+        from .rewind import run_rewind  # the file tools' modules, loaded by the first rewind
+
+        credentials = kept_from_tools().credentials
+        store = self.sessions.store
+        return await run_rewind(session, store, self.client, argument, turn, credentials)
+
     async def _recover(self, session: LiveSession) -> None:
         """After a turn that ended by an exception (a failed write, a bug), make the session's
         events what its log holds, with the turn closed as recovery closes it (SPEC 2.5). If the
@@ -232,6 +243,7 @@ class Conversations:
                 else (lambda _usage: None)
             ),
             compact_limit=lambda: surface.compact_limit(top),
+            keep_blob=partial(self.sessions.store.put_blob, session.id),
         )
         # Read at each model call: the mode may change between turns, and a child's tools
         # are set after this (its parent's).

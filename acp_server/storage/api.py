@@ -14,6 +14,11 @@ threads, never on the event loop, so a slow disk delays nobody but the session i
 parent's records through the fork point, as stored, then `session/forked`, written as one copy
 (`write_copy`) and opened for writing.
 
+Checkpoints (`put_blob`, `get_blob`, `blob_digests`): the contents of files as they were before
+a tool changed them, kept with the session (its directory, or a table keyed by session and
+digest), deduplicated by their SHA-256 digest and deleted with it; `copy_blobs` carries them
+to a copy or a fork.
+
 `follow_stored` is the cross-process half of `session.follow`, the same for every engine: it
 waits on the store's `Watch` of the session (a short poll of the stored next seq for files and
 SQLite, PostgreSQL's notifications) and reads what was appended by seq after every wake-up.
@@ -279,8 +284,27 @@ class Store(Protocol):
     async def write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
         """Store a session as given, record for record (`SessionExists` if it is there)."""
 
+    async def put_blob(self, session_id: str, data: bytes) -> str:
+        """Keep `data` with the session under its SHA-256 digest (lowercase hex), which is
+        returned; putting the same bytes again changes nothing. Durable before it returns."""
+
+    async def get_blob(self, session_id: str, sha256: str) -> bytes | None:
+        """The bytes kept under `sha256` for the session; None when there are none
+        (`ValueError` for what is not a digest)."""
+
+    async def blob_digests(self, session_id: str) -> list[str]:
+        """The digests of every blob kept for the session, sorted."""
+
     async def aclose(self) -> None:
         """Release what the store holds (connections, threads)."""
+
+
+async def copy_blobs(source: Store, source_id: str, target: Store, target_id: str) -> None:
+    """Keep every blob of session `source_id` of `source` for `target_id` in `target` too."""
+    for sha256 in await source.blob_digests(source_id):
+        data = await source.get_blob(source_id, sha256)
+        if data is not None:
+            await target.put_blob(target_id, data)
 
 
 async def follow_stored(
@@ -314,10 +338,12 @@ async def fork_stored(
     """A new session `header` whose log starts with `parent`'s events `0..through_seq` (kept
     with their seqs, a row the cut falls inside clipped), then `session/forked` and what closes
     a turn the cut leaves open: stored in one copy, then opened for writing (its claim held).
-    What the parent stores is copied as it is; nothing waits for a turn running in it."""
+    What the parent stores is copied as it is, its checkpoints' blobs too (a rewind in the
+    fork restores what the copied turns changed); nothing waits for a turn running in it."""
     records = fork_records(parent.records, parent.header.id, through_seq, now_ms)
     # Shielded: once the copy exists, its writer (and claim) must reach the caller.
     with anyio.CancelScope(shield=True):
         await store.write_copy(header, records)
+        await copy_blobs(store, parent.header.id, store, header.id)
         opened = await store.open(header.id, now_ms)
     return opened

@@ -30,6 +30,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "session/forked",
   "session/mode",
   "session/notice",
+  "session/rewind",
   "session/title",
   "step/end",
   "step/start",

@@ -88,6 +88,16 @@ class ToolContext:
         return Directories(self.cwd, self.additional_directories, self.kept.credentials)
 
 
+@dataclass(frozen=True)
+class FileChange:
+    """A file a tool call changed (for its checkpoint): its path as shown (absolute), its bytes
+    before (None: it did not exist) and after."""
+
+    path: str
+    before: bytes | None
+    after: bytes
+
+
 @dataclass
 class ToolOutcome:
     """What a tool call produced: the `tool/result` content, and a plan for `todo_write`."""
@@ -100,6 +110,8 @@ class ToolOutcome:
     locations: list[ToolCallLocation] | None = None
     """The places the call touched, when it knows more than its arguments say (absolute paths,
     lines): they replace the `tool_call`'s locations."""
+    changes: list[FileChange] | None = None
+    """The files the call changed, kept as checkpoints for `/rewind`."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from msgspec import Struct
 
 from ...core.content import TextContent
 from ..confinement import client_path, local_path
-from .base import ToolCallInfo, ToolContext, ToolOutcome, decode_client_result
+from .base import FileChange, ToolCallInfo, ToolContext, ToolOutcome, decode_client_result
 from .edit import (
     Edit,
     EditFileArgs,
@@ -47,6 +47,7 @@ def _edit_outcome(shown: str, old_text: str, edit: Edit) -> ToolOutcome:
         False,
         {"path": shown, "replacements": edit.count, "lines": edit.lines},
         locations=edit_locations(shown, edit),
+        changes=[FileChange(shown, old_text.encode("utf-8"), edit.text.encode("utf-8"))],
     )
 
 

@@ -33,7 +33,14 @@ from ..confinement import (
 )
 from ..ports import ClientRequestError
 from .arguments import ReadFileArgs, WriteFileArgs
-from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, decode_client_result
+from .base import (
+    FileChange,
+    ToolCallInfo,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    decode_client_result,
+)
 from .excerpts import (
     complete_utf8_prefix,
     join_notes,
@@ -130,24 +137,24 @@ def _read_locally(
     return text, excerpt.truncated, where
 
 
-def read_capped_text(fd: int, raw: str, cap: int) -> str:
-    """The text of the open file `fd`, refused when it is over `cap` bytes (for edits)."""
+def read_capped_bytes(fd: int, raw: str, cap: int) -> bytes:
+    """The bytes of the open file `fd`, refused when it is over `cap` bytes (for edits)."""
     size = os.fstat(fd).st_size
     if size > cap:
         raise ToolError(f"refused: {raw} is {size} bytes, over the {cap}-byte limit for edits")
     data = read_capped(fd, size, cap)
     if isinstance(data, int):  # it grew since the fstat
         raise ToolError(f"refused: {raw} is {data} bytes, over the {cap}-byte limit for edits")
-    return data.decode("utf-8", errors="replace")
+    return data
 
 
-def _old_text_locally(raw: str, roots: Directories, cap: int) -> str | None:
-    """The current text of the file `write_file` replaces, or None when it does not exist."""
+def _old_bytes_locally(raw: str, roots: Directories, cap: int) -> bytes | None:
+    """The current bytes of the file `write_file` replaces, or None when it does not exist."""
     try:
         with local_roots(*roots) as opened:
             fd, _, _ = open_regular(opened, raw, roots[0], os.O_RDONLY)
         try:
-            return read_capped_text(fd, raw, cap)
+            return read_capped_bytes(fd, raw, cap)
         finally:
             os.close(fd)
     except FileNotFoundError:
@@ -171,14 +178,14 @@ def write_locally(raw: str, roots: Directories, content: bytes) -> None:
         raise ToolError(f"cannot write {raw}: {_reason(exc)}") from None
 
 
-def replace_locally(raw: str, roots: Directories, content: bytes, cap: int) -> str | None:
-    """Make the file `raw` names hold `content`, as `write_locally`, and return the text it
+def replace_locally(raw: str, roots: Directories, content: bytes, cap: int) -> bytes | None:
+    """Make the file `raw` names hold `content`, as `write_locally`, and return the bytes it
     held (None when it was created), read through the descriptor that then writes it."""
     try:
         with local_roots(*roots) as opened:
             fd, _, existed = open_regular(opened, raw, roots[0], os.O_RDWR, create=True)
         try:
-            old = read_capped_text(fd, raw, cap) if existed else None
+            old = read_capped_bytes(fd, raw, cap) if existed else None
             write_all(fd, content)
         finally:
             os.close(fd)
@@ -247,21 +254,23 @@ async def read_file(
 # write_file
 
 
-async def _old_text_via_client(ctx: ToolContext, path: Path) -> str | None:
-    """The file's current text as the client sees it; a failed read means a new file."""
+async def _old_bytes_via_client(ctx: ToolContext, path: Path) -> bytes | None:
+    """The file's current text as the client sees it, encoded; a failed read means a new
+    file."""
     try:
         result = await ctx.client.request(
             "fs/read_text_file", {"sessionId": ctx.session_id, "path": str(path)}
         )
     except ClientRequestError:
         return None
-    return decode_client_result("fs/read_text_file", result, _ReadTextFileResult).content
+    text = decode_client_result("fs/read_text_file", result, _ReadTextFileResult).content
+    return text.encode("utf-8")
 
 
-def _write_summary(path: Path, old: str | None, new: bytes) -> str:
+def _write_summary(path: Path, old: bytes | None, new: bytes) -> str:
     if old is None:
         return f"Created {path} ({len(new)} bytes)."
-    return f"Wrote {path}: {len(new)} bytes (was {len(old.encode('utf-8'))})."
+    return f"Wrote {path}: {len(new)} bytes (was {len(old)})."
 
 
 async def write_file(
@@ -286,10 +295,10 @@ async def write_file(
         )
     else:
         if caps.read_text_file:
-            old = await _old_text_via_client(ctx, shown)
+            old = await _old_bytes_via_client(ctx, shown)
         else:
             old = await anyio.to_thread.run_sync(
-                _old_text_locally, args.path, roots, ctx.limits.edit_bytes
+                _old_bytes_locally, args.path, roots, ctx.limits.edit_bytes
             )
         if caps.write_text_file:
             await ctx.client.request(
@@ -298,12 +307,14 @@ async def write_file(
             )
         else:
             await anyio.to_thread.run_sync(write_locally, args.path, roots, new)
+    old_text = None if old is None else old.decode("utf-8", errors="replace")
     return ToolOutcome(
         [
             TextContent(_write_summary(shown, old, new)),
-            DiffContent(path=str(shown), new_text=args.content, old_text=old),
+            DiffContent(path=str(shown), new_text=args.content, old_text=old_text),
         ],
         False,
         {"path": str(shown), "created": old is None, "bytes": len(new)},
         locations=[ToolCallLocation(str(shown))],
+        changes=[FileChange(str(shown), old, new)],
     )

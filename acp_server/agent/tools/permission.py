@@ -18,6 +18,7 @@ from msgspec import Struct
 
 from ...core.acp_updates import parse_arguments
 from ...core.modes import permission_decision, plan_mode_refusal
+from ..ports import ClientPort
 from .base import ToolCallInfo, ToolContext, ToolError
 
 PERMISSION_OPTIONS: Final[list[dict[str, str]]] = [
@@ -65,18 +66,25 @@ async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
         raise ToolError(plan_mode_refusal(call.name))
     if decision == "allow" or call.name in ctx.allowed_always:
         return
-    result = await ctx.client.request("session/request_permission", permission_params(ctx, call))
+    chosen = await permission_answer(ctx.client, permission_params(ctx, call))
+    if chosen is None:
+        raise ToolError("permission request cancelled")
+    if chosen == "allow_once":
+        return
+    if chosen == "allow_always":
+        ctx.allowed_always.add(call.name)
+        return
+    if chosen == "reject_once":
+        raise ToolError("the user rejected this tool call")
+    raise ToolError(f"the client chose an unknown permission option {chosen!r}")
+
+
+async def permission_answer(client: ClientPort, params: dict[str, Any]) -> str | None:
+    """Ask `session/request_permission` with `params`: the option chosen, or None when the
+    request was cancelled; `ToolError` for a malformed answer."""
+    result = await client.request("session/request_permission", params)
     try:
         outcome = msgspec.convert(result, _PermissionResponse).outcome
     except msgspec.ValidationError as exc:
         raise ToolError(f"the client sent a malformed permission answer: {exc}") from None
-    if isinstance(outcome, _Cancelled):
-        raise ToolError("permission request cancelled")
-    if outcome.option_id == "allow_once":
-        return
-    if outcome.option_id == "allow_always":
-        ctx.allowed_always.add(call.name)
-        return
-    if outcome.option_id == "reject_once":
-        raise ToolError("the user rejected this tool call")
-    raise ToolError(f"the client chose an unknown permission option {outcome.option_id!r}")
+    return None if isinstance(outcome, _Cancelled) else outcome.option_id

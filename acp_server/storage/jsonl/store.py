@@ -29,6 +29,7 @@ from ...core.header import SessionHeader
 from ...core.paging import PageCut
 from ..api import BatchWrites, ListedSession, Opened, PollingEngine, StoredLog
 from ..errors import LogError, LogLocked, SessionNotFound
+from . import blobs
 from .lines import READ_BLOCK, Compression, LogLines, log_compression
 from .sessions import ContinuedLog, SessionStore
 from .writer import LogWriter
@@ -300,6 +301,20 @@ class JsonlStore(PollingEngine):
             writer.sync()
         finally:
             writer.close()
+
+    async def put_blob(self, session_id: str, data: bytes) -> str:
+        directory = self.files.session_dir(session_id)
+        with anyio.CancelScope(shield=True):  # once started, the blob is written whole
+            sha256 = await anyio.to_thread.run_sync(blobs.put_blob, directory, data)
+        return sha256
+
+    async def get_blob(self, session_id: str, sha256: str) -> bytes | None:
+        directory = self.files.session_dir(session_id)
+        return await anyio.to_thread.run_sync(blobs.get_blob, directory, sha256)
+
+    async def blob_digests(self, session_id: str) -> list[str]:
+        directory = self.files.session_dir(session_id)
+        return await anyio.to_thread.run_sync(blobs.blob_digests, directory)
 
     async def aclose(self) -> None:
         self._indexes.clear()

@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Exception)
 S = TypeVar("S")
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """Bumped whenever the tables change; a database of another version is refused, except one of
-version 1, which is upgraded in place (`needs_archived_column`)."""
+versions 1 and 2, which is upgraded in place (`needs_archived_column`, `needs_blobs_table`)."""
 
 ARCHIVED_SINCE: Final = 2
 """The version that added the sessions' `archived` column. A database of the version before
@@ -86,9 +86,19 @@ class Statements:
         self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
 
 
+BLOBS_SINCE: Final = 3
+"""The version that added the `blobs` table (the checkpoints' file contents, by session and
+digest). A database of a version before holds no checkpoint: an empty table is exactly right."""
+
+
 def needs_archived_column(found: object) -> bool:
     """Whether a database of schema version `found` is upgraded by adding `archived`."""
     return found == ARCHIVED_SINCE - 1
+
+
+def needs_blobs_table(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded by adding the `blobs` table."""
+    return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < BLOBS_SINCE
 
 
 def version_refused(url: str, found: object) -> UnsupportedStore | None:

@@ -5,9 +5,10 @@ schema version), `acp_sessions` (each header as written, the next seq, the write
 last title and event time and whether it is archived, for listing), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
 `\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
-(SPEC 3.1's message index, so a page reads only what it returns) and `acp_children`. They are
-created on first use; a database of another schema version is refused (version 1 is upgraded
-in place: see `common.needs_archived_column`).
+(SPEC 3.1's message index, so a page reads only what it returns), `acp_children` and
+`acp_blobs` (checkpoints' file contents by session and digest). They are created on first use;
+a database of another schema version is refused (versions 1 and 2 are upgraded in place: see
+`common.needs_blobs_table`).
 
 One writer per session across hosts: the writer holds a session-level advisory lock on its own
 connection for as long as it has the session open, and takes a new epoch when it claims it.
@@ -37,6 +38,7 @@ import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
+from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
@@ -97,9 +99,16 @@ CREATE TABLE acp_children (
     session text NOT NULL,
     child text NOT NULL,
     PRIMARY KEY (session, child)
+);
+CREATE TABLE acp_blobs (
+    session text NOT NULL,
+    sha256 text NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (session, sha256)
 )
 """
-_TABLES: Final = ("acp_children", "acp_messages", "acp_records", "acp_sessions")
+_BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
+_TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 
@@ -184,11 +193,14 @@ class PostgresStore:
             cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
             found = row[0] if row else None
-            if common.needs_archived_column(found):
-                # Under the advisory lock: one process upgrades, the others find version 2.
-                await conn.execute(
-                    "ALTER TABLE acp_sessions ADD COLUMN archived boolean NOT NULL DEFAULT false"
-                )
+            if common.needs_blobs_table(found):
+                # Under the advisory lock: one process upgrades, the others find the new version.
+                if common.needs_archived_column(found):
+                    await conn.execute(
+                        "ALTER TABLE acp_sessions ADD COLUMN archived boolean NOT NULL "
+                        "DEFAULT false"
+                    )
+                await conn.execute(_BLOBS_TABLE.encode())
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
                 return
         refused = common.version_refused(self.url, found)
@@ -379,6 +391,36 @@ class PostgresStore:
                 await _insert_records(conn, self.where(header.id), header.id, records, 0, 0)
         except errors.UniqueViolation:
             raise SessionExists(f"session {header.id!r} already exists") from None
+
+    # -- blobs --------------------------------------------------------------------------------
+
+    async def put_blob(self, session_id: str, data: bytes) -> str:
+        sha256 = blob_digest(data)
+        with anyio.CancelScope(shield=True):
+            async with self.reading() as conn:
+                await conn.execute(
+                    "INSERT INTO acp_blobs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    (session_id, sha256, data),
+                )
+        return sha256
+
+    async def get_blob(self, session_id: str, sha256: str) -> bytes | None:
+        check_digest(sha256)
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT data FROM acp_blobs WHERE session = %s AND sha256 = %s",
+                (session_id, sha256),
+            )
+            row = await cur.fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def blob_digests(self, session_id: str) -> list[str]:
+        async with self.reading() as conn:
+            cur = await conn.execute(
+                "SELECT sha256 FROM acp_blobs WHERE session = %s ORDER BY sha256", (session_id,)
+            )
+            rows = await cur.fetchall()
+        return [row[0] for row in rows]
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -3,7 +3,8 @@
 Tables (all STRICT): `store` (the schema version), `sessions` (each header as written, the next
 seq, the last title and event time and whether it is archived, for listing), `records` (every storage record as written,
 its JSON text byte for byte: a chunk row stays one row, keyed by session and first seq, with
-the number of events it holds), `messages` (the message index of SPEC 3.1: each message's seq
+the number of events it holds), `blobs` (checkpoints' file contents, by session and digest),
+`messages` (the message index of SPEC 3.1: each message's seq
 and where a page holding it must start) and `children` (the `subagent/start`s). A page reads
 its messages from the index and then only its own records; a follow catch-up is a range read.
 
@@ -36,6 +37,7 @@ from typing import Final
 import anyio
 import msgspec
 
+from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_rows import (
     StorageRecord,
 )
@@ -93,8 +95,15 @@ CREATE TABLE children (
     child TEXT NOT NULL,
     PRIMARY KEY (session, child)
 ) STRICT, WITHOUT ROWID;
+CREATE TABLE blobs (
+    session TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (session, sha256)
+) STRICT;
 """
-_TABLES: Final = ("children", "messages", "records", "sessions")
+_BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE blobs") :].rstrip().rstrip(";")
+_TABLES: Final = ("blobs", "children", "messages", "records", "sessions")
 
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
@@ -163,10 +172,12 @@ class SqliteStore(PollingEngine):
             raise UnsupportedStore(f"{self.url}: not an acp-server session store")
         row = db.execute(_sql.schema_version).fetchone()
         found = row[0] if row else None
-        if common.needs_archived_column(found):
+        if common.needs_blobs_table(found):
             # In the caller's write transaction: another process opening it waits, then finds
             # the new version.
-            db.execute("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0")
+            if common.needs_archived_column(found):
+                db.execute("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0")
+            db.execute(_BLOBS_TABLE)
             db.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
             return
         refused = common.version_refused(self.url, found)
@@ -336,6 +347,47 @@ class SqliteStore(PollingEngine):
                 db.close()
         finally:
             claim.release()
+
+    # -- blobs --------------------------------------------------------------------------------
+
+    async def put_blob(self, session_id: str, data: bytes) -> str:
+        with anyio.CancelScope(shield=True):
+            sha256 = await anyio.to_thread.run_sync(self._put_blob, session_id, data)
+        return sha256
+
+    def _put_blob(self, session_id: str, data: bytes) -> str:
+        sha256 = blob_digest(data)
+        db = connect(self.path)
+        try:
+            db.execute("PRAGMA synchronous = FULL")
+            with damage_is_corrupt(self.where(session_id), lambda: 1), transaction(db):
+                db.execute(
+                    "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", (session_id, sha256, data)
+                )
+        finally:
+            db.close()
+        return sha256
+
+    async def get_blob(self, session_id: str, sha256: str) -> bytes | None:
+        check_digest(sha256)
+        return await anyio.to_thread.run_sync(self._get_blob, session_id, sha256)
+
+    def _get_blob(self, session_id: str, sha256: str) -> bytes | None:
+        with self._reading(session_id) as db:
+            row = db.execute(
+                "SELECT data FROM blobs WHERE session = ? AND sha256 = ?", (session_id, sha256)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def blob_digests(self, session_id: str) -> list[str]:
+        return await anyio.to_thread.run_sync(self._blob_digests, session_id)
+
+    def _blob_digests(self, session_id: str) -> list[str]:
+        with self._reading(session_id) as db:
+            rows = db.execute(
+                "SELECT sha256 FROM blobs WHERE session = ? ORDER BY sha256", (session_id,)
+            ).fetchall()
+        return [row[0] for row in rows]
 
     async def damage(self) -> list[str]:
         """What SQLite's `PRAGMA quick_check` finds wrong in the whole file, a line each:
