@@ -29,9 +29,10 @@ def prompted(server: AcpProcess, cwd: Path) -> dict[str, Any]:
     """A new session given one prompt; the prompt's response."""
     server.initialize()
     session = server.result("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
-    return server.request(
+    response, _ = server.exchange(
         "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "Hi."}]}
     )
+    return response
 
 
 def serve(tmp_path: Path, config: Path, provider: str, base_url: str) -> AcpProcess:

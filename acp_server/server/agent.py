@@ -94,6 +94,7 @@ from .rpc import Connection, Then
 from .sessions import SessionRegistry
 from .surface import Surface, surface_config
 from .system_prompt import apply_system_prompt, check_system_prompt
+from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -143,6 +144,7 @@ class AcpAgent:
             self.port,
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
             surface=self.surface,
+            titles=Titles(title_mode(config), provider, self.surface, connection.start_soon),
         )
 
     def install(self) -> None:
