@@ -74,8 +74,9 @@ class Titles:
 
     async def after_turn(self, session: LiveSession) -> None:
         """After a model turn of `session`, still claimed by it (no other turn can start):
-        give the session a title if it is due one now, and write a title that waited for the
-        turn's end (checked again after each write, which awaits)."""
+        write a title that waited for the turn's end, else give the session a title if it is
+        due one now. A title that arrives during a write (which awaits) is written too."""
+        await self._write_pending(session)
         if self.mode != "off" and session.titling is None:
             first = title_due(session.log.plain_events())
             fallback = prompt_title(first) if first is not None else None
@@ -86,6 +87,9 @@ class Titles:
                     scope = session.titling = anyio.CancelScope()
                     assert self.spawn is not None
                     self.spawn(self._by_model, session, scope, first, fallback)
+        await self._write_pending(session)
+
+    async def _write_pending(self, session: LiveSession) -> None:
         while (pending := session.pending_title) is not None:
             session.pending_title = None
             await self._write(session, pending)
