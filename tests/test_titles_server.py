@@ -45,7 +45,7 @@ TWO_TURNS = Scenario([(FIRST, [Step(text="Fixed.")]), ("Thanks", [Step(text="Wel
 def test_llm_replay_titles_a_session_by_its_first_prompt_after_the_first_turn(
     tmp_path: Path,
 ) -> None:
-    with PromptServer(tmp_path, TWO_TURNS) as server:
+    with PromptServer(tmp_path, TWO_TURNS, titles=None) as server:
         session = server.new_session()
         first = server.prompt(session, FIRST)
         second = server.prompt(session, "Thanks")
@@ -59,7 +59,7 @@ def test_llm_replay_titles_a_session_by_its_first_prompt_after_the_first_turn(
 
 
 def test_a_title_typed_before_the_first_turn_wins(tmp_path: Path) -> None:
-    with PromptServer(tmp_path, Scenario([(FIRST, [Step(text="Fixed.")])])) as server:
+    with PromptServer(tmp_path, Scenario([(FIRST, [Step(text="Fixed.")])]), titles=None) as server:
         session = server.new_session()
         server.prompt(session, "/title Mine")
         answered = server.prompt(session, FIRST)
@@ -69,7 +69,7 @@ def test_a_title_typed_before_the_first_turn_wins(tmp_path: Path) -> None:
 
 
 def test_titles_off_leaves_the_session_untitled(tmp_path: Path) -> None:
-    with PromptServer(tmp_path, TWO_TURNS, "--titles", "off") as server:
+    with PromptServer(tmp_path, TWO_TURNS, titles="off") as server:
         session = server.new_session()
         answered = server.prompt(session, FIRST)
         log = server.log(session)
