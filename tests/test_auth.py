@@ -207,7 +207,11 @@ def test_without_a_key_session_new_answers_authentication_required(
     remote.initialize()
     error = new_session(remote, tmp_path)["error"]
     assert error["code"] == -32000
-    assert error["message"].startswith("Authentication required: the model provider has no API key")
+    assert error["message"] == (
+        "Authentication required: the model provider has no API key; set it in the provider's "
+        "environment variable or run `acp-server login --provider openai --base-url "
+        "https://api.invalid/v1`, then authenticate"
+    )
     assert remote.request("authenticate", {"methodId": "agent"})["error"]["code"] == -32000
 
 

@@ -77,8 +77,8 @@ def _add_key_name(parser: Parser, verb: str, default: str | None) -> None:
     parser.add_argument(
         "--base-url",
         metavar="URL",
-        help=f"{verb} the provider at this API root, when it is not the provider's default "
-        "(a key stored so is sent there alone)",
+        help=f"{verb} the provider at this API root, when it is not the provider's default"
+        + (" (a key stored so is sent there alone)" if default else ""),
     )
 
 

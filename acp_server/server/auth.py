@@ -39,6 +39,9 @@ class Auth(Protocol):
     def authenticate(self) -> bool:
         """Look for a key again; whether one is now available (or none is needed)."""
 
+    def login_command(self) -> str:
+        """The `acp-server login` that stores the key this provider reads."""
+
     def logout(self) -> None:
         """Remove the stored key of the provider (and API root) this server uses, and the key
         it gave."""
@@ -86,6 +89,14 @@ class KeyAuth:
             self._load()
         return not self.needed()
 
+    def login_command(self) -> str:
+        command = f"acp-server login --provider {self.name.provider}"
+        if self.name.base_url is None:
+            return command
+        from ..providers.http import shown_url  # no user name or password in a message
+
+        return f"{command} --base-url {shown_url(self.name.base_url)}"
+
     def logout(self) -> None:
         remove_key(self.name)
         if self.from_store:
@@ -102,6 +113,9 @@ class NoAuth:
 
     def authenticate(self) -> bool:
         return True
+
+    def login_command(self) -> str:
+        return "acp-server login"
 
     def logout(self) -> None:
         pass  # llm-replay reads no stored key: the live providers' keys are not its to remove
