@@ -14,6 +14,7 @@ from acp_server.core.events import (
     SessionTitleData,
     TurnEnd,
     TurnEndData,
+    TurnEndReason,
     TurnEndReasonCancelled,
     TurnEndReasonCompleted,
     TurnStart,
@@ -36,13 +37,13 @@ COMPLETED = TurnEndReasonCompleted()
 
 
 def turn(
-    number: int, seq: int, content: list[ContentBlock], reason: object = COMPLETED
+    number: int, seq: int, content: list[ContentBlock], reason: TurnEndReason = COMPLETED
 ) -> list[SessionEvent]:
     message = UserMessage(f"user-{number}", content)
     return [
         TurnStart(seq, 0, TurnStartData(number)),
         UserMessageEvent(seq + 1, 0, UserMessageData(number, message)),
-        TurnEnd(seq + 2, 0, TurnEndData(number, reason)),  # type: ignore[arg-type]
+        TurnEnd(seq + 2, 0, TurnEndData(number, reason)),
     ]
 
 
