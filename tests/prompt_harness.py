@@ -162,6 +162,10 @@ class PromptServer:
 
     Use as a context manager: leaving it ends the server's input and checks that it exited with
     status 0, logged no traceback, and wrote only frames the ACP models accept.
+
+    Automatic titles are off (`--titles off`) unless `titles` names a mode (None: the server's
+    default): the logs and updates these tests assert are the turns', and the title after a
+    first turn is the concern of the title tests alone.
     """
 
     def __init__(
@@ -172,6 +176,7 @@ class PromptServer:
         capabilities: dict[str, Any] | None = None,
         client: FakeClient | None = None,
         store: str | None = None,
+        titles: str | None = "off",
     ) -> None:
         self.tmp = tmp_path.resolve()
         self.workspace = self.tmp / "workspace"
@@ -185,6 +190,8 @@ class PromptServer:
             replay = ("--replay", str(write_fixture(self.tmp / "fixture", scenario)))
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
+        if titles is not None:
+            flags = ("--titles", titles, *flags)
         # A store URL replaces the sessions directory (`--store`; `log` then reads nothing).
         if store is None:
             self.process = AcpProcess(self.sessions_dir, *replay, *flags)

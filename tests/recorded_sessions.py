@@ -25,7 +25,7 @@ from acp_server.storage.jsonl.log import read_log
 Answer = Callable[[dict[str, Any]], Any]
 
 MODEL_OPTION = re.compile(
-    r'"currentValue":"(test|llm-replay)","options":\[\{"value":"\1","name":"\1"\}\]'
+    r'"currentValue":"(test|claude-test|llm-replay)","options":\[\{"value":"\1","name":"\1"\}\]'
 )
 
 

@@ -90,7 +90,7 @@ def live_server(sessions: Path, model: FakeAnthropic, *extra: str) -> AcpProcess
     return AcpProcess(
         sessions,
         "--provider", "anthropic", "--model", "claude-test", "--base-url", model.base_url,
-        "--log-level", "debug", *extra,
+        "--log-level", "debug", "--titles", "prompt", *extra,
         env=clean_env(ANTHROPIC_API_KEY=KEY),
     )  # fmt: skip
 

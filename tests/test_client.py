@@ -62,9 +62,12 @@ def spawn(
     tmp_path: Path, scenario: Scenario, *flags: str, env: dict[str, str] | None = None
 ) -> Any:
     fixture = write_fixture(tmp_path / "fixture", scenario)
+    # Titles off: the followers here end at the turn's end, and the logs they are held to
+    # are the turns'.
     return AcpClient.spawn(
-        "--replay", str(fixture), *flags, sessions_dir=tmp_path / "sessions", env=env
-    )
+        "--replay", str(fixture), "--titles", "off", *flags,
+        sessions_dir=tmp_path / "sessions", env=env,
+    )  # fmt: skip
 
 
 async def new_session(client: AcpClient, tmp_path: Path) -> str:

@@ -37,8 +37,9 @@ def answer(words: str, prompt_tokens: int = 30) -> Sse:
 
 
 def serve(tmp_path: Path, model: FakeOpenAI, *flags: str) -> AcpProcess:
+    """Titles off: the model's script here is the turns' and the summaries' calls alone."""
     base = ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
-    return AcpProcess(tmp_path / "sessions", *base, *flags)
+    return AcpProcess(tmp_path / "sessions", *base, "--titles", "off", *flags)
 
 
 def prompt(server: AcpProcess, session_id: str, words: str) -> list[dict[str, Any]]:

@@ -231,9 +231,11 @@ class Place:
         )
 
     def server(self, *flags: str) -> AcpProcess:
+        # Titles off: what is shown and recovered here is the turns'.
         return AcpProcess(
-            self.sessions, "--replay", str(self.fixture), "--compression", self.compression, *flags
-        )
+            self.sessions, "--replay", str(self.fixture), "--compression", self.compression,
+            "--titles", "off", *flags,
+        )  # fmt: skip
 
 
 def make_place(tmp_path: Path, compression: str) -> Place:

@@ -275,11 +275,15 @@ def test_record_server_args_come_from_the_environment() -> None:
         "gpt 5",
         "--base-url",
         "http://127.0.0.1:8000/v1",
+        "--titles",
+        "prompt",
     ]
     with pytest.raises(ExportError, match="must select a live model"):
         record_server_args({})
     with pytest.raises(ExportError, match="--replay is set by the snapshot runner itself"):
         record_server_args({"ACP_SNAPSHOT_SERVER_ARGS": "--provider openai --model m --replay x"})
+    with pytest.raises(ExportError, match="--titles is set by the snapshot runner itself"):
+        record_server_args({"ACP_SNAPSHOT_SERVER_ARGS": "--provider openai --model m --titles off"})
 
 
 def test_finish_recording_writes_the_override_a_recorded_fixture_needs_and_drops_stale_files(

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.cli.parser import build_parser, with_default_command
+from acp_server.providers.credentials import KeyName
 from acp_server.providers.names import takes_a_key
 from acp_server.providers.registry import REPLAY
 from acp_server.server.agent import AcpAgent
@@ -49,7 +50,7 @@ class _Keyless:
 def connection_answer(request_id: Any, params: Any, *, key_needed: bool = False) -> Any:
     """What the connection's own `initialize` answers, as JSON, for a provider that needs a key
     (a remote endpoint) or takes none (llm-replay)."""
-    auth = KeyAuth(_Keyless(), key_required=True) if key_needed else NoAuth()
+    auth = KeyAuth(_Keyless(), KeyName("openai"), key_required=True) if key_needed else NoAuth()
     agent = AcpAgent(
         Connection(_Sink()),
         SessionRegistry(JsonlStore(Path("/nonexistent"))),

@@ -179,8 +179,10 @@ def test_a_fork_at_a_message_id_holds_the_parent_through_that_message(run: Run) 
 
 def test_set_title_answers_the_title_and_shows_it_to_the_client(run: Run) -> None:
     assert run.summary["titled"] == {"title": "The parent"}
+    # The first is the automatic title its first turn gave it (the first prompt's line).
     assert run.summary["titleUpdates"] == [
-        [run.parent, {"sessionUpdate": "session_info_update", "title": "The parent"}]
+        [run.parent, {"sessionUpdate": "session_info_update", "title": "First?"}],
+        [run.parent, {"sessionUpdate": "session_info_update", "title": "The parent"}],
     ]
     last = msgspec.to_builtins(run.log(run.parent)[-1])
     assert (last["type"], last["data"]) == ("session/title", {"title": "The parent"})
@@ -195,18 +197,20 @@ def test_status_is_open_for_a_live_session_and_saved_once_archived(run: Run) -> 
 
 def test_an_archived_session_is_listed_only_when_asked_for_until_unarchived(run: Run) -> None:
     assert (run.summary["archived"], run.summary["unarchived"]) == ({}, {})
+    # The default fork copied the parent's automatic title; the fork at the first message did
+    # not (it ends before that turn did).
     assert run.listed("listDefault") == [
-        ("forked-default", False, None),
+        ("forked-default", False, "First?"),
         ("parent", False, "The parent"),
     ]
     assert run.listed("listInclude") == [
         ("forked-at", True, None),
-        ("forked-default", False, None),
+        ("forked-default", False, "First?"),
         ("parent", False, "The parent"),
     ]
     assert run.listed("listOnly") == [("forked-at", True, None)]
     assert run.listed("listAfter") == [
         ("forked-at", False, None),
-        ("forked-default", False, None),
+        ("forked-default", False, "First?"),
         ("parent", False, "The parent"),
     ]

@@ -72,6 +72,7 @@ def test_record_a_live_session_export_it_and_replay_it_to_the_same_events(tmp_pa
     with model, AcpProcess(
         live_sessions,
         "--provider", "openai", "--model", "test", "--base-url", model.base_url, "--log-level", "debug",
+        "--titles", "prompt",  # a recording replays its titles as llm-replay makes them
         env=clean_env(OPENAI_API_KEY=KEY),
     ) as live:  # fmt: skip
         live_session, live_responses = drive(live, live_cwd, PROMPTS)

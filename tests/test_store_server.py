@@ -44,7 +44,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def spawn(tmp_path: Path, url: str, *flags: str) -> Any:
     fixture = write_fixture(tmp_path / "fixture", STREAM)
-    return AcpClient.spawn("--store", url, "--replay", str(fixture), *flags)
+    # Titles off: the follower ends at the turn's end, and is held to the turn's log.
+    return AcpClient.spawn("--store", url, "--replay", str(fixture), "--titles", "off", *flags)
 
 
 async def stored_events(url: str, session_id: str) -> list[SessionEvent]:

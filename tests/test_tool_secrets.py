@@ -16,7 +16,7 @@ from prompt_harness import PromptServer, one_tool_turn
 
 from acp_server.agent.tools import ToolOutcome
 from acp_server.core.content import TextContent
-from acp_server.providers.credentials import CONFIG_DIR_ENV, store_key
+from acp_server.providers.credentials import CONFIG_DIR_ENV, KeyName, store_key
 from acp_server.providers.registry import LIVE_PROVIDERS
 from acp_server.providers.secret import Secret
 
@@ -44,7 +44,7 @@ def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work = tmp_path.resolve() / "work"
     config = work / ".config" / "acp-server"
     monkeypatch.setenv(CONFIG_DIR_ENV, str(config))
-    store_key(Secret(KEY))
+    store_key(Secret(KEY), KeyName("openai"))
     (work / "notes.txt").write_text(f"the key is not {KEY[:8]} here\n")
     return work
 
@@ -99,7 +99,7 @@ def test_the_server_hands_its_tools_the_stored_credentials_directory(
     tmp = tmp_path.resolve()
     config = tmp / "workspace" / ".config" / "acp-server"
     monkeypatch.setenv(CONFIG_DIR_ENV, str(config))  # the server inherits it
-    store_key(Secret(KEY))
+    store_key(Secret(KEY), KeyName("openai"))
     read = ToolUse("call_read", "read_file", args(path=".config/acp-server/credentials.json"))
     with PromptServer(tmp, one_tool_turn(read)) as server:
         answered = server.prompt(server.new_session(), "go")
@@ -141,5 +141,5 @@ async def test_every_file_tool_refuses_the_stored_credentials_directory(
         )
     ]
     assert (stored / ".config" / "acp-server" / "credentials.json").read_text() == (
-        f'{{"apiKey": "{KEY}"}}'
+        f'{{"keys": [{{"provider": "openai", "apiKey": "{KEY}"}}]}}'
     )

@@ -297,7 +297,9 @@ def record_server_args(environ: Mapping[str, str] | None = None) -> list[str]:
     """The server flags of `ACP_SNAPSHOT=record`, from `ACP_SNAPSHOT_SERVER_ARGS` (shell words).
 
     The snapshot runner puts them where replay mode puts `--replay DIRECTORY`. Flags the runner
-    sets itself are refused, and so is an empty value (nothing to record against)."""
+    sets itself are refused, and so is an empty value (nothing to record against). Titles are
+    the prompt's (`--titles prompt`, added here): llm-replay makes them so, and a recording
+    must replay as it ran (a title's model call is no step a fixture holds)."""
     environ = os.environ if environ is None else environ
     raw = environ.get(SERVER_ARGS_ENV, "")
     try:
@@ -311,9 +313,9 @@ def record_server_args(environ: Mapping[str, str] | None = None) -> list[str]:
         )
     for arg in args:
         flag = arg.split("=", 1)[0]
-        if flag in ("--replay", "--replay-override", "--sessions-dir"):
+        if flag in ("--replay", "--replay-override", "--sessions-dir", "--titles"):
             raise ExportError(f"${SERVER_ARGS_ENV}: {flag} is set by the snapshot runner itself")
-    return args
+    return [*args, "--titles", "prompt"]
 
 
 # ---------------------------------------------------------------------------------------------

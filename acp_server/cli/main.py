@@ -24,9 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     without the API keys in its environment); its exit status."""
     if os.environ.get(LOGIN_ENV) == "1":
         # A client's terminal auth method (SPEC 4.4): the user's own command line, plus this.
-        from .login import run_login
+        from .login import run_terminal_login
 
-        return run_login()
+        return run_terminal_login(sys.argv[1:] if argv is None else argv)
     arguments = with_default_command(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(arguments[0] if arguments[0] in COMMAND_NAMES else None)
     args = parser.parse_args(arguments)
@@ -53,7 +53,9 @@ def _run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     if args.command in ("login", "logout"):
         from .login import run_login, run_logout
 
-        return run_login() if args.command == "login" else run_logout()
+        if args.command == "login":
+            return run_login(args.provider, args.base_url)
+        return run_logout(args.provider, args.base_url)
     if args.command == "log":
         from .log import run_log
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .. import __version__
+from ..providers.names import KEY_VARIABLES
 from .arguments import EXIT_STATUS, Commands, Parser, path
 from .serve_flags import add_serve
 
@@ -42,20 +43,42 @@ def with_default_command(argv: list[str]) -> list[str]:
 
 
 def _add_login(commands: Commands) -> None:
-    commands.add_parser(
+    login = commands.add_parser(
         "login",
-        help="store the API key for --provider openai (read without echo)",
-        description="Read the API key from the terminal without showing it and store it in the "
-        "platform's config directory, readable by you alone; the server uses it when the "
-        "provider's environment variable is unset. A client's terminal auth method runs this.",
+        help="store a provider's API key (read without echo)",
+        description="Read the API key from the terminal without showing it and store it for "
+        "one provider in the platform's config directory, readable by you alone; that provider "
+        "uses it when its environment variable is unset, and no other provider ever reads it. "
+        "A client's terminal auth method runs this with the server's own --provider and "
+        "--base-url.",
     )
+    _add_key_name(login, "store the key for", "openai")
 
 
 def _add_logout(commands: Commands) -> None:
-    commands.add_parser(
+    logout = commands.add_parser(
         "logout",
-        help="remove the stored API key",
-        description="Remove the API key `acp-server login` stored.",
+        help="remove stored API keys",
+        description="Remove the API key `acp-server login` stored for one provider, or every "
+        "stored key when no --provider is given.",
+    )
+    _add_key_name(logout, "remove the key of", None)
+
+
+def _add_key_name(parser: Parser, verb: str, default: str | None) -> None:
+    """`--provider` and `--base-url`: which stored key (`providers.credentials.KeyName`)."""
+    live = [name for name, variable in KEY_VARIABLES.items() if variable]
+    parser.add_argument(
+        "--provider",
+        choices=live,
+        default=default,
+        help=f"{verb} this provider" + (f" (default: {default})" if default else ""),
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"{verb} the provider at this API root, when it is not the provider's default"
+        + (" (a key stored so is sent there alone)" if default else ""),
     )
 
 

@@ -93,6 +93,11 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
             system_prompt = _read_system_prompt(args.system_prompt_file)
         except ValueError as exc:
             raise ServeFlagsError(f"--system-prompt-file: {exc}") from None
+    if args.titles == "model" and live_provider(args.provider) is None:
+        raise ServeFlagsError(
+            f"--titles model: --provider {REPLAY} makes no model call for a title "
+            "(its titles are the prompt's: --titles prompt)"
+        )
     token = None
     if args.token_file is not None:
         if args.listen is None:
@@ -119,6 +124,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         mcp_timeout=args.mcp_timeout,
         mcp_connect_timeout=args.mcp_connect_timeout,
         mode=args.mode,
+        titles=args.titles,
         context_window=args.context_window,
         compact_at=args.compact_at,
         price_input=args.price_input,

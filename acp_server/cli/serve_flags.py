@@ -12,6 +12,7 @@ import argparse
 
 from ..core.compaction import DEFAULT_COMPACT_AT
 from ..core.modes import MODE_IDS, REASONING_LEVELS
+from ..core.titles import TITLE_MODES
 from ..providers.registry import LIVE_PROVIDERS, PROVIDER_NAMES, REPLAY
 from .arguments import EXIT_STATUS, Commands, non_negative_int, path, positive_int
 
@@ -202,6 +203,14 @@ def add_serve(commands: Commands) -> None:
         help="the mode of new sessions: default (asks before writes, edits and commands), "
         "accept-edits (edits go ahead, commands ask), plan (writes, edits and commands are "
         "refused) or full-access (nothing asks); sessions switch with session/set_mode or /mode",
+    )
+    serve.add_argument(
+        "--titles",
+        choices=TITLE_MODES,
+        help="how a session without a title gets one after its first completed turn: model "
+        "(a short call to the live model, with its key; the default with a live provider), "
+        "prompt (the first line of the first prompt; llm-replay's default) or off; /title "
+        "and session/set_title always win",
     )
     serve.add_argument(
         "--context-window",

@@ -2,7 +2,8 @@
 
 A prompt whose text starts with `/<name>` of a listed command runs that command instead of
 calling the model; any other `/word` is text for the model. `session_stats` is what `/stats`
-answers: figures read from the log alone.
+answers: figures read from the log alone (its tokens count an automatic title's model call
+too; its model calls are the turns' steps).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .content import ContentBlock, TextContent
 from .events import (
     AssistantMessageEvent,
     SessionEvent,
+    SessionTitle,
     StepStart,
     ToolCall,
     TurnStart,
@@ -130,6 +132,12 @@ def session_stats(records: Iterable[StorageRecord]) -> str:
             if usage:
                 input_tokens += usage.input_tokens
                 output_tokens += usage.output_tokens
+        elif type(event) is SessionTitle:
+            # An automatic title's model call is no step, but its tokens were spent all the same.
+            title_usage = event.data.usage
+            if title_usage:
+                input_tokens += title_usage.input_tokens
+                output_tokens += title_usage.output_tokens
     lines = [
         f"Events: {count}",
         f"Turns: {turns}",

@@ -172,6 +172,9 @@ class PlanUpdateData(Model):
 
 class SessionTitleData(Model):
     title: str
+    usage: Usage | UnsetType = UNSET
+    """An automatic title made by a model call (`core.titles`): that call's usage, which is
+    not a step's (the turns' steps are the model calls llm-replay counts)."""
 
 
 class SubagentStartData(Model):

@@ -1,21 +1,22 @@
 """Context usage and cost figures (SPEC 4.4 `usage_update`), without I/O.
 
 `used` is the last model call's input plus output tokens; `size` the model's context window
-(given, or from `KNOWN_CONTEXT_WINDOWS`); `cost` the whole session's, summed over every
-`assistant/message` usage in the log at the given USD prices per million tokens, so a loaded
-session's cost counts what came before the load too.
+(given, or from `KNOWN_CONTEXT_WINDOWS`); `cost` the whole session's, summed over every model
+call's usage in the log (`logged_usages`: each `assistant/message`'s, and an automatic
+title's call's) at the given USD prices per million tokens, so a loaded session's cost counts
+what came before the load too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import msgspec
 from msgspec import UNSET
 
 from .acp_updates import Cost, UsageShown
-from .events import AssistantMessageEvent, ContextCompaction, SessionEvent
+from .events import AssistantMessageEvent, ContextCompaction, SessionEvent, SessionTitle
 from .stream import Usage
 
 NEARLY_FULL_AT: Final = 0.9
@@ -66,11 +67,20 @@ def usage_shown(
     used = usage.input_tokens + usage.output_tokens
     if prices is None:
         return UsageShown(used, size)
-    total = 0.0
-    for event in events:
-        if type(event) is AssistantMessageEvent and event.data.usage is not UNSET:
-            total += prices.of(event.data.usage)
+    total = sum(prices.of(logged) for logged in logged_usages(events))
     return UsageShown(used, size, Cost(round(total, 6), "USD"))
+
+
+def logged_usages(events: Iterable[SessionEvent]) -> Iterator[Usage]:
+    """The usage of every model call the log holds: each `assistant/message`'s, and that of
+    the call that made an automatic title (`session/title`'s)."""
+    for event in events:
+        if type(event) is AssistantMessageEvent or type(event) is SessionTitle:
+            usage = event.data.usage
+        else:
+            continue
+        if usage is not UNSET:
+            yield usage
 
 
 def nearly_full(events: Iterable[SessionEvent], size: int) -> int | None:

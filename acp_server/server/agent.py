@@ -94,6 +94,7 @@ from .rpc import Connection, Then
 from .sessions import SessionRegistry
 from .surface import Surface, surface_config
 from .system_prompt import check_system_prompt, server_prompt
+from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ class AcpAgent:
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
             surface=self.surface,
             prompt_base=server_prompt(config),
+            titles=Titles(title_mode(config), provider, self.surface, connection.start_soon),
         )
 
     def install(self) -> None:
@@ -215,7 +217,7 @@ class AcpAgent:
                 f"{AGENT_AUTH.id!r} (the terminal method runs `acp-server login` instead)",
             )
         if not self.auth.authenticate():
-            raise auth_required()
+            raise auth_required(self.auth.login_command())
         return Empty()
 
     def logout(self, request: LogoutRequest) -> Empty:
@@ -225,7 +227,7 @@ class AcpAgent:
     async def new_session(self, request: NewSessionRequest) -> Then:
         check_absolute(request.cwd, "$.cwd")
         if self.auth.needed():
-            raise auth_required()
+            raise auth_required(self.auth.login_command())
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
         system_prompt = check_system_prompt(request.system_prompt)
@@ -276,7 +278,7 @@ class AcpAgent:
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
         if self.auth.needed():
-            raise auth_required()
+            raise auth_required(self.auth.login_command())
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
         system_prompt = check_system_prompt(request.system_prompt)
@@ -537,10 +539,10 @@ class AcpAgent:
             log.info("session/cancel for %s: no such live session", request.session_id)
 
 
-def auth_required() -> AuthRequired:
+def auth_required(login: str) -> AuthRequired:
     return AuthRequired(
         "Authentication required: the model provider has no API key; set it in the "
-        "provider's environment variable or run `acp-server login`, then authenticate",
+        f"provider's environment variable or run `{login}`, then authenticate",
         {"authMethods": [AGENT_AUTH.id]},
     )
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 import anyio
 
 from ..core.replay_script import ReplayError
+from ..providers.credentials import key_name
 from ..providers.registry import live_provider, provider_spec
 from ..providers.settings import ProviderSettings
 from ..startup import handshake
@@ -70,7 +71,11 @@ def provider_auth(config: ServeConfig, provider: Provider) -> Auth:
     if live is None:
         return NoAuth()
     base_url = config.base_url or live.default_base_url
-    return KeyAuth(cast(KeyHolder, provider), key_required=not is_local(base_url))
+    return KeyAuth(
+        cast(KeyHolder, provider),
+        key_name(live.name, config.base_url),
+        key_required=not is_local(base_url),
+    )
 
 
 class Handover(NamedTuple):

@@ -10,6 +10,7 @@ from ..agent.limits import DEFAULT_MAX_STEPS
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from ..core.compaction import DEFAULT_COMPACT_AT
 from ..core.prompt_render import PromptBase
+from ..core.titles import TitleMode
 from ..providers.secret import Secret
 from ..storage.jsonl.lines import Compression
 from ..storage.url import StoreUrl
@@ -54,6 +55,9 @@ class ServeConfig(msgspec.Struct, frozen=True):
     """Seconds a session's MCP servers get to connect (`--mcp-connect-timeout`)."""
     mode: str = "default"
     """The mode of a new session (SPEC 4.4)."""
+    titles: TitleMode | None = None
+    """How a session gets an automatic title (`--titles`); None: the provider's default
+    (`core.titles.default_title_mode`)."""
     models: tuple[str, ...] = ()
     """`--provider openai`: more models to offer beside `model`."""
     reasoning: str | None = None

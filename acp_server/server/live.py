@@ -20,7 +20,7 @@ from msgspec import UNSET, UnsetType
 
 from ..agent.recorder import SessionRecorder
 from ..core.event_log import EventLog
-from ..core.events import SessionContextData
+from ..core.events import SessionContextData, SessionTitleData
 from ..core.header import SessionHeader
 from ..core.modes import Settings
 from ..core.prompt_render import InstructionText
@@ -76,6 +76,11 @@ class LiveSession:
         log; None when it has none."""
         self.instructions: list[InstructionText] = []
         """The project instructions its system prompt holds, as last read (`refresh_context`)."""
+        self.titling: anyio.CancelScope | None = None
+        """The automatic title's model call running in the background, if one is
+        (`server.titles`): the session's closing cancels it."""
+        self.pending_title: SessionTitleData | None = None
+        """An automatic title that arrived while a turn ran: written when that turn ends."""
         self.owner: object | None = None
         """The connection that opened it (its agent): the one its updates and client requests
         go to. Other connections of the process may page and follow it, not drive it."""

@@ -417,6 +417,8 @@ class SessionRegistry:
         could not be finished (None: nothing)."""
         unfinished = None
         session.cancel()
+        if session.titling is not None:
+            session.titling.cancel()  # its title falls back to the prompt's line
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(SHUTDOWN_WAIT) as waited:
                 await session.wait_idle()  # a cancelled turn still logs how it ended

@@ -66,6 +66,7 @@ from ..core.modes import (
 )
 from ..core.stream import Usage
 from ..core.usage import Prices, context_window, usage_shown
+from ..providers.names import REPLAY
 from .errors import InvalidParams
 from .live import LiveSession
 
@@ -101,7 +102,7 @@ def surface_config(config: ServeConfig | None) -> SurfaceConfig:
     prices = None
     if config.price_input is not None or config.price_output is not None:
         prices = Prices(config.price_input or 0.0, config.price_output or 0.0)
-    if config.provider == "openai" and config.model:
+    if config.provider != REPLAY and config.model:  # a live provider: its models
         models = (config.model, *(m for m in config.models if m != config.model))
         reasoning = REASONING_LEVELS if config.reasoning is not None else ()
         choices = Choices(models, reasoning)

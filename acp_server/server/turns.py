@@ -35,6 +35,7 @@ from .live import LiveSession
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
 from .system_prompt import forget_context, system_for, update_context
+from .titles import Titles
 
 if TYPE_CHECKING:
     from ..agent.tools import KeptFromTools, ToolRegistry
@@ -68,6 +69,7 @@ class Conversations:
         max_steps: int,
         surface: Surface | None = None,
         prompt_base: PromptBase | None = None,
+        titles: Titles | None = None,
     ) -> None:
         self.sessions = sessions
         self.prompt_base = prompt_base
@@ -78,6 +80,8 @@ class Conversations:
         self.client = client
         self.max_steps = max_steps
         self.surface = surface if surface is not None else Surface(SurfaceConfig(), client)
+        self.titles = titles if titles is not None else Titles("off", provider, self.surface, None)
+        """Automatic titles after a completed model turn (`--titles`)."""
 
     def bind(self, session: LiveSession) -> None:
         """Tell the provider a session went live (new, resumed or loaded), if it keeps state
@@ -143,6 +147,8 @@ class Conversations:
                         flushing.cancel_scope.cancel()
                 if failure is not None and not isinstance(failure, ModelRequestFailed):
                     await self._recover(session)  # still claimed: nothing else writes meanwhile
+                else:
+                    await self.titles.after_turn(session)  # the last await of the claim
         finally:
             session.turn = None
         if failure is not None:

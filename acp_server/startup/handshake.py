@@ -63,15 +63,16 @@ AGENT_INFO: Final[dict[str, Any]] = {"name": "acp-server", "version": __version_
 AGENT_AUTH: Final[dict[str, Any]] = {
     "id": "agent",
     "name": "API key",
-    "description": "The key from the provider's environment variable (OPENAI_API_KEY unless "
-    "--api-key-env says otherwise), or the one `acp-server login` stored",
+    "description": "The key from the provider's environment variable (OPENAI_API_KEY or "
+    "ANTHROPIC_API_KEY unless --api-key-env says otherwise), or the one `acp-server login` "
+    "stored for that provider",
 }
 TERMINAL_AUTH: Final[dict[str, Any]] = {
     "type": "terminal",
     "id": "terminal",
     "name": "Log in in a terminal",
     "description": "Runs `acp-server login`: type the API key (it is not shown); it is stored "
-    "readable by you alone",
+    "for this provider, readable by you alone",
     "env": {LOGIN_ENV: "1"},
 }
 
