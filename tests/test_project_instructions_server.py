@@ -128,7 +128,9 @@ def logged_date(sessions: Path, session_id: str) -> str:
 
 
 def openai_server(sessions: Path, model: FakeOpenAI, project: Project, *flags: str) -> AcpProcess:
-    base = ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
+    # No title call: each of the model's answers is for a turn.
+    base = ("--provider", "openai", "--model", "gpt-4o", "--titles", "off")
+    base += ("--base-url", model.base_url)
     return AcpProcess(sessions, *base, *flags, env=project.env())
 
 
@@ -152,7 +154,7 @@ def test_the_anthropic_system_block_is_the_same_text_with_a_cache_breakpoint(
     tmp_path: Path,
 ) -> None:
     project, sessions = Project(tmp_path), tmp_path / "sessions"
-    flags = ("--provider", "anthropic", "--model", "claude-sonnet-4-5")
+    flags = ("--provider", "anthropic", "--model", "claude-sonnet-4-5", "--titles", "off")
     with (
         FakeAnthropic([Sse(reply(text_block(0, "Hi.")))]) as model,
         AcpProcess(sessions, *flags, "--base-url", model.base_url, env=project.env()) as server,

@@ -190,7 +190,8 @@ def test_the_model_is_no_longer_sent_the_rewound_turns(tmp_path: Path) -> None:
     model = FakeOpenAI(answers)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    flags = ["--provider", "openai", "--model", "test", "--base-url"]
+    # No title call: the model's requests are the conversation's alone.
+    flags = ["--provider", "openai", "--model", "test", "--titles", "off", "--base-url"]
     with model, AcpProcess(tmp_path / "sessions", *flags, model.base_url) as server:
         server.initialize()
         session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
