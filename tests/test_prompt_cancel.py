@@ -21,6 +21,7 @@ from prompt_harness import (
     PERMISSION_OPTIONS,
     PromptServer,
     chunk_events,
+    decision,
     message_chunks,
     text_result,
     turn_opening,
@@ -328,6 +329,7 @@ def cancelled_write_log() -> list[dict[str, Any]]:
                 "arguments": WRITE.arguments,
             },
         },
+        decision("call_write", "cancelled"),
         {
             "type": "tool/result",
             "data": {

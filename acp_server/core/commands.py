@@ -2,7 +2,8 @@
 
 A prompt whose text starts with `/<name>` of a listed command runs that command instead of
 calling the model; any other `/word` is text for the model. `session_stats` is what `/stats`
-answers: figures read from the log alone.
+answers: figures read from the log alone; `help_text` what `/help` answers: one line for each
+command listed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
         "Summarise the conversation so far to free the model's context",
         CommandInput("instructions for the summary (optional)"),
     ),
+    AvailableCommand("mcp", "Show the session's MCP servers, their state and their tools"),
+    AvailableCommand("help", "List the commands"),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 
@@ -67,6 +70,19 @@ def parse_command(
     if name not in set(names):
         return None
     return CommandCall(name, rest.strip())
+
+
+def help_text(commands: Iterable[AvailableCommand] = COMMANDS) -> str:
+    """`/help`: one line per command, `/<name> <hint>: <description>`, in the listed order,
+    then how any other `/word` is taken."""
+    lines = ["Commands:"]
+    for command in commands:
+        usage = f"/{command.name}"
+        if isinstance(command.input, CommandInput):
+            usage += f" <{command.input.hint}>"
+        lines.append(f"{usage}: {command.description}")
+    lines.append("Any other /word is sent to the model as text.")
+    return "\n".join(lines)
 
 
 def session_stats(records: Iterable[StorageRecord]) -> str:

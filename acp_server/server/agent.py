@@ -6,7 +6,7 @@ paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
 `SessionRegistry` for the session lifecycle. `session/prompt` and `session/load` run through
 `Conversations` (the agent loop over the model provider), `session/cancel` cancels a session's
 running turn, and `History` serves the history methods (SPEC 3). A session going live here has
-its MCP servers connected by `mcp_connect`; the agent loop and its tools reach the client
+its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools reach the client
 through `port`'s `ConnectionPort`; what every session is offered is `surface`'s.
 """
 
@@ -28,7 +28,7 @@ from ..core.acp_updates import (
     SessionNotification,
 )
 from ..core.content import TextContent
-from ..core.events import SessionArchived, SessionNotice, SessionNoticeData, SessionTitle
+from ..core.events import SessionArchived, SessionNoticeData, SessionTitle
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..startup import handshake
@@ -40,7 +40,7 @@ from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .listing import archive_filter
 from .live import LiveSession, check_owner
-from .mcp_connect import connect_mcp
+from .mcp_connect import McpReport, connect_mcp, unavailable
 from .params import (
     check_absolute,
     check_directories,
@@ -246,13 +246,13 @@ class AcpAgent:
 
     async def _opened(self, session: LiveSession, answer: Callable[[Surface], Any]) -> Then:
         """A new session (made or forked) goes live on this connection: bound, its MCP servers
-        connected, answered with `answer(surface)`; its commands and any MCP failures go out
+        connecting, answered with `answer(surface)`; its commands and any MCP failures go out
         once the client knows its id."""
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
-        report = await self._reporter(session, failures)
+        report = self._reporter(session, mcp)
 
         def then() -> None:
             self.connection.start_soon(_announce, surface, session, False)
@@ -332,38 +332,21 @@ class AcpAgent:
         )
         await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         self.surface.restore(session)
         await self.surface.announce(session, restored=True)
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, await self._reporter(session, failures))
+        return Then(response, self._reporter(session, mcp))
 
-    async def _reporter(
-        self, session: LiveSession, failures: list[tuple[str, str]]
-    ) -> Callable[[], None]:
-        """What tells the user, once, after the answer, which MCP servers are missing and
-        whether the session's log is read-only.
-
-        The MCP notices go into the log now, before the answer, when no turn of the session
-        can be running yet (its events may not land among a step's chunks); a read-only log
-        cannot take its own notice, which is only shown."""
-        notices = [
-            SessionNoticeData("warning", f"MCP server {name} is not available", why)
-            for name, why in failures
-        ]
+    def _reporter(self, session: LiveSession, mcp: McpReport) -> Callable[[], None]:
+        """What tells the user, after the answer, whether the session's log is read-only and,
+        once its MCP servers have settled, which of them are missing (each once: their
+        notices are in the log by then, written when they settled)."""
         failure = session.writer.failure
-        if failure is None and notices:
-            for notice in notices:
-                session.recorder.append(SessionNotice, notice)
-            try:
-                with session.activity():
-                    await session.recorder.sync()
-            except LogWriteFailed as exc:  # the next prompt reopens the log and says why
-                log.info("session %s: its notices were not written: %s", session.id, exc)
-        elif failure is not None:
-            notices.append(
+        read_only = (
+            [
                 SessionNoticeData(
                     "warning",
                     "Session is read-only",
@@ -371,13 +354,33 @@ class AcpAgent:
                     "conversation can be replayed and paged, and the next prompt tries to "
                     "write it again.",
                 )
-            )
+            ]
+            if failure is not None
+            else []
+        )
 
         def report() -> None:
-            if notices:
-                self.connection.start_soon(self._report, session.id, notices, failures)
+            if read_only:
+                self.connection.start_soon(self._report, session.id, read_only, [])
+            if mcp.servers is not None or mcp.failures:
+                self.connection.start_soon(self._report_mcp, session, mcp)
 
         return report
+
+    async def _report_mcp(self, session: LiveSession, mcp: McpReport) -> None:
+        """Once the servers have settled: the failures, made durable, then shown."""
+        failures = await mcp.settled()
+        if not failures:
+            return
+        writer = session.writer
+        if not writer.closed and writer.failure is None:
+            try:
+                with session.activity():
+                    await session.recorder.sync()
+            except LogWriteFailed as exc:  # the next prompt reopens the log and says why
+                log.info("session %s: its notices were not written: %s", session.id, exc)
+        notices = [unavailable(name, why) for name, why in failures]
+        await self._report(session.id, notices, failures)
 
     async def _report(
         self,
@@ -439,7 +442,7 @@ class AcpAgent:
         )
         await apply_system_prompt(session, system_prompt)
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         cut = await self.conversations.replay(session, max_messages)
         surface = self.surface
         surface.restore(session)
@@ -449,7 +452,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, await self._reporter(session, failures))
+        return Then(response, self._reporter(session, mcp))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

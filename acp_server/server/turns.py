@@ -171,12 +171,21 @@ class Conversations:
             history=lambda: session.log.plain_events(),  # the log as it is at the call
             kept=kept_from_tools(),
         )
+        mcp = session.mcp
+        settled_tools = None
+        if mcp is not None and not mcp.settled.is_set():
+
+            async def settled_tools() -> ToolRegistry:
+                await mcp.wait_settled()
+                return self.registry(session)
+
         return TurnEnv(
             recorder=session.recorder,
             provider=self.provider,
             client=self.client,
             tools=tools,
             registry=self.registry(session),
+            settled_tools=settled_tools,
             max_steps=self.max_steps,
             create_subagent=self._create_subagent if client_session_id is None else None,
             live_updates=client_session_id is None or shown,
