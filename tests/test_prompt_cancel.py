@@ -468,6 +468,7 @@ def test_cancel_while_a_command_runs_kills_it_and_ends_the_turn_cancelled(tmp_pa
                     "arguments": call.arguments,
                 },
             },
+            decision("call_run", "allow_once"),
             {
                 "type": "tool/result",
                 "data": {

@@ -114,7 +114,7 @@ def test_a_unique_edit_asks_then_rewrites_the_file_with_a_diff_and_its_line(
             completed(EDIT, result),
             *DONE_UPDATES,
         ]
-        assert server.log(session) == one_tool_log(EDIT, result)
+        assert server.log(session) == one_tool_log(EDIT, result, "allow_once")
 
 
 def test_an_ambiguous_edit_is_an_error_naming_the_lines_and_nothing_is_asked(
@@ -209,7 +209,7 @@ def test_an_edit_goes_through_the_clients_buffer_when_it_offers_fs(tmp_path: Pat
             "locations": [{"path": "<cwd>/notes.txt", "line": 2}],
         }
         assert answered.updates[2] == completed(EDIT, result)
-        assert server.log(session) == one_tool_log(EDIT, result)
+        assert server.log(session) == one_tool_log(EDIT, result, "allow_once")
 
 
 def test_an_edit_escaping_the_session_with_dotdot_is_refused_before_asking(
