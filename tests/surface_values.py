@@ -65,4 +65,6 @@ COMMANDS: list[dict[str, Any]] = [
         "description": "Summarise the conversation so far to free the model's context",
         "input": {"hint": "instructions for the summary (optional)"},
     },
+    {"name": "mcp", "description": "Show the session's MCP servers, their state and their tools"},
+    {"name": "help", "description": "List the commands"},
 ]
