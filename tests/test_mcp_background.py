@@ -122,3 +122,23 @@ def test_a_prompt_waiting_for_a_connecting_server_can_be_cancelled(tmp_path: Pat
     assert answered.stop_reason == "cancelled"
     assert [e["type"] for e in log] == ["turn/start", "user/message", "turn/end"]
     assert log[2]["data"] == {"turn": 0, "reason": {"kind": "cancelled"}}
+
+
+def test_a_load_in_a_fresh_process_shows_mcp_calls_as_they_were_shown_live(
+    tmp_path: Path,
+) -> None:
+    echo = ToolUse("c1", "mcp__demo__echo", '{"text": "hi"}')
+    scenario = Scenario([("go", [Step(calls=[echo]), Step(text="done")])])
+    client = FakeClient(permissions=["allow_once"])
+    with PromptServer(tmp_path, scenario, *FLAGS, client=client) as server:
+        session_id = server.new_session([stdio_server()])
+        live = server.prompt(session_id, "go", timeout=SLOW).updates
+    # A new process: the load's answer comes while its servers may still be connecting.
+    with PromptServer(tmp_path, scenario, *FLAGS) as server:
+        params = {"sessionId": session_id, "cwd": str(server.workspace)}
+        loaded = server.request(
+            "session/load", {**params, "mcpServers": [stdio_server()]}, timeout=SLOW
+        ).updates
+    [live_call] = [u for u in live if u["sessionUpdate"] == "tool_call"]
+    [loaded_call] = [u for u in loaded if u["sessionUpdate"] == "tool_call"]
+    assert (loaded_call, loaded_call["title"]) == (live_call, "demo: echo")
