@@ -6,8 +6,9 @@ paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
 `SessionRegistry` for the session lifecycle. `session/prompt` and `session/load` run through
 `Conversations` (the agent loop over the model provider), `session/cancel` cancels a session's
 running turn, and `History` serves the history methods (SPEC 3). A session going live here has
-its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools reach the client
-through `port`'s `ConnectionPort`; what every session is offered is `surface`'s.
+its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools
+reach the client through `port`'s `ConnectionPort`; what every session is offered is
+`surface`'s.
 """
 
 from __future__ import annotations

@@ -277,6 +277,8 @@ class Conversations:
             # Its MCP calls are shown as they were live (their servers' titles) once the
             # servers are there: bounded by their connect timeout.
             await mcp.wait_settled()
+            if session.turn is not None:  # a prompt came meanwhile
+                raise busy_error(session.id)
         present = self._presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
