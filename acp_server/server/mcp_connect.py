@@ -16,7 +16,6 @@ is what `/mcp` shows. The MCP SDK is imported only for a session that has server
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..agent.mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
@@ -36,15 +35,16 @@ NOT_HERE = "MCP servers are not connected here"
 """Why a registry not run by `serve` (tests) has every server failed: nowhere to run them."""
 
 
-@dataclass(eq=False)
 class McpReport:
-    """What a session going live has to say of its MCP servers once they have settled."""
+    """What a session going live has to say of its MCP servers once they have settled (a
+    plain class: this module is imported before a server's first answer)."""
 
-    servers: McpServers | None = None
-    """The connections started now; None when nothing was started (none configured, the
-    same ones kept from before, or nowhere to run them)."""
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    """(name, why) for each server that could not be connected, once they have settled."""
+    def __init__(self) -> None:
+        self.servers: McpServers | None = None
+        """The connections started now; None when nothing was started (none configured,
+        the same ones kept from before, or nowhere to run them)."""
+        self.failures: list[tuple[str, str]] = []
+        """(name, why) for each server that could not be connected, once they have settled."""
 
     async def settled(self) -> list[tuple[str, str]]:
         """The failures, once the servers have settled (at once when none were started)."""
