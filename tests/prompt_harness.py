@@ -411,13 +411,29 @@ def one_tool_turn(call: ToolUse) -> Scenario:
     return Scenario([("go", [Step(calls=[call]), DONE])])
 
 
-def one_tool_log(call: ToolUse, result: dict[str, Any]) -> list[dict[str, Any]]:
+def decision(call_id: str, answer: str, turn: int = 0, step: int = 0) -> dict[str, Any]:
+    """The `permission/decision` event of the answer `answer` (an option id or "cancelled")
+    to the permission request of `call_id`."""
+    data: dict[str, Any] = {"turn": turn, "step": step, "callId": call_id}
+    if answer == "cancelled":
+        data["outcome"] = "cancelled"
+    else:
+        data |= {"outcome": "selected", "optionId": answer}
+    return {"type": "permission/decision", "data": data}
+
+
+def one_tool_log(
+    call: ToolUse, result: dict[str, Any], answer: str | None = None
+) -> list[dict[str, Any]]:
     """The log of `one_tool_turn(call)`, with `result` as the tool/result's data (after
-    turn, step and callId)."""
+    turn, step and callId); `answer` is the client's answer to its permission request (an
+    option id or "cancelled"), None when none was asked."""
     tool_step = Step(calls=[call])
     n0, n1 = len(step_chunks(tool_step)), len(step_chunks(DONE))
     call_seq = 3 + n0 + 1
-    second = call_seq + 4  # after the result, step/end and step/start
+    decisions = [] if answer is None else [decision(call.id, answer)]
+    # after the decision, the result, step/end and step/start
+    second = call_seq + len(decisions) + 4
     return [
         *turn_opening(0, "go"),
         {"type": "step/start", "data": {"turn": 0, "step": 0}},
@@ -451,6 +467,7 @@ def one_tool_log(call: ToolUse, result: dict[str, Any]) -> list[dict[str, Any]]:
                 "arguments": call.arguments,
             },
         },
+        *decisions,
         {
             "type": "tool/result",
             "data": {"turn": 0, "step": 0, "callId": call.id, **result},

@@ -76,4 +76,6 @@ COMMANDS: list[dict[str, Any]] = [
         "turns out of the conversation (no number: list the messages)",
         "input": {"hint": "message number (optional)"},
     },
+    {"name": "mcp", "description": "Show the session's MCP servers, their state and their tools"},
+    {"name": "help", "description": "List the commands"},
 ]

@@ -55,7 +55,7 @@ def test_a_prompt_starting_with_a_listed_command_runs_it(prompt: str, call: Comm
     assert parse_command(text(prompt)) == call
 
 
-@pytest.mark.parametrize("prompt", ["/help me", "/titles x", "title x", "please /stats", "/"])
+@pytest.mark.parametrize("prompt", ["/helpme", "/titles x", "title x", "please /stats", "/"])
 def test_any_other_prompt_goes_to_the_model(prompt: str) -> None:
     assert parse_command(text(prompt)) is None
 
@@ -76,6 +76,8 @@ def test_the_commands_update_fits_the_acp_model() -> None:
         "compact",
         "init",
         "rewind",
+        "mcp",
+        "help",
     ]
 
 

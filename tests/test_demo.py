@@ -34,7 +34,7 @@ def test_demo_runs_the_recording_end_to_end_and_prints_the_figures(tmp_path: Pat
     assert "    [x] Fix the greeting in hello.py\n" in out
     assert "    [x] Run hello.py and check its output\n" in out
     assert 'stop reason: end_turn; hello.py now reads: print("Hello, world!")\n' in out
-    assert "events                       352\n" in out  # the last is the session's title
+    assert "events                       354\n" in out  # the last is the session's title
     assert "chunk rows                    11\n" in out
     assert "Every streamed chunk is in the log; paging gave back exactly the log's events.\n" in out
 
@@ -62,7 +62,7 @@ def test_demo_keeps_the_workspace_and_log_when_asked(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert verify.returncode == 0 and verify.stdout.endswith("OK: 352 events in 85 lines\n")
+    assert verify.returncode == 0 and verify.stdout.endswith("OK: 354 events in 87 lines\n")
 
 
 def test_demo_refuses_a_keep_path_that_is_not_a_directory_in_one_line(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ async def test_the_tools_of_a_server_are_offered_with_their_descriptions_and_sch
     async with anyio.create_task_group() as group:
         await group.start(servers.run)
         try:
+            await servers.wait_settled()
             tools = {tool.name: tool for tool in servers.tools}
         finally:
             await servers.aclose()

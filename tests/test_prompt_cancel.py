@@ -21,6 +21,7 @@ from prompt_harness import (
     PERMISSION_OPTIONS,
     PromptServer,
     chunk_events,
+    decision,
     message_chunks,
     text_result,
     turn_opening,
@@ -328,6 +329,7 @@ def cancelled_write_log() -> list[dict[str, Any]]:
                 "arguments": WRITE.arguments,
             },
         },
+        decision("call_write", "cancelled"),
         {
             "type": "tool/result",
             "data": {
@@ -466,6 +468,7 @@ def test_cancel_while_a_command_runs_kills_it_and_ends_the_turn_cancelled(tmp_pa
                     "arguments": call.arguments,
                 },
             },
+            decision("call_run", "allow_once"),
             {
                 "type": "tool/result",
                 "data": {

@@ -116,7 +116,7 @@ def test_a_unique_edit_asks_then_rewrites_the_file_with_a_diff_and_its_line(
             *DONE_UPDATES,
         ]
         checkpoint = checkpoints("<cwd>/notes.txt", "one\ntwo\nthree\n", "one\n2\nthree\n")
-        assert server.log(session) == one_tool_log(EDIT, {**result, **checkpoint})
+        assert server.log(session) == one_tool_log(EDIT, {**result, **checkpoint}, "allow_once")
 
 
 def test_an_ambiguous_edit_is_an_error_naming_the_lines_and_nothing_is_asked(
@@ -213,7 +213,7 @@ def test_an_edit_goes_through_the_clients_buffer_when_it_offers_fs(tmp_path: Pat
         assert answered.updates[2] == completed(EDIT, result)
         # What the edit replaced is the buffer's text: the checkpoint keeps that.
         checkpoint = checkpoints("<cwd>/notes.txt", "unsaved\ntwo\n", "unsaved\n2\n")
-        assert server.log(session) == one_tool_log(EDIT, {**result, **checkpoint})
+        assert server.log(session) == one_tool_log(EDIT, {**result, **checkpoint}, "allow_once")
 
 
 def test_an_edit_escaping_the_session_with_dotdot_is_refused_before_asking(

@@ -50,7 +50,7 @@ def test_replaying_the_demo_recording_re_persists_its_events_chunk_for_chunk(
         session = replay_demo(server)
 
         expected = fixture_events(bundled_demo_fixture(), RECORDED_CWD)
-        assert len(expected) == 351
+        assert len(expected) == 353
         assert server.log(session) == expected
 
 

@@ -21,6 +21,7 @@ from prompt_harness import (
     PromptServer,
     checkpoints,
     chunk_events,
+    decision,
     message_chunks,
     text_result,
     turn_opening,
@@ -330,6 +331,7 @@ def test_cancel_during_a_subagents_permission_request_cancels_both_turns(tmp_pat
                     "arguments": CHILD_WRITE.arguments,
                 },
             },
+            decision("call_child_write", "cancelled"),  # in the child's log: its request
             {
                 "type": "tool/result",
                 "data": {

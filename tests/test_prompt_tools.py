@@ -200,6 +200,7 @@ def test_write_file_asks_then_goes_through_the_clients_fs_methods(tmp_path: Path
                 "locations": NOTES,
                 **checkpoints("<cwd>/notes.txt", "old\n", "new text\n"),
             },
+            "allow_once",
         )
 
 
@@ -258,6 +259,7 @@ def test_write_file_asks_then_writes_the_workspace_itself_without_the_capability
                 "locations": [{"path": "<cwd>/out/new.txt"}],
                 **checkpoints("<cwd>/out/new.txt", None, "hello\n"),
             },
+            "allow_once",
         )
 
 
@@ -324,6 +326,7 @@ def test_run_command_runs_in_a_client_terminal_when_offered(tmp_path: Path) -> N
                 "content": [{"type": "text", "text": "all green\n[exit code 0]"}],
                 "rawOutput": raw_output,
             },
+            "allow_once",
         )
 
 
@@ -371,6 +374,7 @@ def test_run_command_runs_the_program_itself_in_cwd_without_the_capability(tmp_p
                 "content": [{"type": "text", "text": "<cwd>\n[exit code 0]"}],
                 "rawOutput": raw_output,
             },
+            "allow_once",
         )
 
 
@@ -400,7 +404,7 @@ def test_a_command_that_fails_is_a_failed_result_with_its_output(tmp_path: Path)
             "isError": True,
             "rawOutput": raw_output,
         }
-        assert server.log(session) == one_tool_log(call, result)
+        assert server.log(session) == one_tool_log(call, result, "allow_once")
 
 
 def replace_python(value: Any) -> Any:
@@ -493,6 +497,7 @@ def test_reject_once_gives_the_model_an_error_result_and_the_turn_goes_on(tmp_pa
                 "content": [{"type": "text", "text": "the user rejected this tool call"}],
                 "isError": True,
             },
+            "reject_once",
         )
 
 
@@ -521,6 +526,7 @@ def test_a_permission_request_the_client_cancels_is_an_error_result(tmp_path: Pa
                 "content": [{"type": "text", "text": "permission request cancelled"}],
                 "isError": True,
             },
+            "cancelled",
         )
 
 

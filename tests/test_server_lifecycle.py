@@ -170,6 +170,12 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
     session_id = result["sessionId"]
     assert result == {"sessionId": session_id, **session_setup()}
     assert SESSION_ID.fullmatch(session_id)
+    # The server connects in the background: the user is told once it has failed, and by then
+    # the log holds the notice.
+    report = server.read_frame()
+    assert report["params"]["update"]["content"]["text"] == (
+        "MCP server 'fs' is not available: FileNotFoundError: [Errno 2] No such file or directory"
+    )
     lines = (root / session_id / "session.jsonl").read_bytes().splitlines()
     # The header, then the notice that the MCP server (a command that does not exist) did not
     # connect: kept in the log whatever the client shows.

@@ -143,6 +143,7 @@ class Turn:
         stop: StopReason | None = None
         try:
             with self._scope:
+                await self._settle_tools()
                 stop = await (self._steps() if self.compact is None else self._compact_turn())
         except anyio.get_cancelled_exc_class():
             # The request itself was cancelled from outside: close the turn, then let go.
@@ -153,6 +154,15 @@ class Turn:
             await self._close_cancelled()
             return "cancelled"
         return stop
+
+    async def _settle_tools(self) -> None:
+        """Wait for the session's MCP servers still connecting (a `session/cancel` ends the
+        wait): every model call of the turn is offered their tools, and what is said of
+        those that failed is in the log before any step streams."""
+        settled = self.env.settled_tools
+        if settled is not None:
+            self.env.registry = await settled()
+            self.env.settled_tools = None
 
     # -- steps ---------------------------------------------------------------------------------
 

@@ -29,6 +29,9 @@ from ..core.content import ContentBlock, TextContent, ToolResultContent
 from ..core.events import (
     AssistantMessageEvent,
     FileCheckpoint,
+    PermissionDecision,
+    PermissionDecisionData,
+    PermissionOutcome,
     PlanUpdate,
     PlanUpdateData,
     SessionEvent,
@@ -72,11 +75,12 @@ class ToolCalls:
         self._run_child = run_child
         self._children: dict[str, str] = {}
         """Call id -> child session id, for the `task` calls of this turn that started one."""
-        # The calls of this turn may run subagents when the session can create them.
-        self._tools = (
-            replace(env.tools, subagents=self._run_task)
-            if env.create_subagent is not None
-            else env.tools
+        # The calls of this turn may run subagents when the session can create them; their
+        # permission answers are logged in this turn's step.
+        self._tools = replace(
+            env.tools,
+            subagents=self._run_task if env.create_subagent is not None else env.tools.subagents,
+            on_permission=self._decided,
         )
 
     async def run(self) -> None:
@@ -174,6 +178,16 @@ class ToolCalls:
             stop != "end_turn",
             {"childSessionId": child.recorder.session_id, "stopReason": stop},
             None,
+        )
+
+    def _decided(self, call_id: str, outcome: PermissionOutcome, option_id: str | None) -> None:
+        """A permission request of this step's call `call_id` was answered (or cancelled)."""
+        state = self._state
+        self.env.recorder.append(
+            PermissionDecision,
+            PermissionDecisionData(
+                state.turn, state.step, call_id, outcome, UNSET if option_id is None else option_id
+            ),
         )
 
     def log_result(

@@ -43,6 +43,10 @@ class TurnEnv:
     """For a subagent: called once its turn is over and its log closed."""
     registry: ToolRegistry = BUILTIN_TOOLS
     """The session's tools: the built-in ones and those of its MCP servers."""
+    settled_tools: Callable[[], Awaitable[ToolRegistry]] | None = None
+    """Set while the session's MCP servers are still connecting: waits for them to settle
+    (bounded by their connect timeout) and gives the complete `registry`. A turn awaits it
+    before its first model call, so a server still connecting has its tools offered."""
     model: Callable[[], str | None] = lambda: None
     """The session's chosen model and reasoning effort (SPEC 4.4), read at each model call;
     None leaves them to the provider."""

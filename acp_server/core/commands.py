@@ -3,7 +3,8 @@
 A prompt whose text starts with `/<name>` of a listed command runs that command instead of
 calling the model; any other `/word` is text for the model. `session_stats` is what `/stats`
 answers: figures read from the log alone (its tokens count an automatic title's model call
-too; its model calls are the turns' steps).
+too; its model calls are the turns' steps); `help_text` what `/help` answers: one line for
+each command listed.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ COMMANDS: Final[tuple[AvailableCommand, ...]] = (
         "the conversation (no number: list the messages)",
         CommandInput("message number (optional)"),
     ),
+    AvailableCommand("mcp", "Show the session's MCP servers, their state and their tools"),
+    AvailableCommand("help", "List the commands"),
 )
 COMMAND_NAMES: Final = frozenset(command.name for command in COMMANDS)
 
@@ -99,6 +102,19 @@ def parse_command(
     if name not in set(names):
         return None
     return CommandCall(name, rest.strip())
+
+
+def help_text(commands: Iterable[AvailableCommand] = COMMANDS) -> str:
+    """`/help`: one line per command, `/<name> <hint>: <description>`, in the listed order,
+    then how any other `/word` is taken."""
+    lines = ["Commands:"]
+    for command in commands:
+        usage = f"/{command.name}"
+        if isinstance(command.input, CommandInput):
+            usage += f" <{command.input.hint}>"
+        lines.append(f"{usage}: {command.description}")
+    lines.append("Any other /word is sent to the model as text.")
+    return "\n".join(lines)
 
 
 def session_stats(records: Iterable[StorageRecord]) -> str:

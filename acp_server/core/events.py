@@ -219,6 +219,22 @@ class SessionNoticeData(Model):
     description: str | UnsetType = UNSET
 
 
+PermissionOutcome = Literal["selected", "cancelled", "timeout"]
+"""How a permission request ended: an option chosen, the request cancelled (the client
+answered `cancelled`, or the turn was cancelled before it answered), or no answer in time."""
+
+
+class PermissionDecisionData(Model):
+    """The answer to the `session/request_permission` of the tool call `callId`."""
+
+    turn: int
+    step: int
+    call_id: str
+    outcome: PermissionOutcome
+    option_id: str | UnsetType = UNSET
+    """The option chosen (`outcome: "selected"` only), as the client sent it."""
+
+
 class InstructionFile(Model):
     """A project instruction file read into the system prompt: where, its digest, its size."""
 
@@ -375,6 +391,12 @@ class SessionNotice(Event, tag="session/notice"):
     data: SessionNoticeData
 
 
+class PermissionDecision(Event, tag="permission/decision"):
+    """The answer to a permission request (the request itself is shown by its tool call)."""
+
+    data: PermissionDecisionData
+
+
 class SessionContext(Event, tag="session/context"):
     """What shapes the system prompt from here on: the client's `systemPrompt`, the project
     instruction files read."""
@@ -418,6 +440,7 @@ KnownEvent = (
     | ContextCompaction
     | CommandResult
     | SessionNotice
+    | PermissionDecision
     | SessionContext
     | SessionForked
     | SessionArchived

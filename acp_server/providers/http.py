@@ -139,7 +139,9 @@ class Progress:
 
 
 class Failure(Exception):
-    """One attempt failed; `retryable` says whether another attempt may fix it."""
+    """One attempt failed; `retryable` says whether another attempt may fix it. `summary` is
+    the message without what the server sent (its error text, a body excerpt): the retry's
+    line on stderr says that much and no more."""
 
     def __init__(
         self,
@@ -148,12 +150,14 @@ class Failure(Exception):
         *,
         retryable: bool,
         retry_after: float | None = None,
+        summary: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.retryable = retryable
         self.retry_after = retry_after
+        self.summary = summary if summary is not None else message
 
 
 @dataclass(frozen=True)
@@ -205,10 +209,11 @@ async def stream_with_retries(
                     else failure.code,
                 ) from None
             tries += 1
+            # One line per retry on stderr: what failed, never the server's body.
             log.warning(
-                "%s: %s; retry %d of %d in %.2f s",
+                "%s: model request failed (%s); retry %d of %d in %g s",
                 label,
-                redact(failure.message),
+                redact(failure.summary),
                 tries,
                 policy.max_retries,
                 delay,
@@ -281,14 +286,13 @@ async def status_failure(
     text = await read_body(response)
     found = body_error(text)
     detail = found if found is not None else excerpt(redact(text)) if text else ""
-    message = f"HTTP {status} {redact(response.reason_phrase) or 'error'} from {shown}"
-    if detail:
-        message += f": {detail}"
+    head = f"HTTP {status} {redact(response.reason_phrase) or 'error'} from {shown}"
     return Failure(
-        message,
+        f"{head}: {detail}" if detail else head,
         status,
         retryable=retryable_status(status),
         retry_after=retry_after(response.headers),
+        summary=head,
     )
 
 

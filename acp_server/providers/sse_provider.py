@@ -249,7 +249,9 @@ class SseProvider(HttpTuning):
             retryable = (self.cut_retryable and exc.code == "stream-cut") or (
                 isinstance(exc.code, int) and retryable_status(exc.code)
             )
-            raise Failure(exc.message, exc.code, retryable=retryable) from None
+            # An error event's text is the server's: the stderr line names its code only.
+            summary = f"an error event ({exc.code})" if isinstance(exc.code, int) else None
+            raise Failure(exc.message, exc.code, retryable=retryable, summary=summary) from None
 
 
 __all__ = ["ChunkMapper", "HttpOptions", "HttpTuning", "SseProvider", "settings_tuning"]

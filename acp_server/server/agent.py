@@ -6,8 +6,9 @@ paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
 `SessionRegistry` for the session lifecycle. `session/prompt` and `session/load` run through
 `Conversations` (the agent loop over the model provider), `session/cancel` cancels a session's
 running turn, and `History` serves the history methods (SPEC 3). A session going live here has
-its MCP servers connected by `mcp_connect`; the agent loop and its tools reach the client
-through `port`'s `ConnectionPort`; what every session is offered is `surface`'s.
+its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools
+reach the client through `port`'s `ConnectionPort`; what every session is offered is
+`surface`'s.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .errors import AuthRequired, InvalidParams, echoed
 from .history import History
 from .listing import archive_filter
 from .live import LiveSession, check_owner
-from .mcp_connect import connect_mcp
+from .mcp_connect import McpReport, connect_mcp, unavailable
 from .params import (
     check_absolute,
     check_directories,
@@ -255,13 +256,14 @@ class AcpAgent:
         answer: Callable[[Surface], Any],
     ) -> Then:
         """A new session (made or forked) goes live on this connection: bound, its MCP servers
-        connected, answered with `answer(surface)`; its commands, any MCP failures and the
-        `notice` of its system prompt's context go out once the client knows its id."""
+        connecting, answered with `answer(surface)`; its commands, any MCP failures (once
+        its servers settled) and the `notice` of its system prompt's context go out once the
+        client knows its id."""
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
-        report = await self._reporter(session, failures, notice)
+        report = await self._reporter(session, mcp, notice)
 
         def then() -> None:
             self.connection.start_soon(_announce, surface, session, False)
@@ -342,37 +344,30 @@ class AcpAgent:
         )
         notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         self.surface.restore(session)
         await self.surface.announce(session, restored=True)
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, await self._reporter(session, failures, notice))
+        return Then(response, await self._reporter(session, mcp, notice))
 
     async def _reporter(
-        self,
-        session: LiveSession,
-        failures: list[tuple[str, str]],
-        notice: SessionNoticeData | None = None,
+        self, session: LiveSession, mcp: McpReport, notice: SessionNoticeData | None = None
     ) -> Callable[[], None]:
-        """What tells the user, once, after the answer, which MCP servers are missing, the
-        `notice` of the session's system prompt (its instruction files cut), and whether the
-        session's log is read-only.
+        """What tells the user, after the answer, the `notice` of the session's system prompt
+        (its instruction files cut), whether the session's log is read-only and, once its MCP
+        servers have settled, which of them are missing (each once: their notices are in the
+        log by then, written when they settled).
 
-        The MCP notices go into the log now, before the answer, when no turn of the session
-        can be running yet (its events may not land among a step's chunks); a read-only log
-        cannot take its own notice, which is only shown."""
-        notices = [
-            SessionNoticeData("warning", f"MCP server {name} is not available", why)
-            for name, why in failures
-        ]
-        if notice is not None:
-            notices.append(notice)
+        The context's notice goes into the log now, before the answer, when no turn of the
+        session can be running yet (its events may not land among a step's chunks); a
+        read-only log cannot take its own notice, which is only shown."""
+        notices = [notice] if notice is not None else []
         failure = session.writer.failure
         if failure is None and notices:
-            for notice in notices:
-                session.recorder.append(SessionNotice, notice)
+            for logged in notices:
+                session.recorder.append(SessionNotice, logged)
             try:
                 with session.activity():
                     await session.recorder.sync()
@@ -391,9 +386,26 @@ class AcpAgent:
 
         def report() -> None:
             if notices:
-                self.connection.start_soon(self._report, session.id, notices, failures)
+                self.connection.start_soon(self._report, session.id, notices, [])
+            if mcp.servers is not None or mcp.failures:
+                self.connection.start_soon(self._report_mcp, session, mcp)
 
         return report
+
+    async def _report_mcp(self, session: LiveSession, mcp: McpReport) -> None:
+        """Once the servers have settled: the failures, made durable, then shown."""
+        failures = await mcp.settled()
+        if not failures:
+            return
+        writer = session.writer
+        if not writer.closed and writer.failure is None:
+            try:
+                with session.activity():
+                    await session.recorder.sync()
+            except LogWriteFailed as exc:  # the next prompt reopens the log and says why
+                log.info("session %s: its notices were not written: %s", session.id, exc)
+        notices = [unavailable(name, why) for name, why in failures]
+        await self._report(session.id, notices, failures)
 
     async def _report(
         self,
@@ -455,7 +467,7 @@ class AcpAgent:
         )
         notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
-        failures = await connect_mcp(self.sessions, session, self.config)
+        mcp = await connect_mcp(self.sessions, session, self.config)
         cut = await self.conversations.replay(session, max_messages)
         surface = self.surface
         surface.restore(session)
@@ -465,7 +477,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, await self._reporter(session, failures, notice))
+        return Then(response, await self._reporter(session, mcp, notice))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

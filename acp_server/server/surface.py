@@ -29,7 +29,7 @@ from ..core.acp_updates import (
     command_message_id,
     user_message_id,
 )
-from ..core.commands import COMMANDS, CommandCall, session_stats
+from ..core.commands import COMMANDS, CommandCall, help_text, session_stats
 from ..core.compaction import DEFAULT_COMPACT_AT, compact_limit
 from ..core.content import ContentBlock, TextContent
 from ..core.events import (
@@ -50,6 +50,7 @@ from ..core.events import (
     UserMessageData,
     UserMessageEvent,
 )
+from ..core.mcp_status import mcp_text
 from ..core.modes import (
     MODE_IDS,
     REASONING_LEVELS,
@@ -69,6 +70,7 @@ from ..core.usage import Prices, context_window, usage_shown
 from ..providers.names import REPLAY
 from .errors import InvalidParams
 from .live import LiveSession
+from .mcp_connect import mcp_statuses
 
 if TYPE_CHECKING:
     from .config import ServeConfig
@@ -247,6 +249,10 @@ class Surface:
             return f"Title set to: {call.argument}", False
         if call.name == "stats":
             return session_stats(session.log.records), False
+        if call.name == "help":
+            return help_text(COMMANDS), False
+        if call.name == "mcp":
+            return mcp_text(mcp_statuses(session)), False
         if call.name in ("mode", "model"):
             try:
                 value = check_setting(call.name, call.argument, self.config.choices)

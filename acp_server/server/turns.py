@@ -8,6 +8,7 @@ child sessions of `task` calls, and answers `session/load` with the replay of SP
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from ..core.acp_updates import (
 )
 from ..core.commands import init_request, parse_command
 from ..core.content import ContentBlock, TextContent
-from ..core.events import SessionNotice, SessionNoticeData, SubagentStart
+from ..core.events import SessionNotice, SessionNoticeData, SubagentStart, ToolCall
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..core.subagent_updates import child_replay, with_children
@@ -230,12 +231,21 @@ class Conversations:
             history=lambda: session.log.plain_events(),  # the log as it is at the call
             kept=kept_from_tools(),
         )
+        mcp = session.mcp
+        settled_tools = None
+        if mcp is not None and not mcp.settled.is_set():
+
+            async def settled_tools() -> ToolRegistry:
+                await mcp.wait_settled()
+                return self.registry(session)
+
         env = TurnEnv(
             recorder=session.recorder,
             provider=self.provider,
             client=self.client,
             tools=tools,
             registry=self.registry(session),
+            settled_tools=settled_tools,
             max_steps=self.max_steps,
             create_subagent=self._create_subagent if client_session_id is None else None,
             live_updates=client_session_id is None or shown,
@@ -327,6 +337,13 @@ class Conversations:
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
         shapes = self.client.capabilities
         records = log_.records_from(cut.start)
+        mcp = session.mcp
+        if mcp is not None and not mcp.settled.is_set() and _calls_mcp(records):
+            # Its MCP calls are shown as they were live (their servers' titles) once the
+            # servers are there: bounded by their connect timeout.
+            await mcp.wait_settled()
+            if session.turn is not None:  # a prompt came meanwhile
+                raise busy_error(session.id)
         present = self._presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
@@ -378,6 +395,11 @@ class Conversations:
             session_id=child_id,
         )
         return child_replay(parent_id, child_id, updates)
+
+
+def _calls_mcp(records: Iterable[object]) -> bool:
+    """Whether the records hold a call of an MCP server's tool (`mcp__<server>__<tool>`)."""
+    return any(type(r) is ToolCall and r.data.name.startswith("mcp__") for r in records)
 
 
 def busy_error(session_id: str) -> SessionInUse:

@@ -23,6 +23,7 @@ export const KNOWN_EVENT_TYPES = new Set([
   "assistant/message",
   "command/result",
   "context/compaction",
+  "permission/decision",
   "plan/update",
   "session/archived",
   "session/config",

@@ -11,12 +11,16 @@ import msgspec
 from msgspec import UNSET
 
 from ...core.content import TextContent, ToolResultContent
-from ...core.events import PlanEntry, SessionEvent, ToolCallLocation
+from ...core.events import PermissionOutcome, PlanEntry, SessionEvent, ToolCallLocation
 from ...core.modes import DEFAULT_MODE
 from ..confinement import Directories
 from ..ports import ClientPort
 
 T = TypeVar("T")
+
+PermissionListener = Callable[[str, PermissionOutcome, str | None], None]
+"""Told how each permission request ended (call id, outcome, chosen option id): the turn logs
+it as a `permission/decision` event."""
 
 SubagentRunner = Callable[[str, str, Callable[[], Awaitable[None]]], Awaitable["ToolOutcome"]]
 """Runs a `task` call (call id, raw arguments, on_started) as a subagent: the loop's."""
@@ -75,6 +79,8 @@ class ToolContext:
     """The session's events so far, for `search_history`; None where there are none."""
     kept: KeptFromTools = KeptFromTools()
     """What the tools must not reach (the server's `kept_from_tools()`)."""
+    on_permission: PermissionListener | None = None
+    """Set by a turn: told the answer to each permission request, once it is known."""
 
     def __post_init__(self) -> None:
         # Relative roots would make confinement depend on the server's own working directory.

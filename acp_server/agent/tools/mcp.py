@@ -1,10 +1,14 @@
 """The tools of a session's MCP servers (SPEC 4.5), through the official MCP SDK.
 
-`McpServers` holds the connections of one live session. `run` (a task of the session's task
-group) connects every server at once and reports ready when each has connected or failed,
-or when the connect timeout has passed, whichever is first: a dead or slow server never holds
-the session up for longer than that. It then keeps the connections until `aclose`, which
-closes them all (a stdio server's process is stopped and reaped by the SDK).
+`McpServers` holds the connections of one live session. `run` (a task of the registry's
+services) reports started at once and connects every server in the background: the session
+answers without waiting for them. The servers are `settled` when each has connected or failed,
+or when the connect timeout has passed, whichever is first; then `on_settled` is told which
+failed (once) and `tools` holds the tools of those that connected. A turn waits for `settled`
+before its first model call (`wait_settled`), so a slow server holds a prompt up for the
+connect timeout at most and a server still connecting has its tools offered once it is there.
+The connections are kept until `aclose`, which closes them all (a stdio server's process is
+stopped and reaped by the SDK). `statuses` says where each server is, for `/mcp`.
 
 Each tool of a connected server becomes a registry `Tool` named `mcp__<server>__<tool>`. A
 call asks permission like any tool that acts outside the server, then calls the MCP tool with
@@ -27,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -54,6 +58,7 @@ from ...core.content import (
     TextContent,
     ToolResultContent,
 )
+from ...core.mcp_status import McpServerStatus
 from ..mcp_config import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpServerConfig
 from ..ports import ClientRequestError
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome, error_outcome
@@ -125,6 +130,22 @@ class _Server:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     running: _Running | None = None
     """The call running now, if any (a session's tool calls run one at a time)."""
+    ended: str | None = None
+    """Why a connection that was made has ended since."""
+
+    def status(self) -> McpServerStatus:
+        name, transport = self.config.name, self.config.transport
+        if self.failure is not None:
+            return McpServerStatus(name, transport, "failed", reason=self.failure)
+        if not self.ready.is_set():
+            return McpServerStatus(name, transport, "connecting")
+        if self.session is None:
+            return McpServerStatus(name, transport, "disconnected", reason=self.ended)
+        return McpServerStatus(name, transport, "connected", tuple(t.name for t in self.tools))
+
+
+SettledListener = Callable[[list[tuple[str, str]]], None]
+"""Told, once the servers have settled, (name, why) for each that could not be connected."""
 
 
 class McpServers:
@@ -137,6 +158,7 @@ class McpServers:
         cwd: str,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        on_settled: SettledListener | None = None,
     ) -> None:
         self.configs = list(configs)
         self.cwd = cwd
@@ -144,7 +166,12 @@ class McpServers:
         self.call_timeout = call_timeout
         self._servers = [_Server(config) for config in self.configs]
         self.tools: list[Tool] = []
-        """The tools of every server that connected, in the order of the servers."""
+        """The tools of every server that connected, in the order of the servers (empty
+        until they have settled)."""
+        self.on_settled = on_settled
+        self.settled = anyio.Event()
+        """Set once every server has connected or failed, or the connect timeout has passed
+        (or the servers were closed first)."""
         self._closing = anyio.Event()
         self._closed = anyio.Event()
 
@@ -153,26 +180,48 @@ class McpServers:
         """(server name, why) for each server that could not be connected."""
         return [(s.config.name, s.failure) for s in self._servers if s.failure is not None]
 
+    def statuses(self) -> list[McpServerStatus]:
+        """Where each server is now, in the client's order (`/mcp`)."""
+        return [server.status() for server in self._servers]
+
+    async def wait_settled(self) -> None:
+        """Return once the servers have settled: at once when they have, else within the
+        connect timeout of their start."""
+        await self.settled.wait()
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Connect the servers, say so (`task_status.started()`), keep them until `aclose`."""
+        """Say so at once (`task_status.started()`), connect the servers in the background,
+        keep them until `aclose`."""
         try:
             async with anyio.create_task_group() as servers:
                 for server in self._servers:
                     servers.start_soon(self._serve, server)
-                with anyio.move_on_after(self.connect_timeout):
-                    for server in self._servers:
-                        await server.ready.wait()
-                for server in self._servers:
-                    if not server.ready.is_set():
-                        server.failure = f"it did not connect within {self.connect_timeout:g} s"
-                        log.warning("MCP server %r: %s", server.config.name, server.failure)
-                        server.scope.cancel()
-                self.tools = self._registered()
+                servers.start_soon(self._settle)
                 task_status.started()
                 await self._closing.wait()
                 servers.cancel_scope.cancel()
         finally:
+            self.settled.set()  # closed before they settled: nothing waits for them any more
             self._closed.set()
+
+    async def _settle(self) -> None:
+        """Wait for every server (up to the connect timeout), give up on the late ones, then
+        register the tools and tell `on_settled` which failed."""
+        with anyio.move_on_after(self.connect_timeout):
+            for server in self._servers:
+                await server.ready.wait()
+        for server in self._servers:
+            if not server.ready.is_set():
+                server.failure = f"it did not connect within {self.connect_timeout:g} s"
+                log.warning("MCP server %r: %s", server.config.name, server.failure)
+                server.scope.cancel()
+        self.tools = self._registered()
+        if self.on_settled is not None:
+            try:
+                self.on_settled(self.failures)
+            except Exception:  # a listener's bug must not end the connections
+                log.exception("reporting the MCP servers that failed")
+        self.settled.set()
 
     async def aclose(self) -> None:
         """Close every connection; returns once they are closed (stdio processes reaped)."""
@@ -196,6 +245,7 @@ class McpServers:
             except Exception as exc:
                 reason = redact(config, _reason(exc))
                 if server.ready.is_set():
+                    server.ended = reason
                     log.warning("MCP server %r: the connection ended: %s", config.name, reason)
                 else:
                     server.failure = reason

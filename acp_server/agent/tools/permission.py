@@ -7,17 +7,27 @@ Three options are offered: `allow_once`, `allow_always` (remembered for that too
 of the session, in `ToolContext.allowed_always`) and `reject_once`. Anything but an allowing
 answer ends the call with an error outcome the model reads; a cancelled turn propagates as
 cancellation (the request is abandoned by the client port), never as an answer.
+
+How each request ended goes to `ToolContext.on_permission` (the turn logs it as a
+`permission/decision` event): the option the client selected, or `cancelled` when the client
+answered so or when the turn was cancelled before it answered (ACP's meaning of `cancelled`). A
+request that ended with no answer at all (a client error, a malformed answer) has no decision.
+A decision the mode or an earlier `allow_always` made asks nothing and logs nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Final
 
+import anyio
 import msgspec
 from msgspec import Struct
 
 from ...core.acp_updates import parse_arguments
+from ...core.events import PermissionOutcome
 from ...core.modes import permission_decision, plan_mode_refusal
+from ...storage.errors import LogWriteFailed
 from ..ports import ClientPort
 from .base import ToolCallInfo, ToolContext, ToolError
 
@@ -66,9 +76,18 @@ async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
         raise ToolError(plan_mode_refusal(call.name))
     if decision == "allow" or call.name in ctx.allowed_always:
         return
-    chosen = await permission_answer(ctx.client, permission_params(ctx, call))
+    try:
+        chosen = await permission_answer(ctx.client, permission_params(ctx, call))
+    except anyio.get_cancelled_exc_class():
+        # The cancellation is what ends the call: a log that cannot take the decision must
+        # not replace it with a write failure.
+        with contextlib.suppress(LogWriteFailed):
+            _decided(ctx, call, "cancelled")
+        raise
     if chosen is None:
+        _decided(ctx, call, "cancelled")
         raise ToolError("permission request cancelled")
+    _decided(ctx, call, "selected", chosen)
     if chosen == "allow_once":
         return
     if chosen == "allow_always":
@@ -77,6 +96,13 @@ async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
     if chosen == "reject_once":
         raise ToolError("the user rejected this tool call")
     raise ToolError(f"the client chose an unknown permission option {chosen!r}")
+
+
+def _decided(
+    ctx: ToolContext, call: ToolCallInfo, outcome: PermissionOutcome, option_id: str | None = None
+) -> None:
+    if ctx.on_permission is not None:
+        ctx.on_permission(call.call_id, outcome, option_id)
 
 
 async def permission_answer(client: ClientPort, params: dict[str, Any]) -> str | None:
