@@ -61,7 +61,7 @@ def prompt(server: AcpProcess, session: str, words: str) -> dict[str, Any]:
 def live_server(sessions: Path, model: FakeOpenAI) -> AcpProcess:
     return AcpProcess(
         sessions,
-        "--provider", "openai", "--model", "test", "--base-url", model.base_url,
+        "--provider", "openai", "--model", "test", "--titles", "off", "--base-url", model.base_url,
         "--max-retries", "0", "--log-level", "debug",
         env=clean_env(OPENAI_API_KEY=KEY),
     )  # fmt: skip

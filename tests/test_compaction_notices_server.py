@@ -155,7 +155,16 @@ def test_a_retried_model_request_is_a_notice_to_the_client_and_in_the_log(tmp_pa
     overloaded = Status(503, {"error": {"message": "overloaded"}}, {"retry-after-ms": "10"})
     answer = Sse([text("Hi."), chunk(finish="stop"), usage(10, 2)])
     with FakeOpenAI([overloaded, answer]) as model:
-        flags = ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
+        flags = (
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--titles",
+            "off",
+            "--base-url",
+            model.base_url,
+        )
         with AcpProcess(tmp_path / "sessions", *flags) as server:
             server.result("initialize", {"protocolVersion": 1, "clientCapabilities": NEWER})
             session_id = server.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})[

@@ -174,7 +174,7 @@ def test_ask_user_is_offered_to_the_model_only_when_the_client_shows_forms(
 ) -> None:
     hi = Sse([chunk(text("Hi.")), chunk(finish="stop")])
     sessions = tmp_path / "sessions"
-    flags = ("--provider", "openai", "--model", "gpt-4o")
+    flags = ("--provider", "openai", "--model", "gpt-4o", "--titles", "off")
     with (
         FakeOpenAI([hi]) as model,
         AcpProcess(sessions, *flags, "--base-url", model.base_url) as server,

@@ -43,7 +43,17 @@ def test_an_openai_retry_is_a_notice_and_one_line_on_stderr(tmp_path: Path) -> N
     overloaded = Status(503, {"error": {"message": BODY_SECRET}}, {"retry-after-ms": "10"})
     answer = Sse([text("Hi."), chunk(finish="stop"), usage(10, 2)])
     with FakeOpenAI([overloaded, answer]) as model:
-        flags = ("--provider", "openai", "--model", "gpt-4o", "--base-url", model.base_url)
+        # No title call: what stderr holds is the turn's alone.
+        flags = (
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--titles",
+            "off",
+            "--base-url",
+            model.base_url,
+        )
         with AcpProcess(tmp_path / "sessions", *flags, env=clean_env(OPENAI_API_KEY=KEY)) as server:
             response, notices = prompt_once(server, tmp_path)
             assert server.finish() == 0
@@ -71,7 +81,17 @@ def test_an_anthropic_retry_is_a_notice_and_one_line_on_stderr(tmp_path: Path) -
     overloaded = Status(529, error_body("overloaded_error", BODY_SECRET), {"retry-after-ms": "10"})
     answer = Sse(reply(text_block(0, "Hi.")))
     with FakeAnthropic([overloaded, answer]) as model:
-        flags = ("--provider", "anthropic", "--model", "claude-test", "--base-url", model.base_url)
+        # No title call: what stderr holds is the turn's alone.
+        flags = (
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-test",
+            "--titles",
+            "off",
+            "--base-url",
+            model.base_url,
+        )
         with AcpProcess(
             tmp_path / "sessions", *flags, env=clean_env(ANTHROPIC_API_KEY=KEY)
         ) as server:
