@@ -14,6 +14,7 @@ from typing import Final
 
 from ...core.blobs import blob_digest, check_digest
 from ..errors import SessionNotFound
+from .sessions import fsync_dir
 
 BLOBS_DIR: Final = "blobs"
 
@@ -44,9 +45,9 @@ def put_blob(session_dir: Path, data: bytes) -> str:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     if made:
-        _fsync_dir(session_dir)
+        fsync_dir(session_dir)
     return sha256
 
 
@@ -65,11 +66,3 @@ def blob_digests(session_dir: Path) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(name for name in names if not name.startswith("."))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -111,8 +111,8 @@ class SessionStore:
         try:
             writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
             writer.checks_path = directory / CHECKS_NAME
-            _fsync_dir(directory)
-            _fsync_dir(self.root)
+            fsync_dir(directory)
+            fsync_dir(self.root)
         except BaseException:
             if writer is not None:
                 with contextlib.suppress(LogError, OSError):
@@ -304,7 +304,8 @@ def _remove_new_session(directory: Path, path: Path) -> None:
         directory.rmdir()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory `path` (a file created, renamed or removed) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
