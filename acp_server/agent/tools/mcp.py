@@ -35,18 +35,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
 from anyio.abc import TaskStatus
-from mcp import types
-from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
 from msgspec import UNSET
 
 from ...core.content import (
@@ -66,6 +59,31 @@ from .elicitation import FormRefused, elicit, form_from_mcp
 from .excerpts import complete_utf8_prefix
 from .permission import ensure_permission
 from .registry import OnStarted, Tool
+
+if TYPE_CHECKING:
+    from mcp import types
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.exceptions import MCPError
+
+
+def _load_sdk() -> None:
+    """Import the MCP SDK into this module's names. It takes a second or more, so a session's
+    servers import it in a worker thread when they start connecting (`McpServers.run`):
+    neither the answer that made the session live nor the event loop waits for it."""
+    global types, ClientSession, sse_client, StdioServerParameters, stdio_client
+    global streamable_http_client, create_mcp_http_client, MCPError
+    from mcp import types
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.exceptions import MCPError
+
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +212,7 @@ class McpServers:
         keep them until `aclose`."""
         try:
             async with anyio.create_task_group() as servers:
-                for server in self._servers:
-                    servers.start_soon(self._serve, server)
+                servers.start_soon(self._connect_all)
                 servers.start_soon(self._settle)
                 task_status.started()
                 await self._closing.wait()
@@ -203,6 +220,13 @@ class McpServers:
         finally:
             self.settled.set()  # closed before they settled: nothing waits for them any more
             self._closed.set()
+
+    async def _connect_all(self) -> None:
+        """Import the SDK (off the event loop, once per process), then connect every server."""
+        await anyio.to_thread.run_sync(_load_sdk)
+        async with anyio.create_task_group() as servers:
+            for server in self._servers:
+                servers.start_soon(self._serve, server)
 
     async def _settle(self) -> None:
         """Wait for every server (up to the connect timeout), give up on the late ones, then
