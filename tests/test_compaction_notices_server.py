@@ -146,7 +146,7 @@ def test_a_client_without_notices_is_told_of_a_missing_mcp_server_as_before(
 
     assert update["sessionUpdate"] == "agent_message_chunk"
     assert update["content"]["text"] == (
-        f"MCP server 'broken' is not available: {log[0]['data']['description']}"
+        f"MCP server 'broken' is not available: {log[0]['data']['description']}\n\n"
     )
     assert [event["type"] for event in log] == ["session/notice"]
 

@@ -71,7 +71,7 @@ def test_mcp_lists_a_connected_server_with_its_tools_and_a_failed_one_with_why(
         log = server.log(session_id)
 
     why = log[0]["data"]["description"]
-    assert report["content"]["text"] == f"MCP server 'broken' is not available: {why}"
+    assert report["content"]["text"] == f"MCP server 'broken' is not available: {why}\n\n"
     assert listed == (
         "MCP servers (2):\n"
         "- demo (stdio): connected; 9 tools: echo, env_set, pid, repeat, kinds, fail, die, "

@@ -273,7 +273,7 @@ def test_a_server_that_never_answers_is_left_out_after_the_connect_timeout(
         assert answered.stop_reason == "end_turn"
     assert report["content"] == {
         "type": "text",
-        "text": "MCP server 'silent' is not available: it did not connect within 0.5 s",
+        "text": "MCP server 'silent' is not available: it did not connect within 0.5 s\n\n",
     }
 
 

@@ -174,7 +174,7 @@ def test_new_session_creates_the_log_with_its_header(server: AcpProcess, root: P
     # the log holds the notice.
     report = server.read_frame()
     assert report["params"]["update"]["content"]["text"] == (
-        "MCP server 'fs' is not available: FileNotFoundError: [Errno 2] No such file or directory"
+        "MCP server 'fs' is not available: FileNotFoundError: [Errno 2] No such file or directory\n\n"
     )
     lines = (root / session_id / "session.jsonl").read_bytes().splitlines()
     # The header, then the notice that the MCP server (a command that does not exist) did not

@@ -425,7 +425,8 @@ class AcpAgent:
         if not failures:
             return  # a client without notices is told of missing MCP servers only, as before
         lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
-        update = AgentMessageChunk(TextContent("\n".join(lines)))
+        # A paragraph of its own: it may come just before a turn's first words.
+        update = AgentMessageChunk(TextContent("\n".join(lines) + "\n\n"))
         await self.connection.notify("session/update", SessionNotification(session_id, update))
 
     async def prompt(self, request: PromptRequest) -> PromptResponse:
