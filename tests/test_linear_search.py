@@ -19,9 +19,18 @@ from acp_server.agent.tools import history as history_tool
 from acp_server.agent.tools.search import GrepArgs, grep
 from acp_server.core.content import TextContent
 from acp_server.core.events import (
+    CommandResult,
+    CommandResultData,
     SessionEvent,
+    SessionRewind,
+    SessionRewindData,
     ToolResult,
     ToolResultData,
+    TurnEnd,
+    TurnEndData,
+    TurnEndReasonCompleted,
+    TurnStart,
+    TurnStartData,
     UserMessage,
     UserMessageData,
     UserMessageEvent,
@@ -233,3 +242,28 @@ def test_search_history_lines_end_at_every_line_break_as_before() -> None:
     events = history("port 8123\r\nhost\u2028port 9000", "")
     hits, _ = search_history(events, LineRegex("^port|^$"), 5)
     assert [h.line for h in hits] == ["port 8123", "port 9000"]
+
+
+@pytest.mark.anyio
+async def test_search_history_leaves_out_the_turns_a_rewind_took_back(tmp_path: Path) -> None:
+    def said(turn: int, text: str) -> UserMessageData:
+        return UserMessageData(turn, UserMessage(f"user-{turn}", [TextContent(text)]))
+
+    done = TurnEndReasonCompleted()
+    kinds_and_data: list[tuple[type, object]] = [
+        (TurnStart, TurnStartData(0)),
+        (UserMessageEvent, said(0, "fix b one way")),
+        (TurnEnd, TurnEndData(0, done)),
+        (TurnStart, TurnStartData(1)),
+        (UserMessageEvent, said(1, "/rewind 1")),
+        (SessionRewind, SessionRewindData("user-0", [], [])),
+        (CommandResult, CommandResultData(1, "rewind", [TextContent("Rewound.")])),
+        (TurnEnd, TurnEndData(1, done)),
+        (TurnStart, TurnStartData(2)),
+        (UserMessageEvent, said(2, "fix b another way")),
+        (TurnEnd, TurnEndData(2, done)),
+    ]
+    events = [kind(seq, seq, data) for seq, (kind, data) in enumerate(kinds_and_data)]
+    ctx = ToolContext("s", tmp_path, [], NoClient(), history=lambda: events)
+    outcome = await call(ctx, "search_history", {"pattern": "fix b"})
+    assert outcome.content == [TextContent("[seq 9, turn 2, user] fix b another way")]

@@ -6,6 +6,7 @@ events through `ToolContext.history` and searching them in a worker thread, canc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Final
 
 import anyio.from_thread
@@ -13,8 +14,10 @@ import anyio.to_thread
 from msgspec import UNSET, Meta, UnsetType
 
 from ...core.content import TextContent
-from ...core.history_search import render_hits, search_history
+from ...core.events import SessionEvent
+from ...core.history_search import Hit, render_hits, search_history
 from ...core.line_regex import LineRegex, PatternError
+from ...core.rewind import live_events
 from .arguments import Arguments
 from .base import ToolCallInfo, ToolContext, ToolError, ToolOutcome
 from .registry import OnStarted
@@ -60,7 +63,15 @@ async def run_search_history(
     # the thread's, which stops at its next checkpoint when the call is cancelled.
     events = list(ctx.history())
     hits, more = await anyio.to_thread.run_sync(
-        search_history, events, pattern, limit, anyio.from_thread.check_cancelled
+        _search_live, events, pattern, limit, anyio.from_thread.check_cancelled
     )
     raw = {"matches": len(hits), "truncated": more}
     return ToolOutcome([TextContent(render_hits(hits, more))], False, raw)
+
+
+def _search_live(
+    events: list[SessionEvent], pattern: LineRegex, limit: int, checkpoint: Callable[[], None]
+) -> tuple[list[Hit], bool]:
+    """`search_history` over the turns the model still has: a rewound turn's messages and
+    results are left out, as they are of the model's history (`session/rewind`)."""
+    return search_history(live_events(events), pattern, limit, checkpoint)
