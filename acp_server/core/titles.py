@@ -47,16 +47,19 @@ def title_due(events: Iterable[SessionEvent]) -> str | None:
     """The first prompt's text, when the session is due an automatic title now: it has no
     title, its last turn was a model turn (not a command's) that completed, and its first
     prompt to the model has text. None otherwise."""
-    events = list(events)
     last_end: TurnEnd | None = None
-    for event in events:
+    prompts: dict[int, list[ContentBlock]] = {}
+    """Each model turn's prompt by turn number (a command's turn, `/compact` included, is
+    left out)."""
+    for event in events:  # one pass, stopping at a title: this runs after every model turn
         if type(event) is SessionTitle:
             return None
         if type(event) is TurnEnd:
             last_end = event
+        elif type(event) is UserMessageEvent and parse_command(event.data.message.content) is None:
+            prompts[event.data.turn] = event.data.message.content
     if last_end is None or type(last_end.data.reason) is not TurnEndReasonCompleted:
         return None
-    prompts = _model_prompts(events)
     if last_end.data.turn not in prompts:
         return None
     first = _text(prompts[min(prompts)])
@@ -97,18 +100,6 @@ def model_title(answer: str) -> str | None:
     if line.endswith(".") and not line.endswith(".."):
         line = line[:-1]
     return prompt_title(line)
-
-
-def _model_prompts(events: Iterable[SessionEvent]) -> dict[int, list[ContentBlock]]:
-    """Each model turn's prompt by turn number (a command's turn, `/compact` included, is
-    left out)."""
-    prompts: dict[int, list[ContentBlock]] = {}
-    for event in events:
-        if type(event) is UserMessageEvent:
-            content = event.data.message.content
-            if parse_command(content) is None:
-                prompts[event.data.turn] = content
-    return prompts
 
 
 def _text(content: Iterable[ContentBlock]) -> str:
