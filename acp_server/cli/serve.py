@@ -106,9 +106,10 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
             token = _read_token(args.token_file)
         except ValueError as exc:
             raise ServeFlagsError(f"--token-file: {exc}") from None
-    elif args.listen is None and (args.allow_origin or args.max_pending_requests != 64):
-        given = "--allow-origin" if args.allow_origin else "--max-pending-requests"
-        raise ServeFlagsError(f"{given}: only with --listen")
+    elif args.listen is None and args.allow_origin:
+        raise ServeFlagsError("--allow-origin: only with --listen")
+    elif args.listen is None and args.socket is None and args.max_pending_requests != 64:
+        raise ServeFlagsError("--max-pending-requests: only with --listen or --socket")
     return ServeConfig(
         sessions_dir=sessions_dir,
         store=store,
@@ -130,6 +131,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         price_input=args.price_input,
         price_output=args.price_output,
         listen=args.listen,
+        socket=args.socket,
         token=token,
         allowed_origins=tuple(args.allow_origin),
         max_pending_requests=args.max_pending_requests,

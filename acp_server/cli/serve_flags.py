@@ -261,6 +261,15 @@ def add_serve(commands: Commands) -> None:
         "picks a free one",
     )
     network.add_argument(
+        "--socket",
+        metavar="PATH",
+        type=path,
+        help="serve many connections on the Unix socket PATH instead of stdio, until SIGTERM or "
+        "SIGINT (with --listen, WebSocket too): the shared server `acp-server attach` starts "
+        "and relays to. Its directory must be yours alone (mode 0700); the socket is made "
+        "0600 and a peer of another user is refused",
+    )
+    network.add_argument(
         "--token-file",
         metavar="FILE",
         type=path,
@@ -281,7 +290,7 @@ def add_serve(commands: Commands) -> None:
         metavar="N",
         type=positive_int,
         default=64,
-        help="requests one connection may have in flight; one more is refused (default 64)",
+        help="requests one connection (of --listen or --socket) may have in flight; one more is refused (default 64)",
     )
     model = serve.add_argument_group(
         "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",

@@ -37,6 +37,7 @@ from .rpc import Connection
 
 if TYPE_CHECKING:  # the provider modules are imported when a provider is set up
     from ..providers.base import Provider
+    from .listen import ListenConfig
 
 log = logging.getLogger("acp_server")
 
@@ -173,6 +174,8 @@ def run_server(config: ServeConfig) -> int:
         return 2
     source = f" ({config.store_source})" if config.store_source else ""
     log.info("sessions are stored in %s%s", store.url, source)
+    if config.socket is not None:
+        return _run(serve_on_socket, config, provider, store)
     if config.listen is not None:
         return _run(serve_listening, config, provider, store)
     try:
@@ -206,15 +209,33 @@ def _run(main: Callable[..., Awaitable[int]], *args: Any) -> int:
 
 async def serve_listening(config: ServeConfig, provider: Provider, store: Store) -> int:
     """`serve --listen`: the WebSocket server (imported only then)."""
+    from .listen import serve_websocket
+
+    listen = listen_config(config)
+    assert listen is not None
+    return await serve_websocket(config, listen, provider, provider_auth(config, provider), store)
+
+
+async def serve_on_socket(config: ServeConfig, provider: Provider, store: Store) -> int:
+    """`serve --socket`: the shared server on a Unix socket, with `--listen` WebSocket too."""
+    from .unix import serve_shared
+
+    auth = provider_auth(config, provider)
+    return await serve_shared(config, provider, auth, store, listen_config(config))
+
+
+def listen_config(config: ServeConfig) -> ListenConfig | None:
+    """Where and for whom `--listen` serves WebSocket (a new token unless `--token-file`)."""
+    if config.listen is None:
+        return None
     import secrets
 
     from ..providers.secret import Secret
-    from .listen import ListenConfig, serve_websocket
+    from .listen import ListenConfig
 
-    assert config.listen is not None
     host, port = config.listen
     generated = config.token is None
-    listen = ListenConfig(
+    return ListenConfig(
         host,
         port,
         Secret(secrets.token_urlsafe(32)) if config.token is None else config.token,
@@ -222,4 +243,3 @@ async def serve_listening(config: ServeConfig, provider: Provider, store: Store)
         allowed_origins=frozenset(config.allowed_origins),
         max_pending_requests=config.max_pending_requests,
     )
-    return await serve_websocket(config, listen, provider, provider_auth(config, provider), store)

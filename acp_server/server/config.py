@@ -77,6 +77,9 @@ class ServeConfig(msgspec.Struct, frozen=True):
     """`--allow-origin`: more origins whose pages may open the WebSocket."""
     max_pending_requests: int = 64
     """Requests one WebSocket connection may have in flight at once."""
+    socket: Path | None = None
+    """`--socket PATH`: serve many connections on this Unix socket instead of stdio (the
+    shared server of `acp-server attach`)."""
     system_prompt: PromptBase | None = None
     """`--system-prompt-file`'s text, in place of the package's fixed text of the system
     prompt; None: the package's (a live provider), or none (llm-replay)."""

@@ -42,10 +42,10 @@ from websockets.http11 import Request, Response
 from ..providers.secret import Secret
 from ..storage.api import Store
 from ..transports.websocket import Answer, WebSocketChannel, accept, refuse
-from .agent import AcpAgent
 from .auth import Auth
 from .config import ServeConfig
 from .lifetime import exit_status, prepared, sessions_served
+from .per_connection import agent_serving
 from .rpc import Connection
 from .sessions import SessionRegistry
 
@@ -370,20 +370,22 @@ class WebSocketServer:
         if channel is None:
             return
         connection = Connection(channel, max_inflight=self.listen.max_pending_requests)
-        agent = AcpAgent(connection, self.sessions, self.provider, self.config, self.auth)
-        agent.install()
-        self._connections[connection] = channel
-        if self._stopping:
-            self._end(connection, channel)
         try:
-            async with anyio.create_task_group() as watched:
-                watched.start_soon(channel.watch)
-                await connection.serve(channel.messages())
-                watched.cancel_scope.cancel()
+            async with agent_serving(
+                connection, self.sessions, self.provider, self.config, self.auth
+            ):
+                self._connections[connection] = channel
+                if self._stopping:
+                    self._end(connection, channel)
+                try:
+                    async with anyio.create_task_group() as watched:
+                        watched.start_soon(channel.watch)
+                        await connection.serve(channel.messages())
+                        watched.cancel_scope.cancel()
+                finally:
+                    del self._connections[connection]
         finally:
-            del self._connections[connection]
             with anyio.CancelScope(shield=True):
-                await self.sessions.close_owned(agent)
                 await channel.close(1001 if self._stopping else 1000)
 
 

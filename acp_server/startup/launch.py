@@ -7,7 +7,9 @@ to take a key out of the environment) over a store that is plainly usable (`stor
 store that is not is checked in full, and refused, before any answer), the protocol streams are
 claimed and `acp_server.startup.handshake` starts answering the first `initialize` before the
 rest of the program is even imported, told whether the provider the command line names needs a
-key (its auth methods depend on it). Everything else, the command line included, is
+key (its auth methods depend on it). `attach` is the relay to a shared server
+(`acp_server.startup.attach`), which imports next to nothing; the shared server itself (`serve
+--socket`) serves no stdio. Everything else, the command line included, is
 `acp_server.cli`'s.
 """
 
@@ -20,6 +22,10 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "attach":
+        from .attach import main as attach
+
+        return attach(args[1:])
     provider = early_provider(args, os.environ)
     if provider is not None and store_ready_early(args, os.environ):
         from ..providers.names import takes_a_key
@@ -60,7 +66,7 @@ def early_provider(args: list[str], environ: os._Environ[str] | dict[str, str]) 
     provider = REPLAY
     for index, arg in enumerate(args):
         name, equals, value = arg.partition("=")
-        if name == "-h" or _abbreviates(name, "--help", "--version", "--listen"):
+        if name == "-h" or _abbreviates(name, "--help", "--version", "--listen", "--socket"):
             return None
         if _abbreviates(name, "--provider"):
             given = value if equals else (args[index + 1] if index + 1 < len(args) else "")
