@@ -1,5 +1,6 @@
-"""One protocol behind every transport: the same messages get the same answers over stdio lines
-and over WebSocket text frames (SPEC 0, 3.4). Each case runs over both, against a real server
+"""One protocol behind every transport: the same messages get the same answers over stdio lines,
+over WebSocket text frames (SPEC 0, 3.4) and over the Unix socket of `acp-server attach`'s shared
+server (through the relay). Each case runs over both, against a real server
 process, and the answers must be equal frame for frame."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 from acp_process import AcpProcess
+from attach_support import ATTACH, Places, places
 from polling import TIMEOUT
 from ws_server import listening
 
@@ -34,10 +36,18 @@ class Wire:
         return frame
 
 
-@pytest.fixture(params=["stdio", "websocket"])
+__all__ = ["places"]  # the fixture
+
+
+@pytest.fixture(params=["stdio", "websocket", "unix"])
 def wire(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Wire]:
     if request.param == "stdio":
         with AcpProcess(tmp_path / "sessions") as process:
+            yield Wire(process.send, lambda: process.read_frame(TIMEOUT))
+    elif request.param == "unix":
+        attached: Places = request.getfixturevalue("places")
+        command = [*ATTACH, "--sessions-dir", str(tmp_path / "sessions")]
+        with AcpProcess(None, command=command, env=attached.env) as process:
             yield Wire(process.send, lambda: process.read_frame(TIMEOUT))
     else:
         with listening(tmp_path / "sessions") as server:

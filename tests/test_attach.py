@@ -1,0 +1,247 @@
+"""`acp-server attach`: the relay an editor spawns, and the user's shared server behind it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from acp_process import AcpProcess
+from attach_support import ATTACH, Places, initialized, places
+from polling import TIMEOUT, wait_until
+
+pytestmark = pytest.mark.process
+
+__all__ = ["places"]  # the fixture
+
+INITIALIZE_LINE = b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+def test_frames_pass_through_the_relay_unchanged(places: Places, tmp_path: Path) -> None:
+    sessions = str(tmp_path / "sessions")
+    lines = INITIALIZE_LINE + b'{"jsonrpc":"2.0","id":8,"method":"no/such"}\n{"jsonrpc":\n'
+    relayed = places.attach("--sessions-dir", sessions, input=lines)
+    direct = subprocess.run(
+        [sys.executable, "-m", "acp_server", "serve", "--sessions-dir", sessions],
+        input=lines,
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert (relayed.returncode, relayed.stderr) == (0, b"")
+    assert relayed.stdout == direct.stdout
+    assert len(relayed.stdout.splitlines()) == 3
+
+
+def test_a_second_attach_reaches_the_same_server(places: Places, tmp_path: Path) -> None:
+    sessions = str(tmp_path / "sessions")
+    with places.relay("--sessions-dir", sessions) as first:
+        initialized(first)
+        (pid,) = places.pids()
+        with places.relay("--sessions-dir", sessions) as second:
+            initialized(second)
+            assert places.pids() == [pid]
+    assert places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE).returncode == 0
+    assert places.pids() == [pid]
+
+
+def test_other_flags_start_another_server(places: Places, tmp_path: Path) -> None:
+    sessions = str(tmp_path / "sessions")
+    places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE)
+    places.attach("--sessions-dir", sessions, "--mode", "plan", input=INITIALIZE_LINE)
+    assert len(set(places.pids())) == 2
+
+
+def test_a_relative_sessions_dir_reaches_the_server_of_the_absolute_one(
+    places: Places,
+) -> None:
+    places.attach("--sessions-dir", "sessions", input=INITIALIZE_LINE)
+    places.attach("--sessions-dir", str(places.cwd / "sessions"), input=INITIALIZE_LINE)
+    (line,) = places.status()
+    assert f"store {places.cwd / 'sessions'}" in line
+
+
+def test_status_names_pid_socket_and_store(places: Places, tmp_path: Path) -> None:
+    assert places.status() == []
+    sessions = str(tmp_path / "sessions")
+    places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE)
+    (line,) = places.status()
+    (sock,) = places.sockets.glob("*.sock")
+    pid = json.loads(sock.with_suffix(".json").read_text())["pid"]
+    assert line == f"pid {pid}  socket {sock}  store {sessions}"
+
+
+def test_stop_stops_every_server_and_status_is_empty_after(places: Places, tmp_path: Path) -> None:
+    places.attach("--sessions-dir", str(tmp_path / "a"), input=INITIALIZE_LINE)
+    places.attach("--sessions-dir", str(tmp_path / "b"), input=INITIALIZE_LINE)
+    pids = places.pids()
+    done = places.attach("--stop")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert places.status() == []
+    assert [pid for pid in pids if _alive(pid)] == []
+    assert sorted(p.name for p in places.sockets.iterdir()) == []
+
+
+def test_stop_with_flags_stops_only_that_server(places: Places, tmp_path: Path) -> None:
+    places.attach("--sessions-dir", str(tmp_path / "a"), input=INITIALIZE_LINE)
+    places.attach("--sessions-dir", str(tmp_path / "b"), input=INITIALIZE_LINE)
+    assert places.attach("--stop", "--sessions-dir", str(tmp_path / "a")).returncode == 0
+    (line,) = places.status()
+    assert line.endswith(f"store {tmp_path / 'b'}")
+
+
+def test_a_relay_exits_when_its_server_is_stopped(places: Places, tmp_path: Path) -> None:
+    with places.relay("--sessions-dir", str(tmp_path / "sessions")) as relay:
+        initialized(relay)
+        assert places.attach("--stop").returncode == 0
+        assert relay.wait(TIMEOUT) == 1
+        assert relay.stderr == (
+            "acp-server attach: the shared server closed the connection (stopped?)\n"
+        )
+
+
+def test_bad_flags_exit_2_with_the_servers_message(places: Places) -> None:
+    done = places.attach("--pace-ms", "-1")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1] == (
+        "acp-server serve: error: argument --pace-ms: must not be negative, got '-1'"
+    )
+    assert places.status() == []
+
+
+def test_the_socket_is_0600_in_a_0700_directory_and_the_token_file_0600(
+    places: Places, tmp_path: Path
+) -> None:
+    places.attach("--sessions-dir", str(tmp_path / "s"), "--listen", "0", input=INITIALIZE_LINE)
+    (sock,) = places.sockets.glob("*.sock")
+    (token,) = places.states.glob("*.token")
+    modes = [stat.S_IMODE(os.stat(p).st_mode) for p in (places.sockets, sock, token, places.states)]
+    assert modes == [0o700, 0o600, 0o600, 0o700]
+    (line,) = places.status()
+    assert f"(token in {token})" in line
+
+
+def test_the_viewer_token_is_kept_across_restarts(places: Places, tmp_path: Path) -> None:
+    flags = ("--sessions-dir", str(tmp_path / "s"), "--listen", "0")
+    places.attach(*flags, input=INITIALIZE_LINE)
+    (token,) = places.states.glob("*.token")
+    first = token.read_text()
+    places.attach("--stop")
+    places.attach(*flags, input=INITIALIZE_LINE)
+    assert token.read_text() == first
+    assert len(first.strip()) == 43
+
+
+def test_a_socket_directory_others_may_enter_is_refused(places: Places) -> None:
+    places.sockets.mkdir(parents=True, mode=0o755)
+    places.sockets.chmod(0o755)
+    done = places.attach(input=INITIALIZE_LINE)
+    assert (done.returncode, done.stderr.decode()) == (
+        1,
+        f"acp-server attach: {places.sockets} may be entered by others (mode 755): "
+        "it must be 0700\n",
+    )
+
+
+def test_the_relay_imports_the_standard_library_only(places: Places, tmp_path: Path) -> None:
+    sessions = str(tmp_path / "sessions")
+    places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE)  # the server is warm
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *ATTACH[1:], "--sessions-dir", sessions],
+        input=INITIALIZE_LINE,
+        capture_output=True,
+        timeout=TIMEOUT,
+        env={**os.environ, **places.env},
+    )
+    assert done.returncode == 0
+    imported = _imported(done.stderr)
+    ours = {name for name in imported if name.split(".")[0] == "acp_server"}
+    others = {name.split(".")[0].lstrip("_") for name in imported - ours}
+    assert ours <= {
+        "acp_server",
+        "acp_server.__main__",
+        "acp_server.startup",
+        "acp_server.startup.launch",
+        "acp_server.startup.attach",
+        "acp_server.startup.attach_flags",
+        "acp_server.startup.attach_places",
+    }
+    assert {"asyncio", "anyio", "msgspec", "subprocess", "threading"} & others == set()
+    interpreter = _imports([sys.executable, "-X", "importtime", "-c", "pass"])
+    assert others - interpreter - {n.lstrip("_") for n in sys.stdlib_module_names} == set()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another user needs root")
+def test_a_peer_of_another_uid_is_refused(places: Places, tmp_path: Path) -> None:
+    places.attach("--sessions-dir", str(tmp_path / "s"), input=INITIALIZE_LINE)
+    (sock,) = places.sockets.glob("*.sock")
+    places.runtime.chmod(0o711)
+    places.sockets.chmod(0o711)  # loosened for the test: the server refuses it by its uid
+    sock.chmod(0o666)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read)
+        try:
+            os.setgid(nobody)
+            os.setuid(nobody)
+            peer = socket.socket(socket.AF_UNIX)
+            peer.settimeout(TIMEOUT)
+            peer.connect(str(sock))
+            try:
+                peer.sendall(INITIALIZE_LINE)
+                answer = peer.recv(4096)
+            except (BrokenPipeError, ConnectionResetError):
+                answer = b""
+            os.write(write, b"closed" if answer == b"" else b"answered")
+        except OSError as exc:
+            os.write(write, f"error {exc}".encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read, "rb") as result:
+        assert result.read() == b"closed"
+    (log,) = places.states.glob("*.log")
+    wait_until(lambda: f"refused a connection of uid {nobody}" in log.read_text(), "logged")
+    assert log.read_text().count("refused a connection") == 1
+
+
+def test_a_relay_spawned_as_an_editor_spawns_serve_gets_answers(
+    places: Places, tmp_path: Path
+) -> None:
+    relay: AcpProcess
+    with places.relay("--sessions-dir", str(tmp_path / "sessions")) as relay:
+        initialized(relay)
+        request = relay.send_request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        frame = json.loads(relay.read_line())
+        assert frame["id"] == request
+        assert isinstance(frame["result"]["sessionId"], str)
+
+
+def _imported(importtime: bytes) -> set[str]:
+    """The modules an `-X importtime` report names."""
+    return {
+        line.split("|")[-1].strip()
+        for line in importtime.decode().splitlines()
+        if line.startswith("import time:") and not line.endswith("imported package")
+    }
+
+
+def _imports(argv: list[str]) -> set[str]:
+    """The top-level names of the modules `argv` (run with `-X importtime`) imports."""
+    done = subprocess.run(argv, capture_output=True, timeout=TIMEOUT, check=True)
+    return {name.split(".")[0].lstrip("_") for name in _imported(done.stderr)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return file.read().rpartition(b")")[2].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
