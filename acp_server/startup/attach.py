@@ -21,14 +21,17 @@ returned (2 for flags it refuses).
 
 from __future__ import annotations
 
+import _socket  # not `socket`: it imports `selectors` and `enum` besides, which a relay never uses
 import os
-import socket
 import sys
-from collections.abc import Sequence
-from typing import Final
 
 from .attach_flags import Flags, normalise
 from .attach_places import PlaceError, connect, private_dir, socket_dir, state_dir
+
+TYPE_CHECKING = False  # `typing` costs milliseconds of every relay's start
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Final
 
 PROGRAM: Final = "acp-server attach"
 CHUNK: Final = 256 * 1024
@@ -99,12 +102,12 @@ def main(argv: Sequence[str]) -> int:
 
 def server_key(flags: Flags) -> str:
     """The name of the server `flags` key: a digest of their canonical text."""
-    from hashlib import sha256
+    from _blake2 import blake2b  # `hashlib` would load OpenSSL first: milliseconds
 
-    return sha256(flags.key_text().encode()).hexdigest()[:20]
+    return blake2b(flags.key_text().encode(), digest_size=10).hexdigest()
 
 
-def relay(connection: socket.socket) -> int:
+def relay(connection: _socket.socket) -> int:
     """Pass stdin to `connection` and `connection` to stdout, bytes unchanged, until the
     server ends the connection; 0 when that follows the end of our input, else 1 (said on
     stderr: the server went away)."""
@@ -124,7 +127,7 @@ def relay(connection: socket.socket) -> int:
                         continue
                     input_ended = True
                     poller.unregister(0)
-                    connection.shutdown(socket.SHUT_WR)
+                    connection.shutdown(_socket.SHUT_WR)
                     continue
                 data = connection.recv(CHUNK)
                 if not data:

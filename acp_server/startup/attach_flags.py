@@ -16,8 +16,11 @@ passed on: the server refuses it in its own words. Standard library only.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Final, NamedTuple
+
+TYPE_CHECKING = False  # `typing` costs milliseconds of every relay's start
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Final
 
 PATH: Final = "path"
 """A value naming a file or directory: made absolute."""
@@ -79,13 +82,18 @@ REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 REPLAY: Final = "llm-replay"
 
 
-class Flags(NamedTuple):
+class Flags:
     """A command line's serve flags, normalised."""
 
-    values: dict[str, str | bool | tuple[str, ...] | None]
-    """Every flag of `SERVE_FLAGS` but the internal ones, to its value or its default."""
-    unread: tuple[str, ...]
-    """The arguments that could not be read, in order: the server reports them."""
+    __slots__ = ("unread", "values")
+
+    def __init__(
+        self, values: dict[str, str | bool | tuple[str, ...] | None], unread: tuple[str, ...]
+    ) -> None:
+        self.values = values
+        """Every flag of `SERVE_FLAGS` but the internal ones, to its value or its default."""
+        self.unread = unread
+        """The arguments that could not be read, in order: the server reports them."""
 
     def key_text(self) -> str:
         """The canonical text the server's key is made of."""

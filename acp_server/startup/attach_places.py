@@ -13,11 +13,14 @@
 
 from __future__ import annotations
 
+import _socket  # not `socket`: it imports `selectors` and `enum` besides, which a relay never uses
 import os
-import socket
 import stat
-from collections.abc import Iterable, Mapping
-from typing import Final
+
+TYPE_CHECKING = False  # `typing` costs milliseconds of every relay's start
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Final
 
 NAME: Final = "acp-server"
 
@@ -37,7 +40,6 @@ PASSED_VARIABLES: Final = frozenset(
         "TZ",
         "TMPDIR",
         "TERM",
-        "PYTHONPATH",
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
         "HTTPS_PROXY",
@@ -49,11 +51,12 @@ PASSED_VARIABLES: Final = frozenset(
     }
 )
 """Variables the server is given as the relay has them: the user's identity, locale and paths
-(the commands a session runs need them), `PYTHONPATH` for a development checkout, and what the
-HTTP client reads to reach a live provider (proxies, certificates)."""
-PASSED_PREFIXES: Final = ("LC_", "XDG_", "ACP_SERVER_", "ACP_REPLAY_")
-"""Prefixes of passed variables: the locale's categories, the XDG directories, and the
-server's own settings."""
+(the commands a session runs need them), and what the HTTP client reads to reach a live
+provider (proxies, certificates)."""
+PASSED_PREFIXES: Final = ("LC_", "XDG_", "ACP_SERVER_", "ACP_REPLAY_", "PYTHON")
+"""Prefixes of passed variables: the locale's categories, the XDG directories, the server's
+own settings, and the interpreter's (`PYTHONPATH` of a development checkout, the bytecode
+cache's place)."""
 
 
 class PlaceError(Exception):
@@ -109,9 +112,9 @@ def server_environment(environ: Mapping[str, str], also: Iterable[str] = ()) -> 
     }
 
 
-def connect(path: str) -> socket.socket | None:
+def connect(path: str) -> _socket.socket | None:
     """A connection to the server whose socket is `path`; None when none answers there."""
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         connection.connect(path)
     except OSError:
@@ -120,10 +123,10 @@ def connect(path: str) -> socket.socket | None:
     return connection
 
 
-def server_pid(connection: socket.socket) -> int:
+def server_pid(connection: _socket.socket) -> int:
     """The pid of the process at the other end of `connection` (`SO_PEERCRED`)."""
     import struct
 
-    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    credentials = connection.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     pid: int = struct.unpack("3i", credentials)[0]
     return pid

@@ -47,8 +47,10 @@ def running(sockets: str, states: str) -> list[Running]:
         if connection is None:
             _remove_stale(key, sockets, states)
             continue
-        with connection:
+        try:
             pid = server_pid(connection)
+        finally:
+            connection.close()
         about = _about(os.path.join(sockets, f"{key}.json"))
         store = about.get("store")
         viewer = about.get("viewer")

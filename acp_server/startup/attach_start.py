@@ -12,9 +12,9 @@ address stays the same across restarts of that server. Standard library only.
 
 from __future__ import annotations
 
+import _socket
 import fcntl
 import os
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -57,7 +57,7 @@ def server_argv(flags: Flags, path: str, token_file: str | None) -> list[str]:
 
 def start_server(
     flags: Flags, key: str, path: str, states: str, environ: Mapping[str, str]
-) -> socket.socket:
+) -> _socket.socket:
     """A connection to the server of `flags` at `path`, started first unless another relay
     started it meanwhile; `StartFailed` when it cannot be."""
     lock = os.open(os.path.join(states, f"{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -73,7 +73,7 @@ def start_server(
 
 def _start(
     flags: Flags, key: str, path: str, states: str, environ: Mapping[str, str]
-) -> socket.socket:
+) -> _socket.socket:
     import subprocess
 
     token_file = None

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # `typing` and `collections` cost milliseconds of every start
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
