@@ -210,14 +210,19 @@ COMMAND_LINE = build_parser()
 
 def serves_stdio_with_replay(args: list[str]) -> bool | None:
     """What the command line makes of `args`: whether it serves stdio with llm-replay (False for
-    help and the version); None when argparse refuses it."""
+    help, the version, and the Unix socket server); None when argparse refuses it."""
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             parsed = COMMAND_LINE.parse_args(with_default_command(args))
     except SystemExit as exc:
         return False if exc.code == 0 else None
-    return parsed.command == "serve" and parsed.listen is None and parsed.provider == REPLAY
+    return (
+        parsed.command == "serve"
+        and parsed.listen is None
+        and parsed.socket is None
+        and parsed.provider == REPLAY
+    )
 
 
 def every_abbreviated_flag() -> list[list[str]]:
