@@ -50,6 +50,18 @@ def test_a_second_attach_reaches_the_same_server(places: Places, tmp_path: Path)
     assert places.pids() == [pid]
 
 
+def test_relays_started_together_start_one_server(places: Places, tmp_path: Path) -> None:
+    sessions = str(tmp_path / "sessions")
+    relays = [places.relay("--sessions-dir", sessions) for _ in range(3)]
+    try:
+        for relay in relays:
+            initialized(relay)
+        assert len(places.pids()) == 1
+    finally:
+        for relay in relays:
+            relay.close()
+
+
 def test_other_flags_start_another_server(places: Places, tmp_path: Path) -> None:
     sessions = str(tmp_path / "sessions")
     places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE)

@@ -49,7 +49,7 @@ def _no_fallbacks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         ),
         (["--token-file", "/no/such/file"], "--token-file: only with --listen"),
         (["--allow-origin", "http://a.example"], "--allow-origin: only with --listen"),
-        (["--max-pending-requests", "3"], "--max-pending-requests: only with --listen or --socket"),
+        (["--max-pending-requests", "3"], "--max-pending-requests: only with --listen"),
         (
             ["--listen", "0", "--token-file", "/dev/null"],
             "--token-file: /dev/null is empty: it must hold the token",

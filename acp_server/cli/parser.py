@@ -25,7 +25,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="acp-server",
         description="An Agent Client Protocol agent over stdio, with lossless session logs. "
-        "With no command, or flags only, it serves (see `acp-server serve --help`).",
+        "With no command, or flags only, it serves (see `acp-server serve --help`); "
+        "`acp-server attach [serve flags]` relays to the user's shared server for those flags, "
+        "started when none runs (see `acp-server attach --help`).",
     )
     parser.add_argument("--version", action="version", version=f"acp-server {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

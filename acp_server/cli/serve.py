@@ -106,10 +106,9 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
             token = _read_token(args.token_file)
         except ValueError as exc:
             raise ServeFlagsError(f"--token-file: {exc}") from None
-    elif args.listen is None and args.allow_origin:
-        raise ServeFlagsError("--allow-origin: only with --listen")
-    elif args.listen is None and args.socket is None and args.max_pending_requests != 64:
-        raise ServeFlagsError("--max-pending-requests: only with --listen or --socket")
+    elif args.listen is None and (args.allow_origin or args.max_pending_requests != 64):
+        given = "--allow-origin" if args.allow_origin else "--max-pending-requests"
+        raise ServeFlagsError(f"{given}: only with --listen")
     return ServeConfig(
         sessions_dir=sessions_dir,
         store=store,

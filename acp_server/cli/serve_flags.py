@@ -290,7 +290,7 @@ def add_serve(commands: Commands) -> None:
         metavar="N",
         type=positive_int,
         default=64,
-        help="requests one connection (of --listen or --socket) may have in flight; one more is refused (default 64)",
+        help="requests one connection may have in flight; one more is refused (default 64)",
     )
     model = serve.add_argument_group(
         "live model (--provider " + " or ".join(LIVE_PROVIDERS) + ")",

@@ -117,7 +117,8 @@ class UnixServer:
 
     async def _serve_one(self, stream: SocketStream) -> None:
         sink = StreamLineSink(stream)
-        connection = Connection(sink, max_inflight=self.config.max_pending_requests)
+        # The user's own editor, as over stdio: its requests in flight are not bounded.
+        connection = Connection(sink)
         try:
             async with agent_serving(
                 connection, self.sessions, self.provider, self.config, self.auth
