@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import socket
 import stat
 import subprocess
 import sys
@@ -188,39 +187,46 @@ def test_the_relay_imports_the_standard_library_only(places: Places, tmp_path: P
     assert others - interpreter - {n.lstrip("_") for n in sys.stdlib_module_names} == set()
 
 
+PEER_PROGRAM = """
+import socket, sys
+peer = socket.socket(socket.AF_UNIX)
+peer.settimeout(60)
+peer.connect(sys.argv[1])
+try:
+    peer.sendall(sys.argv[2].encode())
+    answer = peer.recv(4096)
+except (BrokenPipeError, ConnectionResetError):
+    answer = b""
+print("closed" if answer == b"" else "answered")
+"""
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another user needs root")
 def test_a_peer_of_another_uid_is_refused(places: Places, tmp_path: Path) -> None:
     places.attach("--sessions-dir", str(tmp_path / "s"), input=INITIALIZE_LINE)
     (sock,) = places.sockets.glob("*.sock")
-    places.runtime.chmod(0o711)
-    places.sockets.chmod(0o711)  # loosened for the test: the server refuses it by its uid
-    sock.chmod(0o666)
-    nobody = pwd.getpwnam("nobody").pw_uid
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        os.close(read)
-        try:
-            os.setgid(nobody)
-            os.setuid(nobody)
-            peer = socket.socket(socket.AF_UNIX)
-            peer.settimeout(TIMEOUT)
-            peer.connect(str(sock))
-            try:
-                peer.sendall(INITIALIZE_LINE)
-                answer = peer.recv(4096)
-            except (BrokenPipeError, ConnectionResetError):
-                answer = b""
-            os.write(write, b"closed" if answer == b"" else b"answered")
-        except OSError as exc:
-            os.write(write, f"error {exc}".encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(child, 0)
-    with os.fdopen(read, "rb") as result:
-        assert result.read() == b"closed"
+    nobody = pwd.getpwnam("nobody")
+    python = _interpreter_for(nobody)
+    # Loosened for the test only: the server must refuse the peer by its uid alone.
+    loosened = [(places.runtime, 0o711), (places.sockets, 0o711), (sock, 0o666)]
+    try:
+        for path, mode in loosened:
+            path.chmod(mode)
+        peer = subprocess.run(
+            [python, "-I", "-c", PEER_PROGRAM, str(sock), INITIALIZE_LINE.decode()],
+            capture_output=True,
+            timeout=TIMEOUT,
+            user=nobody.pw_uid,
+            group=nobody.pw_gid,
+            extra_groups=[],
+            cwd="/",
+        )
+    finally:
+        for path, _ in loosened:
+            path.chmod(0o600 if path == sock else 0o700)
+    assert (peer.stdout, peer.stderr) == (b"closed\n", b"")
     (log,) = places.states.glob("*.log")
-    wait_until(lambda: f"refused a connection of uid {nobody}" in log.read_text(), "logged")
+    wait_until(lambda: f"refused a connection of uid {nobody.pw_uid}" in log.read_text(), "logged")
     assert log.read_text().count("refused a connection") == 1
 
 
@@ -234,6 +240,25 @@ def test_a_relay_spawned_as_an_editor_spawns_serve_gets_answers(
         frame = json.loads(relay.read_line())
         assert frame["id"] == request
         assert isinstance(frame["result"]["sessionId"], str)
+
+
+def _interpreter_for(user: pwd.struct_passwd) -> str:
+    """A Python interpreter `user` may run (this one may be in a home others cannot enter)."""
+    for candidate in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+        try:
+            subprocess.run(
+                [candidate, "-I", "-c", ""],
+                check=True,
+                timeout=TIMEOUT,
+                user=user.pw_uid,
+                group=user.pw_gid,
+                extra_groups=[],
+                cwd="/",
+            )
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        return candidate
+    pytest.skip(f"no Python interpreter that {user.pw_name} may run")
 
 
 def _imported(importtime: bytes) -> set[str]:

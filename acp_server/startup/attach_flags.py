@@ -73,8 +73,6 @@ value)."""
 
 INTERNAL_FLAGS: Final = frozenset({"--socket"})
 """Serve flags the relay sets itself: given to `attach`, they are refused."""
-ATTACH_FLAGS: Final = ("--status", "--stop", "--help")
-"""`attach`'s own flags (`-h` too), read before the serve flags."""
 
 STORE_ENV: Final = "ACP_SERVER_STORE"
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
@@ -198,11 +196,3 @@ def absolute(path: str, cwd: str) -> str:
     the file may not exist yet)."""
     return os.path.normpath(os.path.join(cwd, path))
 
-
-def store_shown(flags: Flags) -> str:
-    """The store the flags name, as `--status` shows it."""
-    for flag in ("--store", "--sessions-dir"):
-        value = flags.values.get(flag)
-        if isinstance(value, str):
-            return value
-    return "the default store"
