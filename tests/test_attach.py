@@ -8,12 +8,15 @@ import pwd
 import stat
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 from acp_process import AcpProcess
 from attach_support import ATTACH, Places, initialized, places
 from polling import TIMEOUT, wait_until
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 pytestmark = pytest.mark.process
 
@@ -146,6 +149,25 @@ def test_the_viewer_token_is_kept_across_restarts(places: Places, tmp_path: Path
     places.attach(*flags, input=INITIALIZE_LINE)
     assert token.read_text() == first
     assert len(first.strip()) == 43
+
+
+def test_attach_listen_serves_the_viewer_and_websocket_with_the_kept_token(
+    places: Places, tmp_path: Path
+) -> None:
+    places.attach("--sessions-dir", str(tmp_path / "s"), "--listen", "0", input=INITIALIZE_LINE)
+    (line,) = places.status()
+    viewer = line.split("  viewer ")[1].split()[0]
+    (token_file,) = places.states.glob("*.token")
+    token = token_file.read_text().strip()
+    with urllib.request.urlopen(viewer, timeout=TIMEOUT) as page:
+        assert (page.status, page.headers["Content-Type"]) == (200, "text/html; charset=utf-8")
+    acp = viewer.replace("http://", "ws://") + "acp"
+    with connect(f"{acp}?token={token}", open_timeout=TIMEOUT) as ws:
+        ws.send(INITIALIZE_LINE.decode().strip())
+        assert json.loads(ws.recv(timeout=TIMEOUT))["id"] == 7
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"{acp}?token=not-{token}", open_timeout=TIMEOUT)
+    assert refused.value.response.status_code == 401
 
 
 def test_a_socket_directory_others_may_enter_is_refused(places: Places) -> None:

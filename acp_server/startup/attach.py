@@ -121,7 +121,10 @@ def relay(connection: _socket.socket) -> int:
         while True:
             for fd, _ in poller.poll():
                 if fd == 0:
-                    data = os.read(0, CHUNK)
+                    try:
+                        data = os.read(0, CHUNK)
+                    except OSError:  # no usable input (closed, say): as if it had ended
+                        data = b""
                     if data:
                         connection.sendall(data)
                         continue
