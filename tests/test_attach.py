@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import stat
 import subprocess
 import sys
@@ -88,6 +89,21 @@ def test_status_names_pid_socket_and_store(places: Places, tmp_path: Path) -> No
     (sock,) = places.sockets.glob("*.sock")
     pid = json.loads(sock.with_suffix(".json").read_text())["pid"]
     assert line == f"pid {pid}  socket {sock}  store {sessions}"
+
+
+def test_the_files_of_a_dead_server_are_cleaned_and_the_next_attach_starts_another(
+    places: Places, tmp_path: Path
+) -> None:
+    sessions = str(tmp_path / "sessions")
+    places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE)
+    (pid,) = places.pids()
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not _alive(pid), "the server is gone")
+    assert places.status() == []
+    assert list(places.sockets.iterdir()) == []
+    assert places.attach("--sessions-dir", sessions, input=INITIALIZE_LINE).returncode == 0
+    assert len(places.pids()) == 1
+    assert places.pids() != [pid]
 
 
 def test_stop_stops_every_server_and_status_is_empty_after(places: Places, tmp_path: Path) -> None:
