@@ -195,4 +195,3 @@ def absolute(path: str, cwd: str) -> str:
     """`path` made absolute against `cwd`, `.` and `..` resolved as text (no symlink is read:
     the file may not exist yet)."""
     return os.path.normpath(os.path.join(cwd, path))
-
