@@ -5,6 +5,9 @@
 - `handshake`: the `initialize` answer, and the thread that gives it while the server starts;
 - `store_location`: which store a command uses when it names none, and whether it is ready for
   the early answer (standard library only).
+- `attach` (with `attach_flags`, `attach_places`, `attach_start`, `attach_servers`): `acp-server
+  attach`, the stdio relay to the user's shared server, which imports the standard library's
+  lightest parts only (`tests/test_attach.py`).
 
 `handshake` imports only the standard library's lightest parts. Before the answer starts,
 `launch` imports `handshake`, the streams' claim (`transports.stdio_fds`), the providers' names,
