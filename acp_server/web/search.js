@@ -8,7 +8,7 @@ import { el } from "./dom.js";
 
 const HITS_PER_PAGE = 20;
 
-const KINDS = { user: "You", assistant: "Assistant", thought: "Thought", tool: "Tool result" };
+const KINDS = { user_message: "You", agent_message: "Assistant", agent_thought: "Thought", tool_result: "Tool result" };
 
 /** `state.search`: null until asked; then `{query, hits: [seq...], hasMore}`; `state.searchSupported`. */
 export class SessionSearch {

@@ -319,6 +319,7 @@ class SessionView {
     this.elements = new Map(); // node id -> element
     this.open = new Set(); // ids of the details the reader opened
     this.closed = new Set(); // and of those the reader closed
+    this.target = null; // the id of the node of the search hit jumped to
     this.loadingOlder = false;
     this.counts = { messages: 0, toolCalls: 0 };
     this.address = { kind: "session", sessionId };
@@ -403,25 +404,40 @@ class SessionView {
    * then the node scrolled to, opened and marked. */
   async jump(seq) {
     const journal = this.follow.journal;
-    while (journal.hasOlder && (journal.length === 0 || journal.firstSeq > seq)) {
-      const fromBottom = this.scroller.scrollHeight - this.scroller.scrollTop;
-      await this.follow.loadOlder();
-      state.pagesLoaded += 1;
-      this.rebuild();
-      this.scroller.scrollTop = this.scroller.scrollHeight - fromBottom;
+    this.loadingOlder = true; // the pages come from here, not from scrolling
+    try {
+      while (journal.hasOlder && (journal.length === 0 || journal.firstSeq > seq)) {
+        await this.follow.loadOlder();
+        state.pagesLoaded += 1;
+        this.rebuild();
+      }
+    } finally {
+      this.loadingOlder = false;
     }
     let target = null;
     for (const node of this.fold.nodes()) if (node.seq <= seq && (target === null || node.seq >= target.seq)) target = node;
     if (target === null) return;
     this.open.add(target.id);
     this.closed.delete(target.id);
-    const element = renderNode(this.fold.node(target.id), this.open, this.closed);
-    this.elements.get(target.id).replaceWith(element);
-    this.elements.set(target.id, element);
     for (const marked of this.list.querySelectorAll(".hit-target")) marked.classList.remove("hit-target");
-    element.classList.add("hit-target");
-    element.scrollIntoView({ block: "center" });
+    this.target = target.id;
+    this.redraw(target.id);
+    this.elements.get(target.id).scrollIntoView({ block: "center" });
     state.jumpedTo = target.id;
+  }
+
+  /** A node's element, drawn afresh and kept by its id; the search hit jumped to stays marked. */
+  draw(node) {
+    const element = renderNode(node, this.open, this.closed);
+    if (node.id === this.target) element.classList.add("hit-target");
+    this.elements.set(node.id, element);
+    return element;
+  }
+
+  /** Draw a node shown already afresh, in its place. */
+  redraw(id) {
+    const old = this.elements.get(id);
+    old.replaceWith(this.draw(this.fold.node(id)));
   }
 
   toggled(event) {
@@ -446,11 +462,7 @@ class SessionView {
     this.fold.feedAll(events);
     for (const event of events) this.count(event);
     this.elements.clear();
-    const drawn = this.fold.nodes().map((node) => {
-      const element = renderNode(node, this.open, this.closed);
-      this.elements.set(node.id, element);
-      return element;
-    });
+    const drawn = this.fold.nodes().map((node) => this.draw(node));
     this.list.replaceChildren(...drawn);
     this.drawTitle();
     this.drawFigures();
@@ -469,20 +481,11 @@ class SessionView {
       this.count(event);
       for (const change of this.fold.feed(event)) {
         const id = change.op === "start" ? change.node.id : change.id;
-        if (change.op === "start") {
-          const element = renderNode(change.node, this.open, this.closed);
-          this.elements.set(id, element);
-          this.list.append(element);
-        } else {
-          changed.add(id);
-        }
+        if (change.op === "start") this.list.append(this.draw(change.node));
+        else changed.add(id);
       }
     }
-    for (const id of changed) {
-      const element = renderNode(this.fold.node(id), this.open, this.closed);
-      this.elements.get(id).replaceWith(element);
-      this.elements.set(id, element);
-    }
+    for (const id of changed) this.redraw(id);
     this.drawTitle();
     this.drawFigures();
     if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
