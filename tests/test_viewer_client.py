@@ -42,7 +42,7 @@ WORKING = "Working on it"
 
 def writing_scenario() -> Scenario:
     """A first prompt that writes a file (asking permission in the default mode), then says so."""
-    return Scenario([("write hello", [Step(calls=[WRITE]), Step(text=WROTE)])])
+    return Scenario([("write hello", [Step(calls=[WRITE]), Step(text=WROTE, usage=(1200, 34))])])
 
 
 def hanging_scenario() -> Scenario:
@@ -56,7 +56,11 @@ def hanging_scenario() -> Scenario:
 
 def serve(tmp: Path, scenario: Scenario) -> Any:
     fixture = write_fixture(tmp / "fixture", scenario)
-    return listening(tmp / "sessions", "--replay", str(fixture), "--titles", "off")
+    return listening(
+        tmp / "sessions",
+        *("--replay", str(fixture), "--titles", "off", "--context-window", "200000"),
+        *("--price-input", "3", "--price-output", "15"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +181,13 @@ def test_a_prompt_asks_permission_in_a_dialog_and_the_write_shows_under_its_acp_
     assert tool.locator(".diff").get_attribute("data-path") == str(tmp_path / "hello.txt")
     assert node_texts(page, "user") == ["write hello"]
     assert node_texts(page, "text") == [WROTE]
+    assert status(page, "usage") == {
+        "used": 1234,
+        "size": 200_000,
+        "cost": {"amount": 0.00411, "currency": "USD"},
+    }
+    assert page.locator('[data-figure="context"]').text_content() == "1,234 of 200,000 (1%)"
+    assert page.locator('[data-figure="cost"]').text_content() == "$0.0041"
     decisions = [e["data"] for e in client.events(session_id) if e["type"] == "permission/decision"]
     assert decisions == [decision(WRITE.id, "allow_once")["data"]]
 
@@ -242,6 +253,33 @@ def test_slash_completes_the_sessions_commands_and_the_reply_is_shown(
         b["text"] for b in results[0]["content"] if b["type"] == "text"
     )
     assert node_texts(page, "user") == ["/stats "]
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""A 1x1 PNG, base64."""
+
+
+def test_an_image_in_a_prompt_is_shown_inline(
+    pages: Pages, writer: Listening, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    client, session_id = closed_session(writer, tmp_path)
+    resume = {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+    client.request("session/resume", resume)
+    prompt = [
+        {"type": "text", "text": "/stats"},
+        {"type": "image", "mimeType": "image/png", "data": PIXEL},
+    ]
+    client.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+    client.request("session/close", {"sessionId": session_id})
+
+    page = open_session(pages, writer, session_id, 1280)
+    image = page.locator('.nodes > [data-kind="user"] img.inline-image')
+    image.wait_for()
+    page.wait_for_function("() => document.querySelector('img.inline-image')?.complete")
+    screenshot(page)
+
+    assert image.get_attribute("src") == f"data:image/png;base64,{PIXEL}"
+    assert image.evaluate("e => [e.naturalWidth, e.naturalHeight]") == [1, 1]
 
 
 def test_the_mode_picker_changes_the_sessions_mode(

@@ -66,8 +66,11 @@ export class SessionControls {
     this.input.addEventListener("keydown", (event) => this.key(event));
     this.stop.addEventListener("click", () => this.cancel());
 
-    this.modeSelect = el("select", { id: "mode", "aria-label": "Mode", disabled: true });
-    this.modelSelect = el("select", { id: "model", "aria-label": "Model", disabled: true });
+    // Hidden until the session says what can be chosen (a session watched only never does).
+    this.modeSelect = el("select", { id: "mode", "aria-label": "Mode", hidden: true });
+    this.modelSelect = el("select", { id: "model", "aria-label": "Model", hidden: true });
+    this.modeUnknown = el("span", { class: "unknown", text: "–" });
+    this.modelUnknown = el("span", { class: "unknown", text: "–" });
     this.modeSelect.addEventListener("change", () => this.setMode(this.modeSelect.value));
     this.modelSelect.addEventListener("change", () => this.setModel(this.modelSelect.value));
     this.context = el("dd", { "data-figure": "context", text: "–" });
@@ -76,8 +79,8 @@ export class SessionControls {
     this.settings = el(
       "dl",
       { class: "settings" },
-      el("dt", {}, el("label", { for: "model", text: "Model" })), el("dd", {}, this.modelSelect),
-      el("dt", {}, el("label", { for: "mode", text: "Mode" })), el("dd", {}, this.modeSelect),
+      el("dt", {}, el("label", { for: "model", text: "Model" })), el("dd", {}, this.modelSelect, this.modelUnknown),
+      el("dt", {}, el("label", { for: "mode", text: "Mode" })), el("dd", {}, this.modeSelect, this.modeUnknown),
       el("dt", { text: "Context used" }), this.context,
       el("dt", { text: "Cost" }), this.cost,
       el("dt", { text: "Turn" }), this.turn,
@@ -148,10 +151,18 @@ export class SessionControls {
     }
   }
 
+  /** The tokens the log's latest model call used, shown until the session sends its own
+   * `usage_update` (which also knows the context window and the cost). */
+  loggedUsage(used) {
+    if (this.state.usage !== null || used === null) return;
+    this.context.textContent = contextText(used, null);
+  }
+
   showModes(modes, current) {
     this.modeSelect.replaceChildren(...modes.map((m) => el("option", { value: m.id, text: m.name, title: m.description ?? "" })));
     this.modeSelect.value = current;
-    this.modeSelect.disabled = false;
+    this.modeSelect.hidden = false;
+    this.modeUnknown.hidden = true;
     this.state.modeId = current;
   }
 
@@ -160,7 +171,8 @@ export class SessionControls {
     if (model) {
       this.modelSelect.replaceChildren(...model.options.map((o) => el("option", { value: o.value, text: o.name })));
       this.modelSelect.value = model.currentValue;
-      this.modelSelect.disabled = !this.state.attached;
+      this.modelSelect.hidden = false;
+      this.modelUnknown.hidden = true;
       this.state.model = model.currentValue;
     }
     const mode = options.find((o) => o.id === "mode");
