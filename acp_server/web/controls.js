@@ -43,6 +43,7 @@ export class SessionControls {
     this.commands = [];
     this.choice = 0; // the completion highlighted
     this.pendingPrompts = 0;
+    this.turnInLog = false; // the log's latest turn has started and not ended
     this.permissions = new Set(); // settle functions of the open permission dialogs
     Object.assign(state, { attached: false, readOnly: false, running: false, modeId: null, model: null, commands: [], permissions: 0, usage: null });
 
@@ -223,15 +224,23 @@ export class SessionControls {
     }
   }
 
+  /** Whether the log's latest turn is still running (whichever client prompted it): Stop
+   * cancels it too. */
+  loggedTurn(running) {
+    if (running === this.turnInLog) return;
+    this.turnInLog = running;
+    this.drawTurn();
+  }
+
   cancel() {
     this.connection.notify("session/cancel", { sessionId: this.sessionId });
     for (const settle of [...this.permissions]) settle({ outcome: "cancelled" });
   }
 
   drawTurn() {
-    const running = this.pendingPrompts > 0;
+    const running = this.pendingPrompts > 0 || this.turnInLog;
     this.state.running = running;
-    this.stop.hidden = !running;
+    this.stop.hidden = !running || !this.state.attached;
     this.turn.textContent = !this.state.attached ? "–" : running ? (this.pendingPrompts > 1 ? `running, ${this.pendingPrompts - 1} queued` : "running") : "idle";
   }
 

@@ -1,7 +1,7 @@
 // How the viewer shows what the shared fold (fold.js) leaves plain: a tool call under the title
 // an ACP client is sent for it (`tool_call.title`, SPEC 4.1), not the tool's internal name; a
 // command's reply (`command/result`); a turn that did not complete (`turn/end` cancelled,
-// failed, cut). No dependencies beyond fold.js, no DOM, no I/O.
+// failed, cut); a notice (`session/notice`). No dependencies beyond fold.js, no DOM, no I/O.
 //
 // The titles are the server's (`acp_server/agent/tools/builtin.py`), computed again here from
 // the call's arguments because the log keeps the name and arguments, not the title;
@@ -120,7 +120,26 @@ export const TURN_ENDING = {
   },
 };
 
-/** The viewer's fold: the shared definitions with ACP titles, then replies and endings. */
+/** A notice to the user (`session/notice`): a node of kind "notice" where it happened. */
+export const NOTICE = {
+  name: "notice",
+  claims: ["session/notice"],
+  fold(event, ctx) {
+    const { data, seq } = event;
+    ctx.start({
+      id: `notice/${seq}`,
+      kind: "notice",
+      seq,
+      lastSeq: seq,
+      severity: data.severity,
+      title: data.title,
+      description: data.description ?? null,
+    });
+  },
+};
+
+/** The viewer's fold: the shared definitions with ACP titles, then replies, endings and
+ * notices. */
 export function viewerDefinitions() {
-  return [...defaultDefinitions({ present: presentTool }), COMMAND_REPLY, TURN_ENDING];
+  return [...defaultDefinitions({ present: presentTool }), COMMAND_REPLY, TURN_ENDING, NOTICE];
 }

@@ -182,6 +182,13 @@ export function renderNode(node, open, closed) {
       );
     case "ending":
       return el("div", { ...attrs, class: `node marker ending ${node.reason}`, "data-reason": node.reason }, el("span", { class: "body", text: node.text }));
+    case "notice":
+      return el(
+        "div",
+        { ...attrs, class: `node marker notice ${node.severity}`, "data-severity": node.severity },
+        el("strong", { class: "body", text: node.title }),
+        node.description ? el("span", { class: "notice-description", text: ` ${node.description}` }) : null,
+      );
     default:
       return el("div", { ...attrs, class: "node marker", text: `${node.kind}` });
   }

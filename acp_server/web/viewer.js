@@ -321,7 +321,7 @@ class SessionView {
     this.closed = new Set(); // and of those the reader closed
     this.target = null; // the id of the node of the search hit jumped to
     this.loadingOlder = false;
-    this.counts = { messages: 0, toolCalls: 0, used: null };
+    this.counts = { messages: 0, toolCalls: 0, used: null, turnOpen: false };
     this.address = { kind: "session", sessionId };
 
     this.controls = new SessionControls(connection, sessionId, state, { onError: say });
@@ -457,7 +457,7 @@ class SessionView {
   rebuild() {
     const journal = this.follow.journal;
     this.fold = new ConversationFold(viewerDefinitions());
-    this.counts = { messages: 0, toolCalls: 0, used: null };
+    this.counts = { messages: 0, toolCalls: 0, used: null, turnOpen: false };
     const events = journal.events;
     this.fold.feedAll(events);
     for (const event of events) this.count(event);
@@ -472,6 +472,8 @@ class SessionView {
     if (event.type === "assistant/message" && event.data.usage) {
       this.counts.used = event.data.usage.inputTokens + event.data.usage.outputTokens;
     }
+    if (event.type === "turn/start") this.counts.turnOpen = true;
+    else if (event.type === "turn/end") this.counts.turnOpen = false;
     if (event.type === "user/message" || event.type === "assistant/message") this.counts.messages += 1;
     else if (event.type === "tool/call") this.counts.toolCalls += 1;
   }
@@ -558,6 +560,7 @@ class SessionView {
     state.hasOlder = journal.hasOlder;
     this.drawOlder();
     this.controls.loggedUsage(this.counts.used);
+    this.controls.loggedTurn(this.counts.turnOpen);
     const rows = [
       ["Events", number(held), "events"],
       ["First seq", held ? number(journal.firstSeq) : "–", "first-seq"],

@@ -67,3 +67,11 @@ test("the viewer's fold titles a tool call as ACP does", () => {
   const node = fold.node("tool/c1");
   assert.deepEqual([node.name, node.title, node.toolKind], ["edit_file", "Edit b.py", "edit"]);
 });
+
+test("the viewer's fold shows a notice where it happened", () => {
+  const fold = new ConversationFold(viewerDefinitions());
+  fold.feed(turn(0, "session/notice", { severity: "warning", title: "MCP server failed", description: "github: exited" }));
+  assert.deepEqual(fold.nodes(), [
+    { id: "notice/0", kind: "notice", seq: 0, lastSeq: 0, severity: "warning", title: "MCP server failed", description: "github: exited" },
+  ]);
+});
