@@ -90,7 +90,7 @@ export class SessionControls {
     connection.onNotification("session/update", (params) => {
       if (params?.sessionId === this.sessionId) this.update(params.update);
     });
-    connection.onRequest("session/request_permission", (params) => this.askPermission(params));
+    connection.onRequest("session/request_permission", (params, { signal }) => this.askPermission(params, signal));
   }
 
   /** `session/resume`: from now on this page drives the session. A session open elsewhere is
@@ -234,7 +234,7 @@ export class SessionControls {
 
   cancel() {
     this.connection.notify("session/cancel", { sessionId: this.sessionId });
-    for (const settle of [...this.permissions]) settle({ outcome: "cancelled" });
+    for (const settle of [...this.permissions]) settle("cancelled");
   }
 
   drawTurn() {
@@ -294,8 +294,9 @@ export class SessionControls {
 
   // Permission.
 
-  /** Ask the user; resolves with the ACP answer `{outcome}`. */
-  askPermission(params) {
+  /** Ask the user; resolves with the ACP answer `{outcome}`. The dialog goes away when the
+   * server withdraws the request (`signal`), or the turn is stopped from here. */
+  askPermission(params, signal) {
     return new Promise((resolve) => {
       const tool = params?.toolCall ?? {};
       const input = tool.rawInput === undefined ? null : el("pre", { class: "permission-input", text: typeof tool.rawInput === "string" ? tool.rawInput : JSON.stringify(tool.rawInput, null, 2) });
@@ -310,20 +311,22 @@ export class SessionControls {
           { class: "permission-options" },
           (params?.options ?? []).map((option) => {
             const button = el("button", { type: "button", class: `option ${option.kind}`, "data-option": option.optionId, text: option.name });
-            button.addEventListener("click", () => settle({ outcome: "selected", optionId: option.optionId }));
+            button.addEventListener("click", () => settle("selected", option.optionId));
             return button;
           }),
         ),
       );
-      const settle = (outcome) => {
+      const settle = (outcome, optionId) => {
+        if (!this.permissions.has(settle)) return;
         this.permissions.delete(settle);
         this.state.permissions = this.permissions.size;
         dialog.close();
         dialog.remove();
-        resolve({ outcome });
+        resolve({ outcome: optionId === undefined ? { outcome } : { outcome, optionId } });
       };
       // Escape closes a modal dialog: that is no answer, so it stays open.
       dialog.addEventListener("cancel", (event) => event.preventDefault());
+      signal?.addEventListener("abort", () => settle("cancelled"));
       this.permissions.add(settle);
       this.state.permissions = this.permissions.size;
       document.body.append(dialog);
