@@ -77,12 +77,14 @@ export class SessionControls {
     this.context = el("dd", { "data-figure": "context", text: "–" });
     this.cost = el("dd", { "data-figure": "cost", text: "–" });
     this.turn = el("dd", { "data-figure": "turn", text: "–" });
+    this.optionSelects = new Map(); // the other config options' selects (reasoning, ...), by id
+    this.contextLabel = el("dt", { text: "Context used" });
     this.settings = el(
       "dl",
       { class: "settings" },
       el("dt", {}, el("label", { for: "model", text: "Model" })), el("dd", {}, this.modelSelect, this.modelUnknown),
       el("dt", {}, el("label", { for: "mode", text: "Mode" })), el("dd", {}, this.modeSelect, this.modeUnknown),
-      el("dt", { text: "Context used" }), this.context,
+      this.contextLabel, this.context,
       el("dt", { text: "Cost" }), this.cost,
       el("dt", { text: "Turn" }), this.turn,
     );
@@ -181,6 +183,25 @@ export class SessionControls {
       this.modeSelect.value = mode.currentValue;
       this.state.modeId = mode.currentValue;
     }
+    for (const option of options) {
+      if (option.id === "model" || option.id === "mode" || option.type !== "select") continue;
+      this.optionSelect(option).value = option.currentValue;
+    }
+  }
+
+  /** The select of another config option, made the first time the session offers it. */
+  optionSelect(option) {
+    let select = this.optionSelects.get(option.id);
+    if (select === undefined) {
+      const id = `config-${option.id}`;
+      select = el("select", { id, "aria-label": option.name });
+      select.addEventListener("change", () => this.setOption(option.id, select));
+      this.optionSelects.set(option.id, select);
+      this.contextLabel.before(el("dt", {}, el("label", { for: id, text: option.name })), el("dd", {}, select));
+    }
+    select.replaceChildren(...option.options.map((o) => el("option", { value: o.value, text: o.name })));
+    select.dataset.current = option.currentValue;
+    return select;
   }
 
   async setMode(modeId) {
@@ -200,6 +221,16 @@ export class SessionControls {
     } catch (error) {
       this.modelSelect.value = this.state.model;
       this.onError(`The model could not be changed: ${error.message}`);
+    }
+  }
+
+  async setOption(configId, select) {
+    try {
+      const result = await this.connection.request("session/set_config_option", { sessionId: this.sessionId, configId, value: select.value });
+      this.showConfig(result?.configOptions ?? []);
+    } catch (error) {
+      select.value = select.dataset.current;
+      this.onError(`The setting could not be changed: ${error.message}`);
     }
   }
 
