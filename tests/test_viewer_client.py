@@ -9,6 +9,8 @@ compared with the session's log, read over the same server by a Python client.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -30,7 +32,7 @@ from ws_server import Listening, Peer, listening
 pytestmark = pytest.mark.process
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, WebSocketRoute
 
 WIDTHS = [1280, 390]
 HEIGHT = {1280: 800, 390: 844}
@@ -339,6 +341,64 @@ def test_at_390_px_nothing_overflows_sideways_and_the_controls_are_in_view(
 
         assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
         assert [c for c in controls if not in_view(page, c)] == []
+
+
+def without_methods(page: Page, methods: set[str]) -> None:
+    """Make the page's server answer `methods` -32601, as a server without them does: the
+    page's WebSocket goes through a route that answers those requests itself."""
+
+    def route(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            frame = json.loads(message)
+            if frame.get("method") in methods:
+                error = {"code": -32601, "message": f"Method not found: {frame['method']}"}
+                ws.send(json.dumps({"jsonrpc": "2.0", "id": frame["id"], "error": error}))
+            else:
+                server.send(message)
+
+        ws.on_message(from_page)
+
+    page.route_web_socket(re.compile(r"/acp"), route)
+
+
+def test_without_the_live_list_the_sessions_are_listed_once(
+    pages: Pages, writer: Listening, tmp_path: Path
+) -> None:
+    _client, session_id = closed_session(writer, tmp_path)
+    page = pages(1280, HEIGHT[1280])
+    without_methods(page, {"session.list.follow"})
+    page.goto(writer.viewer_url("/"))
+    wait_for_state(page, "listed")
+
+    assert status(page, "listLive") is False
+    listed = peer(writer).request("session/list", {})["sessions"]
+    assert sorted(s["sessionId"] for s in status(page, "sessions")) == sorted(
+        s["sessionId"] for s in listed
+    )
+    assert page.locator(f'.session-item[data-session-id="{session_id}"]').count() == 1
+
+
+def test_without_session_search_the_page_says_it_cannot_search(
+    pages: Pages, writer: Listening, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    _client, session_id = closed_session(writer, tmp_path)
+    page = pages(1280, HEIGHT[1280])
+    without_methods(page, {"session.search"})
+    page.goto(writer.viewer_url(f"/sessions/{session_id}"))
+    wait_for_state(page, "following")
+
+    page.locator(".search-toggle").click()
+    page.locator("#search").fill("hello")
+    page.locator("#search").press("Enter")
+    page.wait_for_function("() => window.acpViewer.searchSupported === false")
+    screenshot(page)
+
+    assert page.locator(".search-unsupported").text_content() == (
+        "This server cannot search sessions."
+    )
+    assert page.locator("#search").count() == 0
 
 
 # session.list.follow and session.search (SPEC 3.5): these need the server methods.
