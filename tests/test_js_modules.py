@@ -58,6 +58,8 @@ TOOL_CALLS: list[tuple[str, Any]] = [
         ("controls.js", "export class SessionControls"),
         ("search.js", "export class SessionSearch"),
         ("sessions.js", "export class SessionList"),
+        ("format.js", "export function contextText"),
+        ("traffic.js", "export class CountingSocket"),
     ],
 )
 def test_the_package_ships_the_browser_module(name: str, export: str) -> None:

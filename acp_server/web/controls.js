@@ -7,26 +7,9 @@
 import { RpcError } from "./connection.js";
 import { commandHint, completed, completions } from "./commands.js";
 import { el } from "./dom.js";
+import { contextText, costText } from "./format.js";
 
 const SESSION_IN_USE = -32011;
-
-const integer = new Intl.NumberFormat(undefined);
-
-/** "12,345 of 200,000 (6%)". */
-export function contextText(used, size) {
-  if (!size) return integer.format(used);
-  return `${integer.format(used)} of ${integer.format(size)} (${Math.round((used / size) * 100)}%)`;
-}
-
-function costText(cost) {
-  if (!cost) return "–";
-  const digits = cost.amount < 1 ? 4 : 2;
-  try {
-    return new Intl.NumberFormat(undefined, { style: "currency", currency: cost.currency, maximumFractionDigits: digits }).format(cost.amount);
-  } catch {
-    return `${cost.amount.toFixed(digits)} ${cost.currency}`;
-  }
-}
 
 /**
  * One session's controls: the prompt box (`composer`), the settings for the side panel

@@ -18,10 +18,12 @@ import { AcpConnection, Follow, HistoryProtocolError, RpcError } from "./client.
 import { SessionControls } from "./controls.js";
 import { el } from "./dom.js";
 import { ConversationFold } from "./fold.js";
+import { formatBytes, formatTime, number, relativeTime } from "./format.js";
 import { viewerDefinitions } from "./present.js";
-import { SessionSearch } from "./search.js";
 import { renderNode } from "./render.js";
+import { SessionSearch } from "./search.js";
 import { SessionList } from "./sessions.js";
+import { CountingSocket, countRecords, figures } from "./traffic.js";
 
 const TOKEN_KEY = "acp-server.token";
 const PROTOCOL_VERSION = 1;
@@ -134,52 +136,6 @@ function takeToken() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
-/** The UTF-8 length of a string, without encoding it. */
-function utf8Length(text) {
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x80) bytes += 1;
-    else if (code < 0x800) bytes += 2;
-    else if (code >= 0xd800 && code < 0xdc00) {
-      bytes += 4; // a surrogate pair: one code point beyond the BMP
-      i++;
-    } else bytes += 3;
-  }
-  return bytes;
-}
-
-const figures = {
-  bytes: 0, // bytes of the frames received (after decompression)
-  frames: 0,
-  records: 0, // history records received in pages and snapshots
-  rows: 0, // of which chunk rows
-  decoded: 0, // events decoded from them, and from live frames
-};
-
-class CountingSocket extends WebSocket {
-  constructor(url) {
-    super(url);
-    this.addEventListener("message", (event) => {
-      figures.frames += 1;
-      if (typeof event.data === "string") figures.bytes += utf8Length(event.data);
-    });
-  }
-}
-
-function countRecords(records) {
-  for (const record of records ?? []) {
-    figures.records += 1;
-    if (record && record.chunks) {
-      figures.rows += 1;
-      const members = record.chunks.data?.texts ?? record.chunks.data?.args ?? [];
-      figures.decoded += members.length;
-    } else {
-      figures.decoded += 1;
-    }
-  }
-}
-
 /** Why the WebSocket could not open: the same address asked over plain HTTP answers 401 for a
  * refused token and 403 for a refused origin (a browser's WebSocket never says). */
 async function diagnose(token) {
@@ -256,42 +212,6 @@ async function connect() {
 /** Set when the viewer closes its connection itself (leaving the page, the list shown). */
 let leaving = false;
 window.addEventListener("pagehide", () => (leaving = true));
-
-// ---------------------------------------------------------------------------------------------
-// Formatting.
-
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-
-function formatTime(value) {
-  if (value === null || value === undefined) return "";
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? String(value) : dateFormat.format(date);
-}
-
-function relativeTime(value) {
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) return "";
-  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
-  if (seconds < 60) return "just now";
-  const units = [
-    [60, "minute"],
-    [3600, "hour"],
-    [86400, "day"],
-  ];
-  let [size, unit] = units[0];
-  for (const [s, u] of units) if (seconds >= s) [size, unit] = [s, u];
-  const count = Math.floor(seconds / size);
-  return `${count} ${unit}${count === 1 ? "" : "s"} ago`;
-}
-
-const integer = new Intl.NumberFormat(undefined);
-const number = (value) => (value === null || value === undefined ? "–" : integer.format(value));
-
-function formatBytes(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 function sessionHref(sessionId) {
   return `/sessions/${encodeURIComponent(sessionId)}`;
