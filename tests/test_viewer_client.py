@@ -401,7 +401,8 @@ def test_without_session_search_the_page_says_it_cannot_search(
     assert page.locator("#search").count() == 0
 
 
-# session.list.follow and session.search (SPEC 3.5): these need the server methods.
+# These need the server's session.list.follow and session.search (SPEC 3.5), and the last one
+# sessions shared by many connections (a permission request goes to every attached client).
 
 
 def test_the_session_list_shows_a_session_created_elsewhere_without_a_reload(
@@ -449,3 +450,27 @@ def test_search_jumps_to_a_hit_in_history_not_loaded_yet(
     assert int(target.get_attribute("data-seq") or -1) <= hit_seq
     assert "alpha" in (target.locator(".body").text_content() or "")
     assert in_view(page, ".hit-target")
+
+
+def test_a_permission_asked_by_another_clients_prompt_is_answered_from_the_browser(
+    pages: Pages, writer: Listening, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    editor = peer(writer)
+    editor.answer_server = False  # the editor leaves the question to the browser
+    session_id: str = editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})[
+        "sessionId"
+    ]
+    page = open_session(pages, writer, session_id, 1280)
+    prompt = [{"type": "text", "text": "write hello"}]
+    asked = editor.start("session/prompt", {"sessionId": session_id, "prompt": prompt})
+
+    dialog = page.locator("dialog.permission")
+    dialog.wait_for(state="visible")
+    screenshot(page)
+    assert dialog.locator(".permission-title").text_content() == "Write hello.txt"
+    dialog.locator('[data-option="allow_once"]').click()
+
+    assert editor.answer(asked) == {"stopReason": "end_turn"}
+    assert (tmp_path / "hello.txt").read_text() == "Hello\n"
+    decisions = [e["data"] for e in editor.events(session_id) if e["type"] == "permission/decision"]
+    assert decisions == [decision(WRITE.id, "allow_once")["data"]]
