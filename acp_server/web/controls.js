@@ -10,6 +10,7 @@ import { el } from "./dom.js";
 import { contextText, costText } from "./format.js";
 
 const SESSION_IN_USE = -32011;
+const MODEL_REQUEST_FAILED = -32012;
 
 /**
  * One session's controls: the prompt box (`composer`), the settings for the side panel
@@ -231,7 +232,9 @@ export class SessionControls {
       this.state.lastStopReason = result?.stopReason ?? null;
     } catch (error) {
       // A failed model request is in the log as the turn's end, and shown there.
-      if (error instanceof RpcError && error.code !== -32012) this.onError(`The prompt was refused: ${error.message}`);
+      if (!(error instanceof RpcError && error.code === MODEL_REQUEST_FAILED)) {
+        this.onError(`The prompt was not run: ${error.message}`);
+      }
     } finally {
       this.pendingPrompts -= 1;
       this.drawTurn();
