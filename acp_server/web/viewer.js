@@ -342,7 +342,10 @@ class SessionView {
     for (const marked of this.list.querySelectorAll(".hit-target")) marked.classList.remove("hit-target");
     this.target = target.id;
     this.redraw(target.id);
-    this.elements.get(target.id).scrollIntoView({ block: "center" });
+    // The conversation alone scrolls (not the page around it): the hit to its middle.
+    const shown = this.elements.get(target.id).getBoundingClientRect();
+    const view = this.scroller.getBoundingClientRect();
+    this.scroller.scrollTop += shown.top - view.top - Math.max(0, (view.height - shown.height) / 2);
     state.jumpedTo = target.id;
   }
 
