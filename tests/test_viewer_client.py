@@ -47,6 +47,14 @@ def writing_scenario() -> Scenario:
     return Scenario([("write hello", [Step(calls=[WRITE]), Step(text=WROTE, usage=(1200, 34))])])
 
 
+EDIT = ToolUse("call_edit", "edit_file", args(path="a.txt", oldText="Hi", newText="Hello"))
+
+
+def editing_scenario() -> Scenario:
+    """A first prompt that edits a file (asking permission in the default mode), then stops."""
+    return Scenario([("edit a", [Step(calls=[EDIT]), Step(text="Not edited.")])])
+
+
 def hanging_scenario() -> Scenario:
     """A first prompt whose model streams a few words, then waits until cancelled."""
     prefix = [c for c in step_chunks(Step(text=WORKING)) if c["type"] != "finish"][:-1]
@@ -68,6 +76,12 @@ def serve(tmp: Path, scenario: Scenario) -> Any:
 @pytest.fixture(scope="module")
 def writer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listening]:
     with serve(tmp_path_factory.mktemp("writer"), writing_scenario()) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def editing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listening]:
+    with serve(tmp_path_factory.mktemp("editing"), editing_scenario()) as started:
         yield started
 
 
@@ -192,6 +206,31 @@ def test_a_prompt_asks_permission_in_a_dialog_and_the_write_shows_under_its_acp_
     assert page.locator('[data-figure="cost"]').text_content() == "$0.0041"
     decisions = [e["data"] for e in client.events(session_id) if e["type"] == "permission/decision"]
     assert decisions == [decision(WRITE.id, "allow_once")["data"]]
+
+
+def test_the_permission_dialog_shows_an_edit_as_a_diff_and_a_rejection_fails_the_call(
+    pages: Pages, editing: Listening, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    (tmp_path / "a.txt").write_text("Hi\n")
+    client, session_id = closed_session(editing, tmp_path)
+    page = open_session(pages, editing, session_id, 390)
+
+    send(page, "edit a")
+    dialog = page.locator("dialog.permission")
+    dialog.wait_for(state="visible")
+    screenshot(page)
+    assert dialog.locator(".permission-title").text_content() == "Edit a.txt"
+    assert dialog.locator(".diff-lines span").all_text_contents() == ["- Hi", "+ Hello"]
+    dialog.locator('[data-option="reject_once"]').click()
+    wait_for_stop(page, "end_turn")
+    page.wait_for_function(
+        f"() => window.acpViewer.lastSeq === {client.events(session_id)[-1]['seq']}"
+    )
+
+    assert (tmp_path / "a.txt").read_text() == "Hi\n"
+    tool = page.locator('.nodes > [data-kind="tool"]')
+    assert tool.get_attribute("data-status") == "failed"
+    assert tool.locator(".output").text_content() == "the user rejected this tool call"
 
 
 @pytest.mark.parametrize("width", WIDTHS)

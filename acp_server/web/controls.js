@@ -8,9 +8,20 @@ import { RpcError } from "./connection.js";
 import { commandHint, completed, completions } from "./commands.js";
 import { el } from "./dom.js";
 import { contextText, costText } from "./format.js";
+import { renderDiff } from "./render.js";
 
 const SESSION_IN_USE = -32011;
 const MODEL_REQUEST_FAILED = -32012;
+
+/** What a permission dialog shows of the call: an edit's change as a diff, else its input. */
+function permissionInput(input) {
+  if (input === undefined) return null;
+  const { path, oldText, newText } = input ?? {};
+  if ([path, oldText, newText].every((value) => typeof value === "string")) {
+    return renderDiff({ path, oldText, newText });
+  }
+  return el("pre", { class: "permission-input", text: typeof input === "string" ? input : JSON.stringify(input, null, 2) });
+}
 
 /**
  * One session's controls: the prompt box (`composer`), the settings for the side panel
@@ -316,7 +327,7 @@ export class SessionControls {
   askPermission(params, signal) {
     return new Promise((resolve) => {
       const tool = params?.toolCall ?? {};
-      const input = tool.rawInput === undefined ? null : el("pre", { class: "permission-input", text: typeof tool.rawInput === "string" ? tool.rawInput : JSON.stringify(tool.rawInput, null, 2) });
+      const input = permissionInput(tool.rawInput);
       const dialog = el(
         "dialog",
         { class: "permission", "aria-label": "Permission" },

@@ -76,7 +76,8 @@ function lineDiff(before, after) {
   return lines;
 }
 
-function renderDiff(block) {
+/** A `diff` content block: its path and its lines, removed and added. */
+export function renderDiff(block) {
   const lines = lineDiff(block.oldText ?? "", block.newText ?? "");
   const marks = { " ": "same", "-": "del", "+": "add" };
   return el(
