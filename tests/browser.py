@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from unavailable import unavailable
 
@@ -90,3 +90,15 @@ def save_screenshot(page: Page, directory: Path, test_name: str) -> Path:
     path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', test_name)}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def status(page: Page, key: str) -> Any:
+    """One key of the viewer's read-only state, `window.acpViewer`."""
+    return page.evaluate(f"window.acpViewer.{key}")
+
+
+def wait_for_state(page: Page, state: str) -> None:
+    """Until the viewer is in `state` (failing at once if it reached "error" instead)."""
+    page.wait_for_function("state => ['error', state].includes(window.acpViewer?.state)", arg=state)
+    assert status(page, "error") is None
+    assert status(page, "state") == state

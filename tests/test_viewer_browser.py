@@ -8,14 +8,24 @@ a Python client.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from browser import artifacts_dir, fresh_page, launched_browser, save_screenshot
+from browser import (
+    artifacts_dir,
+    fresh_page,
+    launched_browser,
+    save_screenshot,
+    status,
+    wait_for_state,
+)
 from ws_server import Listening, Peer, listening
+
+from acp_server.agent.tools.builtin import BUILTIN_TOOLS
 
 pytestmark = pytest.mark.process
 
@@ -74,16 +84,6 @@ def recorded(client: Peer, tmp_path_factory: pytest.TempPathFactory) -> Recorded
     session_id = client.new_session(cwd)
     assert client.prompt_demo(session_id) == {"stopReason": "end_turn"}
     return Recorded(session_id, cwd, client.events(session_id))
-
-
-def status(page: Page, key: str) -> Any:
-    return page.evaluate(f"window.acpViewer.{key}")
-
-
-def wait_for_state(page: Page, state: str) -> None:
-    page.wait_for_function("state => ['error', state].includes(window.acpViewer?.state)", arg=state)
-    assert status(page, "error") is None
-    assert status(page, "state") == state
 
 
 def shown_nodes(page: Page) -> list[dict[str, Any]]:
@@ -187,7 +187,7 @@ def test_shows_a_recorded_conversation_as_its_log_holds_it(
     results = {e["data"]["callId"]: e["data"] for e in events if e["type"] == "tool/result"}
     assert [(n["title"], n["status"], n["output"], n["diffs"]) for n in of_kind(nodes, "tool")] == [
         (
-            call["name"],
+            BUILTIN_TOOLS.present(call["name"], json.loads(call["arguments"])).title,
             "failed" if results[call["callId"]].get("isError") else "completed",
             texts(results[call["callId"]]["content"]),
             [b["path"] for b in results[call["callId"]]["content"] if b["type"] == "diff"],

@@ -6,6 +6,7 @@
 
 export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
+const REQUEST_CANCELLED = -32800;
 
 /** A JSON-RPC error answer. */
 export class RpcError extends Error {
@@ -40,6 +41,7 @@ export class AcpConnection {
   #pending = new Map();
   #notificationHandlers = new Map();
   #requestHandlers = new Map();
+  #answering = new Map(); // id of a server request being answered -> its AbortController
   #closedError = null;
   #opened;
 
@@ -99,8 +101,10 @@ export class AcpConnection {
     return addHandler(this.#notificationHandlers, method, handler);
   }
 
-  /** Answer the server's requests `method` with `await handler(params)` (an `RpcError` it
-   * throws is the error answer); a method without a handler is answered -32601. */
+  /** Answer the server's requests `method` with `await handler(params, {signal})` (an
+   * `RpcError` it throws is the error answer); a method without a handler is answered -32601.
+   * `signal` aborts when the server withdraws the request (`$/cancel_request`); the request is
+   * then answered -32800. */
   onRequest(method, handler) {
     this.#requestHandlers.set(method, handler);
     return () => this.#requestHandlers.delete(method);
@@ -145,6 +149,7 @@ export class AcpConnection {
   }
 
   #notify({ method, params }) {
+    if (method === "$/cancel_request") this.#answering.get(params?.requestId)?.abort();
     for (const handler of this.#notificationHandlers.get(method) ?? []) {
       try {
         handler(params);
@@ -156,16 +161,22 @@ export class AcpConnection {
 
   async #answer({ id, method, params }) {
     const handler = this.#requestHandlers.get(method);
+    const withdrawn = new AbortController();
+    this.#answering.set(id, withdrawn);
     let answer;
     try {
       if (!handler) throw new RpcError(METHOD_NOT_FOUND, `Method not found: ${method}`);
-      answer = { jsonrpc: "2.0", id, result: (await handler(params)) ?? null };
+      const result = (await handler(params, { signal: withdrawn.signal })) ?? null;
+      if (withdrawn.signal.aborted) throw new RpcError(REQUEST_CANCELLED, "Request cancelled");
+      answer = { jsonrpc: "2.0", id, result };
     } catch (error) {
       const rpc =
         error instanceof RpcError ? error : new RpcError(-32603, String(error?.message ?? error));
       const body = { code: rpc.code, message: rpc.message };
       if (rpc.data !== undefined) body.data = rpc.data;
       answer = { jsonrpc: "2.0", id, error: body };
+    } finally {
+      this.#answering.delete(id);
     }
     if (!this.#closedError) this.#send(answer);
   }

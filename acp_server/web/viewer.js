@@ -1,9 +1,11 @@
-// The session viewer served by `acp-server serve --listen` (SPEC 3.4).
+// The session viewer served by `acp-server serve --listen` (SPEC 3.4), a full ACP client.
 //
-// `/` lists the store's sessions (ACP `session/list`); `/sessions/<id>` shows one session's
-// conversation, folded from its events by `fold.js`, following it live (`session.follow`
-// through `client.js`'s `Follow`) and paging older history in when scrolled to the top
-// (`session.page` with `beforeSeq`, through `Follow.loadOlder`).
+// `/` lists the store's sessions, live (`sessions.js`), and starts new ones; `/sessions/<id>`
+// shows one session's conversation, folded from its events by `fold.js` (with `present.js`'s
+// titles, replies and turn endings), following it live (`session.follow` through `client.js`'s
+// `Follow`) and paging older history in when scrolled to the top (`Follow.loadOlder`). The page
+// acts on the session through ACP (`controls.js`: `session/resume`, prompts, cancel,
+// permission, mode and model) and searches it (`search.js`).
 //
 // The token: the server prints the viewer's address with `?token=`. It is read from the
 // address once, kept in sessionStorage (this tab only) and taken out of the address bar, so it
@@ -13,7 +15,15 @@
 // tests and for the curious (see `STATUS` below).
 
 import { AcpConnection, Follow, HistoryProtocolError, RpcError } from "./client.js";
+import { SessionControls } from "./controls.js";
+import { el } from "./dom.js";
 import { ConversationFold } from "./fold.js";
+import { formatBytes, formatTime, number, relativeTime } from "./format.js";
+import { viewerDefinitions } from "./present.js";
+import { renderNode } from "./render.js";
+import { SessionSearch } from "./search.js";
+import { SessionList } from "./sessions.js";
+import { CountingSocket, countRecords, figures } from "./traffic.js";
 
 const TOKEN_KEY = "acp-server.token";
 const PROTOCOL_VERSION = 1;
@@ -23,7 +33,6 @@ const DEFAULT_PAGE_MESSAGES = 50;
 const OLDER_MARGIN = 80;
 /** Pixels from the bottom within which the view sticks to the bottom as text streams in. */
 const STICK_MARGIN = 48;
-const MAX_LIST_PAGES = 40;
 
 // ---------------------------------------------------------------------------------------------
 // State, and the read-only status object.
@@ -40,6 +49,24 @@ const state = {
   liveEvents: 0, // `session.event` frames received
   pagesLoaded: 0, // older pages prepended
   endReason: null,
+  listLive: null, // at `/`: whether the list is kept live (`session.list.follow`)
+  // The session's ACP side (controls.js): attached (resumed here), readOnly (open elsewhere),
+  // running (a prompt of this page's unanswered), modeId, model, commands (names),
+  // permissions (dialogs open), usage ({used, size, cost}), lastStopReason.
+  attached: false,
+  readOnly: false,
+  running: false,
+  modeId: null,
+  model: null,
+  commands: [],
+  permissions: 0,
+  usage: null,
+  lastStopReason: null,
+  // search.js: searchSupported (null until asked), search ({query, hits, hasMore}); jumpedTo:
+  // the node id of the last hit jumped to.
+  searchSupported: null,
+  search: null,
+  jumpedTo: null,
 };
 
 /**
@@ -48,9 +75,11 @@ const state = {
  *   (a session shown and followed), "ended" (the follow ended; `endReason` says why) or "error".
  * - `error`: null, or `{kind, message}`; kind is "no-token", "token-refused", "origin-refused",
  *   "unreachable", "connection-lost", "unknown-session", "protocol" or "server".
- * - `sessionId`, `sessions` (at `/`: `[{sessionId, title, cwd, updatedAt}]` as shown, in order).
+ * - `sessionId`, `sessions` (at `/`: `[{sessionId, title, cwd, updatedAt, running}]` as shown,
+ *   in order), `listLive`.
  * - `firstSeq`, `lastSeq`, `events`, `hasOlder`: the journal's; `liveEvents`: live frames
  *   received; `pagesLoaded`: older pages prepended.
+ * - The session's ACP side and search: see the comments in `state` above.
  */
 const STATUS = Object.freeze(
   Object.defineProperties(
@@ -63,23 +92,7 @@ const STATUS = Object.freeze(
 Object.defineProperty(window, "acpViewer", { value: STATUS });
 
 // ---------------------------------------------------------------------------------------------
-// Small DOM helpers (text only: nothing received is ever parsed as HTML).
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("data-")) node.setAttribute(key, String(value));
-    else node[key] = value;
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
+// The page.
 
 const app = document.getElementById("app");
 const crumb = document.getElementById("crumb");
@@ -121,52 +134,6 @@ function takeToken() {
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
   }
   return sessionStorage.getItem(TOKEN_KEY);
-}
-
-/** The UTF-8 length of a string, without encoding it. */
-function utf8Length(text) {
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x80) bytes += 1;
-    else if (code < 0x800) bytes += 2;
-    else if (code >= 0xd800 && code < 0xdc00) {
-      bytes += 4; // a surrogate pair: one code point beyond the BMP
-      i++;
-    } else bytes += 3;
-  }
-  return bytes;
-}
-
-const figures = {
-  bytes: 0, // bytes of the frames received (after decompression)
-  frames: 0,
-  records: 0, // history records received in pages and snapshots
-  rows: 0, // of which chunk rows
-  decoded: 0, // events decoded from them, and from live frames
-};
-
-class CountingSocket extends WebSocket {
-  constructor(url) {
-    super(url);
-    this.addEventListener("message", (event) => {
-      figures.frames += 1;
-      if (typeof event.data === "string") figures.bytes += utf8Length(event.data);
-    });
-  }
-}
-
-function countRecords(records) {
-  for (const record of records ?? []) {
-    figures.records += 1;
-    if (record && record.chunks) {
-      figures.rows += 1;
-      const members = record.chunks.data?.texts ?? record.chunks.data?.args ?? [];
-      figures.decoded += members.length;
-    } else {
-      figures.decoded += 1;
-    }
-  }
 }
 
 /** Why the WebSocket could not open: the same address asked over plain HTTP answers 401 for a
@@ -246,255 +213,19 @@ async function connect() {
 let leaving = false;
 window.addEventListener("pagehide", () => (leaving = true));
 
-// ---------------------------------------------------------------------------------------------
-// Formatting.
-
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-
-function formatTime(value) {
-  if (value === null || value === undefined) return "";
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? String(value) : dateFormat.format(date);
-}
-
-function relativeTime(value) {
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) return "";
-  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
-  if (seconds < 60) return "just now";
-  const units = [
-    [60, "minute"],
-    [3600, "hour"],
-    [86400, "day"],
-  ];
-  let [size, unit] = units[0];
-  for (const [s, u] of units) if (seconds >= s) [size, unit] = [s, u];
-  const count = Math.floor(seconds / size);
-  return `${count} ${unit}${count === 1 ? "" : "s"} ago`;
-}
-
-const integer = new Intl.NumberFormat(undefined);
-const number = (value) => (value === null || value === undefined ? "–" : integer.format(value));
-
-function formatBytes(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-}
-
 function sessionHref(sessionId) {
   return `/sessions/${encodeURIComponent(sessionId)}`;
 }
 
 // ---------------------------------------------------------------------------------------------
-// `/`: the store's sessions.
-
-async function listSessions(connection) {
-  state.state = "listing";
-  crumb.replaceChildren(el("span", { text: "Sessions" }));
-  const sessions = [];
-  let cursor;
-  for (let page = 0; page < MAX_LIST_PAGES; page++) {
-    const result = await connection.request("session/list", cursor ? { cursor } : {});
-    sessions.push(...result.sessions);
-    cursor = result.nextCursor;
-    if (!cursor) break;
-  }
-  // The server lists by creation; a viewer wants the most recently active first.
-  sessions.sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
-  state.sessions = sessions.map(({ sessionId, title, cwd, updatedAt }) => ({
-    sessionId,
-    title: title ?? null,
-    cwd,
-    updatedAt: updatedAt ?? null,
-  }));
-  renderSessionList(sessions);
-  state.state = "listed";
-  setStatus("ok", `${sessions.length} session${sessions.length === 1 ? "" : "s"}`);
-  leaving = true;
-  connection.close();
-}
-
-function renderSessionList(sessions) {
-  if (!sessions.length) {
-    app.replaceChildren(
-      el("div", { class: "empty" }, el("h2", { text: "No sessions yet" }),
-        el("p", { text: "Sessions appear here once a client has started one on this server." })),
-    );
-    return;
-  }
-  const items = sessions.map((session) =>
-    el(
-      "li",
-      { class: "session-item", "data-session-id": session.sessionId },
-      el(
-        "a",
-        { href: sessionHref(session.sessionId) },
-        el(
-          "span",
-          { class: `title${session.title ? "" : " untitled"}` },
-          session.title ?? "Untitled session",
-        ),
-        el("span", { class: "cwd", title: session.cwd }, session.cwd),
-        el(
-          "time",
-          {
-            class: "updated",
-            dateTime: session.updatedAt ?? "",
-            title: session.updatedAt ? formatTime(session.updatedAt) : "",
-          },
-          session.updatedAt ? relativeTime(session.updatedAt) : "",
-        ),
-        el("code", { class: "id" }, session.sessionId),
-      ),
-    ),
-  );
-  app.replaceChildren(
-    el("section", { class: "sessions" }, el("h1", { text: "Sessions" }), el("ol", { class: "session-list" }, items)),
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
 // `/sessions/<id>`: one conversation.
 
-const TOOL_STATUS = { pending: "pending", in_progress: "running", completed: "done", failed: "failed" };
-const TEXT_STATUS = { streaming: "streaming", done: null, interrupted: "interrupted", incomplete: "incomplete" };
-const PLAN_MARK = { pending: "○", in_progress: "◐", completed: "●" };
-
-function contentText(blocks) {
-  return (blocks ?? [])
-    .map((block) => {
-      switch (block?.type) {
-        case "text":
-          return block.text;
-        case "resource_link":
-          return `[${block.name ?? block.uri}]`;
-        case "resource":
-          return block.resource?.text ?? `[${block.resource?.uri ?? "resource"}]`;
-        default:
-          return `[${block?.type ?? "content"}]`;
-      }
-    })
-    .join("\n");
-}
-
-function pretty(value) {
-  if (value === null || value === undefined) return "";
-  if (typeof value === "string") return value;
-  return JSON.stringify(value, null, 2);
-}
-
-/** The lines of `before` and `after`, each marked kept (" "), removed ("-") or added ("+"):
- * a longest-common-subsequence diff, or all removed then all added when too big for one. */
-function lineDiff(before, after) {
-  // A file's last line break ends its last line: it starts no empty one.
-  const a = before === "" ? [] : before.replace(/\n$/, "").split("\n");
-  const b = after === "" ? [] : after.replace(/\n$/, "").split("\n");
-  if (a.length * b.length > 250_000) return [...a.map((l) => ["-", l]), ...b.map((l) => ["+", l])];
-  const common = Array.from({ length: a.length + 1 }, () => new Uint32Array(b.length + 1));
-  for (let i = a.length - 1; i >= 0; i--) {
-    for (let j = b.length - 1; j >= 0; j--) {
-      common[i][j] = a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
-    }
-  }
-  const lines = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    if (i < a.length && j < b.length && a[i] === b[j]) {
-      lines.push([" ", a[i]]);
-      i++;
-      j++;
-    }
-    else if (i < a.length && (j === b.length || common[i + 1][j] >= common[i][j + 1])) lines.push(["-", a[i++]]);
-    else lines.push(["+", b[j++]]);
-  }
-  return lines;
-}
-
-function renderDiff(block) {
-  const lines = lineDiff(block.oldText ?? "", block.newText ?? "");
-  const marks = { " ": "same", "-": "del", "+": "add" };
-  return el(
-    "div",
-    { class: "diff", "data-path": block.path },
-    el("div", { class: "section-label", text: block.oldText == null ? "New file" : "Changes" }),
-    el("div", { class: "diff-path", text: block.path }),
-    el("pre", { class: "diff-lines" }, lines.map(([mark, line]) => el("span", { class: marks[mark], text: `${mark} ${line}` }))),
-  );
-}
-
-/** One node's element, drawn afresh from the node. */
-function renderNode(node, open) {
-  const attrs = { class: `node ${node.kind}`, "data-node-id": node.id, "data-kind": node.kind, "data-seq": node.seq };
-  switch (node.kind) {
-    case "user":
-      return el("article", attrs, el("div", { class: "who", text: "You" }), el("div", { class: "body", text: contentText(node.content) }));
-    case "text": {
-      const badge = TEXT_STATUS[node.status];
-      return el(
-        "article",
-        { ...attrs, "data-status": node.status },
-        el("div", { class: "who" }, "Assistant", badge ? el("span", { class: `badge ${node.status}`, text: badge }) : null),
-        el("div", { class: "body", text: node.text }),
-      );
-    }
-    case "thought":
-      return el(
-        "details",
-        { ...attrs, "data-status": node.status, open: open.has(node.id) },
-        el("summary", {}, el("span", { class: "label", text: node.status === "streaming" ? "Thinking…" : "Thought" }),
-          el("span", { class: "preview", text: node.text.slice(0, 120) })),
-        el("div", { class: "body", text: node.text }),
-      );
-    case "tool": {
-      const status = TOOL_STATUS[node.status] ?? node.status;
-      const input = node.input !== null ? pretty(node.input) : node.arguments;
-      const diffs = (node.output ?? []).filter((block) => block?.type === "diff");
-      const shown = (node.output ?? []).filter((block) => block?.type !== "diff");
-      const output = node.output !== null && (shown.length || !diffs.length) ? contentText(shown) : null;
-      return el(
-        "details",
-        { ...attrs, "data-status": node.status, open: open.has(node.id) },
-        el(
-          "summary",
-          {},
-          el("span", { class: `badge ${node.status}`, text: status }),
-          el("span", { class: "tool-title", text: node.title || node.name || "tool call" }),
-          node.title && node.name && node.title !== node.name ? el("code", { class: "tool-name", text: node.name }) : null,
-        ),
-        el("div", { class: "section-label", text: "Input" }),
-        el("pre", { class: "input", text: input }),
-        output !== null ? el("div", { class: "section-label", text: node.status === "failed" ? "Error" : "Result" }) : null,
-        output !== null ? el("pre", { class: "output", text: output }) : null,
-        diffs.map(renderDiff),
-        node.childSessionId
-          ? el("p", { class: "child" }, "Subagent session ", el("code", { text: node.childSessionId }))
-          : null,
-      );
-    }
-    case "plan":
-      return el(
-        "section",
-        attrs,
-        el("div", { class: "who", text: "Plan" }),
-        el(
-          "ul",
-          { class: "plan-entries" },
-          (node.entries ?? []).map((entry) =>
-            el("li", { class: `plan-entry ${entry.status}`, "data-status": entry.status },
-              el("span", { class: "mark", text: PLAN_MARK[entry.status] ?? "?" }),
-              el("span", { class: "content", text: entry.content }),
-              entry.priority ? el("span", { class: `priority ${entry.priority}`, text: entry.priority }) : null),
-          ),
-        ),
-      );
-    case "title":
-      return el("div", { ...attrs, class: "node marker title" }, "Title: ", el("strong", { class: "body", text: node.title }));
-    case "mode":
-      return el("div", { ...attrs, class: "node marker mode" }, "Mode: ", el("strong", { class: "body", text: node.modeId }));
-    default:
-      return el("div", { ...attrs, class: "node marker", text: `${node.kind}` });
+/** A passing message under the conversation (a refused prompt, a failed mode change). */
+function say(message) {
+  const line = document.getElementById("said");
+  if (line) {
+    line.textContent = message;
+    line.hidden = false;
   }
 }
 
@@ -507,21 +238,64 @@ class SessionView {
     this.fold = null;
     this.elements = new Map(); // node id -> element
     this.open = new Set(); // ids of the details the reader opened
+    this.closed = new Set(); // and of those the reader closed
+    this.target = null; // the id of the node of the search hit jumped to
     this.loadingOlder = false;
-    this.counts = { messages: 0, toolCalls: 0 };
+    this.counts = { messages: 0, toolCalls: 0, used: null, turnOpen: false };
+    this.address = { kind: "session", sessionId };
 
+    this.controls = new SessionControls(connection, sessionId, state, { onError: say });
+    this.search = new SessionSearch(connection, this.address, state, { jump: (seq) => this.jump(seq), onError: say });
     this.list = el("div", { class: "nodes" });
     this.older = el("div", { class: "older" });
     this.scroller = el("section", { class: "conversation", id: "conversation" }, this.older, this.list);
     this.figures = el("dl", { class: "figures" });
     this.heading = el("h1", { class: "session-title" });
     this.meta = el("p", { class: "session-meta" });
-    this.panel = el("aside", { class: "panel" }, el("h2", { text: "Log" }), this.figures);
+    const searchToggle = el("button", { type: "button", class: "search-toggle", text: "Search", "aria-expanded": "false", "aria-controls": "search-panel" });
+    const searchPanel = el("div", { id: "search-panel", hidden: true }, this.search.element);
+    searchToggle.addEventListener("click", () => {
+      searchPanel.hidden = !searchPanel.hidden;
+      searchToggle.setAttribute("aria-expanded", String(!searchPanel.hidden));
+      if (!searchPanel.hidden) this.search.input.focus();
+    });
+    this.panel = el(
+      "aside",
+      { class: "panel" },
+      el("h2", { text: "Session" }),
+      this.controls.settings,
+      el("details", { class: "log-figures" }, el("summary", { text: "Log" }), this.figures),
+    );
     app.replaceChildren(
-      el("div", { class: "session" }, el("div", { class: "main" }, el("header", { class: "session-head" }, this.heading, this.meta), this.scroller), this.panel),
+      el(
+        "div",
+        { class: "session" },
+        el(
+          "div",
+          { class: "main" },
+          el("header", { class: "session-head" }, el("div", { class: "head-text" }, this.heading, this.meta), searchToggle),
+          searchPanel,
+          this.scroller,
+          el("p", { id: "said", class: "said", role: "status", hidden: true }),
+          this.controls.composer,
+        ),
+        this.panel,
+      ),
     );
     this.scroller.addEventListener("scroll", () => this.maybeLoadOlder());
     this.list.addEventListener("toggle", (event) => this.toggled(event), true);
+    // Leaving by the viewer's own links closes the session first, so that the next page (on
+    // a connection of its own) can resume it at once.
+    document.addEventListener("click", (event) => this.leaveBy(event));
+  }
+
+  async leaveBy(event) {
+    const link = event.target.closest?.("a[href]");
+    if (!link || link.origin !== window.location.origin || event.defaultPrevented) return;
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    await this.controls.detach();
+    window.location.assign(link.href);
   }
 
   async start() {
@@ -530,8 +304,7 @@ class SessionView {
     crumb.replaceChildren(el("a", { href: "/", text: "Sessions" }), el("span", { class: "sep", text: "/" }), el("code", { text: this.sessionId }));
     setStatus("wait", "loading");
     this.heading.textContent = "Session";
-    const address = { kind: "session", sessionId: this.sessionId };
-    this.follow = await Follow.start(this.connection, address, {
+    this.follow = await Follow.start(this.connection, this.address, {
       maxMessages: this.pageMessages,
       onEvents: (events) => this.live(events),
       onRewind: () => this.rebuild(),
@@ -543,36 +316,87 @@ class SessionView {
     state.state = "following";
     setStatus("live", "following");
     this.maybeLoadOlder();
+    const cwd = this.follow.header?.cwd;
+    if (cwd) await this.controls.attach(cwd);
+  }
+
+  /** Show the node holding event `seq`: older history paged in until the journal holds it,
+   * then the node scrolled to, opened and marked. */
+  async jump(seq) {
+    const journal = this.follow.journal;
+    this.loadingOlder = true; // the pages come from here, not from scrolling
+    try {
+      while (journal.hasOlder && (journal.length === 0 || journal.firstSeq > seq)) {
+        await this.follow.loadOlder();
+        state.pagesLoaded += 1;
+        this.rebuild();
+      }
+    } finally {
+      this.loadingOlder = false;
+    }
+    let target = null;
+    for (const node of this.fold.nodes()) if (node.seq <= seq && (target === null || node.seq >= target.seq)) target = node;
+    if (target === null) return;
+    this.open.add(target.id);
+    this.closed.delete(target.id);
+    for (const marked of this.list.querySelectorAll(".hit-target")) marked.classList.remove("hit-target");
+    this.target = target.id;
+    this.redraw(target.id);
+    // The conversation alone scrolls (not the page around it): the hit to its middle.
+    const shown = this.elements.get(target.id).getBoundingClientRect();
+    const view = this.scroller.getBoundingClientRect();
+    this.scroller.scrollTop += shown.top - view.top - Math.max(0, (view.height - shown.height) / 2);
+    state.jumpedTo = target.id;
+  }
+
+  /** A node's element, drawn afresh and kept by its id; the search hit jumped to stays marked. */
+  draw(node) {
+    const element = renderNode(node, this.open, this.closed);
+    if (node.id === this.target) element.classList.add("hit-target");
+    this.elements.set(node.id, element);
+    return element;
+  }
+
+  /** Draw a node shown already afresh, in its place. */
+  redraw(id) {
+    const old = this.elements.get(id);
+    old.replaceWith(this.draw(this.fold.node(id)));
   }
 
   toggled(event) {
     const id = event.target?.dataset?.nodeId;
     if (!id) return;
-    if (event.target.open) this.open.add(id);
-    else this.open.delete(id);
+    if (event.target.open) {
+      this.open.add(id);
+      this.closed.delete(id);
+    } else {
+      this.open.delete(id);
+      this.closed.add(id);
+    }
   }
 
   /** Fold the whole journal again and draw every node: after older history is prepended (a
    * fold takes events in seq order from its first) or a rewind. */
   rebuild() {
     const journal = this.follow.journal;
-    this.fold = new ConversationFold();
-    this.counts = { messages: 0, toolCalls: 0 };
+    this.fold = new ConversationFold(viewerDefinitions());
+    this.counts = { messages: 0, toolCalls: 0, used: null, turnOpen: false };
     const events = journal.events;
     this.fold.feedAll(events);
     for (const event of events) this.count(event);
     this.elements.clear();
-    const drawn = this.fold.nodes().map((node) => {
-      const element = renderNode(node, this.open);
-      this.elements.set(node.id, element);
-      return element;
-    });
+    const drawn = this.fold.nodes().map((node) => this.draw(node));
     this.list.replaceChildren(...drawn);
     this.drawTitle();
     this.drawFigures();
   }
 
   count(event) {
+    if (event.type === "assistant/message" && event.data.usage) {
+      this.counts.used = event.data.usage.inputTokens + event.data.usage.outputTokens;
+    }
+    if (event.type === "turn/start") this.counts.turnOpen = true;
+    else if (event.type === "turn/end") this.counts.turnOpen = false;
     if (event.type === "user/message" || event.type === "assistant/message") this.counts.messages += 1;
     else if (event.type === "tool/call") this.counts.toolCalls += 1;
   }
@@ -585,20 +409,11 @@ class SessionView {
       this.count(event);
       for (const change of this.fold.feed(event)) {
         const id = change.op === "start" ? change.node.id : change.id;
-        if (change.op === "start") {
-          const element = renderNode(change.node, this.open);
-          this.elements.set(id, element);
-          this.list.append(element);
-        } else {
-          changed.add(id);
-        }
+        if (change.op === "start") this.list.append(this.draw(change.node));
+        else changed.add(id);
       }
     }
-    for (const id of changed) {
-      const element = renderNode(this.fold.node(id), this.open);
-      this.elements.get(id).replaceWith(element);
-      this.elements.set(id, element);
-    }
+    for (const id of changed) this.redraw(id);
     this.drawTitle();
     this.drawFigures();
     if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
@@ -667,6 +482,8 @@ class SessionView {
     state.events = held;
     state.hasOlder = journal.hasOlder;
     this.drawOlder();
+    this.controls.loggedUsage(this.counts.used);
+    this.controls.loggedTurn(this.counts.turnOpen);
     const rows = [
       ["Events", number(held), "events"],
       ["First seq", held ? number(journal.firstSeq) : "–", "first-seq"],
@@ -702,7 +519,8 @@ async function main() {
   if (connection === null) return;
   try {
     if (match === null) {
-      await listSessions(connection);
+      const view = { app, crumb, state, setStatus, sessionHref, formatTime, relativeTime };
+      await new SessionList(connection, view).start();
       return;
     }
     const sessionId = decodeURIComponent(match[1]);

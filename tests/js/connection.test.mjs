@@ -133,3 +133,16 @@ test("a frame that is not JSON closes the connection", async () => {
   await assert.rejects(waiting, new ConnectionClosed("the server sent a frame that is not JSON"));
   assert.equal(socket.readyState, 3);
 });
+
+test("a server request withdrawn by $/cancel_request aborts its handler's signal and is answered -32800", async () => {
+  const { socket, connection } = connected();
+  let aborted = null;
+  connection.onRequest("ask", (_params, { signal }) =>
+    new Promise((resolve) => signal.addEventListener("abort", () => resolve((aborted = "yes")))),
+  );
+  socket.receive({ jsonrpc: "2.0", id: 9, method: "ask" });
+  socket.receive({ jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: 9 } });
+  await socket.sentCount(1);
+  assert.equal(aborted, "yes");
+  assert.deepEqual(socket.sent, [{ jsonrpc: "2.0", id: 9, error: { code: -32800, message: "Request cancelled" } }]);
+});
