@@ -1,0 +1,120 @@
+"""The clients attached to one live session, without a process: which updates each is sent
+(`shown_to`), and a permission request asked of all of them (`ask_attached`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_server.agent.ports import ClientCapabilities, RequestTimedOut
+from acp_server.core.acp_updates import (
+    AgentMessageChunk,
+    NoticeShown,
+    PlanUpdated,
+    SessionNotification,
+)
+from acp_server.core.content import TextContent
+from acp_server.server.attached import Attached, ask_attached, shown_to
+
+PARAMS = {"sessionId": "s"}
+
+
+class FakePort:
+    """A client that answers a request with `answer` once `release` is set (never: None)."""
+
+    def __init__(self, answer: Any = None) -> None:
+        self.answer = answer
+        self.release = anyio.Event()
+        self.asked = anyio.Event()
+        self.withdrawn = False
+        self.capabilities = ClientCapabilities()
+
+    async def request(self, method: str, params: Any) -> Any:
+        self.asked.set()
+        try:
+            await self.release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.withdrawn = True
+            raise
+        return self.answer
+
+    async def notify(self, method: str, params: Any) -> None:
+        pass
+
+    async def notify_all(self, method: str, params: Iterable[Any]) -> None:
+        pass
+
+
+class FakeSession:
+    """What `ask_attached` reads of a live session."""
+
+    def __init__(self) -> None:
+        self.clients: dict[Any, Attached] = {}
+        self.attached = anyio.Event()
+
+    def attach(self, port: FakePort) -> None:
+        self.clients[port] = Attached(port, lambda task: None)
+        self.attached.set()
+        self.attached = anyio.Event()
+
+
+def test_a_notice_goes_only_to_a_client_that_advertised_notices() -> None:
+    note = SessionNotification("s", NoticeShown("info", "Prompt queued"))
+    assert (
+        shown_to(ClientCapabilities(), note, "s"),
+        shown_to(ClientCapabilities(notices=True), note, "s"),
+    ) == (False, True)
+
+
+def test_plan_operations_go_only_to_a_client_that_advertised_them() -> None:
+    note = SessionNotification("s", PlanUpdated([]))
+    assert (
+        shown_to(ClientCapabilities(), note, "s"),
+        shown_to(ClientCapabilities(plan_operations=True), note, "s"),
+    ) == (False, True)
+
+
+def test_a_childs_update_goes_only_to_a_client_that_advertised_subagents() -> None:
+    note = SessionNotification("child", AgentMessageChunk(TextContent("hi")))
+    assert (
+        shown_to(ClientCapabilities(), note, "s"),
+        shown_to(ClientCapabilities(subagents=True), note, "s"),
+    ) == (False, True)
+
+
+@pytest.mark.anyio
+async def test_the_first_answer_wins_and_the_other_clients_request_is_withdrawn() -> None:
+    session = FakeSession()
+    slow, quick = FakePort("slow"), FakePort("quick")
+    session.attach(slow)
+    session.attach(quick)
+    quick.release.set()
+    answer = await ask_attached(session, "session/request_permission", PARAMS, 600)  # type: ignore[arg-type]
+    assert (answer, slow.withdrawn) == ("quick", True)
+
+
+@pytest.mark.anyio
+async def test_with_no_client_attached_the_request_times_out() -> None:
+    with pytest.raises(RequestTimedOut) as timed_out:
+        await ask_attached(FakeSession(), "session/request_permission", PARAMS, 0.01)  # type: ignore[arg-type]
+    assert timed_out.value.seconds == 0.01
+
+
+@pytest.mark.anyio
+async def test_a_client_that_attaches_while_the_request_waits_is_asked() -> None:
+    session = FakeSession()
+    late = FakePort("late")
+    late.release.set()
+    answers: list[Any] = []
+
+    async def ask() -> None:
+        answers.append(await ask_attached(session, "session/request_permission", PARAMS, 600))  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ask)
+        await anyio.wait_all_tasks_blocked()
+        session.attach(late)
+    assert answers == ["late"]
