@@ -46,3 +46,10 @@ def test_remove_takes_one_prompt_out_wherever_it_waits() -> None:
     queue.admit(A, "second")
     assert (queue.remove("second"), queue.remove("second")) == (True, False)
     assert [queue.pop_next(), queue.pop_next()] == ["first", None]
+
+
+def test_drain_takes_every_prompt_out_in_order() -> None:
+    queue: PromptQueue[str] = PromptQueue()
+    queue.admit(A, "a1")
+    queue.admit(B, "b1")
+    assert (queue.drain(), len(queue)) == (["a1", "b1"], 0)

@@ -49,6 +49,12 @@ class PromptQueue(Generic[T]):
                 return True
         return False
 
+    def drain(self) -> list[T]:
+        """Take out every ticket, in order (the session is closing)."""
+        taken = [ticket for _, ticket in self._waiting]
+        self._waiting.clear()
+        return taken
+
     def withdraw(self, client: object) -> list[T]:
         """Take out every ticket of `client`, in order (`session/cancel` from it)."""
         taken = [ticket for owner, ticket in self._waiting if owner is client]

@@ -410,6 +410,9 @@ class SessionRegistry:
         """Cancel the session's work, wait for it, close its log and its MCP servers; what
         could not be finished (None: nothing)."""
         unfinished = None
+        for queued in session.queue.drain():  # answered `cancelled`: nothing runs after this
+            queued.withdrawn = True
+            queued.go.set()
         session.cancel()
         if session.titling is not None:
             session.titling.cancel()  # its title falls back to the prompt's line
