@@ -8,7 +8,9 @@ paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
 running turn, and `History` serves the history methods (SPEC 3). A session going live here has
 its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools
 reach the client through `port`'s `ConnectionPort`; what every session is offered is
-`surface`'s.
+`surface`'s. The connection is attached to every session it creates, resumes, loads or prompts
+(`attached`); on a server of many connections a prompt's turn runs in the registry's services
+and goes on when the connection goes.
 """
 
 from __future__ import annotations
@@ -130,10 +132,10 @@ class AcpAgent:
     ) -> None:
         self.connection = connection
         self.turns_outlive = turns_outlive
-        self._waiting: set[anyio.CancelScope] = set()
-        """The waits of this client's prompts for turns that outlive it."""
         """Whether a turn goes on when this client has gone (a server of many connections);
         the stdio server's turns end with its one client."""
+        self._waiting: set[anyio.CancelScope] = set()
+        """The waits of this client's prompts for turns that outlive it."""
         self.auth: Auth = auth if auth is not None else NoAuth()
         """Whether the provider has its key (SPEC 4.4)."""
         self.sessions = sessions
