@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -35,9 +35,6 @@ from ..core.acp_updates import (
     SubagentUpdated,
 )
 from .errors import ConnectionClosed
-
-if TYPE_CHECKING:
-    from .live import LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -122,13 +119,27 @@ class Attached:
             self._pumping = False
 
 
+class SharedSession(Protocol):
+    """What a session's clients are reached through (`live.LiveSession`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    clients: dict[ports.ClientPort, Attached]
+    attached: anyio.Event
+    """Set when a client attaches (then replaced)."""
+
+    def mirror(self, notes: Iterable[SessionNotification], source: ports.ClientPort) -> None:
+        """Send `notes` to every attached client but `source`."""
+
+
 class SessionPort:
     """A turn's `ClientPort` (see the module docstring): the prompting client's `port` (also
     its key in `session.clients`), and every other client attached to the session."""
 
     def __init__(
         self,
-        session: LiveSession,
+        session: SharedSession,
         port: ports.ClientPort,
         permission_timeout: float = DEFAULT_DETACHED_PERMISSION_TIMEOUT,
     ) -> None:
@@ -173,7 +184,9 @@ class SessionPort:
         return await self._port.request(method, params)
 
 
-async def ask_attached(session: LiveSession, method: str, params: Any, detached_for: float) -> Any:
+async def ask_attached(
+    session: SharedSession, method: str, params: Any, detached_for: float
+) -> Any:
     """Send the request to every client attached to `session`, and to each that attaches
     while it waits; the first answer wins and the other requests are withdrawn (cancelled:
     their connections send `$/cancel_request`). With no client attached for `detached_for`
