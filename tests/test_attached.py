@@ -15,6 +15,7 @@ from acp_server.core.acp_updates import (
     NoticeShown,
     PlanUpdated,
     SessionNotification,
+    ToolCallStarted,
 )
 from acp_server.core.content import TextContent
 from acp_server.server.attached import Attached, ask_attached, shown_to
@@ -31,6 +32,7 @@ class FakePort:
         self.asked = anyio.Event()
         self.withdrawn = False
         self.capabilities = ClientCapabilities()
+        self.sent = []
 
     async def request(self, method: str, params: Any) -> Any:
         self.asked.set()
@@ -45,7 +47,9 @@ class FakePort:
         pass
 
     async def notify_all(self, method: str, params: Iterable[Any]) -> None:
-        pass
+        self.sent.extend(params)
+
+    sent: list[SessionNotification]
 
 
 class FakeSession:
@@ -118,3 +122,25 @@ async def test_a_client_that_attaches_while_the_request_waits_is_asked() -> None
         await anyio.wait_all_tasks_blocked()
         session.attach(late)
     assert answers == ["late"]
+
+
+def started(call_id: str) -> SessionNotification:
+    return SessionNotification("s", ToolCallStarted(call_id, "Write a.txt", "edit", "pending"))
+
+
+@pytest.mark.anyio
+async def test_a_held_client_is_sent_what_came_after_its_replay_in_order_without_replayed_calls() -> (
+    None
+):
+    port = FakePort()
+    text = SessionNotification("s", AgentMessageChunk(TextContent("after")))
+    async with anyio.create_task_group() as tasks:
+        link = Attached(port, tasks.start_soon)
+        link.hold()
+        link.post([SessionNotification("s", AgentMessageChunk(TextContent("before")))], "s")
+        link.restart()  # the replay reads the log now
+        link.post([started("c1"), text, started("c2")], "s")
+        link.replayed([started("c1").update])
+        assert port.sent == []
+        link.release()
+    assert port.sent == [text, started("c2")]

@@ -32,7 +32,9 @@ from ..core.acp_updates import (
     PlanUpdated,
     SessionMessageShown,
     SessionNotification,
+    SessionUpdate,
     SubagentUpdated,
+    ToolCallStarted,
 )
 from .errors import ConnectionClosed
 
@@ -81,6 +83,9 @@ class Attached:
         self._outbox: list[SessionNotification] = []
         self._held = False
         self._pumping = False
+        self._replayed_calls: set[str] = set()
+        """The tool calls its replay announced: a call stored before the replay read the log
+        but announced live only after is not announced to it again."""
 
     def hold(self) -> None:
         """Keep what is posted until `release` (a load's replay is going out)."""
@@ -89,6 +94,10 @@ class Attached:
     def restart(self) -> None:
         """Drop what was posted so far (a load's replay, read now, holds it)."""
         self._outbox.clear()
+
+    def replayed(self, updates: Iterable[SessionUpdate]) -> None:
+        """The replay sent `updates`: their tool calls are not announced again."""
+        self._replayed_calls.update(u.tool_call_id for u in updates if type(u) is ToolCallStarted)
 
     def release(self) -> None:
         self._held = False
@@ -114,9 +123,14 @@ class Attached:
         try:
             while self._outbox and not self._held:
                 batch, self._outbox = self._outbox, []
+                if self._replayed_calls:
+                    batch = [n for n in batch if not self._announced(n.update)]
                 await self.port.notify_all("session/update", batch)
         finally:
             self._pumping = False
+
+    def _announced(self, update: SessionUpdate) -> bool:
+        return type(update) is ToolCallStarted and update.tool_call_id in self._replayed_calls
 
 
 class SharedSession(Protocol):

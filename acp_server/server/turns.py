@@ -399,14 +399,15 @@ class Conversations:
         records = log_.records_from(cut.start)
         link.restart()  # no await since the read: what it is sent next comes after its last
         try:
-            await self._replay(session, records, shapes)
+            link.replayed(await self._replay(session, records, shapes))
         finally:
             link.release()
         return cut
 
     async def _replay(
         self, session: LiveSession, records: Sequence[KeptRecord], shapes: ClientCapabilities
-    ) -> None:
+    ) -> list[SessionUpdate]:
+        """Send the replay of `records`; the session's own updates it sent."""
         mcp = session.mcp
         if mcp is not None and not mcp.settled.is_set() and _calls_mcp(records):
             # Its MCP calls are shown as they were live (their servers' titles) once the
@@ -435,10 +436,11 @@ class Conversations:
             await self.client.notify_all(
                 "session/update", with_children(session.id, updates, replays)
             )
-            return
+            return updates
         await self.client.notify_all(
             "session/update", (SessionNotification(session.id, update) for update in updates)
         )
+        return updates
 
     async def _child_replay(
         self, parent_id: str, child_id: str, present: ToolPresenter
