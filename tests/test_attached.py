@@ -129,9 +129,7 @@ def started(call_id: str) -> SessionNotification:
 
 
 @pytest.mark.anyio
-async def test_a_held_client_is_sent_what_came_after_its_replay_in_order_without_replayed_calls() -> (
-    None
-):
+async def test_a_loading_client_gets_what_came_after_its_replay_less_calls_it_replayed() -> None:
     port = FakePort()
     text = SessionNotification("s", AgentMessageChunk(TextContent("after")))
     async with anyio.create_task_group() as tasks:
