@@ -269,3 +269,20 @@ def test_a_permission_request_with_no_client_attached_times_out_and_is_logged(
         decisions = [e["data"] for e in c.events(session_id) if e["type"] == "permission/decision"]
         assert decisions == [{"turn": 0, "step": 0, "callId": "call_w", "outcome": "timeout"}]
         assert not (workspace / "a.txt").exists()
+
+
+def test_a_mode_change_from_one_client_reaches_the_other(tmp_path: Path, workspace: Path) -> None:
+    with serving(tmp_path, Scenario([])) as server:
+        a, b = client(server), client(server)
+        session_id = new_session(a, workspace)
+        b.answer(load(b, session_id, workspace))
+        b.request("session/set_mode", {"sessionId": session_id, "modeId": "plan"})
+
+        read_until(a, lambda: bool(mode_updates(a)), "A is told")
+        assert mode_updates(a) == [
+            {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+        ]
+
+
+def mode_updates(peer: Peer) -> list[dict[str, Any]]:
+    return [u for u in updates(peer) if u["sessionUpdate"] == "current_mode_update"]
