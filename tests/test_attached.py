@@ -16,6 +16,7 @@ from acp_server.core.acp_updates import (
     PlanUpdated,
     SessionNotification,
     ToolCallStarted,
+    ToolCallUpdated,
 )
 from acp_server.core.content import TextContent
 from acp_server.server.attached import Attached, ask_attached, shown_to
@@ -142,3 +143,17 @@ async def test_a_loading_client_gets_what_came_after_its_replay_less_calls_it_re
         assert port.sent == []
         link.release()
     assert port.sent == [text, started("c2")]
+
+
+@pytest.mark.anyio
+async def test_a_replayed_call_id_is_left_out_once_and_a_finished_one_not_at_all() -> None:
+    port = FakePort()
+    finished = ToolCallUpdated("done", "completed")
+    async with anyio.create_task_group() as tasks:
+        link = Attached(port, tasks.start_soon)
+        link.hold()
+        link.restart()
+        link.post([started("open"), started("open"), started("done")], "s")
+        link.replayed([started("open").update, started("done").update, finished])
+        link.release()
+    assert port.sent == [started("open"), started("done")]

@@ -35,6 +35,7 @@ from ..core.acp_updates import (
     SessionUpdate,
     SubagentUpdated,
     ToolCallStarted,
+    ToolCallUpdated,
 )
 from .errors import ConnectionClosed
 
@@ -96,8 +97,15 @@ class Attached:
         self._outbox.clear()
 
     def replayed(self, updates: Iterable[SessionUpdate]) -> None:
-        """The replay sent `updates`: their tool calls are not announced again."""
-        self._replayed_calls.update(u.tool_call_id for u in updates if type(u) is ToolCallStarted)
+        """The replay sent `updates`: the calls it announced that had not finished yet are
+        not announced again (each once: a later call may reuse an id)."""
+        shown = list(updates)
+        finished = {u.tool_call_id for u in shown if type(u) is ToolCallUpdated}
+        self._replayed_calls.update(
+            u.tool_call_id
+            for u in shown
+            if type(u) is ToolCallStarted and u.tool_call_id not in finished
+        )
 
     def release(self) -> None:
         self._held = False
@@ -130,7 +138,10 @@ class Attached:
             self._pumping = False
 
     def _announced(self, update: SessionUpdate) -> bool:
-        return type(update) is ToolCallStarted and update.tool_call_id in self._replayed_calls
+        if type(update) is ToolCallStarted and update.tool_call_id in self._replayed_calls:
+            self._replayed_calls.discard(update.tool_call_id)
+            return True
+        return False
 
 
 class SharedSession(Protocol):
