@@ -286,3 +286,19 @@ def test_a_mode_change_from_one_client_reaches_the_other(tmp_path: Path, workspa
 
 def mode_updates(peer: Peer) -> list[dict[str, Any]]:
     return [u for u in updates(peer) if u["sessionUpdate"] == "current_mode_update"]
+
+
+def test_cancel_request_of_a_prompt_still_cancels_its_turn(tmp_path: Path, workspace: Path) -> None:
+    with serving(tmp_path, Scenario([("go", [Step(text=LONG)])])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        prompted = prompt(a, session_id, "go")
+        read_until(a, lambda: bool(texts(updates(a))), "the turn streams")
+
+        a.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": prompted}})
+        with pytest.raises(PeerError) as cancelled:
+            a.answer(prompted)
+        assert cancelled.value.code == -32800
+        wait_until(lambda: "turn/end" in log_types(a, session_id), "the turn ends")
+        ended = [e for e in a.events(session_id) if e["type"] == "turn/end"]
+        assert [e["data"]["reason"] for e in ended] == [{"kind": "cancelled"}]
