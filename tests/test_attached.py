@@ -20,6 +20,7 @@ from acp_server.core.acp_updates import (
 )
 from acp_server.core.content import TextContent
 from acp_server.server.attached import Attached, ask_attached, shown_to
+from acp_server.server.errors import ConnectionClosed
 
 PARAMS = {"sessionId": "s"}
 
@@ -55,6 +56,8 @@ class FakePort:
 
 class FakeSession:
     """What `ask_attached` reads of a live session."""
+
+    id = "s"
 
     def __init__(self) -> None:
         self.clients: dict[Any, Attached] = {}
@@ -99,6 +102,19 @@ async def test_the_first_answer_wins_and_the_other_clients_request_is_withdrawn(
     quick.release.set()
     answer = await ask_attached(session, "session/request_permission", PARAMS, 600)  # type: ignore[arg-type]
     assert (answer, slow.withdrawn) == ("quick", True)
+
+
+class GonePort(FakePort):
+    async def request(self, method: str, params: Any) -> Any:
+        raise ConnectionClosed(f"{method}: the client has closed the connection")
+
+
+@pytest.mark.anyio
+async def test_a_client_that_went_before_answering_leaves_the_request_waiting_for_another() -> None:
+    session = FakeSession()
+    session.attach(GonePort())
+    with pytest.raises(RequestTimedOut):
+        await ask_attached(session, "session/request_permission", PARAMS, 0.01)  # type: ignore[arg-type]
 
 
 @pytest.mark.anyio

@@ -216,7 +216,8 @@ async def ask_attached(
     while it waits; the first answer wins and the other requests are withdrawn (cancelled:
     their connections send `$/cancel_request`). With no client attached for `detached_for`
     seconds, `ports.RequestTimedOut`. When every client attached was asked and none could
-    answer (an error, a connection gone), the last failure is raised."""
+    answer, the last error answered is raised; a client whose connection went is as if it had
+    never been asked."""
     answers: list[Any] = []
     failures: list[Exception] = []
     asked: set[object] = set()
@@ -227,8 +228,10 @@ async def ask_attached(
         nonlocal pending, changed
         try:
             answers.append(await link.port.request(method, params))
-        except (ports.ClientRequestError, *_GONE) as exc:
+        except ports.ClientRequestError as exc:
             failures.append(exc)
+        except _GONE:
+            log.debug("session %s: a client went before it answered %s", session.id, method)
         finally:
             pending -= 1
             changed.set()
