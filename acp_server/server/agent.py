@@ -485,12 +485,13 @@ class AcpAgent:
         scope = anyio.CancelScope()
 
         async def run() -> None:
-            with scope:
-                try:
+            try:
+                with scope:
                     outcome.append(await self.conversations.prompt(session, prompt))
-                except Exception as exc:
-                    failure.append(exc)
-            done.set()
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                done.set()  # also when the process's shutdown cancelled it
 
         services.start_soon(run)
         with anyio.CancelScope() as waiting:
