@@ -302,3 +302,19 @@ def test_cancel_request_of_a_prompt_still_cancels_its_turn(tmp_path: Path, works
         wait_until(lambda: "turn/end" in log_types(a, session_id), "the turn ends")
         ended = [e for e in a.events(session_id) if e["type"] == "turn/end"]
         assert [e["data"]["reason"] for e in ended] == [{"kind": "cancelled"}]
+
+
+def test_a_close_detaches_its_client_and_the_last_clients_close_closes_the_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with serving(tmp_path, Scenario([("go", [Step(text="Hi.")])])) as server:
+        a, b = client(server), client(server)
+        session_id = new_session(a, workspace)
+        b.answer(load(b, session_id, workspace))
+        status = {"sessionId": session_id}
+
+        a.request("session/close", status)
+        still = a.request("session/status", status)["status"]
+        assert b.answer(prompt(b, session_id, "go")) == {"stopReason": "end_turn"}
+        b.request("session/close", status)
+        assert (still, a.request("session/status", status)["status"]) == ("open", "saved")
