@@ -114,3 +114,11 @@ def test_an_unusable_system_prompt_file_is_one_message(
     with pytest.raises(ServeFlagsError) as raised:
         config("--system-prompt-file", str(path))
     assert str(raised.value) == "--system-prompt-file: " + problem.format(path=path)
+
+
+def test_a_permission_request_with_no_client_attached_waits_600_seconds_by_default() -> None:
+    assert config().detached_permission_timeout == 600.0
+
+
+def test_detached_permission_timeout_sets_how_long_it_waits() -> None:
+    assert config("--detached-permission-timeout", "2.5").detached_permission_timeout == 2.5

@@ -150,19 +150,18 @@ def _followed(peer: Peer) -> list[dict[str, Any]]:
     return [n["params"]["event"] for n in peer.notifications if n["method"] == "session.event"]
 
 
-def test_a_session_open_on_one_connection_cannot_be_prompted_from_another(
+def test_a_session_open_on_one_connection_can_be_prompted_from_another(
     server: Listening, workspace: Path
 ) -> None:
-    owner, other = server.connect(), server.connect()
-    owner.initialize()
+    opener, other = server.connect(), server.connect()
+    opener.initialize()
     other.initialize()
-    session_id = owner.new_session(workspace)
-    with pytest.raises(PeerError) as refused:
-        other.request("session/prompt", {"sessionId": session_id, "prompt": PROMPT})
-    assert (refused.value.code, refused.value.data) == (-32011, {"reason": "open-elsewhere"})
+    session_id = opener.new_session(workspace)
+    stop = other.request("session/prompt", {"sessionId": session_id, "prompt": PROMPT})
+    assert stop == {"stopReason": "end_turn"}
 
 
-def test_sessions_of_a_connection_that_went_are_closed_and_can_be_loaded_elsewhere(
+def test_a_session_of_a_connection_that_went_can_be_loaded_elsewhere(
     server: Listening, workspace: Path
 ) -> None:
     first = server.connect()
@@ -172,17 +171,9 @@ def test_sessions_of_a_connection_that_went_are_closed_and_can_be_loaded_elsewhe
     first.close()
     second = server.connect()
     second.initialize()
-    load = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-
-    def loaded() -> bool:
-        try:
-            second.request("session/load", load)
-        except PeerError as error:  # until the server has closed the first connection's session
-            assert error.data == {"reason": "open-elsewhere"}
-            return False
-        return True
-
-    wait_until(loaded, "the session can be loaded from the second connection")
+    second.request(
+        "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+    )
     texts = [
         n["params"]["update"]["content"]["text"]
         for n in second.notifications

@@ -23,6 +23,16 @@ class ClientRequestError(Exception):
         self.data = data
 
 
+class RequestTimedOut(Exception):
+    """No client was there to answer the request in time (a turn whose clients have all gone:
+    the detached permission timeout)."""
+
+    def __init__(self, method: str, seconds: float) -> None:
+        super().__init__(f"{method}: no client answered within {seconds:g} seconds")
+        self.method = method
+        self.seconds = seconds
+
+
 class ClientCapabilities(msgspec.Struct, frozen=True):
     """The client capabilities the agent acts on (from `initialize`)."""
 

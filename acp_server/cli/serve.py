@@ -123,6 +123,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         max_line_bytes=args.max_line_bytes,
         mcp_timeout=args.mcp_timeout,
         mcp_connect_timeout=args.mcp_connect_timeout,
+        detached_permission_timeout=args.detached_permission_timeout,
         mode=args.mode,
         titles=args.titles,
         context_window=args.context_window,

@@ -197,6 +197,14 @@ def add_serve(commands: Commands) -> None:
         "then is left out of the session (default 10)",
     )
     serve.add_argument(
+        "--detached-permission-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=600.0,
+        help="how long a turn whose clients have all gone waits for one to attach and answer "
+        "a permission request; then the request is rejected (default 600)",
+    )
+    serve.add_argument(
         "--mode",
         choices=MODE_IDS,
         default="default",

@@ -6,7 +6,8 @@ answer given while the server starts is `acp_server.startup.handshake`'s):
   cancellation), over any transport's messages;
 - `errors`: the one table from exceptions to JSON-RPC error codes;
 - `protocol`: msgspec types for the ACP messages handled;
-- `live`: a live session (one open for writing here) and the checks of who may address it;
+- `live`: a live session (one open for writing here), its queue of prompts and the clients
+  attached to it; `attached`: how its updates and requests reach those clients;
 - `sessions`: the session lifecycle over the store, one registry of live sessions per process;
 - `agent`: the ACP method handlers of one connection, with `params` (the checks of request
   params beyond the schema), `port` (how the agent loop reaches the client) and `mcp_connect`

@@ -8,7 +8,9 @@ paths, session id syntax, the `acp-server` extensions in `_meta`), and calls the
 running turn, and `History` serves the history methods (SPEC 3). A session going live here has
 its MCP servers connected in the background by `mcp_connect`; the agent loop and its tools
 reach the client through `port`'s `ConnectionPort`; what every session is offered is
-`surface`'s.
+`surface`'s. The connection is attached to every session it creates, resumes, loads or prompts
+(`attached`); on a server of many connections a prompt's turn runs in the registry's services
+and goes on when the connection goes.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
 from ..storage.errors import LogWriteFailed
+from .attached import DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached
 from .auth import Auth, NoAuth
 from .config import ServeConfig
-from .errors import AuthRequired, InvalidParams, echoed
+from .errors import AuthRequired, ConnectionClosed, InvalidParams, echoed
 from .history import History
 from .listing import archive_filter
-from .live import LiveSession, check_owner
+from .live import LiveSession
 from .mcp_connect import McpReport, connect_mcp, unavailable
 from .params import (
     check_absolute,
@@ -99,6 +102,7 @@ from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
 
 if TYPE_CHECKING:
+    from ..agent.turn_env import StopReason
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -123,8 +127,15 @@ class AcpAgent:
         provider: Provider,
         config: ServeConfig | None = None,
         auth: Auth | None = None,
+        *,
+        turns_outlive: bool = True,
     ) -> None:
         self.connection = connection
+        self.turns_outlive = turns_outlive
+        """Whether a turn goes on when this client has gone (a server of many connections);
+        the stdio server's turns end with its one client."""
+        self._waiting: set[anyio.CancelScope] = set()
+        """The waits of this client's prompts for turns that outlive it."""
         self.auth: Auth = auth if auth is not None else NoAuth()
         """Whether the provider has its key (SPEC 4.4)."""
         self.sessions = sessions
@@ -147,6 +158,11 @@ class AcpAgent:
             surface=self.surface,
             prompt_base=server_prompt(config),
             titles=Titles(title_mode(config), provider, self.surface, connection.start_soon),
+            permission_timeout=(
+                config.detached_permission_timeout
+                if config is not None
+                else DEFAULT_DETACHED_PERMISSION_TIMEOUT
+            ),
         )
 
     def install(self) -> None:
@@ -171,8 +187,23 @@ class AcpAgent:
         route("session/unarchive", self.unarchive, UnarchiveSessionRequest)
         self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
         History(self.connection, self.sessions).install()
-        # At end of input, running turns are cancelled so they end (and log) promptly.
-        self.connection.on_close(lambda: self.sessions.cancel_owned(self))
+        if not self.turns_outlive:
+            # At end of input, its running turns are cancelled so they end (and log) promptly.
+            self.connection.on_close(lambda: self.sessions.cancel_owned(self.port))
+        self.connection.on_close(self._gone)
+
+    def _gone(self) -> None:
+        """The client has gone: its prompts stop waiting for turns that go on without it."""
+        for waiting in self._waiting:
+            waiting.cancel()
+
+    def _attach(self, session: LiveSession) -> Attached:
+        """Attach this client to `session` (it drives it and is sent its updates)."""
+        link = session.clients.get(self.port)
+        if link is None:
+            link = Attached(self.port, self.connection.start_soon)
+            session.attach(self.port, link)
+        return link
 
     def initialize(self, request: InitializeRequest) -> InitializeResponse:
         self.client_protocol_version = request.protocol_version
@@ -236,8 +267,8 @@ class AcpAgent:
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=servers,
-            owner=self,
         )
+        self._attach(session)
         notice = await self.conversations.update_context(session, system_prompt)
         return await self._opened(
             session,
@@ -292,8 +323,8 @@ class AcpAgent:
             mcp_servers=servers,
             seq=at.seq if isinstance(at.seq, int) else None,
             message_id=at.message_id if isinstance(at.message_id, str) else None,
-            owner=self,
         )
+        self._attach(session)
         notice = await self.conversations.update_context(session, system_prompt)
         return await self._opened(
             session,
@@ -319,7 +350,7 @@ class AcpAgent:
         return SetSessionConfigOptionResponse(self.surface.options(session))
 
     def _settable(self, session_id: str) -> LiveSession:
-        session = self.sessions.get(check_session_id(session_id), self)
+        session = self.sessions.get(check_session_id(session_id))
         if session.turn is not None:
             # Its events would land among the running step's chunks, which stay consecutive.
             raise busy_error(session_id)
@@ -333,15 +364,14 @@ class AcpAgent:
         running = self.sessions.live.get(request.session_id)
         if system_prompt is not None and running is not None and running.turn is not None:
             # Its event would land among the running step's chunks, which stay consecutive.
-            check_owner(running, self)
             raise busy_error(request.session_id)
         session = await self.sessions.resume(
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=check_mcp_servers(request.mcp_servers),
-            owner=self,
         )
+        self._attach(session)
         notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
         mcp = await connect_mcp(self.sessions, session, self.config)
@@ -438,9 +468,47 @@ class AcpAgent:
                 f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
                 f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
             )
-        session = self.sessions.get(check_session_id(request.session_id), self)
-        stop = await self.conversations.prompt(session, request.prompt)
-        return PromptResponse(stop_reason=stop)
+        session = self.sessions.get(check_session_id(request.session_id))
+        self._attach(session)  # a session live here may be driven from any connection
+        return PromptResponse(stop_reason=await self._outliving(session, request.prompt))
+
+    async def _outliving(self, session: LiveSession, prompt: list[Any]) -> StopReason:
+        """The prompt's turn, run in the registry's services so that it goes on when this
+        client goes (`turns_outlive`); this request waits for its outcome, and its
+        `$/cancel_request` cancels it."""
+        services = self.sessions.services
+        if services is None or not self.turns_outlive:
+            return await self.conversations.prompt(session, prompt)
+        outcome: list[StopReason] = []
+        failure: list[Exception] = []
+        done = anyio.Event()
+        scope = anyio.CancelScope()
+
+        async def run() -> None:
+            try:
+                with scope:
+                    outcome.append(await self.conversations.prompt(session, prompt))
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                done.set()  # also when the process's shutdown cancelled it
+
+        services.start_soon(run)
+        with anyio.CancelScope() as waiting:
+            self._waiting.add(waiting)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                if not self.connection.closed:  # `$/cancel_request`, not the client going
+                    scope.cancel()
+                raise
+            finally:
+                self._waiting.discard(waiting)
+        if waiting.cancelled_caught:
+            raise ConnectionClosed("session/prompt: the client has gone; its turn goes on")
+        if failure:
+            raise failure[0]
+        return outcome[0] if outcome else "cancelled"
 
     async def load_session(self, request: LoadSessionRequest) -> Then:
         """`session/load`: open the log (with recovery), replay it, then answer `{}`.
@@ -454,22 +522,21 @@ class AcpAgent:
         max_messages = replay_limit(request.meta)
         system_prompt = check_system_prompt(request.system_prompt)
         running = self.sessions.live.get(request.session_id)
-        if running is not None:
-            check_owner(running, self)
-        if running is not None and running.turn is not None:
-            # Refused before anything changes: a load must not touch a session mid-turn.
+        if system_prompt is not None and running is not None and running.turn is not None:
+            # Its event would land among the running step's chunks, which stay consecutive.
             raise busy_error(request.session_id)
         session = await self.sessions.resume(
             request.session_id,
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=check_mcp_servers(request.mcp_servers),
-            owner=self,
         )
+        link = self._attach(session)
+        link.hold()  # its live updates wait for the replay
         notice = await self.conversations.update_context(session, system_prompt)
         self.conversations.bind(session)
         mcp = await connect_mcp(self.sessions, session, self.config)
-        cut = await self.conversations.replay(session, max_messages)
+        cut = await self.conversations.replay(session, max_messages, link)
         surface = self.surface
         surface.restore(session)
         await surface.announce(session, restored=True)
@@ -490,18 +557,21 @@ class AcpAgent:
 
     async def set_title(self, request: SetSessionTitleRequest) -> SetSessionTitleResponse:
         """`session/set_title`: a `session/title` event in any stored session, live here or not;
-        answered once it is stored. The connection that has the session open is shown it."""
+        answered once it is stored. Every client attached to the session is shown it."""
         session_id = check_session_id(request.session_id)
         try:
             title = normalized_title(request.title)
         except TitleError as exc:
             raise InvalidParams.at("$.title", str(exc)) from None
         event = await self.sessions.amend(
-            session_id, SessionTitle, lambda events: title_change(events, title), owner=self
+            session_id, SessionTitle, lambda events: title_change(events, title)
         )
         session = self.sessions.live.get(session_id)
-        if event is not None and session is not None and session.owner is self:
-            await self.surface.show(session, SessionInfoUpdate(title))
+        if event is not None and session is not None:
+            if self.port in session.clients:
+                await self.surface.show_everyone(session, SessionInfoUpdate(title))
+            else:
+                session.show_all(SessionInfoUpdate(title))
         return SetSessionTitleResponse(title)
 
     async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
@@ -525,7 +595,6 @@ class AcpAgent:
             session_id,
             SessionArchived,
             lambda events: archive_change(events, True),
-            owner=self,
             close_live=True,
         )
         return Empty()
@@ -535,20 +604,20 @@ class AcpAgent:
         not loaded or resumed."""
         session_id = check_session_id(request.session_id)
         await self.sessions.amend(
-            session_id, SessionArchived, lambda events: archive_change(events, False), owner=self
+            session_id, SessionArchived, lambda events: archive_change(events, False)
         )
         return Empty()
 
     async def close_session(self, request: CloseSessionRequest) -> Empty:
-        await self.sessions.close(check_session_id(request.session_id), self)
+        await self.sessions.close(check_session_id(request.session_id), self.port)
         return Empty()
 
     async def delete_session(self, request: DeleteSessionRequest) -> Empty:
-        await self.sessions.delete(check_session_id(request.session_id), self)
+        await self.sessions.delete(check_session_id(request.session_id))
         return Empty()
 
     def cancel(self, request: CancelNotification) -> None:
-        if not self.sessions.cancel(check_session_id(request.session_id), self):
+        if not self.sessions.cancel(check_session_id(request.session_id), self.port):
             log.info("session/cancel for %s: no such live session", request.session_id)
 
 

@@ -112,7 +112,12 @@ async def serve(
         try:
             async with sessions_served(store, provider) as sessions:
                 agent = AcpAgent(
-                    connection, sessions, provider, config, provider_auth(config, provider)
+                    connection,
+                    sessions,
+                    provider,
+                    config,
+                    provider_auth(config, provider),
+                    turns_outlive=False,  # the process ends with its one client
                 )
                 agent.install()
                 if handover.initialized is not None:

@@ -75,6 +75,9 @@ class ServeConfig(msgspec.Struct, frozen=True):
     """`--token-file`'s token; None: one is made at start."""
     allowed_origins: tuple[str, ...] = ()
     """`--allow-origin`: more origins whose pages may open the WebSocket."""
+    detached_permission_timeout: float = 600.0
+    """Seconds a permission request waits for a client to attach to its session when none is
+    (`--detached-permission-timeout`); then it is rejected, logged as `timeout`."""
     max_pending_requests: int = 64
     """Requests one WebSocket connection may have in flight at once."""
     socket: Path | None = None

@@ -2,8 +2,9 @@
 
 One process, many connections, one `SessionRegistry`: a session prompted on one connection can
 be followed and paged from any other. Each connection gets its own `Connection` and `AcpAgent`
-(what the client told us in `initialize`, its follow subscriptions); a live session belongs to
-the connection that opened it, which alone drives it, and is closed when that connection goes.
+(what the client told us in `initialize`, its follow subscriptions); every connection that
+creates, resumes or loads a live session is attached to it and drives it, and a turn goes on
+when its connection goes (`attached`).
 
 The same address serves the session viewer: `/` (the store's sessions), `/sessions/<id>` (one
 session) and the files of `acp_server/web/` (the browser client module at `/client.js`). The

@@ -3,29 +3,34 @@ method makes of the session it addresses.
 
 A `LiveSession` holds the store's `Writer` (and so the session's single-writer claim) from
 `session/new`, `session/resume` or `session/load` until `session/close`, `session/delete` or the
-end of the connection; a subagent's child session is live for the one turn it runs. The
-registry that opens, closes and owns them all is `sessions`'. Here too: which connection may
-drive a live session (`check_owner`), the refusal of a subagent's child addressed as a session
-of its own (`check_not_child`), and closing a session's MCP connections (`close_mcp`).
+last client attached to it has gone while it is idle; a subagent's child session is live for
+the one turn it runs. The registry that opens, closes and owns them all is `sessions`'. Any
+number of connections may be attached to it (`attached`' `Attached`): each drives it and is
+sent its updates. Here too: the refusal of a subagent's child addressed as a session of its
+own (`check_not_child`), and closing a session's MCP connections (`close_mcp`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
 from msgspec import UNSET, UnsetType
 
+from ..agent.ports import ClientPort
 from ..agent.recorder import SessionRecorder
+from ..core.acp_updates import SessionNotification, SessionUpdate, UserMessageChunk
 from ..core.event_log import EventLog
-from ..core.events import SessionContextData, SessionTitleData
+from ..core.events import SessionContextData, SessionEvent, SessionTitleData, UserMessageEvent
 from ..core.header import SessionHeader
 from ..core.modes import Settings
+from ..core.prompt_queue import PromptQueue
 from ..core.prompt_render import InstructionText
 from ..storage.api import Writer
-from .errors import InvalidParams, SessionInUse
+from .attached import Attached
+from .errors import InvalidParams
 
 if TYPE_CHECKING:  # the loop (and its tools) is imported by the first prompt
     from ..agent.loop import Turn
@@ -81,9 +86,18 @@ class LiveSession:
         (`server.titles`): the session's closing cancels it."""
         self.pending_title: SessionTitleData | None = None
         """An automatic title that arrived while a turn ran: written when that turn ends."""
-        self.owner: object | None = None
-        """The connection that opened it (its agent): the one its updates and client requests
-        go to. Other connections of the process may page and follow it, not drive it."""
+        self.clients: dict[ClientPort, Attached] = {}
+        """The connections attached to it (keyed by their port), in the order they came: each
+        may drive it, and each is sent its updates."""
+        self.attached = anyio.Event()
+        """Set when a client attaches (then replaced): what a request waiting for a client
+        waits on."""
+        self.prompter: ClientPort | None = None
+        """The client whose prompt the running turn answers: its stream is the turn's own, the
+        other attached clients get it mirrored (`mirror`)."""
+        self.queue: PromptQueue[Queued] = PromptQueue()
+        """The prompts waiting for the running turn to end (SPEC 4)."""
+        self.recorder.listeners.append(self._logged)
         self._active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -109,6 +123,45 @@ class LiveSession:
         if self.turn is not None:
             self.turn.cancel()
 
+    def attach(self, client: ClientPort, link: Attached) -> None:
+        """`client` is attached: it drives the session and is sent its updates from now on."""
+        self.clients[client] = link
+        self.attached.set()
+        self.attached = anyio.Event()
+
+    def detach(self, client: ClientPort | None) -> bool:
+        """`client` is no longer attached; whether it was."""
+        return client is not None and self.clients.pop(client, None) is not None
+
+    @property
+    def busy(self) -> bool:
+        """Whether work keeps it live without a client: a turn running or prompts queued."""
+        return self.turn is not None or len(self.queue) > 0 or self._active > 0
+
+    def mirror(self, notes: Iterable[SessionNotification], source: ClientPort | None) -> None:
+        """Send `notes` to every attached client but `source` (whose own stream has them)."""
+        shown = list(notes)
+        for client, link in list(self.clients.items()):
+            if client is not source:
+                link.post(shown, self.id)
+
+    def show_all(self, update: SessionUpdate, source: ClientPort | None = None) -> None:
+        """`update` of this session to every attached client but `source`."""
+        self.mirror([SessionNotification(self.id, update)], source)
+
+    def _logged(self, event: SessionEvent) -> None:
+        # A prompt is not echoed to the client that sent it; the others are shown it, at its
+        # place in the log (the same instant: no other update can come between).
+        if type(event) is UserMessageEvent and self.prompter is not None:
+            message = event.data.message
+            self.mirror(
+                (
+                    SessionNotification(self.id, UserMessageChunk(block, message.id))
+                    for block in message.content
+                ),
+                self.prompter,
+            )
+
     @contextlib.contextmanager
     def activity(self) -> Iterator[None]:
         """Mark work that writes to this session's log; `wait_idle` waits for it to end."""
@@ -133,14 +186,14 @@ async def close_mcp(session: LiveSession) -> None:
         await servers.aclose()
 
 
-def check_owner(session: LiveSession, owner: object | None) -> None:
-    """`SessionInUse` when another connection than `owner` has the live `session` open."""
-    if owner is not None and session.owner is not None and session.owner is not owner:
-        raise SessionInUse(
-            f"Session in use: session {session.id} is open on another connection; "
-            "it can be paged and followed from here, not driven",
-            {"reason": "open-elsewhere"},
-        )
+class Queued:
+    """A prompt waiting in a session's queue: woken (`go`) when its turn may run, or told it
+    was withdrawn (`session/cancel` from its client)."""
+
+    def __init__(self, client: ClientPort) -> None:
+        self.client = client
+        self.go = anyio.Event()
+        self.withdrawn = False
 
 
 def check_not_child(header: SessionHeader) -> None:

@@ -2,9 +2,10 @@
 
 `serve --listen` (WebSocket) and the shared server of `acp-server attach` (Unix socket) give
 each connection its own `Connection` and `AcpAgent` (what the client told us in `initialize`,
-its follow subscriptions) over the process's registry; when the connection ends, the sessions
-it opened are closed, those of the other connections live on. `agent_serving` is that part,
-the same for both transports.
+its follow subscriptions) over the process's registry; when the connection ends, it is
+detached from the sessions it was attached to (a session no other client holds and no turn
+runs in is closed; a running turn goes on). `agent_serving` is that part, the same for both
+transports.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ async def agent_serving(
     config: ServeConfig,
     auth: Auth,
 ) -> AsyncIterator[AcpAgent]:
-    """The agent of `connection`, installed on it; on the way out the sessions it opened are
-    closed (shielded: a cancelled server still closes their logs)."""
+    """The agent of `connection`, installed on it; on the way out it is detached from its
+    sessions (shielded: a cancelled server still closes the logs of those it alone held)."""
     agent = AcpAgent(connection, sessions, provider, config, auth)
     agent.install()
     try:
         yield agent
     finally:
         with anyio.CancelScope(shield=True):
-            await sessions.close_owned(agent)
+            await sessions.close_owned(agent.port)

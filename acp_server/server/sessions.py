@@ -2,7 +2,7 @@
 
 The registry owns every live session of the process (a `LiveSession`, `live`'s: a session open
 for writing, from `session/new`, `session/resume` or `session/load` until `session/close`,
-`session/delete` or the end of the connection; a subagent's child session is live for the one
+`session/delete`, or until the last client attached to it has gone while it is idle; a subagent's child session is live for the one
 turn it runs). The store runs its blocking work (fsyncs, recovery, scans) in its own worker
 threads, so the event loop keeps serving other requests meanwhile. Lifecycle operations on one
 session id are serialized; different sessions never wait for each other.
@@ -25,6 +25,7 @@ import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ..agent.ports import ClientPort
 from ..agent.recorder import now_ms
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
@@ -43,7 +44,7 @@ from .listing import (
     select_page,
     session_info,
 )
-from .live import LiveSession, check_not_child, check_owner, close_mcp
+from .live import LiveSession, check_not_child, close_mcp
 from .protocol import ListSessionsResponse
 
 if TYPE_CHECKING:
@@ -123,14 +124,12 @@ class SessionRegistry:
             if entry.users == 0:
                 del self._locks[session_id]
 
-    def get(self, session_id: str, owner: object | None = None) -> LiveSession:
-        """The live session by that id, or `UnknownSession`; `SessionInUse` when `owner` is
-        given and another connection has it open."""
+    def get(self, session_id: str) -> LiveSession:
+        """The live session by that id, or `UnknownSession`."""
         session = self.live.get(session_id)
         if session is None:
             raise UnknownSession(session_id)
         check_not_child(session.header)
-        check_owner(session, owner)
         return session
 
     async def create(
@@ -139,7 +138,6 @@ class SessionRegistry:
         *,
         additional_directories: list[str] | UnsetType,
         mcp_servers: list[McpServerConfig] | UnsetType,
-        owner: object | None = None,
     ) -> LiveSession:
         """`session/new`: a new log, its header written and fsynced before this returns.
 
@@ -158,7 +156,6 @@ class SessionRegistry:
             additional_directories=list(additional_directories or []),
             mcp_servers=list(mcp_servers or []),
         )
-        session.owner = owner
         self._register(session)
         log.info("session %s created in %s", header.id, cwd)
         return session
@@ -172,7 +169,6 @@ class SessionRegistry:
         mcp_servers: list[McpServerConfig] | UnsetType,
         seq: int | None = None,
         message_id: str | None = None,
-        owner: object | None = None,
     ) -> tuple[LiveSession, int]:
         """`session/fork` (SPEC 4.7): a new live session whose log starts with the parent's
         events through the fork point (`seq`, `message_id`, or by default its last completed
@@ -205,7 +201,6 @@ class SessionRegistry:
             additional_directories=list(additional_directories or []),
             mcp_servers=list(mcp_servers or []),
         )
-        session.owner = owner
         self._register(session)
         log.info("session %s forked from %s through seq %d", header.id, parent_id, through)
         return session, through
@@ -255,19 +250,17 @@ class SessionRegistry:
         *,
         additional_directories: list[str] | UnsetType,
         mcp_servers: list[McpServerConfig] | UnsetType,
-        owner: object | None = None,
     ) -> LiveSession:
         """`session/resume`: open a log for continuation (with recovery), without replay.
 
         Resuming a session that is already live here only updates its directories and MCP
-        servers; one that another connection (`owner`) has open is refused. The request's cwd
-        must be the session's: tools resolve paths against it.
+        servers. The request's cwd must be the session's: tools resolve paths against it. The
+        caller attaches its client to the session returned.
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
             if session is not None:
                 check_not_child(session.header)
-                check_owner(session, owner)
             if session is None:
                 with anyio.CancelScope(shield=True):
                     continued = await self._continue(session_id, cwd)
@@ -278,7 +271,6 @@ class SessionRegistry:
                     additional_directories=[],
                     mcp_servers=[],
                 )
-                session.owner = owner
                 if continued.closers:
                     log.info("session %s: recovery closed an interrupted turn", session_id)
                 if continued.writer.failure is not None:
@@ -347,12 +339,13 @@ class SessionRegistry:
         except SessionNotFound:
             raise UnknownSession(session_id) from None
 
-    async def close(self, session_id: str, owner: object | None = None) -> None:
-        """`session/close`: cancel what runs, flush and fsync the log, release its lock.
+    async def close(self, session_id: str, client: ClientPort | None = None) -> None:
+        """`session/close` from `client`: it is detached from the session; when no other
+        client is attached, the session is closed: what runs cancelled, the log flushed and
+        fsynced, its lock released.
 
-        Closing a session that exists but is not open here does nothing; one that another
-        connection (`owner`) has open is refused, as is a subagent's child, running or not
-        (its turn is its parent's to end).
+        Closing a session that exists but is not open here does nothing; a subagent's child is
+        refused, running or not (its turn is its parent's to end).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
@@ -360,7 +353,9 @@ class SessionRegistry:
                 await self._check_stored(session_id)
                 return
             check_not_child(session.header)
-            check_owner(session, owner)
+            session.detach(client)
+            if session.clients:
+                return
             del self.live[session_id]
             await self._shut(session)
 
@@ -374,18 +369,17 @@ class SessionRegistry:
         except LogError:
             pass
 
-    async def delete(self, session_id: str, owner: object | None = None) -> None:
-        """`session/delete`: close it if it is open here, then remove it from the store.
+    async def delete(self, session_id: str) -> None:
+        """`session/delete`: close it if it is open here (for every client attached), then
+        remove it from the store.
 
-        A session another process holds open for writing is refused (`LogLocked`), as is one
-        that another connection (`owner`) has open. A well-formed id that names no session
-        succeeds: there is nothing left to delete (SPEC 4).
+        A session another process holds open for writing is refused (`LogLocked`). A
+        well-formed id that names no session succeeds: there is nothing left to delete (SPEC 4).
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
             if session is not None:
                 check_not_child(session.header)
-                check_owner(session, owner)
             session = self.live.pop(session_id, None)
             if session is not None:
                 await self._shut(session)
@@ -416,6 +410,9 @@ class SessionRegistry:
         """Cancel the session's work, wait for it, close its log and its MCP servers; what
         could not be finished (None: nothing)."""
         unfinished = None
+        for queued in session.queue.drain():  # answered `cancelled`: nothing runs after this
+            queued.withdrawn = True
+            queued.go.set()
         session.cancel()
         if session.titling is not None:
             session.titling.cancel()  # its title falls back to the prompt's line
@@ -436,29 +433,43 @@ class SessionRegistry:
         log.info("session %s closed", session.id)
         return unfinished
 
-    def cancel(self, session_id: str, owner: object | None = None) -> bool:
-        """`session/cancel`: False when no live session of `owner`'s has that id; a subagent's
-        child is refused (its turn ends with its parent's, which the parent's id cancels)."""
+    def cancel(self, session_id: str, client: ClientPort | None = None) -> bool:
+        """`session/cancel` from `client`: the running turn is cancelled, and every prompt of
+        `client` waiting behind it is withdrawn (answered `cancelled`). False when no live
+        session `client` is attached to has that id; a subagent's child is refused (its turn
+        ends with its parent's, which the parent's id cancels)."""
         session = self.live.get(session_id)
         if session is not None:
             check_not_child(session.header)
-        if session is None or (owner is not None and session.owner is not owner):
+        if session is None or (client is not None and client not in session.clients):
             return False
+        for queued in session.queue.withdraw(client):
+            queued.withdrawn = True
+            queued.go.set()
         session.cancel()
         return True
 
-    def cancel_owned(self, owner: object) -> None:
-        """A connection's input ended: the turns running in its sessions end promptly."""
+    def cancel_owned(self, client: ClientPort) -> None:
+        """A client's input ended and its turns end with it (the stdio server, whose process
+        ends with its one client): the turns it prompted end promptly."""
         for session in list(self.live.values()):
-            if session.owner is owner:
+            if session.prompter is client:
                 session.cancel()
 
-    async def close_owned(self, owner: object) -> None:
-        """A connection has gone: its sessions are closed (logs flushed, fsynced, unlocked),
-        those of the other connections live on."""
-        for session in [s for s in self.live.values() if s.owner is owner]:
-            if self.live.get(session.id) is session:
-                del self.live[session.id]
+    async def close_owned(self, client: ClientPort) -> None:
+        """A connection has gone: it (its agent's port) is detached from its sessions; each left with no client
+        attached and no work running is closed (log flushed, fsynced, unlocked). A turn goes
+        on without its client; its session closes when it ends (`release_if_unused`)."""
+        for session in [s for s in self.live.values() if client in s.clients]:
+            session.detach(client)
+            await self.release_if_unused(session)
+
+    async def release_if_unused(self, session: LiveSession) -> None:
+        """Close `session` if no client is attached to it and no work keeps it live."""
+        async with self._locked(session.id):
+            if session.clients or session.busy or self.live.get(session.id) is not session:
+                return
+            del self.live[session.id]
             await self._shut_noting(session)
 
     async def close_all(self) -> None:
@@ -483,7 +494,6 @@ class SessionRegistry:
         make: type[Any],
         change: Callable[[Iterable[SessionEvent]], Any | None],
         *,
-        owner: object | None = None,
         close_live: bool = False,
     ) -> SessionEvent | None:
         """Append one event of type `make` to a stored session, live here or not
@@ -492,8 +502,7 @@ class SessionRegistry:
         returns; the event (or None) is returned.
 
         A live session is written through its recorder, unless `close_live`: it is then closed
-        first, as `session/close` would (its turn cancelled; refused when another connection
-        than `owner` has it open). A live session whose turn runs is refused: the event would
+        first, for every client attached to it (its turn cancelled). A live session whose turn runs is refused: the event would
         land among the running step's chunks. A session not live here is opened for writing
         (claimed, recovered as a load would) just for the one append, and released.
         """
@@ -502,7 +511,6 @@ class SessionRegistry:
             if session is not None:
                 check_not_child(session.header)
                 if close_live:
-                    check_owner(session, owner)
                     del self.live[session_id]
                     await self._shut(session)
                 else:

@@ -161,7 +161,8 @@ class Surface:
             )
         self._change(session, "mode", mode_id)
         await self._sync(session)
-        await self.show(session, ConfigOptionUpdate(self.options(session)))
+        session.show_all(CurrentModeUpdate(mode_id), self.client)
+        await self.show_everyone(session, ConfigOptionUpdate(self.options(session)))
 
     async def set_option(self, session: LiveSession, config_id: str, value: object) -> None:
         """`session/set_config_option` (the caller answers the complete list)."""
@@ -171,8 +172,9 @@ class Surface:
             raise InvalidParams.at(f"$.{exc.field}", str(exc)) from None
         self._change(session, config_id, checked)
         await self._sync(session)
+        session.show_all(ConfigOptionUpdate(self.options(session)), self.client)
         if config_id == "mode":
-            await self.show(session, CurrentModeUpdate(checked))
+            await self.show_everyone(session, CurrentModeUpdate(checked))
 
     def _change(self, session: LiveSession, config_id: str, value: str) -> None:
         settings = self.settings(session)
@@ -201,6 +203,11 @@ class Surface:
 
     async def show(self, session: LiveSession, update: SessionUpdate) -> None:
         await self.client.notify("session/update", SessionNotification(session.id, update))
+
+    async def show_everyone(self, session: LiveSession, update: SessionUpdate) -> None:
+        """`update` to this client, and to every other client attached to the session."""
+        session.show_all(update, self.client)
+        await self.show(session, update)
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -234,8 +241,8 @@ class Surface:
             rec.append(TurnEnd, TurnEndData(turn, TurnEndReasonCompleted()))
             await rec.sync()
         for update in shown:
-            await self.show(session, update)
-        await self.show(session, AgentMessageChunk(content[0], command_message_id(turn)))
+            await self.show_everyone(session, update)
+        await self.show_everyone(session, AgentMessageChunk(content[0], command_message_id(turn)))
 
     def _command(
         self, session: LiveSession, call: CommandCall, shown: list[SessionUpdate]

@@ -155,7 +155,7 @@ class Titles:
         except (LogError, OSError) as exc:
             log.info("session %s: title not written: %s", session.id, exc)
             return
-        await self.surface.show(session, SessionInfoUpdate(data.title))
+        await self.surface.show_everyone(session, SessionInfoUpdate(data.title))
 
 
 def title_mode(config: ServeConfig | None) -> TitleMode:

@@ -1,14 +1,16 @@
 """Prompt turns and loads of live sessions: the agent loop wired to the connection and store.
 
 `Conversations` builds each turn's environment (the session's recorder, the provider, the
-client port, the tools), runs `session/prompt` turns one at a time per session, creates the
-child sessions of `task` calls, and answers `session/load` with the replay of SPEC 4.2.
+client port, the tools), runs `session/prompt` turns one at a time per session (a prompt that
+comes while one runs waits in the session's queue, SPEC 4), creates the child sessions of
+`task` calls, and answers `session/load` with the replay of SPEC 4.2, after which the client
+gets the session's live updates (`attached`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..agent.failures import ModelRequestFailed
-from ..agent.ports import ClientPort
+from ..agent.ports import ClientCapabilities, ClientPort
 from ..core.acp_updates import (
     NoticeShown,
     SessionNotification,
@@ -24,15 +26,18 @@ from ..core.acp_updates import (
     ToolPresentation,
     ToolPresenter,
 )
+from ..core.chunk_checks import KeptRecord
 from ..core.commands import init_request, parse_command
 from ..core.content import ContentBlock, TextContent
 from ..core.events import SessionNotice, SessionNoticeData, SubagentStart, ToolCall
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
+from ..core.prompt_queue import MAX_QUEUED, QueueFull
 from ..core.subagent_updates import child_replay, with_children
 from ..storage.errors import LogError
-from .errors import SessionInUse
-from .live import LiveSession
+from .attached import DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached, SessionPort
+from .errors import InvalidParams, SessionInUse
+from .live import LiveSession, Queued
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
 from .system_prompt import forget_context, system_for, update_context
@@ -71,6 +76,7 @@ class Conversations:
         surface: Surface | None = None,
         prompt_base: PromptBase | None = None,
         titles: Titles | None = None,
+        permission_timeout: float = DEFAULT_DETACHED_PERMISSION_TIMEOUT,
     ) -> None:
         self.sessions = sessions
         self.prompt_base = prompt_base
@@ -83,6 +89,8 @@ class Conversations:
         self.surface = surface if surface is not None else Surface(SurfaceConfig(), client)
         self.titles = titles if titles is not None else Titles("off", provider, self.surface, None)
         """Automatic titles after a completed model turn (`--titles`)."""
+        self.permission_timeout = permission_timeout
+        """Seconds a permission request waits for a client when none is attached."""
 
     def bind(self, session: LiveSession) -> None:
         """Tell the provider a session went live (new, resumed or loaded), if it keeps state
@@ -102,11 +110,59 @@ class Conversations:
     # -- prompt turns --------------------------------------------------------------------------
 
     async def prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
-        """Run one turn; a second prompt while one runs is refused, not queued."""
+        """Run one turn for this connection's client; while another prompt is being answered
+        it waits in the session's queue (`cancelled` when `session/cancel` withdraws it)."""
+        if not await self._take_turn(session):
+            return "cancelled"
+        try:
+            return await self._answer(session, prompt)
+        finally:
+            self._pass_turn(session)
+            if not session.busy:
+                with anyio.CancelScope(shield=True):  # its clients may all have gone
+                    await self.sessions.release_if_unused(session)
+
+    async def _take_turn(self, session: LiveSession) -> bool:
+        """Wait until this client's prompt may run in `session` (at once when nothing runs or
+        waits); False when it was withdrawn meanwhile. A queue already `MAX_QUEUED` long
+        refuses it."""
+        if session.prompter is None and not len(session.queue):
+            session.prompter = self.client
+            return True
+        queued = Queued(self.client)
+        try:
+            waiting = session.queue.admit(self.client, queued)
+        except QueueFull:
+            raise InvalidParams.at(
+                "$.sessionId",
+                f"session {session.id} already has {MAX_QUEUED} prompts waiting for its "
+                "running turn; wait for one to be answered",
+            ) from None
+        ahead = "1 prompt is" if waiting == 1 else f"{waiting} prompts are"
+        queued_notice = NoticeShown(
+            "info", "Prompt queued", f"It runs when the running turn ends ({ahead} waiting)."
+        )
+        session.show_all(queued_notice)
+        try:
+            await queued.go.wait()
+        except BaseException:
+            if not session.queue.remove(queued) and queued.go.is_set() and not queued.withdrawn:
+                self._pass_turn(session)  # handed the turn as this was cancelled: pass it on
+            raise
+        return not queued.withdrawn
+
+    @staticmethod
+    def _pass_turn(session: LiveSession) -> None:
+        """The prompt being answered is done: the oldest waiting one runs next."""
+        session.prompter = None
+        queued = session.queue.pop_next()
+        if queued is not None:
+            session.prompter = queued.client
+            queued.go.set()
+
+    async def _answer(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
         from ..agent.loop import Turn  # the loop and its tools, imported by the first prompt
 
-        if session.turn is not None:
-            raise busy_error(session.id)
         command = parse_command(prompt)
         compact: str | None = None
         if command is not None and command.name == "compact":
@@ -125,7 +181,7 @@ class Conversations:
             await self.surface.run_command(session, command, prompt, answer)
             return "end_turn"
         turn = Turn(self._env(session), prompt, compact=compact)
-        session.turn = turn  # claimed before anything awaits: a second prompt is refused
+        session.turn = turn
         failure: Exception | None = None
         try:
             with session.activity():  # closing the session waits for all of it
@@ -219,13 +275,14 @@ class Conversations:
         surface = self.surface
         # A subagent's child runs under its parent's mode, model and prompt.
         top = self.sessions.live.get(client_session_id, session) if client_session_id else session
+        client = SessionPort(top, self.client, self.permission_timeout)
         known_as = session.id if shown else client_session_id or session.id
         directories = [Path(d) for d in session.additional_directories]
         tools = ToolContext(
             known_as,
             Path(session.cwd),
             directories,
-            self.client,
+            client,
             session.allowed_always,
             mode=lambda: surface.mode_of(top),
             history=lambda: session.log.plain_events(),  # the log as it is at the call
@@ -242,7 +299,7 @@ class Conversations:
         env = TurnEnv(
             recorder=session.recorder,
             provider=self.provider,
-            client=self.client,
+            client=client,
             tools=tools,
             registry=self.registry(session),
             settled_tools=settled_tools,
@@ -325,25 +382,37 @@ class Conversations:
 
     # -- loading -------------------------------------------------------------------------------
 
-    async def replay(self, session: LiveSession, max_messages: int | None) -> TailCut:
+    async def replay(
+        self, session: LiveSession, max_messages: int | None, link: Attached
+    ) -> TailCut:
         """Send the load replay of SPEC 4.2: every notification is sent, in order, before
-        anything sent after this returns (the load's response).
+        anything sent after this returns (the load's response). `link`, this client's
+        attachment to the session, is held meanwhile: the live updates of a turn running in
+        the session (those after the replay's last event: the events are read and the
+        attachment's earlier updates dropped at one instant) follow the replay.
 
         To a client that advertised `subagents`, each `task` child of the replayed turns is
         replayed too, under its own id, where its live stream was (SPEC 4.7)."""
-        if session.turn is not None:
-            raise busy_error(session.id)
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
         shapes = self.client.capabilities
         records = log_.records_from(cut.start)
+        link.restart()  # no await since the read: what it is sent next comes after its last
+        try:
+            link.replayed(await self._replay(session, records, shapes))
+        finally:
+            link.release()
+        return cut
+
+    async def _replay(
+        self, session: LiveSession, records: Sequence[KeptRecord], shapes: ClientCapabilities
+    ) -> list[SessionUpdate]:
+        """Send the replay of `records`; the session's own updates it sent."""
         mcp = session.mcp
         if mcp is not None and not mcp.settled.is_set() and _calls_mcp(records):
             # Its MCP calls are shown as they were live (their servers' titles) once the
             # servers are there: bounded by their connect timeout.
             await mcp.wait_settled()
-            if session.turn is not None:  # a prompt came meanwhile
-                raise busy_error(session.id)
         present = self._presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
@@ -367,11 +436,11 @@ class Conversations:
             await self.client.notify_all(
                 "session/update", with_children(session.id, updates, replays)
             )
-            return cut
+            return updates
         await self.client.notify_all(
             "session/update", (SessionNotification(session.id, update) for update in updates)
         )
-        return cut
+        return updates
 
     async def _child_replay(
         self, parent_id: str, child_id: str, present: ToolPresenter

@@ -10,7 +10,8 @@ cancellation (the request is abandoned by the client port), never as an answer.
 
 How each request ended goes to `ToolContext.on_permission` (the turn logs it as a
 `permission/decision` event): the option the client selected, or `cancelled` when the client
-answered so or when the turn was cancelled before it answered (ACP's meaning of `cancelled`). A
+answered so or when the turn was cancelled before it answered (ACP's meaning of `cancelled`),
+`timeout` when no client was attached to answer it in time (the port's `RequestTimedOut`). A
 request that ended with no answer at all (a client error, a malformed answer) has no decision.
 A decision the mode or an earlier `allow_always` made asks nothing and logs nothing.
 """
@@ -28,7 +29,7 @@ from ...core.acp_updates import parse_arguments
 from ...core.events import PermissionOutcome
 from ...core.modes import permission_decision, plan_mode_refusal
 from ...storage.errors import LogWriteFailed
-from ..ports import ClientPort
+from ..ports import ClientPort, RequestTimedOut
 from .base import ToolCallInfo, ToolContext, ToolError
 
 PERMISSION_OPTIONS: Final[list[dict[str, str]]] = [
@@ -84,6 +85,11 @@ async def ensure_permission(ctx: ToolContext, call: ToolCallInfo) -> None:
         with contextlib.suppress(LogWriteFailed):
             _decided(ctx, call, "cancelled")
         raise
+    except RequestTimedOut as exc:
+        _decided(ctx, call, "timeout")
+        raise ToolError(
+            f"no client answered the permission request within {exc.seconds:g} seconds"
+        ) from None
     if chosen is None:
         _decided(ctx, call, "cancelled")
         raise ToolError("permission request cancelled")
