@@ -44,6 +44,7 @@ SERVE_FLAGS: Final[dict[str, tuple[str, str | None]]] = {
     "--max-line-bytes": (VALUE, "67108864"),
     "--mcp-timeout": (VALUE, "60.0"),
     "--mcp-connect-timeout": (VALUE, "10.0"),
+    "--detached-permission-timeout": (VALUE, "600.0"),
     "--mode": (VALUE, "default"),
     "--titles": (VALUE, None),
     "--context-window": (VALUE, None),
