@@ -13,18 +13,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
+from fixtures_builder import Scenario, Step, write_fixture
 from polling import wait_until
+from shared_sessions import (
+    AGENT,
+    LONG,
+    NOTICES,
+    QUEUED,
+    USER,
+    WRITE,
+    load,
+    log_types,
+    new_session,
+    prompt,
+    queued_notices,
+    read_until,
+    texts,
+    updates,
+    withdrawn,
+)
 from ws_server import Listening, Peer, PeerError, listening
 
 pytestmark = pytest.mark.process
-
-LONG = " ".join(f"word{n}" for n in range(120))
-"""A reply that takes a while to stream at `--pace-ms 10` (about 400 chunks)."""
-
-WRITE = ToolUse("call_w", "write_file", args(path="a.txt", content="A"))
-
-NOTICES = {"session": {"notices": {}}}
 
 
 @pytest.fixture
@@ -49,50 +59,6 @@ def client(server: Listening, capabilities: dict[str, Any] | None = None) -> Pee
     return peer
 
 
-def new_session(peer: Peer, workspace: Path) -> str:
-    session_id: str = peer.request("session/new", {"cwd": str(workspace), "mcpServers": []})[
-        "sessionId"
-    ]
-    return session_id
-
-
-def load(peer: Peer, session_id: str, workspace: Path) -> int:
-    """Start a `session/load`; its request id."""
-    return peer.start(
-        "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-    )
-
-
-def prompt(peer: Peer, session_id: str, text: str) -> int:
-    return peer.start(
-        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-    )
-
-
-def updates(peer: Peer) -> list[dict[str, Any]]:
-    return [n["params"]["update"] for n in peer.notifications if n["method"] == "session/update"]
-
-
-def texts(shown: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """The text of each message shown, by (kind, messageId), its chunks joined in order."""
-    joined: dict[tuple[str, str], str] = {}
-    for update in shown:
-        kind = update["sessionUpdate"]
-        if kind in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk"):
-            key = (kind, update.get("messageId", ""))
-            joined[key] = joined.get(key, "") + update["content"]["text"]
-    return joined
-
-
-def read_until(peer: Peer, done: Any, what: str) -> None:
-    """Read `peer`'s frames until `done()` holds (at once if it already does)."""
-    wait_until(lambda: done() or (bool(peer.frame()) and done()), what)
-
-
-def log_types(peer: Peer, session_id: str) -> list[str]:
-    return [e["type"] for e in peer.events(session_id)]
-
-
 def loaded_texts(server: Listening, session_id: str, workspace: Path) -> dict[tuple[str, str], str]:
     """What a fresh client's `session/load` shows of the session's messages."""
     fresh = client(server)
@@ -112,10 +78,6 @@ def test_a_prompt_from_one_client_streams_to_another_that_loaded_the_session(
         read_until(b, lambda: texts(updates(b)).get(AGENT) == LONG, "B has the whole reply")
         assert texts(updates(b)) == loaded_texts(server, session_id, workspace)
         assert texts(updates(b)) == {USER: "go", AGENT: LONG}
-
-
-USER = ("user_message_chunk", "user-0")
-AGENT = ("agent_message_chunk", "assistant-0-0")
 
 
 def test_a_load_during_a_running_turn_replays_it_then_streams_the_rest_without_gap_or_repeat(
@@ -168,24 +130,9 @@ def test_a_prompt_while_a_turn_runs_is_queued_answered_in_order_and_every_client
         assert a.answer(first) == {"stopReason": "end_turn"}
         read_until(a, lambda: bool(queued_notices(a)), "A is told")
 
-        assert (
-            queued_notices(a)
-            == queued_notices(b)
-            == [
-                {
-                    "sessionUpdate": "notice",
-                    "severity": "info",
-                    "title": "Prompt queued",
-                    "description": "It runs when the running turn ends (1 prompt is waiting).",
-                }
-            ]
-        )
+        assert queued_notices(a) == queued_notices(b) == [QUEUED]
         users = [e for e in a.events(session_id) if e["type"] == "user/message"]
         assert [u["data"]["message"]["content"][0]["text"] for u in users] == ["first", "second"]
-
-
-def queued_notices(peer: Peer) -> list[dict[str, Any]]:
-    return [u for u in updates(peer) if u["sessionUpdate"] == "notice"]
 
 
 def test_a_seventeenth_queued_prompt_is_refused_naming_the_session_id(
@@ -246,10 +193,6 @@ def test_a_permission_answered_by_one_client_wins_and_the_others_request_is_with
             }
         ]
         assert (workspace / "a.txt").read_text() == "A"
-
-
-def withdrawn(peer: Peer) -> list[Any]:
-    return [n["params"] for n in peer.notifications if n["method"] == "$/cancel_request"]
 
 
 def test_a_permission_request_with_no_client_attached_times_out_and_is_logged(

@@ -1,4 +1,5 @@
-"""A `serve --listen` server in a subprocess, and a blocking JSON-RPC peer over its WebSocket.
+"""A `serve --listen` server in a subprocess, and a blocking JSON-RPC peer over its WebSocket
+(or over any connection that sends and receives whole messages, such as an attach relay's lines).
 
 `listening(sessions_dir, *flags)` starts the server on a free loopback port and reads where it
 listens, and its token, from its stderr. `Listening.connect` opens a `Peer` (closed at the end
@@ -24,13 +25,13 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import msgspec
 from polling import TIMEOUT, wait_until
 from websockets.frames import Frame, Opcode
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
 
 from acp_server.cli.demo import recorded_prompt
 from acp_server.client import Journal, default_answer
@@ -52,11 +53,21 @@ class PeerError(Exception):
         self.data: Any = error.get("data")
 
 
+class Connection(Protocol):
+    """What a `Peer` speaks through: one JSON-RPC message per `send` and per `recv`."""
+
+    def send(self, message: str | bytes) -> None: ...
+
+    def recv(self, timeout: float | None = None) -> str | bytes: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Peer:
-    """One WebSocket connection to the server, driven from blocking code."""
+    """One connection to the server (a WebSocket unless told), driven from blocking code."""
 
-    ws: ClientConnection
+    ws: Connection
     notifications: list[dict[str, Any]] = field(default_factory=list)
     server_requests: list[dict[str, Any]] = field(default_factory=list)
     answer_server: bool = True
