@@ -3,7 +3,10 @@ they start, all stopped at the end.
 
 `Places` holds a test's `XDG_RUNTIME_DIR` (a short directory of its own: a socket's path must fit
 in 107 bytes) and `XDG_STATE_HOME`; `attach(...)` runs the relay command with them, and
-`relay(...)` starts one as an `AcpProcess`. `places` (a fixture) stops the servers it started.
+`relay(...)` starts one as an `AcpProcess`. `editor(...)` and `browser()` are clients of the
+shared server as `ws_server.Peer`s: an editor through a relay of its own, a browser over the
+server's WebSocket with the kept token. `places` (a fixture) closes them and stops the servers it
+started.
 """
 
 from __future__ import annotations
@@ -15,15 +18,35 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp_process import AcpProcess
 from polling import TIMEOUT
+from websockets.sync.client import connect
+from ws_server import Peer
 
 ATTACH = [sys.executable, "-m", "acp_server", "attach"]
 INITIALIZE = {"protocolVersion": 1, "clientCapabilities": {}}
+
+
+class RelayLine:
+    """A relay's stdin and stdout as a `ws_server.Connection`: one frame a line."""
+
+    def __init__(self, process: AcpProcess) -> None:
+        self.process = process
+
+    def send(self, message: str | bytes) -> None:
+        self.process.send(message)
+
+    def recv(self, timeout: float | None = None) -> str:
+        return self.process.read_line(TIMEOUT if timeout is None else timeout).decode()
+
+    def close(self) -> None:
+        self.process.close()
 
 
 @dataclass
@@ -31,6 +54,8 @@ class Places:
     runtime: Path
     state: Path
     cwd: Path
+    clients: ExitStack = field(default_factory=ExitStack)
+    """Every editor's relay and browser's connection, closed before the servers are stopped."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -59,6 +84,21 @@ class Places:
         """A relay, driven as an editor drives its agent (close it, or use it as a context)."""
         return AcpProcess(None, *args, command=ATTACH, env=self.env)
 
+    def editor(self, *args: str, capabilities: dict[str, Any] | None = None) -> Peer:
+        """An editor's connection through a relay of `attach ARGS`, initialized."""
+        line = RelayLine(self.clients.enter_context(self.relay(*args)))
+        return _initialized(Peer(line), capabilities)
+
+    def browser(self, capabilities: dict[str, Any] | None = None) -> Peer:
+        """A browser's WebSocket to the one running server's viewer (started with `--listen`),
+        with the token of its state directory, initialized."""
+        (line,) = self.status()
+        viewer = line.split("  viewer ")[1].split()[0]
+        (token_file,) = self.states.glob("*.token")
+        url = f"{viewer.replace('http://', 'ws://')}acp?token={token_file.read_text().strip()}"
+        ws = self.clients.enter_context(connect(url, open_timeout=TIMEOUT))
+        return _initialized(Peer(ws), capabilities)
+
     def status(self) -> list[str]:
         """The lines of `attach --status`."""
         done = self.attach("--status")
@@ -79,13 +119,19 @@ def initialized(relay: AcpProcess) -> dict[str, object]:
     return result
 
 
+def _initialized(peer: Peer, capabilities: dict[str, Any] | None) -> Peer:
+    peer.request("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {}})
+    return peer
+
+
 @pytest.fixture
 def places(tmp_path: Path) -> Iterator[Places]:
     runtime = Path(tempfile.mkdtemp(prefix="acp-run-"))
     here = Places(runtime, tmp_path / "state", tmp_path / "cwd")
     here.cwd.mkdir()
     try:
-        yield here
+        with here.clients:
+            yield here
     finally:
         here.attach("--stop")
         shutil.rmtree(runtime, ignore_errors=True)
