@@ -162,3 +162,59 @@ def test_a_turn_whose_editor_was_killed_finishes_and_the_next_editor_loads_it_wh
     ended = [e["data"]["reason"] for e in c.events(session_id) if e["type"] == "turn/end"]
     assert ended == [{"kind": "completed"}]
     assert loaded_texts(c, session_id, workspace) == {USER: "go", AGENT: LONG}
+
+
+def test_an_editor_following_the_list_sees_anothers_session_created_titled_run_and_idle(
+    places: Places, tmp_path: Path, workspace: Path
+) -> None:
+    editor = (*flags(tmp_path, Scenario([("go", [Step(text=LONG)])])), "--titles", "off")
+    a, b = places.editor(*editor), places.editor(*editor)
+    subscription = b.request("session.list.follow", {})
+    session_id = new_session(a, workspace)
+    read_until(b, lambda: len(listed(b, session_id)) == 1, "B is told of the new session")
+    a.request("session/set_title", {"sessionId": session_id, "title": "Plan"})
+    read_until(b, lambda: listed(b, session_id)[-1][1] == "Plan", "B is told of the title")
+    prompted = prompt(a, session_id, "go")
+    read_until(b, lambda: listed(b, session_id)[-1][2] is True, "B is told it runs")
+    assert a.answer(prompted) == {"stopReason": "end_turn"}
+    read_until(b, lambda: listed(b, session_id)[-1][2] is False, "B is told it is idle")
+
+    assert subscription["sessions"] == []
+    assert listed(b, session_id) == [
+        ("created", None, False),
+        ("updated", "Plan", False),
+        ("updated", "Plan", True),
+        ("updated", "Plan", False),
+    ]
+    changes = [n["params"] for n in b.notifications if n["method"] == "session.listChanged"]
+    assert {c["subscriptionId"] for c in changes} == {subscription["subscriptionId"]}
+
+
+def listed(peer: Peer, session_id: str) -> list[tuple[str, str | None, bool]]:
+    """The `session.listChanged` of the session `peer` was sent, as (change, title, running),
+    a repeat of the one before (a new last-activity time alone) left out."""
+    seen: list[tuple[str, str | None, bool]] = []
+    for n in peer.notifications:
+        session = n["params"]["session"] if n["method"] == "session.listChanged" else {}
+        if session.get("sessionId") == session_id:
+            now = (n["params"]["change"], session.get("title"), session["running"])
+            if not seen or seen[-1] != now:
+                seen.append(now)
+    return seen
+
+
+def test_an_editor_searches_the_text_of_a_turn_another_editor_ran(
+    places: Places, tmp_path: Path, workspace: Path
+) -> None:
+    editor = flags(tmp_path, Scenario([("go", [Step(text="The port is 8123.")])]))
+    a, b = places.editor(*editor), places.editor(*editor)
+    session_id = new_session(a, workspace)
+    assert a.answer(prompt(a, session_id, "go")) == {"stopReason": "end_turn"}
+
+    address = {"kind": "session", "sessionId": session_id}
+    found = b.request("session.search", {"address": address, "query": "8123"})
+    (reply,) = [e["seq"] for e in b.events(session_id) if e["type"] == "assistant/message"]
+    assert found == {
+        "hits": [{"seq": reply, "kind": "agent_message", "snippet": "The port is 8123."}],
+        "hasMore": False,
+    }
