@@ -5,6 +5,7 @@ archived, deleted), those another process writes to the store too, until
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,7 @@ def test_each_change_of_a_session_reaches_a_follower_once(tmp_path: Path) -> Non
     assert {m.get("turn") for m in running} == {0}
     # Nothing is told twice: a change is only sent when what the list shows changed.
     payloads = [(c["change"], c["session"]) for c in changes]
-    assert all(a != b for a, b in zip(payloads, payloads[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(payloads))
 
 
 def test_a_follow_answers_the_sessions_its_filter_keeps_newest_first(tmp_path: Path) -> None:
