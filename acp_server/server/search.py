@@ -21,18 +21,19 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
 import anyio.from_thread
 import anyio.to_thread
 from msgspec import UnsetType
 
-from ..core.chunk_rows import decode_storage_record
+from ..core.chunk_rows import ROW_CLASSES
 from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.history import SearchParams, SearchResult
 from ..core.history_search import SessionSearch
 from ..core.line_regex import LineRegex, PatternError
+from ..core.paging import clip_records
 from ..storage.api import HistorySource
 from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession
@@ -42,8 +43,9 @@ log = logging.getLogger(__name__)
 SEARCH_SECONDS_ENV: Final = "ACP_SERVER_SEARCH_SECONDS"
 DEFAULT_SEARCH_SECONDS: Final = 5.0
 
-SEARCH_BATCH: Final = 2048
-"""Seqs read (and searched in one worker-thread call) at a time."""
+SEARCH_BATCH: Final = 8192
+"""Seqs read (and searched in one worker-thread call) at a time: mostly streamed chunks, kept
+packed in rows, which are not searched."""
 
 
 def _search_seconds() -> float:
@@ -126,11 +128,13 @@ def _feed(state: SessionSearch, events: list[SessionEvent], checkpoint: Callable
 async def _events(
     session_id: str, source: EventLog | HistorySource, lo: int, hi: int
 ) -> list[SessionEvent]:
-    """The events of seqs `[lo, hi)`, taken on the event loop (a live log changes there)."""
+    """The plain events of seqs `[lo, hi)`, taken on the event loop (a live log changes
+    there). Chunk rows are left packed and out: a streamed piece's text is its message's."""
     if isinstance(source, EventLog):
-        return source.events(lo, hi)
-    try:
-        records = await source.records(lo, hi)
-    except SessionNotFound:  # deleted since it was resolved
-        raise UnknownSession(session_id) from None
-    return [event for record in records for event in decode_storage_record(record)]
+        records = clip_records(source.records, source.starts, lo, hi)
+    else:
+        try:
+            records = await source.records(lo, hi)
+        except SessionNotFound:  # deleted since it was resolved
+            raise UnknownSession(session_id) from None
+    return [cast(SessionEvent, r) for r in records if type(r) not in ROW_CLASSES]

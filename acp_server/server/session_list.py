@@ -154,14 +154,15 @@ class SessionList:
                 with anyio.move_on_after(LIST_POLL_S):
                     await subscription.wake.wait()
                 subscription.wake = anyio.Event()
-                try:
-                    await self._look(subscription)
-                except Exception:  # a store that failed once may answer the next look
-                    log.exception("the session list could not be read")
+                await self._look(subscription)
                 await anyio.sleep(LIST_SETTLE_S)
 
     async def _look(self, subscription: _Subscription) -> None:
-        shown, present = await self._read(subscription)
+        try:
+            shown, present = await self._read(subscription)
+        except Exception as exc:  # a store that failed once may answer the next look
+            log.warning("the session list could not be read: %s", exc)
+            return
         changes = list_changes(subscription.shown, shown, present)
         subscription.shown = shown
         if changes:
