@@ -15,6 +15,7 @@ from acp import schema
 from acp_models import exact
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
+from ws_server import listening
 
 pytestmark = pytest.mark.process
 
@@ -273,3 +274,41 @@ def test_malformed_follow_params_are_invalid_params_naming_the_field(
         assert server.finish() == 0
     assert error["code"] == -32602
     assert error["data"]["path"] == path
+
+
+def test_over_websocket_a_follower_sees_another_connections_session_and_searches_it(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with listening(tmp_path / "sessions") as server:
+        browser, editor = server.connect(), server.connect()
+        browser.initialize()
+        editor.initialize()
+        sub = browser.request("session.list.follow", {})["subscriptionId"]
+        session_id = editor.new_session(workspace)
+        editor.prompt_demo(session_id)
+
+        def mine() -> list[dict[str, Any]]:
+            return [
+                n["params"]
+                for n in browser.notifications
+                if n["method"] == "session.listChanged"
+                and n["params"]["session"]["sessionId"] == session_id
+            ]
+
+        # The turn is over: the list says so, once the browser has read that far.
+        while not (mine() and mine()[-1]["session"]["running"] is False and len(mine()) > 1):
+            browser.frame()
+        found = browser.request(
+            "session.search",
+            {"address": {"kind": "session", "sessionId": session_id}, "query": "hello.py"},
+        )
+    assert mine()[0]["change"] == "created"
+    assert {c["subscriptionId"] for c in mine()} == {sub}
+    assert found["hits"][-1] == {
+        "seq": 1,
+        "kind": "user_message",
+        "snippet": 'The greeting in hello.py is wrong: it should say "Hello, world!". Can you fix '
+        "it, and keep a short plan as you go?",
+    }
