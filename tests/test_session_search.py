@@ -1,14 +1,19 @@
 """`session.search`'s matching in the pure core (SPEC 3.5): one hit per matching event, newest
-first, with its seq, kind and a snippet; fed a batch at a time, capped, paged by seq."""
+first, with its seq, kind and a snippet; fed a batch at a time, capped, paged by seq; and its
+runner over a live log, within its time bound."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import session_events
 
 from acp_server.core.content import TextContent
+from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
     AssistantMessage,
     AssistantMessageData,
@@ -20,9 +25,12 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
+from acp_server.core.history import SearchParams, SearchResult, SessionAddressed
 from acp_server.core.history_search import SNIPPET_CHARS, SearchHit, SessionSearch, snippet
 from acp_server.core.line_regex import LineRegex
 from acp_server.core.stream import AssistantReasoning, AssistantText
+from acp_server.jsonrpc.errors import InvalidParams
+from acp_server.server.search import search
 
 
 def numbered(*events: SessionEvent) -> list[SessionEvent]:
@@ -44,7 +52,7 @@ def result(text: str) -> ToolResult:
 
 
 LOG = numbered(
-    user("Where is the config?"),
+    user("Where is the Config?"),
     assistant("It is in config.toml", thought="the config lives at the root"),
     result("[server]\nport = 8123"),
     assistant("Port 8123 it is.", thought="nothing about config here"),
@@ -67,7 +75,7 @@ def test_hits_come_newest_first_one_per_event_with_seq_kind_and_line() -> None:
         [
             SearchHit(3, "agent_thought", "nothing about config here"),
             SearchHit(1, "agent_message", "It is in config.toml"),
-            SearchHit(0, "user_message", "Where is the config?"),
+            SearchHit(0, "user_message", "Where is the Config?"),
         ],
         False,
     )
@@ -137,3 +145,34 @@ def test_paging_by_the_last_hits_seq_walks_every_hit_once(
         before = page.hits[-1].seq
     assert walked == everything.hits
     assert [h.seq for h in walked] == sorted({h.seq for h in walked}, reverse=True)
+
+
+def live_log() -> EventLog:
+    log = EventLog()
+    for event in LOG:
+        log.append(event)
+    return log
+
+
+def request(query: str, **params: Any) -> SearchParams:
+    return SearchParams(SessionAddressed("s"), query, **params)
+
+
+@pytest.mark.anyio
+async def test_a_live_log_is_searched_before_the_seq_asked() -> None:
+    result = await search("s", live_log(), request("config", before_seq=3))
+    assert result == SearchResult(
+        [
+            SearchHit(1, "agent_message", "It is in config.toml"),
+            SearchHit(0, "user_message", "Where is the Config?"),
+        ],
+        False,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_search_past_its_time_bound_is_invalid_params_naming_query() -> None:
+    with pytest.raises(InvalidParams) as refused:
+        await search("s", live_log(), request("config"), seconds=0)
+    assert refused.value.data == {"path": "$.query"}
+    assert "could not finish within 0 s" in refused.value.message
