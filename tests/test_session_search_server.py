@@ -19,6 +19,8 @@ from acp_server.core.events import (
     AssistantMessageData,
     AssistantMessageEvent,
     SessionEvent,
+    SubagentStart,
+    SubagentStartData,
     ToolResult,
     ToolResultData,
     TurnStart,
@@ -79,13 +81,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def store_session(url: str, session_id: str, stored: list[SessionEvent]) -> None:
+def store_session(url: str, session_id: str, stored: list[SessionEvent], **fields: Any) -> None:
     async def write() -> None:
         store = open_store(parse_store_url(url))
         try:
             await store.prepare()
             header = SessionHeader(
-                version=SESSION_FORMAT_VERSION, id=session_id, created_at=T0, cwd="/work"
+                version=SESSION_FORMAT_VERSION, id=session_id, created_at=T0, cwd="/work", **fields
             )
             writer = await store.create(header)
             writer.append(stored)
@@ -201,6 +203,24 @@ def test_malformed_params_are_invalid_params_naming_the_field(
         assert server.finish() == 0
     assert error["code"] == -32602
     assert error["data"]["path"] == path
+
+
+def test_a_subagents_child_is_searched_through_its_parent(tmp_path: Path) -> None:
+    url = str(tmp_path / "sessions")
+    start = SubagentStartData(0, 0, "call_task", "child", "one-shot")
+    store_session(url, "parent", [SubagentStart(0, T0, start)])
+    store_session(url, "child", events(), origin="subagent", parent_session="parent")
+    through = {"kind": "subagent", "parentSessionId": "parent", "childSessionId": "child"}
+    with AcpProcess(None, "--store", url) as server:
+        server.initialize()
+        found = server.result("session.search", {"address": through, "query": "8123"})
+        refused = server.error("session.search", {"address": address("child"), "query": "8123"})
+        assert server.finish() == 0
+    assert found == {
+        "hits": [{"seq": 3, "kind": "tool_result", "snippet": "port = 8123"}],
+        "hasMore": False,
+    }
+    assert (refused["code"], refused["data"]) == (-32602, {"path": "$.address", "check": "origin"})
 
 
 def test_an_unknown_session_is_32002(tmp_path: Path) -> None:
