@@ -48,6 +48,8 @@ from .core.history import (
     FollowResult,
     PageParams,
     PageResult,
+    SearchParams,
+    SearchResult,
     SessionEventParams,
     UnfollowParams,
 )
@@ -167,6 +169,8 @@ def _pool() -> dict[str, Any]:
         FollowParams,
         UnfollowParams,
         FollowEndedParams,
+        SearchParams,
+        SearchResult,
         Override,
         *_twins(),
     ]
@@ -329,6 +333,18 @@ ARTIFACTS: Final[list[Artifact]] = [
         "session.unfollow params",
         "Params of the `session.unfollow` request (SPEC 3.2).",
         ref("UnfollowParams"),
+    ),
+    (
+        "session-search.params.schema.json",
+        "session.search params",
+        "Params of the `session.search` request (SPEC 3.5).",
+        ref("SearchParams"),
+    ),
+    (
+        "session-search.result.schema.json",
+        "session.search result",
+        "Result of the `session.search` request (SPEC 3.5): hits newest first.",
+        ref("SearchResult"),
     ),
     (
         "session-event.notification.schema.json",

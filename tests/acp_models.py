@@ -95,6 +95,8 @@ NEWER_FIELDS: Final[dict[str, frozenset[tuple[str, ...]]]] = {
         | {(*_SESSION_CAPABILITIES, "archive"), (*_SESSION_CAPABILITIES, "systemPrompt")}
     ),
     "ListSessionsResponse": frozenset({("sessions", "*", "archived")}),
+    # One session of `session.list.follow` (SPEC 3.5), its `running` taken off.
+    "SessionInfo": frozenset({("archived",)}),
 }
 """By model: where a value may hold a field the Python SDK's model does not know (`*`: any
 index of a list); a value that does is held to the SDK 2.4.0 schema's definition of that name."""

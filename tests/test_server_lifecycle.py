@@ -54,7 +54,16 @@ EXPECTED_INITIALIZE = {
         },
         "mcpCapabilities": {"http": True, "sse": True},
         "auth": {"logout": {}},
-        "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
+        "_meta": {
+            "acp-server": {
+                "history": {
+                    "page": "session.page",
+                    "follow": "session.follow",
+                    "search": "session.search",
+                },
+                "sessionList": {"follow": "session.list.follow"},
+            }
+        },
     },
     "authMethods": [],
     "agentInfo": {"name": "acp-server", "version": acp_server.__version__},

@@ -156,7 +156,14 @@ async def test_lifecycle_through_the_official_client(tmp_path: Path) -> None:
                 for name in ("list", "resume", "close", "delete")
             )
             assert capabilities.field_meta == {
-                "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
+                "acp-server": {
+                    "history": {
+                        "page": "session.page",
+                        "follow": "session.follow",
+                        "search": "session.search",
+                    },
+                    "sessionList": {"follow": "session.list.follow"},
+                }
             }
             assert init.auth_methods == []  # llm-replay takes no key
 

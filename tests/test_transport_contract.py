@@ -62,7 +62,14 @@ def test_initialize_answers_the_same_capabilities(wire: Wire) -> None:
     result = wire.exchange(INITIALIZE)["result"]
     assert (result["protocolVersion"], result["agentCapabilities"]["loadSession"]) == (1, True)
     assert result["agentCapabilities"]["_meta"] == {
-        "acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}
+        "acp-server": {
+            "history": {
+                "page": "session.page",
+                "follow": "session.follow",
+                "search": "session.search",
+            },
+            "sessionList": {"follow": "session.list.follow"},
+        }
     }
 
 

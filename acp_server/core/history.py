@@ -1,5 +1,8 @@
 """The history API's wire types (SPEC 3), and the record wrapping both sides share.
 
+`session.search`'s params and result are here too (SPEC 3.5); its matching is
+`history_search`'s.
+
 `session.page` and `session.follow` answer with `SessionHistoryRecord`s: `{event}` for a plain
 event, `{chunks}` for a packed row. `to_history_records` wraps storage records for the wire;
 `expand_history_records` is the client's strict decoder back to exact events.
@@ -24,9 +27,12 @@ from .chunk_rows import (
 from .content import Meta_
 from .events import EventError, SessionEvent, convert_event
 from .header import SessionHeader
+from .history_search import SearchHit
 from .structs import Model
 
 DEFAULT_MAX_MESSAGES = 50
+DEFAULT_SEARCH_LIMIT = 20
+MAX_SEARCH_LIMIT = 200
 
 
 class _Inbound(Model, forbid_unknown_fields=False):
@@ -121,6 +127,24 @@ class FollowEndedParams(Model):
     subscription_id: str
     reason: FollowEndReason
     last_seq: int
+
+
+class SearchParams(_Inbound):
+    address: SessionAddress
+    query: Annotated[str, Meta(min_length=1)]
+    regex: bool = False
+    """False: `query` is text, matched literally, case-insensitively; True: an RE2 pattern."""
+    before_seq: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    """Only events older than this seq: the next page passes the last hit's seq."""
+    limit: Annotated[int, Meta(ge=1, le=MAX_SEARCH_LIMIT)] = DEFAULT_SEARCH_LIMIT
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
+class SearchResult(Model):
+    hits: list[SearchHit]
+    """Newest first."""
+    has_more: bool
+    """Whether an older event matches too."""
 
 
 def to_history_records(records: Iterable[StorageRecord]) -> list[SessionHistoryRecord]:

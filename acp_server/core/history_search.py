@@ -9,14 +9,15 @@ where a cancelled search stops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from .content import TextContent
 from .events import AssistantMessageEvent, CommandResult, SessionEvent, ToolResult, UserMessageEvent
 from .line_regex import LineRegex
 from .stream import AssistantReasoning, AssistantText
+from .structs import Model
 
 CHECK_EVERY: Final = 256
 """Events searched between two calls of the search's checkpoint."""
@@ -102,3 +103,100 @@ def render_hits(hits: list[Hit], more: bool) -> str:
     if more:
         lines.append(f"(only the newest {len(hits)} matches are shown; narrow the pattern)")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# `session.search`.
+
+SearchKind = Literal["user_message", "agent_message", "agent_thought", "tool_result"]
+"""What a hit's text is (named as the `session/update`s that show it)."""
+
+SNIPPET_CHARS: Final = 160
+"""The most of a matching line a snippet quotes (then cut around the match, marked `…`)."""
+
+SNIPPET_LEAD: Final = 40
+"""Characters a cut snippet keeps before the match."""
+
+
+class SearchHit(Model):
+    """One event that matched: its seq, what its matching text is, and the first matching
+    line (cut around the match when long)."""
+
+    seq: int
+    kind: SearchKind
+    snippet: str
+
+
+def _kinds(event: SessionEvent) -> list[tuple[SearchKind, list[str]]]:
+    """The searchable texts of an event by kind, in the order a hit prefers them."""
+    if type(event) is UserMessageEvent:
+        blocks = event.data.message.content
+        return [("user_message", [b.text for b in blocks if type(b) is TextContent])]
+    if type(event) is AssistantMessageEvent:
+        content = event.data.message.content
+        return [
+            ("agent_message", [b.text for b in content if type(b) is AssistantText]),
+            ("agent_thought", [b.text for b in content if type(b) is AssistantReasoning]),
+        ]
+    if type(event) is ToolResult:
+        return [("tool_result", [b.text for b in event.data.content if type(b) is TextContent])]
+    return []
+
+
+def snippet(line: str, span: tuple[int, int] | None) -> str:
+    """The line as a hit quotes it: whole when short, else `SNIPPET_CHARS` of it around the
+    match starting at `span`, a cut side marked `…`."""
+    if len(line) <= SNIPPET_CHARS:
+        return line
+    at = span[0] if span is not None else 0
+    start = max(0, at - SNIPPET_LEAD)
+    end = min(len(line), start + SNIPPET_CHARS)
+    start = max(0, end - SNIPPET_CHARS)
+    return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+
+
+class SessionSearch:
+    """`session.search`'s matching: fed a session's events in batches, each batch in seq order
+    and older than the one before, it keeps the newest `limit` matching events, one hit each
+    (its first matching kind: an assistant message's text before its thoughts), and whether
+    an older one matched too (`has_more`: then it is `done` and takes nothing more).
+
+    Every turn counts, a command's or a rewound one's too: the hits point into the log as the
+    history API pages it.
+    """
+
+    def __init__(self, pattern: LineRegex, limit: int) -> None:
+        self.pattern = pattern
+        self.limit = limit
+        self.hits: list[SearchHit] = []
+        self.has_more = False
+
+    @property
+    def done(self) -> bool:
+        return self.has_more
+
+    def feed(
+        self, events: Sequence[SessionEvent], checkpoint: Callable[[], None] = _carry_on
+    ) -> None:
+        """Search one batch, newest event first; what `checkpoint` raises ends the search."""
+        for index, event in enumerate(reversed(events)):
+            if self.has_more:
+                return
+            if index % CHECK_EVERY == CHECK_EVERY - 1:
+                checkpoint()
+            hit = self._hit(event, checkpoint)
+            if hit is None:
+                continue
+            if len(self.hits) == self.limit:
+                self.has_more = True
+                return
+            self.hits.append(hit)
+
+    def _hit(self, event: SessionEvent, checkpoint: Callable[[], None]) -> SearchHit | None:
+        for kind, texts in _kinds(event):
+            lines = list(_lines(texts))
+            found = self.pattern.search_lines(lines, 1, checkpoint)
+            if found:
+                line = lines[found[0]]
+                return SearchHit(event.seq, kind, snippet(line, self.pattern.span(line)))
+        return None

@@ -129,6 +129,16 @@ class LineRegex:
             pos = max(pos, stop + 1)
         return hits
 
+    def span(self, line: str) -> tuple[int, int] | None:
+        """Where the first match in `line` (no "\\n" in it) starts and ends, in characters;
+        None when it has none."""
+        encoded = line.encode("utf-8", errors="surrogatepass")
+        start, finish = self._match(_UNANCHORED, encoded, 0, len(encoded))[0]
+        if start < 0:
+            return None
+        first = len(encoded[:start].decode("utf-8", errors="surrogatepass"))
+        return first, first + len(encoded[start:finish].decode("utf-8", errors="surrogatepass"))
+
     def search_lines(
         self, lines: list[str], limit: int, checkpoint: Callable[[], None] = _carry_on
     ) -> list[int]:

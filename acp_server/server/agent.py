@@ -95,6 +95,7 @@ from .protocol import (
     UnarchiveSessionRequest,
 )
 from .rpc import Connection, Then
+from .session_list import SessionList
 from .sessions import SessionRegistry
 from .surface import Surface, surface_config
 from .system_prompt import check_system_prompt, server_prompt
@@ -187,6 +188,7 @@ class AcpAgent:
         route("session/unarchive", self.unarchive, UnarchiveSessionRequest)
         self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
         History(self.connection, self.sessions).install()
+        SessionList(self.connection, self.sessions).install()
         if not self.turns_outlive:
             # At end of input, its running turns are cancelled so they end (and log) promptly.
             self.connection.on_close(lambda: self.sessions.cancel_owned(self.port))

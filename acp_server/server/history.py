@@ -1,4 +1,5 @@
-"""The history API (SPEC 3): `session.page`, `session.follow`, `session.unfollow`.
+"""The history API (SPEC 3): `session.page`, `session.follow`, `session.unfollow`, and
+`session.search` (SPEC 3.5, its work `search`'s) over the same session addresses.
 
 A session live in this process is paged from its in-memory `EventLog` (which includes what is
 not yet flushed); any other is paged from the store's `HistorySource`, which reads only what a
@@ -46,6 +47,8 @@ from ..core.history import (
     FollowResult,
     PageParams,
     PageResult,
+    SearchParams,
+    SearchResult,
     SessionAddressed,
     SessionEventParams,
     UnfollowParams,
@@ -58,6 +61,7 @@ from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
 from .rpc import Connection, Then
+from .search import search
 from .sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -120,6 +124,7 @@ class History:
         route("session.page", self.page, PageParams)
         route("session.follow", self.follow, FollowParams)
         route("session.unfollow", self.unfollow, UnfollowParams)
+        route("session.search", self.search, SearchParams)
         self.sessions.event_listeners.append(self._publish)
         self.sessions.deletion_listeners.append(self._deleted)
         self.sessions.rewind_listeners.append(self._rewound)
@@ -153,6 +158,12 @@ class History:
             return await source.page(end, max_messages)
         except SessionNotFound:  # deleted since it was resolved
             raise UnknownSession(resolved.session_id) from None
+
+    # -- session.search ------------------------------------------------------------------------
+
+    async def search(self, request: SearchParams) -> SearchResult:
+        resolved = await self._resolve(request.address)
+        return await search(resolved.session_id, resolved.source, request)
 
     # -- session.follow ------------------------------------------------------------------------
 

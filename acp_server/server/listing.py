@@ -1,5 +1,6 @@
 """`session/list`'s pure paging (SPEC 3.5): the order of sessions, the opaque cursors, the cwd
-filter, and what one listed session shows (`SessionInfo`).
+filter, and what one listed session shows (`SessionInfo`); and how a followed list changed
+(`list_changes`, for `session.list.follow`).
 
 Nothing here touches a store: `SessionRegistry.list_sessions` hands in what the store listed.
 """
@@ -9,9 +10,9 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -116,3 +117,30 @@ def session_info(entry: ListEntry, listed: ListedSession) -> SessionInfo:
     last_time = listed.updated_at
     info.updated_at = iso_time(last_time if last_time is not None else entry.created_at)
     return info
+
+
+ListChange = Literal["created", "updated", "deleted"]
+"""What `session.listChanged` says happened to a session of a followed list."""
+
+_Shown = TypeVar("_Shown")
+
+
+def list_changes(
+    before: Mapping[str, _Shown], after: Mapping[str, _Shown], present: Mapping[str, _Shown]
+) -> list[tuple[ListChange, _Shown]]:
+    """How a followed list went from showing `before` to showing `after` (sessions by id):
+    a session new to it is `created`, one shown differently `updated` (in `after`'s order),
+    then one no longer shown `deleted`. A session that left the list but still exists (an
+    archived one, when the list leaves those out) is told as `present` has it, so the client
+    sees why; a session that is gone, as it was last shown."""
+    changes: list[tuple[ListChange, _Shown]] = []
+    for session_id, now in after.items():
+        was = before.get(session_id)
+        if was is None:
+            changes.append(("created", now))
+        elif was != now:
+            changes.append(("updated", now))
+    for session_id, was in before.items():
+        if session_id not in after:
+            changes.append(("deleted", present.get(session_id, was)))
+    return changes

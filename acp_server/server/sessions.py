@@ -58,6 +58,10 @@ SHUTDOWN_WAIT: Final = 10.0
 """Seconds a closing session waits for its cancelled work to end."""
 
 
+Listing = list[tuple[ListEntry, ListedSession]]
+"""Sessions as the store lists them, each with what `session/list` orders and filters by."""
+
+
 def new_session_id() -> str:
     """A fresh session id: 32 hex digits, which always matches the session id pattern."""
     return uuid.uuid4().hex
@@ -96,6 +100,9 @@ class SessionRegistry:
         self.rewind_listeners: list[Callable[[str, int], None]] = []
         """Called with (session id, kept) when a live session whose log failed to write is
         re-read and drops its events from seq `kept` on: they were never stored."""
+        self.change_listeners: list[Callable[[str], None]] = []
+        """Called with a session id by `changed`: the session went live here, or its turn
+        ended (the live session list looks again)."""
         self.unfinished: list[str] = []
         """What closing the sessions of a connection that went, or of the whole process, could
         not finish, one line each (a session's work outliving the wait, a log that could not be
@@ -105,6 +112,7 @@ class SessionRegistry:
         self.live[session.id] = session
         session_id = session.id
         session.recorder.listeners.append(lambda event: self._announce(session_id, event))
+        self.changed(session_id)
 
     def _announce(self, session_id: str, event: SessionEvent) -> None:
         for listener in self.event_listeners:
@@ -568,21 +576,34 @@ class SessionRegistry:
         after = decode_cursor(cursor) if cursor is not None else None
         listed: dict[str, ListedSession] = {}
         entries = []
-        for item in await self.store.list_sessions():
-            header = item.header
-            if header.origin == "subagent":
-                continue  # subagent children belong to their parent's conversation
-            if not archive_filter_keeps(archived, item.archived):
-                continue
-            listed[header.id] = item
-            entries.append(
-                ListEntry(header.id, header.created_at, header.cwd, header.additional_directories)
-            )
+        for entry, item in await self.list_all():
+            if archive_filter_keeps(archived, item.archived):
+                listed[entry.session_id] = item
+                entries.append(entry)
         page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
         infos = [session_info(entry, listed[entry.session_id]) for entry in page]
         return ListSessionsResponse(
             sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET
         )
+
+    async def list_all(self) -> Listing:
+        """Every session `session/list` may list, archived or not, in the store's order."""
+        listed: Listing = []
+        for item in await self.store.list_sessions():
+            header = item.header
+            if header.origin == "subagent":
+                continue  # subagent children belong to their parent's conversation
+            entry = ListEntry(
+                header.id, header.created_at, header.cwd, header.additional_directories
+            )
+            listed.append((entry, item))
+        return listed
+
+    def changed(self, session_id: str) -> None:
+        """Tell `change_listeners` that what a session list shows of the session may have
+        changed without an event saying so (it went live, its turn ended)."""
+        for listener in self.change_listeners:
+            listener(session_id)
 
 
 def _same_path(a: str, b: str) -> bool:

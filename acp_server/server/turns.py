@@ -208,6 +208,7 @@ class Conversations:
                     await self.titles.after_turn(session)  # the last await of the claim
         finally:
             session.turn = None
+            self.sessions.changed(session.id)  # idle again: the live session list says so
         if failure is not None:
             raise failure
         return stop

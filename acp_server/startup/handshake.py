@@ -57,7 +57,16 @@ AGENT_CAPABILITIES: Final[dict[str, Any]] = {
     "mcpCapabilities": {"http": True, "sse": True},
     "auth": {"logout": {}},
     # Where the history API of SPEC 3 is advertised.
-    "_meta": {"acp-server": {"history": {"page": "session.page", "follow": "session.follow"}}},
+    "_meta": {
+        "acp-server": {
+            "history": {
+                "page": "session.page",
+                "follow": "session.follow",
+                "search": "session.search",
+            },
+            "sessionList": {"follow": "session.list.follow"},
+        }
+    },
 }
 AGENT_INFO: Final[dict[str, Any]] = {"name": "acp-server", "version": __version__}
 AGENT_AUTH: Final[dict[str, Any]] = {
