@@ -9,7 +9,7 @@ from typing import Any
 
 from fixtures_builder import ToolUse, args
 from polling import wait_until
-from ws_server import Peer
+from ws_server import Listening, Peer
 
 LONG = " ".join(f"word{n}" for n in range(120))
 """A reply that takes a while to stream at `--pace-ms 10` (about 400 chunks)."""
@@ -31,6 +31,13 @@ QUEUED = {
     "description": "It runs when the running turn ends (1 prompt is waiting).",
 }
 """The notice every attached client is sent when one prompt waits for the running turn."""
+
+
+def client(server: Listening, capabilities: dict[str, Any] | None = None) -> Peer:
+    """A WebSocket client of `server`, initialized with `capabilities`."""
+    peer = server.connect()
+    peer.request("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {}})
+    return peer
 
 
 def new_session(peer: Peer, workspace: Path) -> str:

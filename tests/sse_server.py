@@ -36,6 +36,8 @@ class Sse:
     """Seconds to wait before each event."""
     first_delay: float = 0.0
     """Seconds to wait before the response headers."""
+    gate: threading.Event | None = None
+    """Held until this is set, before the response headers: the test says when it answers."""
 
 
 @dataclass
@@ -72,6 +74,7 @@ class LoopbackServer:
     """The payload that ends a stream, if the wire has one."""
 
     def __init__(self, script: list[Response] | None = None, *, lifetime: float = 60.0) -> None:
+        self.lifetime = lifetime
         self.script: list[Response] = list(script or [])
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -115,6 +118,8 @@ class LoopbackServer:
                 self.wfile.write(data)
 
             def _sse(self, response: Sse) -> None:
+                if response.gate is not None:
+                    response.gate.wait(owner.lifetime)
                 time.sleep(response.first_delay)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream; charset=utf-8")

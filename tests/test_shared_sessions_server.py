@@ -22,6 +22,7 @@ from shared_sessions import (
     QUEUED,
     USER,
     WRITE,
+    client,
     load,
     log_types,
     new_session,
@@ -51,12 +52,6 @@ def serving(tmp_path: Path, scenario: Scenario, *flags: str) -> Iterator[Listeni
         tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10", *flags
     ) as server:
         yield server
-
-
-def client(server: Listening, capabilities: dict[str, Any] | None = None) -> Peer:
-    peer = server.connect()
-    peer.request("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {}})
-    return peer
 
 
 def loaded_texts(server: Listening, session_id: str, workspace: Path) -> dict[tuple[str, str], str]:

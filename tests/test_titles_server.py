@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,11 @@ from acp_process import AcpProcess
 from anthropic_server import FakeAnthropic, reply, text_block
 from fixtures_builder import Scenario, Step
 from openai_server import FakeOpenAI, Sse, Status, chunk, text, usage
+from polling import wait_until
 from prompt_harness import PromptServer
 from recorded_sessions import clean_env
+from shared_sessions import client, log_types, new_session, prompt
+from ws_server import listening
 
 from acp_server.core.titles import TITLE_SYSTEM
 from acp_server.storage.jsonl.log import read_log
@@ -203,3 +207,41 @@ def test_titles_prompt_makes_no_model_call_on_a_live_provider(tmp_path: Path) ->
         "title": "Fix the parser",
     }
     assert len(model.requests) == 1
+
+
+def test_a_turn_whose_client_went_is_still_titled_and_its_session_then_closed(
+    tmp_path: Path,
+) -> None:
+    """On a server of many connections a turn goes on when its client goes (SPEC 4), and so
+    does the title after it: the model's call belongs to the session, not to the connection
+    that went, and the session no client holds is closed once it is written."""
+    turn_answers = threading.Event()
+    model = FakeOpenAI(
+        [
+            Sse([text("Fixed."), chunk(finish="stop")], gate=turn_answers),
+            Sse([text('"Parser tab fixes."'), chunk(finish="stop"), usage(31, 4)]),
+        ]
+    )
+    flags = ("--provider", "openai", "--model", "m", "--base-url", model.base_url)
+    with model, listening(tmp_path / "sessions", *flags, "--max-retries", "0") as server:
+        a = client(server)
+        session_id = new_session(a, tmp_path)
+        prompt(a, session_id, FIRST)
+        wait_until(lambda: len(model.requests) == 1, "the turn's model call is made")
+        a.close()
+        turn_answers.set()
+
+        c = client(server)
+        wait_until(lambda: "session/title" in log_types(c, session_id), "the session is titled")
+        titled = [e["data"] for e in c.events(session_id) if e["type"] == "session/title"]
+
+        with AcpProcess(tmp_path / "sessions") as other:  # closed: another process may take it
+            other.initialize()
+            resume = {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+            wait_until(
+                lambda: "result" in other.exchange("session/resume", resume)[0],
+                "the session is closed, its claim free for another process",
+            )
+    assert titled == [
+        {"title": "Parser tab fixes", "usage": {"inputTokens": 31, "outputTokens": 4}}
+    ]

@@ -16,7 +16,7 @@ and goes on when the connection goes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -37,7 +37,7 @@ from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
 from ..storage.errors import LogWriteFailed
-from .attached import DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached
+from .attached import CLIENT_GONE, DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached
 from .auth import Auth, NoAuth
 from .config import ServeConfig
 from .errors import AuthRequired, ConnectionClosed, InvalidParams, echoed
@@ -158,7 +158,7 @@ class AcpAgent:
             max_steps=config.max_steps if config is not None else DEFAULT_MAX_STEPS,
             surface=self.surface,
             prompt_base=server_prompt(config),
-            titles=Titles(title_mode(config), provider, self.surface, connection.start_soon),
+            titles=Titles(title_mode(config), provider, self.surface, self._session_work),
             permission_timeout=(
                 config.detached_permission_timeout
                 if config is not None
@@ -198,6 +198,29 @@ class AcpAgent:
         """The client has gone: its prompts stop waiting for turns that go on without it."""
         for waiting in self._waiting:
             waiting.cancel()
+
+    def _session_work(
+        self, task: Callable[..., Coroutine[Any, Any, None]], session: LiveSession, *args: Any
+    ) -> None:
+        """Start background work of `session` (its title's model call). Where turns outlive
+        their client it belongs to the session, not to this connection: it runs in the
+        registry's services, and the session, once no client holds it and nothing runs, is
+        closed after it. Else it runs on this connection, as the turn did."""
+        services = self.sessions.services
+        if services is None or not self.turns_outlive:
+            self.connection.start_soon(task, session, *args)
+            return
+
+        async def run() -> None:
+            try:
+                await task(session, *args)
+            except CLIENT_GONE:
+                pass  # what it would have shown a client that went, the log keeps
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.sessions.release_if_unused(session)
+
+        services.start_soon(run)
 
     def _attach(self, session: LiveSession) -> Attached:
         """Attach this client to `session` (it drives it and is sent its updates)."""

@@ -50,7 +50,7 @@ DETACHED: Final = ports.ClientCapabilities()
 
 PERMISSION: Final = "session/request_permission"
 
-_GONE: Final = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionClosed)
+CLIENT_GONE: Final = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionClosed)
 
 
 def shown_to(caps: ports.ClientCapabilities, note: SessionNotification, session_id: str) -> bool:
@@ -186,7 +186,7 @@ class SessionPort:
         if self._attached():
             try:
                 await self._port.notify(method, params)
-            except _GONE:
+            except CLIENT_GONE:
                 log.debug("session %s: its prompting client has gone", self._session.id)
 
     async def notify_all(self, method: str, params: Iterable[Any]) -> None:
@@ -196,7 +196,7 @@ class SessionPort:
         if self._attached():
             try:
                 await self._port.notify_all(method, notes)
-            except _GONE:
+            except CLIENT_GONE:
                 log.debug("session %s: its prompting client has gone", self._session.id)
 
     async def request(self, method: str, params: Any) -> Any:
@@ -230,7 +230,7 @@ async def ask_attached(
             answers.append(await link.port.request(method, params))
         except ports.ClientRequestError as exc:
             failures.append(exc)
-        except _GONE:
+        except CLIENT_GONE:
             log.debug("session %s: a client went before it answered %s", session.id, method)
         finally:
             pending -= 1
