@@ -10,8 +10,9 @@ where a cancelled search stops.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from .content import TextContent
 from .events import AssistantMessageEvent, CommandResult, SessionEvent, ToolResult, UserMessageEvent
@@ -26,8 +27,7 @@ LINE_CHARS: Final = 400
 """The most of one matching line a hit quotes."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     seq: int
     turn: int
     source: str
