@@ -25,8 +25,8 @@ from acp_server.core.events import (
     UserMessageData,
     UserMessageEvent,
 )
-from acp_server.core.history import SearchParams, SearchResult, SessionAddressed
-from acp_server.core.history_search import SNIPPET_CHARS, SearchHit, SessionSearch, snippet
+from acp_server.core.history import SearchHit, SearchParams, SearchResult, SessionAddressed
+from acp_server.core.history_search import SNIPPET_CHARS, SessionSearch, snippet
 from acp_server.core.line_regex import LineRegex
 from acp_server.core.stream import AssistantReasoning, AssistantText
 from acp_server.jsonrpc.errors import InvalidParams

@@ -27,7 +27,6 @@ from .chunk_rows import (
 from .content import Meta_
 from .events import EventError, SessionEvent, convert_event
 from .header import SessionHeader
-from .history_search import SearchHit
 from .structs import Model
 
 DEFAULT_MAX_MESSAGES = 50
@@ -127,6 +126,19 @@ class FollowEndedParams(Model):
     subscription_id: str
     reason: FollowEndReason
     last_seq: int
+
+
+SearchKind = Literal["user_message", "agent_message", "agent_thought", "tool_result"]
+"""What a hit's text is (named as the `session/update`s that show it)."""
+
+
+class SearchHit(Model):
+    """One event that matched: its seq, what its matching text is, and the first matching
+    line (cut around the match when long)."""
+
+    seq: int
+    kind: SearchKind
+    snippet: str
 
 
 class SearchParams(_Inbound):

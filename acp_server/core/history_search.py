@@ -10,15 +10,15 @@ where a cancelled search stops.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
 from .content import TextContent
 from .events import AssistantMessageEvent, CommandResult, SessionEvent, ToolResult, UserMessageEvent
+from .history import SearchHit, SearchKind
 from .line_regex import LineRegex
 from .stream import AssistantReasoning, AssistantText
-from .structs import Model
 
 CHECK_EVERY: Final = 256
 """Events searched between two calls of the search's checkpoint."""
@@ -108,23 +108,11 @@ def render_hits(hits: list[Hit], more: bool) -> str:
 # ---------------------------------------------------------------------------------------------
 # `session.search`.
 
-SearchKind = Literal["user_message", "agent_message", "agent_thought", "tool_result"]
-"""What a hit's text is (named as the `session/update`s that show it)."""
-
 SNIPPET_CHARS: Final = 160
 """The most of a matching line a snippet quotes (then cut around the match, marked `…`)."""
 
 SNIPPET_LEAD: Final = 40
 """Characters a cut snippet keeps before the match."""
-
-
-class SearchHit(Model):
-    """One event that matched: its seq, what its matching text is, and the first matching
-    line (cut around the match when long)."""
-
-    seq: int
-    kind: SearchKind
-    snippet: str
 
 
 def _kinds(event: SessionEvent) -> list[tuple[SearchKind, list[str]]]:

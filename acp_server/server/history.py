@@ -61,7 +61,6 @@ from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
 from .protocol import Empty
 from .rpc import Connection, Then
-from .search import search
 from .sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -163,6 +162,8 @@ class History:
 
     async def search(self, request: SearchParams) -> SearchResult:
         resolved = await self._resolve(request.address)
+        from .search import search  # RE2 is loaded by the first search, not at start-up
+
         return await search(resolved.session_id, resolved.source, request)
 
     # -- session.follow ------------------------------------------------------------------------
