@@ -29,6 +29,7 @@ import ipaddress
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskGroup
+from anyio.abc import ByteStream, SocketAttribute, SocketListener, SocketStream, TaskGroup
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
@@ -297,25 +298,8 @@ class WebSocketServer:
         channel.hurry(connection.shutdown_grace)
 
     async def _accept_all(self, listener: SocketListener, connections: TaskGroup) -> None:
-        """Take each connection `listener` accepts into `connections`, or refuse it: nothing
-        an accept fails with ends the server."""
-        pause = ACCEPT_PAUSE
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno in _ONE_CONNECTIONS_FAILURE:
-                    log.debug("a connection went before it was accepted: %s", exc)
-                    continue
-                if pause == ACCEPT_PAUSE:  # once for each run of failures
-                    log.warning(
-                        "cannot accept connections: %s; trying again in a while",
-                        exc.strerror or exc,
-                    )
-                await anyio.sleep(pause)
-                pause = min(2 * pause, ACCEPT_PAUSE_MAX)
-                continue
-            pause = ACCEPT_PAUSE
+        """Take each connection `listener` accepts into `connections`, or refuse it."""
+        async for stream in accepted(listener):
             refusal = self._refusal()
             if refusal is not None:
                 await refuse(stream, text_response(503, refusal))
@@ -421,10 +405,39 @@ async def serve_websocket(
     return status
 
 
+async def accepted(listener: SocketListener) -> AsyncIterator[SocketStream]:
+    """Each connection `listener` accepts: nothing an accept fails with ends the server. A
+    connection that went before it was accepted is skipped; a failure that is not one
+    connection's (no descriptor or memory left) pauses accepting (`ACCEPT_PAUSE`)."""
+    pause = ACCEPT_PAUSE
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno in _ONE_CONNECTIONS_FAILURE:
+                log.debug("a connection went before it was accepted: %s", exc)
+                continue
+            if pause == ACCEPT_PAUSE:  # once for each run of failures
+                log.warning(
+                    "cannot accept connections: %s; trying again in a while",
+                    exc.strerror or exc,
+                )
+            await anyio.sleep(pause)
+            pause = min(2 * pause, ACCEPT_PAUSE_MAX)
+            continue
+        pause = ACCEPT_PAUSE
+        yield stream
+
+
+def address(listen: ListenConfig, port: int) -> str:
+    """`HOST:PORT` of `--listen` as a URL holds it (an IPv6 host in brackets)."""
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    return f"{host}:{port}"
+
+
 def announce(listen: ListenConfig, port: int) -> None:
     """Where to connect, on stderr (stdout stays quiet)."""
-    host = f"[{listen.host}]" if ":" in listen.host else listen.host
-    base = f"{host}:{port}"
+    base = address(listen, port)
     sys.stderr.write(f"acp-server: ACP over WebSocket at ws://{base}{ACP_PATH}\n")
     if listen.token_generated:
         viewer = f"http://{base}/?token={listen.token.reveal()}"

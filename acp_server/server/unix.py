@@ -34,7 +34,7 @@ from ..transports.unix import StreamLineSink, StreamReader
 from .auth import Auth
 from .config import ServeConfig
 from .lifetime import exit_status, prepared, sessions_served
-from .listen import ACCEPT_PAUSE, ACCEPT_PAUSE_MAX, ListenConfig, WebSocketServer, announce
+from .listen import ListenConfig, WebSocketServer, accepted, address, announce
 from .per_connection import agent_serving
 from .rpc import Connection
 from .sessions import SessionRegistry
@@ -98,16 +98,7 @@ class UnixServer:
             connection.stop()
 
     async def _accept_all(self, listener: SocketListener, connections: TaskGroup) -> None:
-        pause = ACCEPT_PAUSE
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:  # no descriptor or memory left: wait for some to come back
-                log.warning("cannot accept connections: %s", exc.strerror or exc)
-                await anyio.sleep(pause)
-                pause = min(2 * pause, ACCEPT_PAUSE_MAX)
-                continue
-            pause = ACCEPT_PAUSE
+        async for stream in accepted(listener):
             uid = peer_uid(stream)
             if uid != os.getuid():
                 log.warning("refused a connection of uid %d: not this server's user", uid)
@@ -176,8 +167,7 @@ async def serve_shared(
                         server.stop()
                         return 2
                     announce(listen, port)
-                    host = f"[{listen.host}]" if ":" in listen.host else listen.host
-                    viewer = f"http://{host}:{port}/"
+                    viewer = f"http://{address(listen, port)}/"
                 await anyio.to_thread.run_sync(
                     _write_about, about, {"pid": os.getpid(), "store": store.url, "viewer": viewer}
                 )
