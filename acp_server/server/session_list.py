@@ -202,5 +202,3 @@ class SessionList:
         self.sessions.event_listeners.remove(self._event)
         self.sessions.deletion_listeners.remove(self._wake_all)
         self.sessions.change_listeners.remove(self._wake_all)
-        self.sessions.deletion_listeners.remove(self._wake_all)
-        self.sessions.change_listeners.remove(self._wake_all)
