@@ -82,4 +82,5 @@ def retry_delay(attempt: int, remaining: float) -> float | None:
     window is over."""
     if remaining <= 0:
         return None
-    return min(FIRST_DELAY_S * 2 ** min(attempt, 32), MAX_DELAY_S, remaining)
+    doubled: float = FIRST_DELAY_S * 2.0 ** min(attempt, 32)
+    return min(doubled, MAX_DELAY_S, remaining)
