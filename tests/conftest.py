@@ -65,7 +65,7 @@ def postgres_server() -> Iterator[str]:
     try:
         yield cluster.start()
     finally:
-        cluster.stop()
+        cluster.remove()
 
 
 @pytest.fixture

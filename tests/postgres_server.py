@@ -61,19 +61,38 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr or done.stdout}")
 
+    @property
+    def url(self) -> str:
+        """The URL of its `postgres` database (user postgres, trust on loopback)."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
     def start(self) -> str:
-        """Initialise and start the cluster; its URL (user postgres, trust on loopback)."""
-        if self.as_root:
-            shutil.chown(self.root, "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        """Start the cluster (initialised the first time); its URL. Started again after a
+        `stop`, it has the same port and data directory."""
+        if not self.data.exists():
+            if self.as_root:
+                shutil.chown(self.root, "postgres")
+            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off"
         log = str(self.root / "server.log")
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return self.url
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data: `fast` (sessions ended, a clean shutdown),
+        `immediate` (as a crash: the next start recovers from the WAL) or `smart`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop and start again, on the same port and data directory."""
+        self.stop(mode)
+        self.start()
+
+    def remove(self) -> None:
+        """Stop the server if it runs, and delete the cluster."""
         try:
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            if (self.data / "postmaster.pid").exists():
+                self.stop("immediate")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 

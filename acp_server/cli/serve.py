@@ -113,6 +113,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
         sessions_dir=sessions_dir,
         store=store,
         store_source=source_phrase(choice),
+        store_retry=args.store_retry,
         replay=replay,
         replay_override=args.replay_override,
         pace_ms=args.pace_ms,

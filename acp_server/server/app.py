@@ -25,6 +25,7 @@ from ..providers.registry import live_provider, provider_spec
 from ..providers.settings import ProviderSettings
 from ..startup import handshake
 from ..storage.api import Store
+from ..storage.engines import StoreOptions
 from ..storage.errors import LogError
 from ..storage.url import open_store, store_url_for_dir
 from ..transports.stdio import FdReader, FrameWriter, LineSink, Prefixed, lines
@@ -155,7 +156,8 @@ async def serve(
 def open_config_store(config: ServeConfig) -> Store:
     """The store `config` names (`LogError` or `OSError` when it cannot be used)."""
     url = config.store if config.store is not None else store_url_for_dir(config.sessions_dir)
-    return open_store(url, pack=config.pack, compression=config.compression)
+    options = StoreOptions(retry_seconds=config.store_retry)
+    return open_store(url, pack=config.pack, compression=config.compression, options=options)
 
 
 def _have_uvloop() -> bool:

@@ -24,6 +24,8 @@ class ServeConfig(msgspec.Struct, frozen=True):
     store_source: str = ""
     """Where the store was named, as a phrase ("from --store", "from $ACP_SERVER_STORE"), for
     the log line that names the store at start."""
+    store_retry: float = 30.0
+    """`--store-retry SECONDS`: how long a database writer reconnects before its turn fails."""
     replay: Path | None = None
     """A fixture (`session.jsonl` or a scenario directory); None: the bundled demo recording."""
     replay_override: Path | None = None

@@ -34,6 +34,7 @@ REPEATED: Final = "repeated"
 SERVE_FLAGS: Final[dict[str, tuple[str, str | None]]] = {
     "--sessions-dir": (PATH, None),
     "--store": (VALUE, None),
+    "--store-retry": (VALUE, "30.0"),
     "--replay": (PATH, None),
     "--replay-override": (PATH, None),
     "--pace-ms": (VALUE, "0"),

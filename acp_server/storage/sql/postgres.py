@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
@@ -42,6 +43,7 @@ from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
+from ...core.held_batches import HeldBatches, StoreAhead, StoreLost, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ..api import ListedSession, Opened, StoredLog
@@ -65,6 +67,13 @@ from .postgres_links import (
     os_error,
     said,
 )
+
+log = logging.getLogger(__name__)
+
+_GONE: Final = ("08", "57P", "25006")
+"""The SQLSTATEs (classes and codes) of a connection that is lost or no longer on a primary:
+connection exceptions, the server shutting down or the backend terminated, and a read-only
+transaction (a server demoted to a standby)."""
 
 LOCK_CLASS: Final = 0x61637053
 """The key ("acpS") of the advisory lock that creating the tables takes (one bigint key: a space
@@ -116,9 +125,11 @@ _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 class PostgresStore:
     """The store API over one PostgreSQL database (`conninfo`: a URL or libpq string)."""
 
-    def __init__(self, conninfo: str, *, pack: bool = True) -> None:
+    def __init__(self, conninfo: str, *, pack: bool = True, retry_seconds: float = 30.0) -> None:
         self.conninfo = conninfo
         self.pack = pack
+        self.retry_seconds = retry_seconds
+        """How long a writer that lost its connection reconnects before its writes fail."""
         self._shown = redact_url(conninfo)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._ready = anyio.Lock()
@@ -432,6 +443,11 @@ class PostgresStore:
                 self._pool = None
 
 
+async def _closed(conn: AsyncConnection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error, OSError):
+        await conn.close()
+
+
 async def _repeatable_reads(conn: AsyncConnection[Any]) -> None:
     await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
 
@@ -485,6 +501,9 @@ class PostgresWriter(common.SqlWriter):
     ) -> None:
         super().__init__(store, header, next_seq)
         self.postgres = store
+        self.held = HeldBatches(next_seq)
+        """What was written since the last synchronous commit, written again after a
+        reconnect from the stored next seq."""
         self.conn = conn
         self.epoch = epoch
         self._closed = False
@@ -494,31 +513,138 @@ class PostgresWriter(common.SqlWriter):
         return self._closed
 
     async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        """One transaction for what the store lacks; the connection lost, the session is
+        claimed again and it is written again, for up to the store's `retry_seconds`."""
         self._check()
-        conn = self.conn
+        self.held.hold(batch)
+        deadline: float | None = None
         with self.failing(psycopg.Error, os_error):
-            async with conn.transaction():
-                if not sync:
-                    await conn.execute("SET LOCAL synchronous_commit TO off")
-                if batch:
-                    self.stored_seq = await _insert_records(
-                        conn,
-                        self.name,
-                        self.header.id,
-                        self.records(batch),
-                        self.stored_seq,
-                        self.epoch,
-                    )
-                else:
-                    # Nothing new: a synchronous commit that writes flushes the WAL past every
-                    # earlier asynchronous one, and checks that the epoch is still this one.
-                    cur = await conn.execute(
-                        "UPDATE acp_sessions SET epoch = epoch WHERE id = %s AND epoch = %s",
-                        (self.header.id, self.epoch),
-                    )
-                    if cur.rowcount != 1:
-                        raise StaleWriter(self.name, "another writer took the session over")
-            self._unsynced = not sync
+            while True:
+                try:
+                    await self._commit_held(sync)
+                    break
+                except psycopg.Error as exc:
+                    if not self._lost(exc) or self.postgres.retry_seconds <= 0:
+                        raise
+                    if deadline is None:
+                        deadline = anyio.current_time() + self.postgres.retry_seconds
+                        log.warning(
+                            "%s: lost the database connection (%s); reconnecting for up to %gs",
+                            self.name,
+                            said(exc),
+                            self.postgres.retry_seconds,
+                        )
+                    await self._claim_again(deadline, exc)
+        if sync:
+            self.held.durable()
+        self._unsynced = not sync
+
+    async def _commit_held(self, sync: bool) -> None:
+        conn = self.conn
+        lacking = self.held.lacking(self.stored_seq)
+        async with conn.transaction():
+            if not sync:
+                await conn.execute("SET LOCAL synchronous_commit TO off")
+            if lacking:
+                self.stored_seq = await _insert_records(
+                    conn,
+                    self.name,
+                    self.header.id,
+                    self.records(lacking),
+                    self.stored_seq,
+                    self.epoch,
+                )
+            else:
+                # Nothing new: a synchronous commit that writes flushes the WAL past every
+                # earlier asynchronous one, and checks that the epoch is still this one.
+                cur = await conn.execute(
+                    "UPDATE acp_sessions SET epoch = epoch WHERE id = %s AND epoch = %s",
+                    (self.header.id, self.epoch),
+                )
+                if cur.rowcount != 1:
+                    raise StaleWriter(self.name, "another writer took the session over")
+
+    def _lost(self, exc: psycopg.Error) -> bool:
+        """Whether `exc` says the connection, not the statement, failed: the server went away
+        (a restart, a failover, the backend terminated) or is not a primary any more."""
+        return self.conn.broken or self.conn.closed or (exc.sqlstate or "").startswith(_GONE)
+
+    async def _claim_again(self, deadline: float, lost: psycopg.Error) -> None:
+        """Connect again with backoff until `deadline`, take the session's lock and a new epoch
+        (`StaleWriter` if another writer took it over meanwhile), and read the stored next
+        seq, from which the held events are written again. Past the deadline
+        `LogWriteFailed`, as a lost connection was before there was a retry."""
+        with contextlib.suppress(psycopg.Error, OSError):
+            await self.conn.close()
+        why = said(lost)
+        attempt = 0
+        while (delay := retry_delay(attempt, deadline - anyio.current_time())) is not None:
+            attempt += 1
+            await anyio.sleep(delay)
+            conn: AsyncConnection[Any] | None = None
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0.001)):
+                    conn = await AsyncConnection.connect(self.postgres.conninfo, autocommit=True)
+                    claimed = await self._claimed_on(conn)
+            except TimeoutError:
+                why = "timed out connecting"
+                claimed = None
+            except psycopg.Error as exc:
+                why = said(exc)
+                claimed = None
+            except BaseException:
+                if conn is not None:
+                    await _closed(conn)
+                raise
+            if claimed is None or conn is None:
+                if conn is not None:
+                    await _closed(conn)
+                continue
+            self.conn, (self.epoch, self.stored_seq) = conn, claimed
+            try:
+                lacking = len(self.held.lacking(self.stored_seq))
+            except StoreAhead as exc:
+                raise StaleWriter(self.name, str(exc)) from None
+            except StoreLost as exc:
+                self.failure = OSError(errno.EIO, str(exc))
+                self._pending = []
+                raise LogWriteFailed(self.name, self.failure) from None
+            log.warning(
+                "%s: reconnected and claimed the session again at seq %d: writing %d events again",
+                self.name,
+                self.stored_seq,
+                lacking,
+            )
+            return
+        self.failure = OSError(
+            errno.ECONNRESET,
+            f"{why} (reconnecting for {self.postgres.retry_seconds:g}s did not help)",
+        )
+        self._pending = []
+        raise LogWriteFailed(self.name, self.failure)
+
+    async def _claimed_on(self, conn: AsyncConnection[Any]) -> tuple[int, int] | None:
+        """The session claimed again on `conn`: its new epoch and stored next seq. None while
+        the lock is still held under this writer's epoch (the lost backend not yet ended)."""
+        session_id = self.header.id
+        cur = await conn.execute(f"SELECT pg_try_advisory_lock({LOCK_KEY})", lock_key(session_id))
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            cur = await conn.execute("SELECT epoch FROM acp_sessions WHERE id = %s", (session_id,))
+            row = await cur.fetchone()
+            if row is None or row[0] != self.epoch:
+                raise StaleWriter(self.name, "another writer took the session over")
+            return None
+        cur = await conn.execute(
+            "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s AND epoch = %s "
+            "RETURNING epoch, next_seq",
+            (session_id, self.epoch),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            await conn.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", lock_key(session_id))
+            raise StaleWriter(self.name, "another writer took the session over")
+        return row[0], row[1]
 
     async def reopen(self, now_ms: int) -> Opened:
         """The connection may be gone, and the lock with it: the session is claimed anew."""
