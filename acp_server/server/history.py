@@ -301,6 +301,11 @@ class History:
             except SessionNotFound:
                 self._end(subscription, "deleted")
                 return
+            except OSError as exc:
+                # The store is unreachable for now (a database restarting): read again from
+                # the same seq at the next wake, so nothing is missed and nothing sent twice.
+                log.warning("session.follow of %s: cannot read the store: %s", session_id, exc)
+                continue
             for record in records:
                 for event in decode_storage_record(record):
                     # Whatever `_publish` offered meanwhile is not offered twice.

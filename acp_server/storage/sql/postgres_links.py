@@ -17,14 +17,15 @@ import anyio
 import psycopg
 from psycopg import AsyncConnection, errors, sql
 
+from ...core.held_batches import MAX_DELAY_S, retry_delay
+
 log = logging.getLogger(__name__)
 
 CHANNEL: Final = "acp_appends"
 """The `LISTEN` channel: each committed batch notifies its session id."""
 SAFETY_POLL_S: Final = 1.0
 """How often a follower looks for appends even without a notification."""
-RECONNECT_S: Final = 0.5
-"""How long the listening connection waits before connecting again after losing the server."""
+
 LOCK_KEY: Final = "%s::integer, %s::integer"
 _LOCK_PERSON: Final = b"acp-server lock"
 
@@ -66,6 +67,14 @@ def os_error(exc: psycopg.Error) -> OSError:
     else:
         number = errno.EIO
     return OSError(number, said(exc))
+
+
+def _backoff(attempt: int) -> float:
+    """How long the listening connection waits before reconnect `attempt`: doubling up to the
+    writers' longest wait, for as long as anyone follows (it has no window to give up in)."""
+    delay = retry_delay(attempt, MAX_DELAY_S)
+    assert delay is not None
+    return delay
 
 
 class PostgresWatch:
@@ -125,16 +134,19 @@ class Listener:
                 watch.wake()
 
     async def _run(self) -> None:
+        attempt = 0  # reconnects since the connection last listened: they back off
         while True:
             try:
                 conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
             except psycopg.Error as exc:
                 log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
-                await asyncio.sleep(RECONNECT_S)
+                await asyncio.sleep(_backoff(attempt))
+                attempt += 1
                 continue
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
                 self.listening.set()
+                attempt = 0
                 self._wake_all()  # what was notified while not listening is read by seq
                 async for note in conn.notifies():
                     for watch in self.watches.get(note.payload, ()):
@@ -145,7 +157,8 @@ class Listener:
                 with contextlib.suppress(psycopg.Error, OSError):
                     await conn.close()
             self._wake_all()
-            await asyncio.sleep(RECONNECT_S)
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
