@@ -4,11 +4,14 @@ server restarted or the writer's connection killed mid-turn, the writer reconnec
 the stored log is gapless and holds exactly what the client was shown, and a follower in
 another process gets every event once. Past the window the turn fails as before.
 
-Each test runs against a cluster of this module's own, which it stops and starts."""
+The tests of a whole turn run against a cluster of this module's own, which they stop and
+start; those of the store's writer alone against the shared server, ending its connection."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import errno
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import psycopg
 import pytest
 from fixtures_builder import Scenario, Step, write_fixture
 from postgres_server import Cluster, fresh_database, server_binaries
+from strategies import streamed_turn
 from unavailable import unavailable
 
 from acp_server.client import AcpClient, RpcError, session_address
@@ -27,7 +31,10 @@ from acp_server.core.events import (
     TurnEndReasonCompleted,
     TurnEndReasonInterrupted,
 )
+from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.stream import TextDelta
+from acp_server.storage.errors import LogWriteFailed, StaleWriter
+from acp_server.storage.sql.postgres import PostgresStore
 from acp_server.storage.url import open_store, parse_store_url
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -98,14 +105,20 @@ def stored_text(log: list[SessionEvent]) -> list[str]:
     ]
 
 
+def sql(url: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+
 def terminate_writer(url: str) -> None:
     """End the backend of the connection holding a session's advisory lock in `url`'s
     database (the writer's), as a network failure or an administrator would."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        ended = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        ).fetchall()
+    ended = sql(
+        url,
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
     assert ended == [(True,)]
 
 
@@ -207,3 +220,100 @@ async def test_a_server_down_past_the_retry_window_fails_the_turn_as_before(
     ends = [e for e in log if type(e) is TurnEnd]
     assert [e.data.reason for e in ends] == [TurnEndReasonInterrupted(), TurnEndReasonCompleted()]
     assert [e.seq for e in log] == list(range(len(log)))
+
+
+# -- the writer alone ----------------------------------------------------------------------------
+
+FIRST = streamed_turn(0, 0, 5)
+"""Seqs 0 to 12: a turn made durable before the connection is lost."""
+SECOND = streamed_turn(1, len(FIRST), 20)
+"""Seqs 13 to 40: the turn that streams through it."""
+EVENTS = FIRST + SECOND
+LATE = len(FIRST) + 10
+"""Where the second turn's batch written after the connection was lost starts."""
+
+
+@pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[PostgresStore]:
+    opened = PostgresStore(postgres_url, retry_seconds=TIMEOUT)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def written_through_a_lost_connection(store: PostgresStore, lose: Any) -> None:
+    """The first turn synced, the second's first batch flushed, the connection lost (and
+    `lose()` done while it is), then the rest of the turn written and the session closed."""
+    writer = await store.create(
+        SessionHeader(version=SESSION_FORMAT_VERSION, id="s1", created_at=0, cwd="/work")
+    )
+    writer.append(FIRST)
+    await writer.sync()
+    writer.append(EVENTS[len(FIRST) : LATE])
+    await writer.flush()
+    terminate_writer(store.conninfo)
+    lose()
+    writer.append(EVENTS[LATE:])
+    await writer.flush()
+    await writer.close()
+
+
+async def test_a_writer_whose_connection_was_killed_writes_only_what_the_store_lacks(
+    store: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        await written_through_a_lost_connection(store, lambda: None)
+    assert (await store.read("s1")).events == EVENTS
+    assert f"claimed the session again at seq {LATE}: writing {len(EVENTS) - LATE} events" in (
+        caplog.text
+    )
+
+
+async def test_a_flush_the_database_lost_is_written_again(
+    store: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The second turn's first batch, committed asynchronously, is gone when the writer is
+    back (as after a crash or a failover): it is written again with the rest."""
+
+    def lost() -> None:
+        url = store.conninfo
+        sql(url, "DELETE FROM acp_records WHERE seq0 >= %s", len(FIRST))
+        sql(url, "DELETE FROM acp_messages WHERE seq >= %s", len(FIRST))
+        sql(url, "UPDATE acp_sessions SET next_seq = %s", len(FIRST))
+
+    with caplog.at_level(logging.WARNING):
+        await written_through_a_lost_connection(store, lost)
+    assert (await store.read("s1")).events == EVENTS
+    assert f"at seq {len(FIRST)}: writing {len(SECOND)} events again" in caplog.text
+
+
+async def test_a_session_taken_over_while_the_connection_was_lost_is_not_written(
+    store: PostgresStore,
+) -> None:
+    def taken_over() -> None:
+        sql(store.conninfo, "UPDATE acp_sessions SET epoch = epoch + 1")
+
+    with pytest.raises(StaleWriter, match="another writer took the session over"):
+        await written_through_a_lost_connection(store, taken_over)
+    assert (await store.read("s1")).events == EVENTS[:LATE]
+
+
+async def test_a_database_that_lost_a_durable_commit_fails_the_write(
+    store: PostgresStore,
+) -> None:
+    """The first turn was committed synchronously and let go of: a store that lost it (a
+    failover to a standby that was not synchronous) cannot be made whole from memory."""
+
+    def lost() -> None:
+        url = store.conninfo
+        sql(url, "DELETE FROM acp_records WHERE seq0 >= 5")
+        sql(url, "DELETE FROM acp_messages WHERE seq >= 5")
+        sql(url, "UPDATE acp_sessions SET next_seq = 5")
+
+    with pytest.raises(LogWriteFailed) as failed:
+        await written_through_a_lost_connection(store, lost)
+    assert (failed.value.cause.errno, failed.value.cause.strerror) == (
+        errno.EIO,
+        f"the store's next seq is 5, short of the {len(FIRST)} committed durably",
+    )

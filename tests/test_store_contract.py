@@ -465,7 +465,7 @@ async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
 async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_from_the_database(
     postgres_url: str,
 ) -> None:
-    store = PostgresStore(postgres_url)
+    store = PostgresStore(postgres_url, retry_seconds=0)  # no retry: it fails at once
     events = conversation(2)
     cut = after_turn(events, 0)
     writer = await store.create(header())

@@ -43,7 +43,7 @@ from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
-from ...core.held_batches import HeldBatches, StoreAhead, StoreLost, retry_delay
+from ...core.held_batches import HeldBatches, NotHeld, StoreAhead, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ..api import ListedSession, Opened, StoredLog
@@ -603,9 +603,10 @@ class PostgresWriter(common.SqlWriter):
             self.conn, (self.epoch, self.stored_seq) = conn, claimed
             try:
                 lacking = len(self.held.lacking(self.stored_seq))
-            except StoreAhead as exc:
-                raise StaleWriter(self.name, str(exc)) from None
-            except StoreLost as exc:
+            except NotHeld as exc:
+                await self.close_now()  # this writer can never write it again: let it go
+                if isinstance(exc, StoreAhead):
+                    raise StaleWriter(self.name, str(exc)) from None
                 self.failure = OSError(errno.EIO, str(exc))
                 self._pending = []
                 raise LogWriteFailed(self.name, self.failure) from None
