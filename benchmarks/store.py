@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{name:<10} " + "  ".join(f"{k} {v}" for k, v in latency.items()))
         finally:
             if cluster is not None:
-                cluster.remove()
+                cluster.stop()
     jsonl = results["jsonl"]
     measured: dict[str, float] = {}
     met: dict[str, bool] = {}

@@ -19,7 +19,14 @@ import anyio
 import psycopg
 import pytest
 from fixtures_builder import Scenario, Step, write_fixture
-from postgres_server import Cluster, fresh_database, server_binaries
+from postgres_server import (
+    Cluster,
+    StandbyPair,
+    StopMode,
+    debian_binaries,
+    fresh_database,
+    server_binaries,
+)
 from strategies import streamed_turn
 from unavailable import unavailable
 
@@ -65,7 +72,7 @@ def cluster() -> Iterator[Cluster]:
         cluster.start()
         yield cluster
     finally:
-        cluster.remove()
+        cluster.stop()
 
 
 @pytest.fixture
@@ -165,7 +172,7 @@ async def streamed_through(tmp_path: Path, url: str, outage: Any) -> None:
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 async def test_a_turn_streams_through_a_restart_of_the_whole_server(
-    tmp_path: Path, cluster: Cluster, url: str, mode: str
+    tmp_path: Path, cluster: Cluster, url: str, mode: StopMode
 ) -> None:
     """`fast`: the server ends every session and shuts down cleanly; `immediate`: as a crash,
     the asynchronous commits not yet on disk are lost and written again."""
@@ -174,6 +181,40 @@ async def test_a_turn_streams_through_a_restart_of_the_whole_server(
 
 async def test_a_turn_streams_through_its_connection_killed(tmp_path: Path, url: str) -> None:
     await streamed_through(tmp_path, url, lambda: terminate_writer(url))
+
+
+@pytest.fixture
+def synchronous_pair() -> Iterator[StandbyPair]:
+    """A primary and a synchronous standby of this test's own (every synchronous commit is on
+    the standby before it returns), to promote."""
+    binaries = debian_binaries()
+    if binaries is None:
+        unavailable("no PostgreSQL server directory with initdb, pg_ctl and pg_basebackup")
+    pair = StandbyPair(binaries, synchronous=True)
+    try:
+        pair.start()
+        yield pair
+    finally:
+        pair.stop()
+
+
+async def test_a_turn_streams_through_its_primary_killed_and_the_standby_promoted(
+    tmp_path: Path, synchronous_pair: StandbyPair
+) -> None:
+    """At a multi-host URL that asks for the primary: the writer finds the promoted standby,
+    which has every synchronous commit, and writes again what it lacks."""
+    pair = synchronous_pair
+    name = fresh_database(pair.primary.url).rpartition("/")[2]
+    base = pair.url.rpartition("/")[0]
+    url = f"{base}/{name}?target_session_attrs=read-write"
+    pair.wait_in_step()  # the new database is on the standby
+
+    def failover() -> None:
+        pair.stop_primary("immediate")
+        pair.promote()
+
+    await streamed_through(tmp_path, url, failover)
+    assert sql(url, "SELECT inet_server_port()") == [(pair.standby.port,)]
 
 
 async def test_a_server_down_past_the_retry_window_fails_the_turn_as_before(
@@ -205,9 +246,9 @@ async def test_a_server_down_past_the_retry_window_fails_the_turn_as_before(
                     if event.seq == OUTAGE_AT:
                         break
                 await follow.aclose()
-                await anyio.to_thread.run_sync(cluster.stop, "fast")
+                await anyio.to_thread.run_sync(cluster.stop_server, "fast")
             # The prompt failed while the server was down: only now does it come back.
-            await anyio.to_thread.run_sync(cluster.start)
+            await anyio.to_thread.run_sync(cluster.run_server)
             assert (failed[0].code, failed[0].message, failed[0].data["reason"]) == (
                 -32013,
                 "Storage failure: the connection to the store's database was lost (ECONNRESET) "
