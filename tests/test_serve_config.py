@@ -122,3 +122,31 @@ def test_a_permission_request_with_no_client_attached_waits_600_seconds_by_defau
 
 def test_detached_permission_timeout_sets_how_long_it_waits() -> None:
     assert config("--detached-permission-timeout", "2.5").detached_permission_timeout == 2.5
+
+
+def test_the_store_retry_window_is_thirty_seconds_unless_given() -> None:
+    assert (config().store_retry, config("--store-retry", "2.5").store_retry) == (30.0, 2.5)
+
+
+def test_a_store_retry_of_zero_fails_at_once() -> None:
+    assert config("--store-retry", "0").store_retry == 0.0
+
+
+@pytest.mark.parametrize("value", ["-1", "inf", "soon"])
+def test_a_store_retry_that_is_not_seconds_is_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        config("--store-retry", value)
+    assert "argument --store-retry:" in capsys.readouterr().err
+
+
+def test_the_store_retry_window_reaches_a_postgresql_store() -> None:
+    from acp_server.server.app import open_config_store
+    from acp_server.storage.sql.postgres import PostgresStore
+
+    store = open_config_store(
+        config("--store", "postgresql://acp@db.invalid/acp", "--store-retry", "7")
+    )
+    assert isinstance(store, PostgresStore)
+    assert store.retry_seconds == 7.0
