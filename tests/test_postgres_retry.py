@@ -358,3 +358,37 @@ async def test_a_database_that_lost_a_durable_commit_fails_the_write(
         errno.EIO,
         f"the store's next seq is 5, short of the {len(FIRST)} committed durably",
     )
+
+
+async def test_a_writer_reaches_the_primary_whichever_host_a_url_names_first(
+    postgres_pair: StandbyPair,
+) -> None:
+    """The standby first and no `target_session_attrs`: the writer's connection and the
+    listening one are the primary's, and the session is written there."""
+    pair = postgres_pair
+    name = fresh_database(pair.primary.url).rpartition("/")[2]
+    pair.wait_in_step()
+    hosts = f"127.0.0.1:{pair.standby.port},127.0.0.1:{pair.primary.port}"
+    store = PostgresStore(f"postgresql://postgres@{hosts}/{name}")
+    primary = f"{pair.primary.url.rpartition('/')[0]}/{name}"
+    try:
+        watch = store.watch("s1")
+        assert store._listener is not None
+        with anyio.fail_after(TIMEOUT):
+            await store._listener.listening.wait()
+        writer = await store.create(
+            SessionHeader(version=SESSION_FORMAT_VERSION, id="s1", created_at=0, cwd="/work")
+        )
+        writer.append(FIRST)
+        await writer.sync()
+        on_primary = sql(
+            primary,
+            "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'), "
+            "(SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%')",
+        )
+        await writer.close()
+        watch.close()
+    finally:
+        await store.aclose()
+    assert on_primary == [(1, 1)]
+    assert sql(primary, "SELECT next_seq FROM acp_sessions") == [(len(FIRST),)]

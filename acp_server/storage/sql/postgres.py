@@ -65,6 +65,7 @@ from .postgres_links import (
     PostgresWatch,
     lock_key,
     os_error,
+    primary_connection,
     said,
 )
 
@@ -146,7 +147,7 @@ class PostgresStore:
     async def connect(self) -> AsyncConnection[Any]:
         """A connection of its own (a writer's, the listener's), in autocommit mode."""
         try:
-            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+            return await primary_connection(self.conninfo)
         except psycopg.Error as exc:
             raise LogWriteFailed(self.url, os_error(exc)) from None
 
@@ -185,7 +186,7 @@ class PostgresStore:
 
     async def _connect_checked(self) -> AsyncConnection[Any]:
         try:
-            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+            return await primary_connection(self.conninfo)
         except psycopg.Error as exc:
             raise UnsupportedStore(f"{self.url}: cannot connect: {said(exc)}") from None
 
@@ -584,7 +585,7 @@ class PostgresWriter(common.SqlWriter):
             conn: AsyncConnection[Any] | None = None
             try:
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.001)):
-                    conn = await AsyncConnection.connect(self.postgres.conninfo, autocommit=True)
+                    conn = await primary_connection(self.postgres.conninfo)
                     claimed = await self._claimed_on(conn)
             except TimeoutError:
                 why = "timed out connecting"

@@ -11,7 +11,7 @@ import errno
 import hashlib
 import logging
 import struct
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import psycopg
@@ -77,6 +77,15 @@ def _backoff(attempt: int) -> float:
     return delay
 
 
+async def primary_connection(conninfo: str) -> AsyncConnection[Any]:
+    """A connection of its own to the primary, in autocommit mode: a writer's or the listening
+    one. Of the hosts a URL may name, libpq takes the first that accepts writes, whatever the
+    URL's own `target_session_attrs` (notifications are sent only on the primary, too)."""
+    return await AsyncConnection.connect(
+        conninfo, autocommit=True, target_session_attrs="read-write"
+    )
+
+
 class PostgresWatch:
     """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
 
@@ -137,7 +146,7 @@ class Listener:
         attempt = 0  # reconnects since the connection last listened: they back off
         while True:
             try:
-                conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
+                conn = await primary_connection(self.conninfo)
             except psycopg.Error as exc:
                 log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
                 await asyncio.sleep(_backoff(attempt))
