@@ -18,6 +18,12 @@ session. A writer that lost its lock (its connection dropped) and one behind the
 seq can never commit. A flush commits with `synchronous_commit` off (safe from a crash of this
 process), a sync with it on (safe from a crash of the database server).
 
+A writer whose connection is lost (a restart, a failover, its backend ended) reconnects for up
+to the store's `retry_seconds`, to the primary of the hosts the URL names, and claims the
+session again as opening it does (the lock, then a new epoch). It holds every batch written
+since the last synchronous commit (`core.held_batches`), so from the stored next seq it writes
+again exactly what the store lacks, an asynchronous commit the server lost included.
+
 Reads borrow short-lived connections from a `psycopg_pool` pool, each in one repeatable-read
 transaction. Following is fed by the database: one listening connection per store (never one
 of the pool) wakes the watches of a session on its notifications, and all of them after every
@@ -575,8 +581,7 @@ class PostgresWriter(common.SqlWriter):
         (`StaleWriter` if another writer took it over meanwhile), and read the stored next
         seq, from which the held events are written again. Past the deadline
         `LogWriteFailed`, as a lost connection was before there was a retry."""
-        with contextlib.suppress(psycopg.Error, OSError):
-            await self.conn.close()
+        await _closed(self.conn)
         why = said(lost)
         attempt = 0
         while (delay := retry_delay(attempt, deadline - anyio.current_time())) is not None:
