@@ -61,12 +61,14 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr or done.stdout}")
 
-    def start(self) -> str:
-        """Initialise and start the cluster; its URL (user postgres, trust on loopback)."""
+    def start(self, *settings: str) -> str:
+        """Initialise and start the cluster; its URL (user postgres, trust on loopback).
+        `settings` are more server settings, each `name=value` (`wal_level=logical`)."""
         if self.as_root:
             shutil.chown(self.root, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off"
+        options += "".join(f" -c {setting}" for setting in settings)
         log = str(self.root / "server.log")
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
