@@ -3,7 +3,7 @@ through NOTIFY or logical decoding can take (the figures behind docs/scale.md).
 
 On a throwaway cluster started as the tests start theirs (`tests/postgres_server.py`), with
 `wal_level=logical` (or the empty database `--postgres URL` names, whose server must have it for
-the decoding figures), in four parts:
+the decoding figures), in five parts:
 
 - turn: one streamed turn through the real server (`serve --store URL --replay FIXTURE
   --pace-ms P`: `--chunks` text deltas of 1 to 8 characters, one every P ms, as `stream.py`'s
@@ -17,18 +17,21 @@ the decoding figures), in four parts:
   mean events per commit (text deltas) through the store's own writer (`flush`, an asynchronous
   commit, as the loop's): commits per second this one process reached (bound by its own CPU),
   and WAL bytes per commit over many commits;
-- decoding: the volume part's WAL read back through two logical replication slots created
-  before it, each by one decoder process (`pg_logical_slot_get_changes`, timed in the server):
-  `test_decoding` (every row as text) and `pgoutput` with a publication of only the sessions
-  table's `id` and `next_seq` updates (what a follower needs to know: a session has grown);
-  commits and WAL bytes decoded per second, output bytes per commit;
-- notify: one listener as the store's (`AsyncConnection.notifies`) draining `--notifications`
-  notifications of distinct payloads queued by one transaction (per second delivered into
-  Python); then `pgbench` (`--clients` connections for `--seconds`, `synchronous_commit` off)
-  committing one row update a transaction: without a `pg_notify`, and with one while one and
-  then `--listeners` connections listen (one per host of a fleet): commits per second each
-  way, and the fewest notifications a listener received of those committed (every listener
-  gets every notification of its channel).
+- flush: `pgbench` (`--clients` connections for `--seconds`, `synchronous_commit` off) replaying
+  the writer's flush transaction on the store's tables over 10,000 sessions (the session's next
+  seq moved under its epoch, one record as the volume part stored it): without a `pg_notify`,
+  then with one while one and then `--listeners` connections (one per host of a fleet) listen
+  on the store's channel: commits per second, WAL bytes per commit, and the fewest
+  notifications a listener received of those committed (each listener gets every one);
+- decoding: all the WAL written from the turn on, read back through two logical replication
+  slots created before it, each by one decoder (a backend of the server:
+  `pg_logical_slot_get_changes`, timed): `test_decoding` (every row as text) and `pgoutput` with
+  a publication of only the sessions table's `id` and `next_seq` updates (what a follower
+  needs to know: a session has grown); commits and WAL bytes decoded per second, output bytes
+  per commit;
+- listener: one listener as the store's (`AsyncConnection.notifies`) draining
+  `--notifications` notifications of distinct payloads queued by one transaction: how many a
+  second one Python connection takes in.
 
 `projected` multiplies the measured rates out to `--sessions` streaming sessions (10,000).
 
@@ -68,7 +71,6 @@ from acp_server.storage.sql.postgres_links import CHANNEL  # noqa: E402
 SEED = 20260815
 PUBLICATION = "acp_follow"
 SLOTS = {"testDecoding": "acp_bench_text", "pgoutput": "acp_bench_pgoutput"}
-BENCH_CHANNEL = "acp_bench"
 BYTES_PER_MB = 1_000_000
 
 
@@ -296,11 +298,11 @@ async def listener_drain(url: str, count: int) -> float:
     transaction, from its commit to the last one received."""
     listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
     try:
-        await listener.execute(f"LISTEN {BENCH_CHANNEL}")
+        await listener.execute(f"LISTEN {CHANNEL}")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as sender:
             await sender.execute(
                 "SELECT count(pg_notify(%s, 's' || g)) FROM generate_series(1, %s) g",
-                (BENCH_CHANNEL, count),
+                (CHANNEL, count),
             )
         start = time.perf_counter()
         received = 0
@@ -312,12 +314,12 @@ async def listener_drain(url: str, count: int) -> float:
 
 
 class Counting(threading.Thread):
-    """A listener on the bench channel counting what it receives until stopped and drained."""
+    """A listener on the store's channel counting what it receives until stopped and drained."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute(f"LISTEN {BENCH_CHANNEL}")
+        self.conn.execute(f"LISTEN {CHANNEL}")
         self.received = 0
         self.stopping = threading.Event()
 
@@ -335,22 +337,33 @@ class Counting(threading.Thread):
         return self.received
 
 
-def pgbench(
-    url: str, binaries: Path | None, clients: int, seconds: int, notify: bool
-) -> tuple[float, int]:
-    """Transactions per second of `clients` pgbench connections updating one row each, and
-    how many they committed."""
-    found = shutil.which("pgbench") or (str(binaries / "pgbench") if binaries else None)
-    if found is None:
-        raise SystemExit("pgbench not found")
-    statements = ["\\set s random(1, 10000)", "BEGIN;"]
-    statements.append("UPDATE acp_bench SET n = n + 1 WHERE id = :s;")
+BENCH_SESSIONS = 10_000
+
+
+def flush_script(per_commit: int, notify: bool) -> str:
+    """The writer's flush as a pgbench transaction: the session's next seq moved under its
+    epoch, one record of `per_commit` events inserted (`acp_bench_body`'s: a stored record of
+    the volume part), and, with `notify`, the session notified."""
+    session = "'bench-' || :s"
+    lines = [
+        f"\\set s random(1, {BENCH_SESSIONS})",
+        "BEGIN;",
+        f"UPDATE acp_sessions SET next_seq = next_seq + {per_commit}, updated_at = 0 "
+        f"WHERE id = {session} AND epoch = 1 RETURNING next_seq - {per_commit} AS seq0 \\gset",
+        f"INSERT INTO acp_records SELECT {session}, :seq0, {per_commit}, body FROM acp_bench_body;",
+    ]
     if notify:
-        statements.append(f"SELECT pg_notify('{BENCH_CHANNEL}', CAST(:s AS text));")
-    statements.append("COMMIT;")
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-        script.write("\n".join(statements) + "\n")
-    run = ["-f", script.name, url]
+        lines.append(f"SELECT pg_notify('{CHANNEL}', {session});")
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
+def pgbench(url: str, found: str, clients: int, seconds: int, script: str) -> tuple[float, int]:
+    """Transactions per second of `clients` pgbench connections running `script` for `seconds`
+    (`synchronous_commit` off, as a flush commits), and how many they committed."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as file:
+        file.write(script)
+    run = ["-f", file.name, url]
     try:
         done = subprocess.run(
             [found, "-n", "-c", str(clients), "-j", "2", "-T", str(seconds), *run],
@@ -361,7 +374,7 @@ def pgbench(
             check=False,
         )
     finally:
-        os.unlink(script.name)
+        os.unlink(file.name)
     found_tps = re.search(r"tps = ([0-9.]+)", done.stdout)
     found_count = re.search(r"transactions actually processed: ([0-9]+)", done.stdout)
     if done.returncode != 0 or found_tps is None or found_count is None:
@@ -369,33 +382,52 @@ def pgbench(
     return float(found_tps.group(1)), int(found_count.group(1))
 
 
-def notify_run(
-    url: str, binaries: Path | None, notifications: int, clients: int, seconds: int, listeners: int
-) -> dict[str, Any]:
-    drain_s = anyio.run(listener_drain, url, notifications)
+def flush_run(
+    url: str, binaries: Path | None, per_commit: int, clients: int, seconds: int, listeners: int
+) -> tuple[dict[str, Any], int]:
+    """pgbench committing the writer's flush transaction: without a notification, then with
+    one while one and `listeners` connections listen. The figures, and the WAL position it
+    ended at."""
+    found = shutil.which("pgbench") or (str(binaries / "pgbench") if binaries else None)
+    if found is None:
+        raise SystemExit("pgbench not found")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE acp_bench (id integer PRIMARY KEY, n bigint NOT NULL)")
-        conn.execute("INSERT INTO acp_bench SELECT g, 0 FROM generate_series(1, 10000) g")
-    plain, _ = pgbench(url, binaries, clients, seconds, notify=False)
-    result: dict[str, Any] = {
-        "listenerDrainPerSecond": round(notifications / drain_s),
-        "drained": notifications,
-        "pgbenchClients": clients,
-        "pgbenchSeconds": seconds,
-        "commitsPerSecondPlain": round(plain),
-    }
-    for count in sorted({1, listeners}):
-        counting = [Counting(url) for _ in range(count)]
-        for listener in counting:
-            listener.start()
-        notifying, committed = pgbench(url, binaries, clients, seconds, notify=True)
-        received = [listener.stop() for listener in counting]
-        result[f"listeners{count}"] = {
-            "commitsPerSecondNotifying": round(notifying),
-            "notifyingCommits": committed,
-            "leastReceivedByAListener": min(received),
+        conn.execute(
+            "CREATE TABLE acp_bench_body AS SELECT body FROM acp_records "
+            "WHERE session = 'volume-0' AND count = %s LIMIT 1",
+            (per_commit,),
+        )
+        conn.execute(
+            "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch) "
+            "SELECT 'bench-' || g, '{}', 0, 0, 1 FROM generate_series(1, %s) g",
+            (BENCH_SESSIONS,),
+        )
+        row = conn.execute("SELECT octet_length(body::text) FROM acp_bench_body").fetchone()
+        assert row is not None, "no record of the volume part to replay"
+        result: dict[str, Any] = {
+            "clients": clients,
+            "seconds": seconds,
+            "sessions": BENCH_SESSIONS,
+            "recordBytes": int(row[0]),
         }
-    return result
+        runs: list[tuple[str, int, bool]] = [("plain", 0, False)]
+        runs += [(f"notifying{n}Listeners", n, True) for n in sorted({1, listeners})]
+        for name, count, notify in runs:
+            counting = [Counting(url) for _ in range(count)]
+            for listener in counting:
+                listener.start()
+            wal_before = lsn(conn)
+            tps, committed = pgbench(url, found, clients, seconds, flush_script(per_commit, notify))
+            wal_after = lsn(conn)
+            received = [listener.stop() for listener in counting]
+            result[name] = {
+                "commitsPerSecond": round(tps),
+                "commits": committed,
+                "walBytesPerCommit": round((wal_after - wal_before) / committed),
+            }
+            if received:
+                result[name]["leastReceivedByAListener"] = min(received)
+    return result, wal_after
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", metavar="URL", help="an empty PostgreSQL database")
     parser.add_argument("--chunks", type=int, default=600, help="the turn's deltas (600)")
     parser.add_argument("--pace-ms", type=int, default=13, help="ms between deltas (13)")
-    parser.add_argument("--writers", type=int, default=50, help="volume sessions (50)")
+    parser.add_argument("--writers", type=int, default=20, help="volume sessions (20)")
     parser.add_argument("--commits", type=int, default=100, help="commits each (100)")
     parser.add_argument("--notifications", type=int, default=100_000, help="drained (100,000)")
     parser.add_argument("--clients", type=int, default=8, help="pgbench connections (8)")
@@ -451,15 +483,21 @@ def main(argv: list[str] | None = None) -> int:
             turn = turn_run(url, Path(scratch), args.chunks, args.pace_ms)
         log("turn      " + "  ".join(f"{k} {v}" for k, v in turn.items()))
         per_commit = max(1, round(turn["eventsPerCommit"]))
-        volume, wal_end = volume_run(url, args.writers, args.commits, per_commit)
+        volume, _ = volume_run(url, args.writers, args.commits, per_commit)
         log("volume    " + "  ".join(f"{k} {v}" for k, v in volume.items()))
+        flush, wal_end = flush_run(
+            url, binaries, per_commit, args.clients, args.seconds, args.listeners
+        )
+        log("flush     " + "  ".join(f"{k} {v}" for k, v in flush.items()))
         decoding = decode(url, wal_end) if decodable else {}
         for name, figures in decoding.items():
             log(f"{name:<13} " + "  ".join(f"{k} {v}" for k, v in figures.items()))
-        notify = notify_run(
-            url, binaries, args.notifications, args.clients, args.seconds, args.listeners
-        )
-        log("notify    " + "  ".join(f"{k} {v}" for k, v in notify.items()))
+        drain_s = anyio.run(listener_drain, url, args.notifications)
+        listener = {
+            "notifications": args.notifications,
+            "drainPerSecond": round(args.notifications / drain_s),
+        }
+        log("listener  " + "  ".join(f"{k} {v}" for k, v in listener.items()))
     finally:
         if cluster is not None:
             cluster.stop()
@@ -469,8 +507,9 @@ def main(argv: list[str] | None = None) -> int:
         "loadAverage": round(os.getloadavg()[0], 1),
         "turn": turn,
         "volume": volume,
+        "flush": flush,
         "decoding": decoding,
-        "notify": notify,
+        "listener": listener,
         "projected": projected(args.sessions, turn, volume),
     }
     print("FOLLOW_VOLUME_RESULT " + json.dumps(result))
