@@ -22,7 +22,9 @@ the decoding figures), in five parts:
   seq moved under its epoch, one record as the volume part stored it): without a `pg_notify`,
   then with one while one and then `--listeners` connections (one per host of a fleet) listen
   on the store's channel: commits per second, WAL bytes per commit, and the fewest
-  notifications a listener received of those committed (each listener gets every one);
+  notifications a listener received of those committed (each listener gets every one); then a
+  follower's wake-up replayed the same way (the engine's statements: the next seq, the last
+  batch by seq, the next seq again, whether the session exists): wake-ups per second;
 - decoding: all the WAL written from the turn on, read back through two logical replication
   slots created before it, each by one decoder (a backend of the server:
   `pg_logical_slot_get_changes`, timed): `test_decoding` (every row as text) and `pgoutput` with
@@ -65,6 +67,7 @@ from stream import ChunkCounter, Client, fragments, write_fixture  # noqa: E402
 from acp_server.core.events import AssistantChunk, AssistantChunkData  # noqa: E402
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.core.stream import TextDelta  # noqa: E402
+from acp_server.storage.sql.common import Statements  # noqa: E402
 from acp_server.storage.sql.postgres import PostgresStore  # noqa: E402
 from acp_server.storage.sql.postgres_links import CHANNEL  # noqa: E402
 
@@ -358,6 +361,29 @@ def flush_script(per_commit: int, notify: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+READS_PER_WAKE = 4
+"""What `follow_stored` reads after a wake-up that finds one batch: the next seq, the records by
+seq, the next seq again, whether the session still exists."""
+
+
+def catch_up_script(per_commit: int) -> str:
+    """A follower's wake-up as a pgbench script, in the engine's own statements
+    (`Statements` in PostgreSQL's dialect, as the engine makes them): a session's last batch
+    read by seq, each statement a transaction of its own, as the pool's reads are."""
+    sql = Statements("acp_", "%s", "header::text", "body::text")
+    session = "'bench-' || :s"
+    lines = [
+        f"\\set s random(1, {BENCH_SESSIONS})",
+        (sql.next_seq % session) + " \\gset",
+        f"\\set lo greatest(:next_seq - {per_commit}, 0)",
+        (sql.between % (session, ":next_seq", session, ":lo")) + ";",
+        (sql.next_seq % session) + ";",
+        (sql.exists % session) + ";",
+    ]
+    assert len(lines) - 2 == READS_PER_WAKE
+    return "\n".join(lines) + "\n"
+
+
 def pgbench(url: str, found: str, clients: int, seconds: int, script: str) -> tuple[float, int]:
     """Transactions per second of `clients` pgbench connections running `script` for `seconds`
     (`synchronous_commit` off, as a flush commits), and how many they committed."""
@@ -427,6 +453,11 @@ def flush_run(
             }
             if received:
                 result[name]["leastReceivedByAListener"] = min(received)
+    tps, _ = pgbench(url, found, clients, seconds, catch_up_script(per_commit))
+    result["catchUp"] = {
+        "wakeUpsPerSecond": round(tps),
+        "readsPerSecond": round(tps * READS_PER_WAKE),
+    }
     return result, wal_after
 
 
@@ -442,6 +473,7 @@ def projected(sessions: int, turn: dict[str, Any], volume: dict[str, Any]) -> di
         "commitsPerSecond": round(commits),
         "walMBPerSecond": round(wal / BYTES_PER_MB, 1),
         "notificationsPerListenerPerSecond": round(commits),
+        "catchUpReadsPerSecond": round(commits * READS_PER_WAKE),
     }
 
 
