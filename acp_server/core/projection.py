@@ -57,6 +57,7 @@ from .events import (
     TurnStart,
     UserMessageEvent,
 )
+from .output_cut import REPLAY_OUTPUT_LIMIT, cut_output
 from .stream import AssistantBlock, AssistantReasoning, AssistantText, AssistantToolCall
 from .subagent_updates import subagent_finished, subagent_started, task_prompt
 
@@ -70,6 +71,7 @@ def project_load(
     subagents: bool = False,
     session_id: str = "",
     foreign_children: Collection[str] = (),
+    output_limit: int = REPLAY_OUTPUT_LIMIT,
 ) -> list[SessionUpdate]:
     """The updates that replay `records` (events, chunk rows left packed, or `PackedChunks`),
     in log order.
@@ -80,7 +82,8 @@ def project_load(
     `plan_removed`; with `subagents` each `task` call's child is shown between the call and its
     result as the live turn showed it, on the session `session_id`, except `foreign_children`
     (children whose own log names another parent, as a fork's copied `subagent/start`s do:
-    never announced as this one's).
+    never announced as this one's). A tool output over `output_limit` bytes is shown cut, its
+    `tool_call_update` saying where the whole is (`output_cut`).
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -160,7 +163,7 @@ def project_load(
                         if result is not None:
                             updates.extend(subagent_finished(session_id, child, result.data))
                     if result is not None:
-                        updates.append(tool_call_finished(result.data, block.name))
+                        updates.append(_result_shown(result, block.name, output_limit))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
             flush_pending()
         elif type(event) is UserMessageEvent:
@@ -178,6 +181,15 @@ def project_load(
             updates.extend(AgentMessageChunk(block, message_id) for block in event.data.content)
     flush_pending()
     return updates
+
+
+def _result_shown(result: ToolResult, name: str, limit: int) -> SessionUpdate:
+    shown, cut = cut_output(result.data, result.seq, limit)
+    update = tool_call_finished(shown, name)
+    if cut is None:
+        return update
+    meta = {"acp-server": {"cut": msgspec.to_builtins(cut)}}
+    return msgspec.structs.replace(update, meta=meta)
 
 
 def _show_blocks(content: Sequence[AssistantBlock], message_id: str) -> list[SessionUpdate]:
