@@ -113,6 +113,7 @@ ENVELOPE_BYTES = 160
 """About what one record costs beside the tool outputs' text (for the size scaling only)."""
 TIMEOUT_S = 900.0
 READ_SIZE = 1 << 20
+CUT_MARK = b'"_meta":{"acp-server":{"cut":'
 GOALS = {"tailLoadSpawnToLastUpdateMs": 1000, "tailLoadPeakRssMB": 300, "middlePageMs": 100}
 
 # fmt: off
@@ -349,6 +350,20 @@ async def write_session(url: str, session: Session, seed: int, cwd: str) -> floa
 # Measuring, each in a fresh server.
 
 
+@dataclass
+class Reply:
+    """A response, and the frames the server wrote before it."""
+
+    frame: dict[str, Any]
+    frames: int
+    bytes: int
+    """Of the frames before the response, each line with its newline."""
+    cuts: int
+    """Updates that carry a cut tool output (`_meta["acp-server"].cut`, SPEC 4.2)."""
+    last_at: float
+    """The `perf_counter` time of the read that held the last of them."""
+
+
 class Server:
     """One `acp-server serve --store URL` over stdio, as an editor spawns it."""
 
@@ -375,10 +390,9 @@ class Server:
         self.stdin.write(json.dumps(frame).encode() + b"\n")
         return self.next_id
 
-    def until_response(self, request_id: int) -> tuple[dict[str, Any], int, float]:
-        """Frames up to the response to `request_id`: the response, how many came before it,
-        and the `perf_counter` time of the read that held the last of those."""
-        pending, count, last = self.pending, 0, time.perf_counter()
+    def until_response(self, request_id: int) -> Reply:
+        """Read up to the response to `request_id`."""
+        pending, reply = self.pending, Reply({}, 0, 0, 0, time.perf_counter())
         while True:
             chunk = os.read(self.fd, READ_SIZE)
             read_at = time.perf_counter()
@@ -393,25 +407,27 @@ class Server:
                     if "method" not in frame and frame.get("id") == request_id:
                         rest = lines[index + 1 :]
                         self.pending = b"\n".join([*rest, pending]) if rest else pending
-                        return frame, count, last
-                count += 1
-                last = read_at
+                        reply.frame = frame
+                        return reply
+                reply.frames += 1
+                reply.bytes += len(line) + 1
+                reply.cuts += CUT_MARK in line
+                reply.last_at = read_at
 
-    def call(self, method: str, params: Any) -> tuple[float, Any, int, float]:
-        """Seconds from the request to its response, its result, the frames before it and the
-        time of the last of them."""
+    def call(self, method: str, params: Any) -> tuple[float, Any, Reply]:
+        """Seconds from the request to its response, its result, and what came before it."""
         started = time.perf_counter()
-        frame, count, last = self.until_response(self.send(method, params))
+        reply = self.until_response(self.send(method, params))
         elapsed = time.perf_counter() - started
-        if "result" not in frame:
-            raise SystemExit(f"{method} failed: {str(frame)[:300]}")
-        return elapsed, frame["result"], count, last
+        if "result" not in reply.frame:
+            raise SystemExit(f"{method} failed: {str(reply.frame)[:300]}")
+        return elapsed, reply.frame["result"], reply
 
     def ready(self) -> None:
         """Initialized, and past the early answer: the rest of the start is done."""
         self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        frame, _, _ = self.until_response(self.send("acp-bench/ready", {}))
-        assert "error" in frame, frame
+        reply = self.until_response(self.send("acp-bench/ready", {}))
+        assert "error" in reply.frame, reply.frame
 
     def peak_rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -436,7 +452,7 @@ def tail_load(url: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
             "mcpServers": [],
             "_meta": {"acp-server": {"replay": {"maxMessages": TAIL}}},
         }
-        elapsed, result, updates, last = server.call("session/load", params)
+        elapsed, result, replay = server.call("session/load", params)
         rss = server.peak_rss_bytes()
         server.close()
     finally:
@@ -444,9 +460,11 @@ def tail_load(url: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
             server.process.kill()
             server.process.wait()
     return {
-        "tailLoadSpawnToLastUpdateMs": round((last - server.spawned) * 1000, 1),
+        "tailLoadSpawnToLastUpdateMs": round((replay.last_at - server.spawned) * 1000, 1),
         "tailLoadRequestMs": round(elapsed * 1000, 1),
-        "tailLoadUpdates": updates,
+        "tailLoadUpdates": replay.frames,
+        "tailLoadUpdateBytes": replay.bytes,
+        "tailLoadCutOutputs": replay.cuts,
         "tailLoadPeakRssMB": round(rss / 1e6, 1),
         "tailReplayedFromSeq": result["_meta"]["acp-server"]["replayedFromSeq"],
     }
@@ -456,7 +474,7 @@ def page(url: str, env: dict[str, str], cwd: str, params: dict[str, Any]) -> tup
     server = Server(url, env, cwd)
     try:
         server.ready()
-        elapsed, result, _, _ = server.call("session.page", params)
+        elapsed, result, _ = server.call("session.page", params)
         server.close()
     finally:
         if server.process.poll() is None:
