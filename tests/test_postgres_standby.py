@@ -3,11 +3,25 @@ standby (`postgres_pair`): the fixture itself first, then the store's reads and 
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
+
+import anyio
+import msgspec
 import psycopg
 import pytest
+from polling import wait_for
 from postgres_server import StandbyPair
+from test_store_contract import WRITER_PROCESS, after_turn, conversation, header, stored
 
-pytestmark = pytest.mark.process
+from acp_server.core.chunk_rows import decode_storage_record
+from acp_server.core.events import SessionEvent
+from acp_server.storage.api import follow_stored
+from acp_server.storage.sql import postgres_links
+from acp_server.storage.sql.postgres import PostgresStore, PostgresWriter
+
+pytestmark = [pytest.mark.process, pytest.mark.anyio]
 
 
 def _one(url: str, statement: str) -> object:
@@ -47,3 +61,194 @@ def test_a_promoted_standby_takes_writes_at_the_multi_host_url(
     _one(writer, "INSERT INTO t VALUES (2) RETURNING v")
     assert _one(writer, "SELECT sum(v) FROM t") == 3
     assert _one(writer, "SELECT inet_server_port()") == postgres_pair.standby.port
+
+
+# -- the store's reads and writers --------------------------------------------------------------
+
+
+LAST_ANSWER = 12
+"""Where the last message of `conversation(2)` starts: the first chunk of its last answer."""
+
+
+def standby_store(pair: StandbyPair) -> PostgresStore:
+    """A store whose writers use both hosts' URL and whose reads go to the standby first."""
+    return PostgresStore(pair.url, read_url=pair.standby.url)
+
+
+async def read_everything(
+    store: PostgresStore,
+) -> tuple[list[SessionEvent], list[SessionEvent], list[SessionEvent], list[str]]:
+    """Session "s1" read each way a reader reads it: a page of its last message, a range, the
+    whole log; and the ids `session/list` shows."""
+    source = await store.history("s1")
+    end = source.last_seq + 1
+    _, page = await source.page(end, 1)
+    ranged = await source.records(0, end)
+    whole = await store.read("s1")
+    listed = [item.header.id for item in await store.list_sessions()]
+    return (
+        [e for record in page for e in decode_storage_record(record)],
+        [e for record in ranged for e in decode_storage_record(record)],
+        whole.events,
+        listed,
+    )
+
+
+async def test_reads_are_served_by_the_standby_while_it_is_in_step(
+    postgres_pair: StandbyPair,
+) -> None:
+    store = standby_store(postgres_pair)
+    events = conversation(2)
+    await stored(store, events)
+    await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+    page, ranged, whole, listed = await read_everything(store)
+    assert page == events[LAST_ANSWER:]
+    assert (ranged, whole, listed) == (events, events, ["s1"])
+    assert store.standby is not None
+    assert store.standby.counts == {"standby": 4}
+    await store.aclose()
+
+
+async def test_a_lagging_standby_leaves_reads_to_the_primary_which_has_the_newest_data(
+    postgres_pair: StandbyPair,
+) -> None:
+    store = standby_store(postgres_pair)
+    events = conversation(2)
+    cut = after_turn(events, 0)
+    await stored(store, events[:cut])
+    await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+    await anyio.to_thread.run_sync(postgres_pair.pause_replay)
+    writer = (await store.open("s1", 0)).writer
+    writer.append(events[cut:])
+    await writer.close()
+    page, ranged, whole, listed = await read_everything(store)
+    assert (page, ranged, whole, listed) == (events[LAST_ANSWER:], events, events, ["s1"])
+    assert store.standby is not None
+    assert store.standby.counts == {"behind": 4}
+    await anyio.to_thread.run_sync(postgres_pair.resume_replay)
+    await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+    assert await read_everything(store) == (events[LAST_ANSWER:], events, events, ["s1"])
+    assert store.standby.counts == {"behind": 4, "standby": 4}
+    await store.aclose()
+
+
+async def test_an_unreachable_standby_leaves_reads_to_the_primary(
+    postgres_pair: StandbyPair,
+) -> None:
+    store = standby_store(postgres_pair)
+    events = conversation(2)
+    await stored(store, events)
+    await anyio.to_thread.run_sync(postgres_pair.standby.stop_server, "immediate")
+    page, ranged, whole, listed = await read_everything(store)
+    assert page == events[LAST_ANSWER:]
+    assert (ranged, whole, listed) == (events, events, ["s1"])
+    assert store.standby is not None
+    # The first read waits for the standby's connection and fails; the others skip it.
+    assert store.standby.counts == {"unreachable": 4}
+    await store.aclose()
+
+
+async def test_a_writer_at_a_url_of_several_hosts_reaches_the_primary_whichever_comes_first(
+    postgres_pair: StandbyPair,
+) -> None:
+    standby_first = (
+        "postgresql://postgres@"
+        f"127.0.0.1:{postgres_pair.standby.port},127.0.0.1:{postgres_pair.primary.port}/postgres"
+    )
+    store = PostgresStore(standby_first)
+    writer = await store.create(header())
+    assert isinstance(writer, PostgresWriter)
+    cur = await writer.conn.execute("SELECT inet_server_port()")
+    assert await cur.fetchone() == (postgres_pair.primary.port,)
+    await writer.close()
+    await store.aclose()
+
+
+async def test_a_password_in_the_standbys_url_is_never_logged(
+    postgres_pair: StandbyPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = PostgresStore(
+        postgres_pair.url,
+        read_url=f"postgresql://postgres:s3cret@127.0.0.1:{postgres_pair.standby.port}/postgres",
+    )
+    await stored(store, conversation(1))
+    await anyio.to_thread.run_sync(postgres_pair.standby.stop_server, "immediate")
+    await store.read("s1")
+    await store.aclose()
+    assert "cannot read from the standby" in caplog.text
+    assert "postgres:***@127.0.0.1" in caplog.text
+    assert "s3cret" not in caplog.text
+
+
+async def test_after_a_promotion_a_new_writer_reaches_the_new_primary_and_a_follower_keeps_following(
+    postgres_pair: StandbyPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower is woken by notifications only (the safety poll is an hour long): the
+    appends after the failover reach it through its listening connection, re-established on
+    the promoted standby. The writers are processes of their own, given both hosts' URL."""
+    monkeypatch.setattr(postgres_links, "SAFETY_POLL_S", 3600.0)
+    parks = 0
+    wait = postgres_links.PostgresWatch.wait
+
+    async def counted_wait(watch: postgres_links.PostgresWatch, poll: float) -> None:
+        nonlocal parks
+        if not watch._woken.is_set():
+            parks += 1  # the follower has read all there is: only a wake-up brings more
+        await wait(watch, poll)
+
+    monkeypatch.setattr(postgres_links.PostgresWatch, "wait", counted_wait)
+    store = standby_store(postgres_pair)
+    events = conversation(3)
+    first, second = after_turn(events, 0), after_turn(events, 1)
+    await stored(store, events[:first])
+    received: list[SessionEvent] = []
+    arrived = anyio.Event()
+
+    async def follow() -> None:
+        async for batch in follow_stored(store, "s1", first):
+            received.extend(batch)
+            if received[-1].seq in (second - 1, events[-1].seq):
+                arrived.set()
+
+    async def parked_after(count: int) -> None:
+        await wait_for(lambda: parks > count)
+
+    async def listening_at(port: int) -> None:
+        assert store._listener is not None
+        await wait_for(
+            lambda: (
+                store._listener is not None and store._listener.listening_at == f"127.0.0.1:{port}"
+            )
+        )
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(follow)
+            await wait_for(lambda: store._listener is not None)
+            await listening_at(postgres_pair.primary.port)
+            await parked_after(0)
+            await write_in_process(postgres_pair.url, events[first:second])
+            await arrived.wait()
+            arrived = anyio.Event()
+            await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+            await anyio.to_thread.run_sync(postgres_pair.stop_primary, "immediate")
+            await anyio.to_thread.run_sync(postgres_pair.promote)
+            await listening_at(postgres_pair.standby.port)
+            await parked_after(parks)
+            await write_in_process(postgres_pair.url, events[second:])
+            await arrived.wait()
+            tasks.cancel_scope.cancel()
+    assert received == events[first:]
+    await store.aclose()
+
+
+async def write_in_process(url: str, events: list[SessionEvent]) -> None:
+    """Append `events` to session "s1" from a process of its own, opening it at `url`."""
+    done = await anyio.run_process(
+        [sys.executable, "-c", WRITER_PROCESS, url],
+        input=msgspec.json.encode(events),
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()

@@ -23,6 +23,14 @@ EngineName = Literal["jsonl", "sqlite", "postgresql"]
 Names = Literal["directory", "file", "server"]
 
 
+class StoreOptions(msgspec.Struct, frozen=True):
+    """What `serve` asks of a store beyond its URL, for the engines that take it."""
+
+    read_url: str | None = None
+    """`--store-read`: where a PostgreSQL store's reads go first (its standbys); None: the
+    store's own URL serves every read. It may hold a password: never shown as given."""
+
+
 class Engine(msgspec.Struct, frozen=True):
     """One engine: what its URLs name and how a store of it is opened (`path`: the directory
     or database file a URL names, None for a server; `shown`: the URL as it may be shown)."""
@@ -32,8 +40,9 @@ class Engine(msgspec.Struct, frozen=True):
     """The scheme it is written with (others may name it too: the table has them all)."""
     names: Names
     """What a URL of it names: a directory, a file (both by absolute path) or a server."""
-    opener: Callable[[Path | None, str, bool, Compression], Store]
-    """Builds the store from the path and the URL as given, `pack` and `compression`."""
+    opener: Callable[[Path | None, str, bool, Compression, StoreOptions], Store]
+    """Builds the store from the path and the URL as given, `pack`, `compression` and the
+    options."""
 
     def problem(self, path: Path | None, shown: str) -> str | None:
         """Why the store cannot be used, in one line, or None (checked before serving)."""
@@ -65,24 +74,30 @@ class Engine(msgspec.Struct, frozen=True):
         return path / session_id if self.names == "directory" and path is not None else None
 
 
-def _jsonl(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _jsonl(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .jsonl.store import JsonlStore
 
     assert path is not None
     return JsonlStore(path, pack=pack, compression=compression)
 
 
-def _sqlite(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _sqlite(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .sql.sqlite import SqliteStore
 
     assert path is not None
     return SqliteStore(path, pack=pack)
 
 
-def _postgresql(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _postgresql(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .sql.postgres import PostgresStore
 
-    return PostgresStore(text, pack=pack)
+    return PostgresStore(text, pack=pack, read_url=options.read_url)
 
 
 JSONL: Final = Engine("jsonl", "file", "directory", _jsonl)

@@ -11,7 +11,7 @@ import errno
 import hashlib
 import logging
 import struct
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import psycopg
@@ -68,6 +68,11 @@ def os_error(exc: psycopg.Error) -> OSError:
     return OSError(number, said(exc))
 
 
+async def repeatable_reads(conn: AsyncConnection[Any]) -> None:
+    """A pool's `configure`: each borrowed connection reads in one snapshot."""
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+
+
 class PostgresWatch:
     """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
 
@@ -103,6 +108,9 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.listening = anyio.Event()
         """Set once the connection listens (tests wait for it before counting on a wake)."""
+        self.listening_at: str | None = None
+        """The `host:port` of the server it listens on now (after a failover: the new
+        primary's, as its conninfo asks for a read-write host); None while it is not."""
 
     def watch(self, session_id: str) -> PostgresWatch:
         watch = PostgresWatch(self, session_id)
@@ -125,15 +133,23 @@ class Listener:
                 watch.wake()
 
     async def _run(self) -> None:
+        failed = False
         while True:
             try:
                 conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
             except psycopg.Error as exc:
-                log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
+                # Said once per outage: a failover can take a while.
+                (log.debug if failed else log.warning)(
+                    "%s: cannot listen for appends: %s", self.url, said(exc)
+                )
+                failed = True
                 await asyncio.sleep(RECONNECT_S)
                 continue
+            failed = False
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening_at = f"{conn.info.host}:{conn.info.port}"
+                log.info("%s: listening for appends at %s", self.url, self.listening_at)
                 self.listening.set()
                 self._wake_all()  # what was notified while not listening is read by seq
                 async for note in conn.notifies():
@@ -142,6 +158,7 @@ class Listener:
             except psycopg.Error as exc:
                 log.warning("%s: lost the listening connection: %s", self.url, said(exc))
             finally:
+                self.listening_at = None
                 with contextlib.suppress(psycopg.Error, OSError):
                     await conn.close()
             self._wake_all()
