@@ -6,17 +6,22 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
 import psycopg
 import pytest
+from fixtures_builder import Scenario, Step, write_fixture
 from polling import wait_for
 from postgres_server import StandbyPair
 from test_store_contract import WRITER_PROCESS, after_turn, conversation, header, stored
+from test_store_server import words
 
+from acp_server.client import AcpClient, session_address
 from acp_server.core.chunk_rows import decode_storage_record
-from acp_server.core.events import SessionEvent
+from acp_server.core.events import SessionEvent, TurnEnd
 from acp_server.storage.api import follow_stored
 from acp_server.storage.sql import postgres_links
 from acp_server.storage.sql.postgres import PostgresStore, PostgresWriter
@@ -252,3 +257,58 @@ async def write_in_process(url: str, events: list[SessionEvent]) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
+
+
+# -- through the wire ---------------------------------------------------------------------------
+
+STREAM = Scenario([("stream", [Step(text=words(300))]), ("again", [Step(text="Done.")])])
+
+
+def spawn(tmp_path: Path, url: str, *flags: str) -> Any:
+    fixture = write_fixture(tmp_path / "fixture", STREAM)
+    # Titles off: the follower is held to the turns' log, nothing written after them.
+    return AcpClient.spawn("--store", url, "--replay", str(fixture), "--titles", "off", *flags)
+
+
+async def test_a_follower_in_another_server_keeps_following_through_a_failover(
+    tmp_path: Path, postgres_pair: StandbyPair
+) -> None:
+    """A server follows a session (reading from the standby) that another server writes; the
+    primary is killed and the standby promoted; a third server loads the session at the same
+    URL of both hosts and prompts again: the follower sees every event of both turns, exactly
+    what the new primary stores."""
+    url, standby = postgres_pair.url, postgres_pair.standby.url
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    seen: list[SessionEvent] = []
+    with anyio.fail_after(180):
+        async with spawn(tmp_path, url, "--store-read", standby) as reader:
+            await reader.initialize()
+            async with spawn(tmp_path, url, "--pace-ms", "1") as writer:
+                await writer.initialize()
+                session = await writer.new_session(workspace)
+                follow = await reader.follow(session_address(session))
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(writer.prompt, session, "stream")
+                    async for event in follow:
+                        seen.append(event)
+                        if type(event) is TurnEnd:
+                            break
+            await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+            await anyio.to_thread.run_sync(postgres_pair.stop_primary, "immediate")
+            await anyio.to_thread.run_sync(postgres_pair.promote)
+            async with spawn(tmp_path, url) as again:
+                await again.initialize()
+                await again.load_session(session, workspace)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(again.prompt, session, "again")
+                    async for event in follow:
+                        seen.append(event)
+                        if type(event) is TurnEnd:
+                            break
+            await follow.aclose()
+    store = PostgresStore(postgres_pair.standby.url)
+    log = (await store.read(session)).events
+    await store.aclose()
+    assert [type(e) for e in log].count(TurnEnd) == 2
+    assert seen == log
