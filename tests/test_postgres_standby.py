@@ -21,7 +21,7 @@ from test_store_server import words
 
 from acp_server.client import AcpClient, session_address
 from acp_server.core.chunk_rows import decode_storage_record
-from acp_server.core.events import SessionEvent, TurnEnd
+from acp_server.core.events import AssistantMessageEvent, SessionEvent, TurnEnd
 from acp_server.storage.api import follow_stored
 from acp_server.storage.sql import postgres_links
 from acp_server.storage.sql.postgres import PostgresStore, PostgresWriter
@@ -312,3 +312,33 @@ async def test_a_follower_in_another_server_keeps_following_through_a_failover(
     await store.aclose()
     assert [type(e) for e in log].count(TurnEnd) == 2
     assert seen == log
+
+
+async def test_a_server_given_standbys_pages_and_lists_from_the_standby_in_step(
+    tmp_path: Path, postgres_pair: StandbyPair
+) -> None:
+    url, standby = postgres_pair.url, postgres_pair.standby.url
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with anyio.fail_after(120):
+        async with spawn(tmp_path, url) as writer:
+            await writer.initialize()
+            session = await writer.new_session(workspace)
+            assert await writer.prompt(session, "stream") == "end_turn"
+        await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+        async with spawn(tmp_path, url, "--store-read", standby, "--log-level", "debug") as reader:
+            await reader.initialize()
+            listed = await reader.request("session/list", {})
+            page = await reader.page(session_address(session), max_messages=1)
+        served = [line for line in reader.stderr.splitlines() if "the standby served" in line]
+    store = PostgresStore(url)
+    log = (await store.read(session)).events
+    await store.aclose()
+    answer = next(e for e in reversed(log) if type(e) is AssistantMessageEvent)
+    assert answer.source_range is not None
+    assert [item["sessionId"] for item in listed["sessions"]] == [session]
+    assert (page.events, page.through_seq) == (log[answer.source_range[0] :], log[-1].seq)
+    assert [line.split(": the standby served ", 1)[1] for line in served] == [
+        "the session list as of WAL " + served[0].rsplit(" ", 1)[1],
+        f"session {session} through seq {log[-1].seq}",
+    ]

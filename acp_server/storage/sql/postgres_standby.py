@@ -117,7 +117,7 @@ class StandbyReads:
             row = await cur.fetchone()
             return row is not None and row[0] >= need
 
-        return await self._read(ready, read, f"session {session_id} through seq {need}")
+        return await self._read(ready, read, f"session {session_id} through seq {need - 1}")
 
     async def listing(
         self, position: str, read: Callable[[AsyncConnection[Any]], Awaitable[T]]
@@ -130,7 +130,7 @@ class StandbyReads:
             row = await cur.fetchone()
             return row is not None and row[0] is True
 
-        return await self._read(ready, read, f"the list as of {position}")
+        return await self._read(ready, read, f"the session list as of WAL {position}")
 
     async def _read(
         self,
@@ -145,7 +145,9 @@ class StandbyReads:
             async with self._connection() as conn:
                 if not await ready(conn):
                     self.counts["behind"] += 1
-                    log.debug("%s: behind for %s: read from the primary", self.shown, what)
+                    log.debug(
+                        "%s: the standby is behind for %s: read on the primary", self.shown, what
+                    )
                     return None
                 result = await read(conn)
         except psycopg.errors.UndefinedTable:
@@ -164,7 +166,7 @@ class StandbyReads:
             )
             return None
         self.counts["standby"] += 1
-        log.debug("%s: read %s", self.shown, what)
+        log.debug("%s: the standby served %s", self.shown, what)
         return result
 
     @contextlib.asynccontextmanager
