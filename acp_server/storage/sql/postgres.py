@@ -21,10 +21,11 @@ process), a sync with it on (safe from a crash of the database server).
 Reads borrow short-lived connections from a `psycopg_pool` pool, each in one repeatable-read
 transaction. With `read_url` (`--store-read`), pages, follow catch-ups, whole-session reads and
 lists go to a standby first, when it holds what the reader needs (`postgres_standby`); a URL of
-several hosts has its writers ask for the primary. Following is fed by the database: one listening connection per store (never one
-of the pool) wakes the watches of a session on its notifications, and all of them after every
-reconnect (notifications sent while it was disconnected are lost); a watch also wakes on a
-slow safety poll. Whoever wakes reads by seq from what it has: never by a global order.
+several hosts has its writers ask for the primary. Following is fed by the database: one
+listening connection per store (never one of the pool) wakes the watches of a session on its
+notifications, and all of them after every reconnect (notifications sent while it was
+disconnected are lost); a watch also wakes on a slow safety poll. Whoever wakes reads by seq
+from what it has: never by a global order.
 """
 
 from __future__ import annotations
