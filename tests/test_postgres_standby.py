@@ -15,9 +15,10 @@ import psycopg
 import pytest
 from fixtures_builder import Scenario, Step, write_fixture
 from polling import wait_for
-from postgres_server import StandbyPair
+from postgres_server import StandbyPair, debian_binaries
 from test_store_contract import WRITER_PROCESS, after_turn, conversation, header, stored
 from test_store_server import words
+from unavailable import unavailable
 
 from acp_server.client import AcpClient, session_address
 from acp_server.core.chunk_rows import decode_storage_record
@@ -53,6 +54,28 @@ def test_a_paused_standby_lags_until_resumed(postgres_pair: StandbyPair) -> None
     postgres_pair.resume_replay()
     postgres_pair.wait_in_step()
     assert _one(postgres_pair.standby.url, "SELECT count(*) FROM t") == 1
+
+
+def test_restarted_servers_stream_again(postgres_pair: StandbyPair) -> None:
+    _one(postgres_pair.primary.url, "CREATE TABLE t (v integer)")
+    postgres_pair.restart_primary("immediate")
+    postgres_pair.restart_standby("fast")
+    postgres_pair.wait_streaming()
+    _one(postgres_pair.primary.url, "INSERT INTO t VALUES (5)")
+    postgres_pair.wait_in_step()
+    assert _one(postgres_pair.standby.url, "SELECT sum(v) FROM t") == 5
+
+
+def test_a_synchronous_pair_waits_for_its_standby() -> None:
+    binaries = debian_binaries()
+    if binaries is None:
+        unavailable("no Debian PostgreSQL server directory (see the postgres_pair fixture)")
+    pair = StandbyPair(binaries, synchronous=True)
+    try:
+        pair.start()
+        assert _one(pair.primary.url, "SELECT sync_state FROM pg_stat_replication") == "sync"
+    finally:
+        pair.stop()
 
 
 def test_a_promoted_standby_takes_writes_at_the_multi_host_url(
