@@ -29,10 +29,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
+import anyio
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from ..redact import redact_url
 from .postgres_links import repeatable_reads, said
@@ -95,8 +96,8 @@ class StandbyReads:
     """The reads a store sends to its standbys (`--store-read`), each checked to be in step.
 
     `counts` says how each read went: "standby" (served there), "behind" (the standby lacked
-    what the reader needed), "unreachable" (it could not be asked, or was being skipped): the
-    last two were left to the primary.
+    what the reader needed), "unreachable" (it could not be asked, or was being skipped),
+    "failed" (it cancelled the query): all but the first were left to the primary.
     """
 
     def __init__(self, conninfo: str) -> None:
@@ -104,6 +105,7 @@ class StandbyReads:
         self.shown = redact_url(conninfo)
         self.counts: collections.Counter[str] = collections.Counter()
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._opening = anyio.Lock()
         self._skip_until = 0.0
 
     async def session(
@@ -154,16 +156,22 @@ class StandbyReads:
             # The standby has not replayed the tables' creation yet.
             self.counts["behind"] += 1
             return None
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # Refused, timed out (`PoolTimeout` is one), or lost on the way.
             self.counts["unreachable"] += 1
             self._skip_until = time.monotonic() + SKIP_S
-            detail = said(exc) if isinstance(exc, psycopg.Error) else str(exc)
             log.warning(
                 "%s: cannot read from the standby, the primary reads for %g s: %s",
                 self.shown,
                 SKIP_S,
-                detail,
+                said(exc),
             )
+            return None
+        except psycopg.Error as exc:
+            # A query a hot standby cancelled (a conflict with the recovery it replays): this
+            # read goes to the primary, the next one may come here again.
+            self.counts["failed"] += 1
+            log.info("%s: the standby could not serve %s: %s", self.shown, what, said(exc))
             return None
         self.counts["standby"] += 1
         log.debug("%s: the standby served %s", self.shown, what)
@@ -172,17 +180,18 @@ class StandbyReads:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection to a standby, in one repeatable-read transaction."""
-        if self._pool is None:
-            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                self.conninfo,
-                min_size=1,
-                max_size=4,
-                open=False,
-                configure=repeatable_reads,
-                check=AsyncConnectionPool.check_connection,
-            )
-            await pool.open()
-            self._pool = pool
+        async with self._opening:
+            if self._pool is None:
+                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=4,
+                    open=False,
+                    configure=repeatable_reads,
+                    check=AsyncConnectionPool.check_connection,
+                )
+                await pool.open()
+                self._pool = pool
         async with self._pool.connection(timeout=CONNECT_TIMEOUT_S + 1) as conn:
             yield conn
 
