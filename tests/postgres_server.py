@@ -70,6 +70,7 @@ class Cluster:
         self.data = self.root / "data"
         self.port = _free_port()
         self.as_root = os.geteuid() == 0
+        self.settings: tuple[str, ...] = ()
         if self.as_root:
             shutil.chown(self.root, "postgres")
 
@@ -86,8 +87,11 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr or done.stdout}")
 
-    def start(self) -> str:
-        """Initialise and start the cluster; its URL (user postgres, trust on loopback)."""
+    def start(self, *settings: str) -> str:
+        """Initialise and start the cluster; its URL (user postgres, trust on loopback).
+        `settings` are more server settings, each `name=value` (`wal_level=logical`), kept for
+        every later start of its server."""
+        self.settings = settings
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         self.run_server()
         return self.url
@@ -95,6 +99,7 @@ class Cluster:
     def run_server(self) -> None:
         """Start the server of the data directory there is (waiting until it accepts)."""
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off"
+        options += "".join(f" -c {setting}" for setting in self.settings)
         log = str(self.root / "server.log")
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
 
