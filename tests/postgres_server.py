@@ -172,10 +172,16 @@ class StandbyPair:
             *("-U", "postgres", "-R", "-X", "stream", "--no-sync"),
         )
         self.standby.run_server()
+        self.wait_streaming()
         if self.synchronous:
             _query(self.primary.url, "ALTER SYSTEM SET synchronous_standby_names = '*'")
             _query(self.primary.url, "SELECT pg_reload_conf()")
-        self.wait_streaming()
+            self._wait(
+                lambda: (
+                    _query(self.primary.url, "SELECT sync_state FROM pg_stat_replication") == "sync"
+                ),
+                "the primary waits for the standby's flush of each commit",
+            )
 
     def wait_streaming(self, timeout: float = 60.0) -> None:
         """Until the primary sees the standby streaming (`pg_stat_replication`)."""
@@ -229,6 +235,11 @@ class StandbyPair:
         """Stop the primary and start it again on the same port (the standby reconnects)."""
         self.primary.stop_server(mode)
         self.primary.run_server()
+
+    def restart_standby(self, mode: StopMode = "fast") -> None:
+        """Stop the standby and start it again (it resumes streaming where it stopped)."""
+        self.standby.stop_server(mode)
+        self.standby.run_server()
 
     def promote(self) -> None:
         """Make the standby a primary (waiting until it accepts writes). Stop the old primary

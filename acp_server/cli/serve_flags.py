@@ -139,6 +139,14 @@ def add_serve(commands: Commands) -> None:
         "--sessions-dir logs)",
     )
     serve.add_argument(
+        "--store-read",
+        metavar="URL",
+        help="a PostgreSQL store's standbys, where what only reads goes first (pages, "
+        "sessions another process writes, session/list, following): postgresql://... with "
+        "one or more hosts; a standby behind or unreachable leaves the read to --store "
+        "(default: $ACP_SERVER_STORE_READ, else every read goes to --store)",
+    )
+    serve.add_argument(
         "--store-retry",
         metavar="SECONDS",
         type=_seconds,

@@ -21,6 +21,9 @@ class ServeConfig(msgspec.Struct, frozen=True):
     sessions_dir: Path
     store: StoreUrl | None = None
     """`--store URL`: where the sessions are (SPEC 2.6); None: JSONL in `sessions_dir`."""
+    store_read: str | None = None
+    """`--store-read URL`: a PostgreSQL store's standbys, read first (it may hold a password:
+    never shown as given); None: every read goes to `store`."""
     store_source: str = ""
     """Where the store was named, as a phrase ("from --store", "from $ACP_SERVER_STORE"), for
     the log line that names the store at start."""

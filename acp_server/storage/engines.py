@@ -20,17 +20,20 @@ if TYPE_CHECKING:
     from .jsonl.lines import Compression
 
 
+EngineName = Literal["jsonl", "sqlite", "postgresql"]
+Names = Literal["directory", "file", "server"]
+
+
 class StoreOptions(msgspec.Struct, frozen=True):
     """How a store is opened beyond what its URL names (the engines that do not need an option
     ignore it)."""
 
+    read_url: str | None = None
+    """`--store-read`: where a PostgreSQL store's reads go first (its standbys); None: the
+    store's own URL serves every read. It may hold a password: never shown as given."""
     retry_seconds: float = 30.0
     """How long a database writer that lost its connection keeps reconnecting before its
     session's writes fail (`serve --store-retry`); 0: they fail at once."""
-
-
-EngineName = Literal["jsonl", "sqlite", "postgresql"]
-Names = Literal["directory", "file", "server"]
 
 
 class Engine(msgspec.Struct, frozen=True):
@@ -99,7 +102,9 @@ def _postgresql(
 ) -> Store:
     from .sql.postgres import PostgresStore
 
-    return PostgresStore(text, pack=pack, retry_seconds=options.retry_seconds)
+    return PostgresStore(
+        text, pack=pack, read_url=options.read_url, retry_seconds=options.retry_seconds
+    )
 
 
 JSONL: Final = Engine("jsonl", "file", "directory", _jsonl)

@@ -25,10 +25,13 @@ since the last synchronous commit (`core.held_batches`), so from the stored next
 again exactly what the store lacks, an asynchronous commit the server lost included.
 
 Reads borrow short-lived connections from a `psycopg_pool` pool, each in one repeatable-read
-transaction. Following is fed by the database: one listening connection per store (never one
-of the pool) wakes the watches of a session on its notifications, and all of them after every
-reconnect (notifications sent while it was disconnected are lost); a watch also wakes on a
-slow safety poll. Whoever wakes reads by seq from what it has: never by a global order.
+transaction. With `read_url` (`--store-read`), pages, follow catch-ups, whole-session reads and
+lists go to a standby first, when it holds what the reader needs (`postgres_standby`); a URL of
+several hosts has its writers ask for the primary. Following is fed by the database: one
+listening connection per store (never one of the pool) wakes the watches of a session on its
+notifications, and all of them after every reconnect (notifications sent while it was
+disconnected are lost); a watch also wakes on a slow safety poll. Whoever wakes reads by seq
+from what it has: never by a global order.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Final, TypeVar
 
 import anyio
 import msgspec
@@ -72,8 +75,10 @@ from .postgres_links import (
     lock_key,
     os_error,
     primary_connection,
+    repeatable_reads,
     said,
 )
+from .postgres_standby import PRIMARY_POSITION, StandbyReads, writer_conninfo
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +130,7 @@ CREATE TABLE acp_blobs (
 """
 _BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
 _TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
+T = TypeVar("T")
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 
@@ -132,12 +138,21 @@ _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 class PostgresStore:
     """The store API over one PostgreSQL database (`conninfo`: a URL or libpq string)."""
 
-    def __init__(self, conninfo: str, *, pack: bool = True, retry_seconds: float = 30.0) -> None:
-        self.conninfo = conninfo
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pack: bool = True,
+        read_url: str | None = None,
+        retry_seconds: float = 30.0,
+    ) -> None:
+        self.conninfo = writer_conninfo(conninfo)
         self.pack = pack
         self.retry_seconds = retry_seconds
         """How long a writer that lost its connection reconnects before its writes fail."""
         self._shown = redact_url(conninfo)
+        self.standby = None if read_url is None else StandbyReads(read_url)
+        """Where what only reads goes first (`--store-read`); None: everything is read here."""
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._ready = anyio.Lock()
         self._listener: Listener | None = None
@@ -183,7 +198,7 @@ class PostgresStore:
                     min_size=1,
                     max_size=4,
                     open=False,
-                    configure=_repeatable_reads,
+                    configure=repeatable_reads,
                     check=AsyncConnectionPool.check_connection,
                 )
                 await pool.open()
@@ -312,22 +327,37 @@ class PostgresStore:
 
     async def read(self, session_id: str) -> StoredLog:
         validate_session_id(session_id)
-        return await self._read(session_id)
+        found = None
+        if self.standby is not None:
+            # Read by a process that does not write it: a standby may serve it, once it holds
+            # every record the primary does.
+            need = await self.next_seq(session_id)
+            if need is not None:
+                found = await self.standby.session(
+                    session_id, need, lambda conn: _rows(conn, session_id, _sql.header_and_next_seq)
+                )
+        if found is None:
+            return await self._read(session_id)
+        row, bodies = found
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _read(self, session_id: str) -> StoredLog:
-        """The whole session, every record checked as a JSONL reader checks its lines."""
+        """The whole session from the primary, every record checked as a JSONL reader checks
+        its lines."""
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
         async with self.reading() as conn:
-            cur = await conn.execute(query, (session_id,))
+            return await _rows(conn, session_id, query)
+
+    async def next_seq(self, session_id: str) -> int | None:
+        """The session's stored next seq on the primary (None: no such session)."""
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.next_seq, (session_id,))
             row = await cur.fetchone()
-            if row is None:
-                return None, []
-            cur = await conn.execute(_sql.bodies, (session_id,))
-            return row, [body.encode() for (body,) in await cur.fetchall()]
+        return None if row is None else int(row[0])
 
     async def history(self, session_id: str) -> PostgresHistory:
         source = PostgresHistory(self, await self.header(session_id))
@@ -335,9 +365,16 @@ class PostgresStore:
         return source
 
     async def list_sessions(self) -> list[ListedSession]:
-        async with self.reading() as conn:
-            cur = await conn.execute(_sql.listed)
-            rows = await cur.fetchall()
+        rows = None
+        if self.standby is not None:
+            async with self.reading() as conn:
+                cur = await conn.execute(PRIMARY_POSITION)
+                position = await cur.fetchone()
+            if position is not None:
+                rows = await self.standby.listing(position[0], _listed)
+        if rows is None:
+            async with self.reading() as conn:
+                rows = await _listed(conn)
         return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
@@ -448,6 +485,8 @@ class PostgresStore:
             if self._pool is not None:
                 await self._pool.close()
                 self._pool = None
+            if self.standby is not None:
+                await self.standby.aclose()
 
 
 async def _closed(conn: AsyncConnection[Any]) -> None:
@@ -455,8 +494,19 @@ async def _closed(conn: AsyncConnection[Any]) -> None:
         await conn.close()
 
 
-async def _repeatable_reads(conn: AsyncConnection[Any]) -> None:
-    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tuple[Any, list[bytes]]:
+    """The session's row (`query`) and its records' bodies (None and none: no such session)."""
+    cur = await conn.execute(query, (session_id,))
+    row = await cur.fetchone()
+    if row is None:
+        return None, []
+    cur = await conn.execute(_sql.bodies, (session_id,))
+    return row, [body.encode() for (body,) in await cur.fetchall()]
+
+
+async def _listed(conn: AsyncConnection[Any]) -> list[Any]:
+    cur = await conn.execute(_sql.listed)
+    return await cur.fetchall()
 
 
 async def _insert_records(
@@ -684,15 +734,33 @@ class PostgresHistory(common.SqlHistory[PostgresStore]):
             self.refreshed(await cur.fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
-        async with self.store.reading() as conn:
+        async def read(conn: AsyncConnection[Any]) -> tuple[PageCut, list[StorageRecord]]:
             cur = await conn.execute(_sql.cuts, (self.header.id, end, max_messages))
             cuts = [cut for (cut,) in await cur.fetchall()]
             start = common.page_start(cuts, max_messages)
             return PageCut(start, end), await self._between(conn, start, end)
 
+        return await self._on_standby(end, read)
+
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
-        async with self.store.reading() as conn:
+        async def read(conn: AsyncConnection[Any]) -> list[StorageRecord]:
             return await self._between(conn, lo, hi)
+
+        return await self._on_standby(hi, read)
+
+    async def _on_standby(
+        self, need: int, read: Callable[[AsyncConnection[Any]], Awaitable[T]]
+    ) -> T:
+        """`read` on a standby that holds the session up to seq `need`, else on the primary.
+        What the session holds is always asked of the primary (`refresh`): only the reading
+        of what it said is there goes to a standby."""
+        standby = self.store.standby
+        if standby is not None:
+            found = await standby.session(self.header.id, need, read)
+            if found is not None:
+                return found
+        async with self.store.reading() as conn:
+            return await read(conn)
 
     async def _between(self, conn: AsyncConnection[Any], lo: int, hi: int) -> list[StorageRecord]:
         if lo >= hi:

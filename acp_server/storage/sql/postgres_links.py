@@ -86,6 +86,11 @@ async def primary_connection(conninfo: str) -> AsyncConnection[Any]:
     )
 
 
+async def repeatable_reads(conn: AsyncConnection[Any]) -> None:
+    """A pool's `configure`: each borrowed connection reads in one snapshot."""
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+
+
 class PostgresWatch:
     """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
 
@@ -121,6 +126,9 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.listening = anyio.Event()
         """Set once the connection listens (tests wait for it before counting on a wake)."""
+        self.listening_at: str | None = None
+        """The `host:port` of the server it listens on now (after a failover: the new
+        primary's, as its conninfo asks for a read-write host); None while it is not."""
 
     def watch(self, session_id: str) -> PostgresWatch:
         watch = PostgresWatch(self, session_id)
@@ -144,16 +152,24 @@ class Listener:
 
     async def _run(self) -> None:
         attempt = 0  # reconnects since the connection last listened: they back off
+        failed = False
         while True:
             try:
                 conn = await primary_connection(self.conninfo)
             except psycopg.Error as exc:
-                log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
+                # Said once per outage: a failover can take a while.
+                (log.debug if failed else log.warning)(
+                    "%s: cannot listen for appends: %s", self.url, said(exc)
+                )
+                failed = True
                 await asyncio.sleep(_backoff(attempt))
                 attempt += 1
                 continue
+            failed = False
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening_at = f"{conn.info.host}:{conn.info.port}"
+                log.info("%s: listening for appends at %s", self.url, self.listening_at)
                 self.listening.set()
                 attempt = 0
                 self._wake_all()  # what was notified while not listening is read by seq
@@ -163,6 +179,7 @@ class Listener:
             except psycopg.Error as exc:
                 log.warning("%s: lost the listening connection: %s", self.url, said(exc))
             finally:
+                self.listening_at = None
                 with contextlib.suppress(psycopg.Error, OSError):
                     await conn.close()
             self._wake_all()
