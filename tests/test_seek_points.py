@@ -91,32 +91,38 @@ def test_a_point_at_exactly_the_end_is_chosen() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.integers(1, 9), st.integers(1, 700)), min_size=1, max_size=60),
+    st.lists(
+        st.tuples(st.integers(1, 9), st.integers(1, 700), st.booleans()), min_size=1, max_size=60
+    ),
     st.integers(1, 2000),
 )
-def test_sparse_points_start_at_the_first_record_and_leave_no_gap_of_a_spacing(
-    steps: list[tuple[int, int]], spacing: int
+def test_sparse_points_start_at_the_first_seekable_record_and_leave_no_gap_of_a_spacing(
+    drawn: list[tuple[int, int, bool]], spacing: int
 ) -> None:
-    starts, offsets = [0], [5]
-    for seq_step, offset_step in steps:
-        starts.append(starts[-1] + seq_step)
-        offsets.append(offsets[-1] + offset_step)
-    points = sparse_points(starts, offsets, spacing)
-    assert points[0] == SeekPoint(0, 5)
-    assert set(points) <= set(map(SeekPoint, starts, offsets))
+    records: list[tuple[int, int | None, int]] = []
+    seq, offset = 0, 5
+    for seq_step, size, seekable in drawn:
+        records.append((seq, offset if seekable else None, size))
+        seq, offset = seq + seq_step, offset + size
+    points = sparse_points(records, spacing)
+    seekable = [SeekPoint(seq, offset) for seq, offset, _ in records if offset is not None]
+    assert points[:1] == seekable[:1]
+    assert set(points) <= set(seekable)
     assert all(b.offset - a.offset >= spacing for a, b in itertools.pairwise(points))
-    # Every record is within a spacing of the point at or before it.
-    for offset in offsets:
-        before = max(p.offset for p in points if p.offset <= offset)
-        assert offset - before < spacing or offset == before
+    # No seekable record is a spacing or more past the point before it without being one.
+    for point in seekable:
+        before = max(p.offset for p in points if p.offset <= point.offset)
+        assert point.offset - before < spacing or point in points
 
 
 def test_sparse_points_example() -> None:
-    assert sparse_points([0, 3, 7, 9, 12], [10, 60, 110, 120, 400], spacing=100) == [
+    records = [(0, 10, 50), (3, 60, 50), (7, 110, 10), (9, None, 280), (12, 400, 5)]
+    assert sparse_points(records, spacing=100) == [
         SeekPoint(0, 10),
         SeekPoint(7, 110),
         SeekPoint(12, 400),
     ]
+    assert sparse_points([(0, None, 500), (4, 500, 1)], spacing=100) == [SeekPoint(4, 500)]
 
 
 @given(increasing_points(), increasing_points())
@@ -138,10 +144,12 @@ def test_a_repair_replaces_the_points_within_the_walk() -> None:
 
 def test_points_are_missing_when_fewer_than_half_a_writer_keeps() -> None:
     points = [SeekPoint(k, 100 * k) for k in range(10)]  # one per 100 bytes
-    assert not points_missing(points, 0, 1000, spacing=100)
-    assert not points_missing(points, 500, 1000, spacing=100)
-    assert not points_missing(points[::2], 0, 1000, spacing=100)
-    assert points_missing(points[::3], 0, 1000, spacing=100)
-    assert points_missing([], 0, 200, spacing=100)
-    assert points_missing([], 0, 199, spacing=100)
-    assert not points_missing([], 0, 99, spacing=100)
+    assert not points_missing(points, 0, 1000, 1000, spacing=100)
+    assert not points_missing(points, 500, 1000, 500, spacing=100)
+    assert not points_missing(points[::2], 0, 1000, 1000, spacing=100)
+    assert points_missing(points[::3], 0, 1000, 1000, spacing=100)
+    # Compressed: 1000 bytes of file holding 4000 of lines.
+    assert points_missing(points[::2], 0, 1000, 4000, spacing=100)
+    assert points_missing([], 0, 200, 200, spacing=100)
+    assert points_missing([], 0, 199, 199, spacing=100)
+    assert not points_missing([], 0, 99, 99, spacing=100)

@@ -2,7 +2,7 @@
 
 A JSONL log's history index is built from the end of the file backwards, which makes a page in
 the middle of a huge log cost reading half of it. Beside the log its writer keeps a few
-`SeekPoint`s, one per `SEEK_SPACING` bytes or so: the first seq of a record and the byte offset
+`SeekPoint`s, one per `SEEK_SPACING` bytes of lines or so: the first seq of a record and the byte offset
 where its line (a plain log) or its frame (a Zstandard log) begins. A reader that wants the
 records before seq `end` starts from the nearest point at or after `end` and steps back from
 there, reading only what the page needs.
@@ -23,7 +23,8 @@ from typing import Final
 import msgspec
 
 SEEK_SPACING: Final = 256 * 1024
-"""Bytes of log between consecutive points (at least; a point is only ever at a batch start)."""
+"""Bytes of lines between consecutive points (at least: a point is only ever at a batch start;
+counted before compression, what a reader decodes)."""
 
 
 class SeekPoint(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -82,16 +83,18 @@ def choose_point(points: Sequence[SeekPoint], end: int, before: int) -> SeekPoin
 
 
 def sparse_points(
-    starts: Sequence[int], offsets: Sequence[int], spacing: int = SEEK_SPACING
+    records: Iterable[tuple[int, int | None, int]], spacing: int = SEEK_SPACING
 ) -> list[SeekPoint]:
-    """Points for records whose first seqs are `starts` at `offsets` (both increasing): the
-    first, then each one at least `spacing` bytes past the previous point."""
+    """Points for records given as (first seq, offset, bytes of its line), in log order: the
+    first record, then the first after each `spacing` bytes of lines since the last point. A
+    record whose offset is None cannot be started from (a line inside a Zstandard frame)."""
     points: list[SeekPoint] = []
-    last = -spacing
-    for seq, offset in zip(starts, offsets, strict=True):
-        if offset - last >= spacing:
+    since = spacing
+    for seq, offset, size in records:
+        if offset is not None and since >= spacing:
             points.append(SeekPoint(seq, offset))
-            last = offset
+            since = 0
+        since += size
     return points
 
 
@@ -106,12 +109,13 @@ def merge_points(kept: Sequence[SeekPoint], walked: Sequence[SeekPoint]) -> list
 
 
 def points_missing(
-    points: Sequence[SeekPoint], lo: int, hi: int, spacing: int = SEEK_SPACING
+    points: Sequence[SeekPoint], lo: int, hi: int, text: int, spacing: int = SEEK_SPACING
 ) -> bool:
-    """Whether the points with offsets in `[lo, hi)` are fewer than half of those a writer
-    would have kept there (the file was lost, or written only for part of the log)."""
+    """Whether the points with offsets in `[lo, hi)`, where the log holds `text` bytes of
+    lines, are fewer than half of those a writer would have kept there (the file was lost, or
+    written only for part of the log)."""
     count = bisect_left(points, hi, key=_offset) - bisect_left(points, lo, key=_offset)
-    return 2 * count < (hi - lo) // spacing
+    return 2 * count < text // spacing
 
 
 def _seq(point: SeekPoint) -> int:

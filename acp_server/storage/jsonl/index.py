@@ -60,8 +60,8 @@ from .lines import SEEK_NAME
 from .readers import Entry, IndexedLines, PlainReader, ZstdReader, entry_start, open_reader
 
 REPAIR_WALK: Final = 4 * SEEK_SPACING
-"""Bytes a walk back must read before the seek points of what it read are checked (and, if
-too few, written anew)."""
+"""Bytes of lines a walk back must read before the seek points of what it read are checked
+(and, if too few, written anew)."""
 
 
 class _StalePoint(Exception):
@@ -252,11 +252,11 @@ class LogIndex:
                     return island._page(end, max_messages)
                 except (_StalePoint, CorruptLog):
                     self._stale_points = True  # read it as if there were no points
-            walked_from = self.reader.covered_offset
+            walked_from = self.reader.covered_offset, len(self.entries)
             try:
                 return self._page(end, max_messages)
             finally:
-                self._walked(walked_from)
+                self._walked(*walked_from)
 
     def records_between(self, lo: int, hi: int) -> list[StorageRecord]:
         """The canonical packing of the events in `[lo, hi)`, decoding only their lines."""
@@ -267,11 +267,11 @@ class LogIndex:
                     return island._records(lo, hi)
                 except (_StalePoint, CorruptLog):
                     self._stale_points = True
-            walked_from = self.reader.covered_offset
+            walked_from = self.reader.covered_offset, len(self.entries)
             try:
                 return self._records(lo, hi)
             finally:
-                self._walked(walked_from)
+                self._walked(*walked_from)
 
     def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         try:
@@ -316,27 +316,26 @@ class LogIndex:
             self._points = ((-1, -1), [])
         return self._points[1]
 
-    def _walked(self, walked_from: int) -> None:
-        """After a walk back from byte `walked_from`: write the seek points anew if the walk was
-        long and the seek file had too few points for what it read (or a wrong one)."""
-        walked_to = self.reader.covered_offset
-        if walked_from - walked_to < REPAIR_WALK:
+    def _walked(self, walked_from: int, entries_before: int) -> None:
+        """After a walk back from byte `walked_from` (when `entries_before` records were
+        indexed): write the seek points anew if the walk was long and the seek file had too few
+        points for what it read (or a wrong one)."""
+        read = self.entries[: len(self.entries) - entries_before]
+        text = sum(entry.length + 1 for entry in read)
+        if text < REPAIR_WALK:
             return
         points = self._seek_points()
-        if not self._stale_points and not points_missing(points, walked_to, walked_from):
+        walked_to = self.reader.covered_offset
+        if not self._stale_points and not points_missing(points, walked_to, walked_from, text):
             return
-        starts: list[int] = []
-        offsets: list[int] = []
-        for entry in self.entries:
-            offset = self.reader.seek_offset(entry)
-            if offset is not None:
-                starts.append(entry.start)
-                offsets.append(offset)
-        walked = sparse_points(starts, offsets)
+        seek_offset = self.reader.seek_offset
+        walked = sparse_points((e.start, seek_offset(e), e.length + 1) for e in self.entries)
         path = self.path.parent / SEEK_NAME
         temporary = path.with_name(path.name + ".new")
         try:
-            temporary.write_bytes(encode_points(merge_points(points, walked)))
+            # Points before the walk are kept as hints, unless one was found wrong.
+            kept = [] if self._stale_points else points
+            temporary.write_bytes(encode_points(merge_points(kept, walked)))
             os.replace(temporary, path)
         except OSError:
             with contextlib.suppress(OSError):

@@ -89,8 +89,8 @@ class LogWriter(QueuedAppends):
         """Where the chunk checks of the runs this writer writes are kept (None: nowhere)."""
         self.seek_path: Path | None = None
         """Where the seek points of this log are kept (None: nowhere)."""
-        self._last_point = -SEEK_SPACING
-        """The offset of the last seek point written (a reopened writer writes one first)."""
+        self._since_point = SEEK_SPACING
+        """Bytes of lines written since the last seek point (a reopened writer keeps one first)."""
         self.lines = 0
         """Lines in the file up to `_size` (the header is line 1)."""
         self._synced_lines = 0
@@ -236,12 +236,14 @@ class LogWriter(QueuedAppends):
         encode = _encoder.encode
         lines = [encode(record) for record in records]
         offset = self._size
-        self._write_batch(b"\n".join([*lines, b""]))
-        if self.seek_path is not None and offset - self._last_point >= SEEK_SPACING:
-            self._last_point = offset
-            self._keep_cache(
-                self.seek_path, encode_points([SeekPoint(record_start(records[0]), offset)])
-            )
+        text = b"\n".join([*lines, b""])
+        self._write_batch(text)
+        if self.seek_path is not None:
+            if self._since_point >= SEEK_SPACING:
+                point = SeekPoint(record_start(records[0]), offset)
+                self._keep_cache(self.seek_path, encode_points([point]))
+                self._since_point = 0
+            self._since_point += len(text)
         first = self.lines + 1
         self.lines += len(lines)
         if self.checks_path is not None:
