@@ -242,6 +242,7 @@ def test_a_continued_log_keeps_points_for_what_it_appends(tmp_path: Path) -> Non
     batches = turn_batches(12, OUTPUT)
     path = write_log(tmp_path, batches[:12], "none")
     (path.parent / SEEK_NAME).unlink()
+    continued_at = path.stat().st_size
     store = SessionStore(tmp_path)
     continued = store.continue_session("big", T0)
     for batch in batches[12:]:
@@ -249,7 +250,15 @@ def test_a_continued_log_keeps_points_for_what_it_appends(tmp_path: Path) -> Non
         continued.writer.flush()
     continued.writer.close()
     points = seek_points(path)
-    assert points[0].offset >= len(b"".join(path.read_bytes().split(b"\n")[:1]))
+    # The first batch it writes gets a point, then one per spacing of lines.
+    assert points[0] == SeekPoint(batches[12][0].seq, continued_at)
+    ends = [*(p.offset for p in points), path.stat().st_size]
+    # A batch here is at most an output and its envelope: a point follows a spacing within one.
+    assert all(
+        SEEK_SPACING <= b - a < SEEK_SPACING + OUTPUT + 4096
+        for a, b in itertools.pairwise(ends[:-1])
+    )
+    assert ends[-1] - ends[-2] < SEEK_SPACING + OUTPUT + 4096
     assert len(points) >= 2
     for point in points:
         assert first_seq_at(path, point.offset) == point.seq
