@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from acp_server.core.seek_points import (
     SeekPoint,
+    batch_points,
     choose_point,
     decode_points,
     encode_points,
@@ -123,6 +124,44 @@ def test_sparse_points_example() -> None:
         SeekPoint(12, 400),
     ]
     assert sparse_points([(0, None, 500), (4, 500, 1)], spacing=100) == [SeekPoint(4, 500)]
+
+
+@given(
+    st.lists(st.integers(1, 900), min_size=1, max_size=40),
+    st.integers(0, 40),
+    st.integers(0, 3000),
+    st.integers(1, 2000),
+)
+def test_a_plain_batch_gets_the_same_points_however_it_is_split(
+    sizes: list[int], cut: int, since: int, spacing: int
+) -> None:
+    starts = [3 * k + 7 for k in range(len(sizes))]
+    cut = min(cut, len(sizes))
+    whole, after = batch_points(starts, sizes, 100, since, any_line=True, spacing=spacing)
+    first, middle = batch_points(
+        starts[:cut], sizes[:cut], 100, since, any_line=True, spacing=spacing
+    )
+    second, end = batch_points(
+        starts[cut:], sizes[cut:], 100 + sum(sizes[:cut]), middle, any_line=True, spacing=spacing
+    )
+    assert (first + second, end) == (whole, after)
+    line_starts = dict(zip(starts, [100 + sum(sizes[:k]) for k in range(len(sizes))], strict=True))
+    assert all(line_starts[point.seq] == point.offset for point in whole)
+    assert all(b.offset - a.offset >= spacing for a, b in itertools.pairwise(whole))
+
+
+def test_batch_points_example() -> None:
+    sizes = [50, 120, 10, 40, 300]
+    assert batch_points([0, 1, 5, 6, 9], sizes, 1000, 100, any_line=True, spacing=100) == (
+        [SeekPoint(0, 1000), SeekPoint(5, 1170)],
+        350,
+    )
+    # A Zstandard batch: only its first line (its frame) may be started from.
+    assert batch_points([0, 1, 5, 6, 9], sizes, 1000, 100, any_line=False, spacing=100) == (
+        [SeekPoint(0, 1000)],
+        520,
+    )
+    assert batch_points([0, 1], [50, 50], 1000, 99, any_line=False, spacing=100) == ([], 199)
 
 
 @given(increasing_points(), increasing_points())

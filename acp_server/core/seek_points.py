@@ -98,6 +98,30 @@ def sparse_points(
     return points
 
 
+def batch_points(
+    starts: Sequence[int],
+    sizes: Sequence[int],
+    offset: int,
+    since: int,
+    *,
+    any_line: bool,
+    spacing: int = SEEK_SPACING,
+) -> tuple[list[SeekPoint], int]:
+    """The points a writer keeps for a batch of lines written at byte `offset` (the lines'
+    records' first seqs and their sizes with newlines), `since` bytes of lines after the last
+    point; and how many bytes of lines follow the last point after the batch. With `any_line`
+    (a plain log) a point may be at any line of the batch, else only at its first (a
+    Zstandard log, where only a frame can be started from)."""
+    points: list[SeekPoint] = []
+    for k, (seq, size) in enumerate(zip(starts, sizes, strict=True)):
+        if since >= spacing and (any_line or k == 0):
+            points.append(SeekPoint(seq, offset))
+            since = 0
+        since += size
+        offset += size
+    return points, since
+
+
 def merge_points(kept: Sequence[SeekPoint], walked: Sequence[SeekPoint]) -> list[SeekPoint]:
     """The points of a seek file repaired from `walked`, points of a part of the log that was
     read and checked: the old points before that part are kept (still hints), the ones within

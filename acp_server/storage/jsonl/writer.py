@@ -27,7 +27,7 @@ from ...core.chunk_rows import (
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.paging import record_count, record_start
-from ...core.seek_points import SEEK_SPACING, SeekPoint, encode_points
+from ...core.seek_points import SEEK_SPACING, batch_points, encode_points
 from ..appends import QueuedAppends
 from ..errors import LogLocked, LogWriteFailed
 from .lines import Compression, log_compression
@@ -236,14 +236,17 @@ class LogWriter(QueuedAppends):
         encode = _encoder.encode
         lines = [encode(record) for record in records]
         offset = self._size
-        text = b"\n".join([*lines, b""])
-        self._write_batch(text)
+        self._write_batch(b"\n".join([*lines, b""]))
         if self.seek_path is not None:
-            if self._since_point >= SEEK_SPACING:
-                point = SeekPoint(record_start(records[0]), offset)
-                self._keep_cache(self.seek_path, encode_points([point]))
-                self._since_point = 0
-            self._since_point += len(text)
+            points, self._since_point = batch_points(
+                [record_start(record) for record in records],
+                [len(line) + 1 for line in lines],
+                offset,
+                self._since_point,
+                any_line=self._compressor is None,
+            )
+            if points:
+                self._keep_cache(self.seek_path, encode_points(points))
         first = self.lines + 1
         self.lines += len(lines)
         if self.checks_path is not None:
