@@ -59,6 +59,7 @@ from acp_server.storage.jsonl import index as index_module
 from acp_server.storage.jsonl import writer as writer_module
 from acp_server.storage.jsonl.index import LogIndex
 from acp_server.storage.jsonl.lines import SEEK_NAME, Compression, zstd_frame_end
+from acp_server.storage.jsonl.log import read_log
 from acp_server.storage.jsonl.sessions import SessionStore
 
 T0 = 1_760_000_000_000
@@ -262,6 +263,22 @@ def test_a_continued_log_keeps_points_for_what_it_appends(tmp_path: Path) -> Non
     assert len(points) >= 2
     for point in points:
         assert first_seq_at(path, point.offset) == point.seq
+
+
+def test_a_copy_written_as_one_batch_gets_points_throughout(big: Path, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, compression="none")
+    writer = store.create(header("big"))
+    writer.write_records(read_log(big).records)
+    writer.close()
+    copy = store.log_path("big")
+    points = seek_points(copy)
+    ends = [*(p.offset for p in points), copy.stat().st_size]
+    assert all(
+        SEEK_SPACING <= b - a < SEEK_SPACING + OUTPUT + 4096
+        for a, b in itertools.pairwise(ends[:-1])
+    )
+    for point in points:
+        assert first_seq_at(copy, point.offset) == point.seq
 
 
 # ---------------------------------------------------------------------------------------------
