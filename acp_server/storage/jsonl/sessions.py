@@ -10,7 +10,9 @@ and recovery's closers wait until it is reopened with write access (`reopen`).
 Beside a log, `chunk-checks.jsonl` keeps the chunk checks of its long runs of chunk lines
 (`acp_server.core.chunk_checks`): its writer appends them, and a continuation that found runs
 without one (a log written elsewhere) writes the file anew. Only a continuation reads it; it is
-a cache, and a missing or damaged one only makes a load slower.
+a cache, and a missing or damaged one only makes a load slower. `seek-points.jsonl` is another
+(`acp_server.core.seek_points`): its writer appends where records begin, every 256 KiB or so, and
+the history index starts a page in the middle of the log from there.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..errors import SessionNotFound as SessionNotFound
 from .lines import (
     PLAIN_LOG_NAME,
     READ_ONLY_ERRNOS,
+    SEEK_NAME,
     ZSTD_LOG_NAME,
     Compression,
     LogLines,
@@ -111,6 +114,7 @@ class SessionStore:
         try:
             writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
             writer.checks_path = directory / CHECKS_NAME
+            writer.seek_path = directory / SEEK_NAME
             fsync_dir(directory)
             fsync_dir(self.root)
         except BaseException:
@@ -192,6 +196,7 @@ class SessionStore:
         if not writer.writable:
             return ContinuedLog(writer, event_log, False, [])  # nothing can change on disk
         writer.checks_path = checks_path
+        writer.seek_path = path.parent / SEEK_NAME
         if contents.new_checks or len(contents.used_checks) != len(checks):
             _write_checks(checks_path, [*contents.used_checks, *contents.new_checks])
         closers = interrupted_turn_closers(list(event_log.plain_events()), event_log.length, now_ms)
