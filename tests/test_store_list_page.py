@@ -9,7 +9,7 @@ the SQL engines' list columns and indexes (schema version 5, filled by the upgra
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,15 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.storage.api import ArchiveFilter, ListedPage, ListPosition, Store
-from acp_server.storage.jsonl.list_index import INDEX_NAME
+from acp_server.storage.jsonl import list_index
+from acp_server.storage.jsonl.list_index import (
+    INDEX_NAME,
+    Archived,
+    Created,
+    Deleted,
+    Line,
+    read_back,
+)
 from acp_server.storage.jsonl.sessions import SessionStore
 from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.storage.sql.postgres import PostgresStore
@@ -209,6 +217,51 @@ async def test_another_store_on_the_same_place_sees_each_change(url: StoreUrl) -
 # -- JSONL: the list index -----------------------------------------------------------------------
 
 
+def created(n: int, top: int | None = None, **more: Any) -> Created:
+    fields = {"cwd": "/w", "subagent": False, "archived": False, **more}
+    position = (1000 + (n if top is None else top), f"s{n if top is None else top}")
+    return Created(f"s{n}", 1000 + n, top=position, **fields)
+
+
+def test_reading_back_takes_only_the_lines_the_page_needs() -> None:
+    lines = [created(n) for n in range(1000)]
+    taken: list[Line] = []
+
+    def back() -> Iterator[Line]:
+        for line in reversed(lines):
+            taken.append(line)
+            yield line
+
+    page = read_back(back(), None, None, "exclude", 3)
+    assert ([line.id for line in page], len(taken)) == (["s999", "s998", "s997"], 4)
+
+
+def test_reading_back_finds_a_newer_session_whose_line_came_earlier() -> None:
+    # s5 was copied in early with a later createdAt: the tops after it say so.
+    lines = [created(0), created(5), created(1, top=5), created(2, top=5), created(3, top=5)]
+    page = read_back(reversed(lines), None, None, "exclude", 2)
+    assert [line.id for line in page] == ["s5", "s3"]
+
+
+def test_reading_back_the_last_line_about_a_session_decides() -> None:
+    lines: list[Line] = [
+        created(0),
+        created(1),
+        Deleted("s1", top=(1001, "s1")),
+        created(1),  # made again with the same id
+        created(2),
+        Archived("s2", True, top=(1002, "s2")),
+        Archived("s0", True, top=(1002, "s2")),
+        Archived("s0", False, top=(1002, "s2")),
+    ]
+    page = read_back(reversed(lines), None, None, "include", 10)
+    assert [(line.id, line.archived) for line in page] == [
+        ("s2", True),
+        ("s1", False),
+        ("s0", False),
+    ]
+
+
 async def jsonl_store(root: Path, sessions: int) -> JsonlStore:
     """A store of `sessions` sessions, its index built first (by a page of the empty root)
     and then kept by the store as it creates them."""
@@ -242,6 +295,17 @@ async def test_jsonl_a_page_reads_the_logs_of_its_sessions_only(
     page = await store.list_page(None, (1100, "s100"), 5, "exclude")
     assert [item.header.id for item in page.sessions] == ["s099", "s098", "s097", "s096", "s095"]
     assert read == ["s099", "s098", "s097", "s096", "s095"]
+
+
+async def test_jsonl_the_index_is_read_back_across_its_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await jsonl_store(tmp_path, 60)
+    await store.delete("s030")
+    monkeypatch.setattr(list_index, "READ_BACK_BLOCK", 150)  # a line or two a block
+    pages = await every_page(store, 7)
+    listed = [item.header.id for page in pages for item in page.sessions]
+    assert listed == [f"s{n:03d}" for n in reversed(range(60)) if n != 30]
 
 
 async def test_jsonl_a_missing_index_is_rebuilt_from_the_logs(

@@ -1,32 +1,38 @@
 """The list index of a JSONL sessions root: what `session/list` orders and filters by, for
 every session, in one file (`.list-index.jsonl` in the root), so that a page opens only its
-own sessions' logs.
+own sessions' logs, and reads only the end of the index.
 
 Each line is one change: a session `created` (its id, createdAt, cwd as `listed_cwd` makes it,
 whether it is a subagent's, whether it is archived), `archived` (its archive state changed),
-`deleted`; the first line says the file was `rebuilt` from the logs. The store appends a line
-after each change it makes (`O_APPEND`, one write, under a shared `flock`); a rebuild holds the
-lock exclusively and rewrites the file in place (a rename would change the root it describes).
+`deleted`; the first line says the file was `rebuilt` from the logs (the sessions then follow
+oldest first). Every line also carries the root's `stamp` when it was written (the root
+directory's mtime and link count, which every session made or removed changes) and `top`, the
+newest position (createdAt, id) of any `created` line up to it.
 
-The file is a cache and repairs itself. A change to the root's entries (a session made or
-removed by anything) changes the root's stamp (its mtime and link count): each `created` and
-`deleted` line records the stamp its change left, and a rebuild the stamp it started from. The
-index is current when the root's stamp is one it recorded; otherwise (a session made by
-another build or by hand, a process that died between its change and its line, a torn or
-foreign line, no file at all) it is rebuilt from the logs' headers before it is read. An
-archive state found to differ from the log's when a page reads it is corrected with a line.
+A page reads the index backwards from its end (`read_back`): the last line about a session
+decides it (a `deleted` one drops it; `archived` lines after its `created` one set its state),
+and the reading stops as soon as the page's candidates are all newer than the `top` of the line
+before: no line further back can hold a newer one. Sessions are mostly created in order, so the
+first page of 100,000 sessions reads about a hundred lines.
 
-A process keeps the index it read and reads only what was appended since (`ListIndex.entries`).
+The store appends a line for each change it makes, under an exclusive `flock` of the index held
+across the change itself (a session's directory made or removed, and its line appended with the
+stamp the change left); a page reads under a shared lock. The file is a cache and repairs
+itself: the index is current when its last line's stamp is the root's stamp now. Otherwise (a
+session made or removed by another build or by hand, a process that died between its change and
+its line), or when the index is missing or a line cannot be read, it is rebuilt from the logs'
+headers before it is read, in place under the exclusive lock (a rename would itself change the
+root). An archive state found to differ from the log's when a page reads the log is corrected
+with a line.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import fcntl
-import heapq
 import logging
 import os
-import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
@@ -43,6 +49,8 @@ INDEX_NAME: Final = ".list-index.jsonl"
 Stamp = tuple[int, int]
 """A directory's (mtime in ns, link count): changed by every entry made or removed in it."""
 
+READ_BACK_BLOCK: Final = 64 * 1024
+
 
 class Created(msgspec.Struct, frozen=True, array_like=True, tag="created"):
     id: str
@@ -51,6 +59,7 @@ class Created(msgspec.Struct, frozen=True, array_like=True, tag="created"):
     subagent: bool
     archived: bool
     stamp: Stamp | None = None
+    top: ListPosition | None = None
 
     @property
     def position(self) -> ListPosition:
@@ -60,16 +69,19 @@ class Created(msgspec.Struct, frozen=True, array_like=True, tag="created"):
 class Archived(msgspec.Struct, frozen=True, array_like=True, tag="archived"):
     id: str
     archived: bool
+    stamp: Stamp | None = None
+    top: ListPosition | None = None
 
 
 class Deleted(msgspec.Struct, frozen=True, array_like=True, tag="deleted"):
     id: str
     stamp: Stamp | None = None
+    top: ListPosition | None = None
 
 
 class Rebuilt(msgspec.Struct, frozen=True, array_like=True, tag="rebuilt"):
-    token: str
-    stamp: Stamp
+    stamp: Stamp | None = None
+    top: ListPosition | None = None
 
 
 Line = Created | Archived | Deleted | Rebuilt
@@ -78,15 +90,10 @@ _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder(Line)
 
 
-def created_line(header: SessionHeader, archived: bool, stamp: Stamp | None = None) -> Created:
-    """A session's `created` line, from its header."""
+def created_line(header: SessionHeader, archived: bool) -> Created:
+    """A session's `created` line, from its header (its stamp and top are set when written)."""
     return Created(
-        header.id,
-        header.created_at,
-        listed_cwd(header.cwd),
-        header.origin == "subagent",
-        archived,
-        stamp,
+        header.id, header.created_at, listed_cwd(header.cwd), header.origin == "subagent", archived
     )
 
 
@@ -95,55 +102,53 @@ def root_stamp(root: Path) -> Stamp:
     return status.st_mtime_ns, status.st_nlink
 
 
-class _Stale(Exception):
-    """The index does not describe the root as it is."""
+class StaleIndex(Exception):
+    """The index does not describe the root as it is (or cannot be read)."""
 
 
-class IndexState:
-    """An index as read: the sessions by id and the stamps its lines recorded."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.sessions: dict[str, Created] = {}
-        self.stamps: set[Stamp] = set()
-        self.size = 0
-        """Bytes of the file read (complete lines only)."""
-
-    def apply(self, lines: Iterable[Line]) -> None:
-        for line in lines:
-            if isinstance(line, Created):
-                self.sessions[line.id] = line
-            elif isinstance(line, Archived):
-                known = self.sessions.get(line.id)
-                if known is not None:
-                    self.sessions[line.id] = msgspec.structs.replace(known, archived=line.archived)
-            elif isinstance(line, Deleted):
-                self.sessions.pop(line.id, None)
-            else:
-                raise _Stale("a second rebuilt line")
-            stamp = getattr(line, "stamp", None)
-            if stamp is not None:
-                self.stamps.add(stamp)
-
-
-def page_candidates(
-    sessions: Iterable[Created],
+def read_back(
+    lines: Iterable[Line],
     cwd: str | None,
     after: ListPosition | None,
     archived: ArchiveFilter,
     count: int,
 ) -> list[Created]:
-    """The first `count` sessions of a list page, newest first, by what the index knows."""
+    """The first `count` sessions of a list page, newest first, from the index's lines given
+    last first; only as many lines are taken as the page needs."""
     wanted = listed_cwd(cwd) if cwd is not None else None
-    kept = (
-        s
-        for s in sessions
-        if not s.subagent
-        and (wanted is None or s.cwd == wanted)
-        and (after is None or s.position < after)
-        and archive_keeps(archived, s.archived)
-    )
-    return heapq.nlargest(count, kept, key=lambda s: s.position)
+    decided: set[str] = set()
+    states: dict[str, bool] = {}
+    """Archive states set after a session's `created` line (the latest, read first)."""
+    kept: list[Created] = []
+    """The page's candidates so far, oldest first."""
+    for line in lines:
+        if len(kept) >= count and (line.top is None or line.top < kept[0].position):
+            break  # every line from here back holds older sessions only
+        if isinstance(line, Archived):
+            states.setdefault(line.id, line.archived)
+        elif isinstance(line, Deleted):
+            decided.add(line.id)
+        elif isinstance(line, Created) and line.id not in decided:
+            decided.add(line.id)
+            state = states.get(line.id, line.archived)
+            if (
+                not line.subagent
+                and (wanted is None or line.cwd == wanted)
+                and (after is None or line.position < after)
+                and archive_keeps(archived, state)
+            ):
+                if len(kept) >= count and line.position < kept[0].position:
+                    continue
+                if state != line.archived:
+                    line = msgspec.structs.replace(line, archived=state)
+                bisect.insort(kept, line, key=_position)
+                if len(kept) > count:
+                    del kept[0]
+    return kept[::-1]
+
+
+def _position(line: Created) -> ListPosition:
+    return line.position
 
 
 class ListIndex:
@@ -154,135 +159,137 @@ class ListIndex:
         self.root = root
         self.path = root / INDEX_NAME
         self.scan = scan
-        self._state: IndexState | None = None
-        self._lock = threading.Lock()
 
-    # -- appending (every change the store makes) -----------------------------------------------
+    # -- changes (each one the store makes) ------------------------------------------------------
 
-    def created(self, header: SessionHeader, archived: bool = False) -> None:
-        self._append(created_line(header, archived, self._stamp()))
-
-    def deleted(self, session_id: str) -> None:
-        self._append(Deleted(session_id, self._stamp()))
-
-    def archived(self, session_id: str, archived: bool) -> None:
-        self._append(Archived(session_id, archived))
-
-    def _stamp(self) -> Stamp | None:
+    @contextlib.contextmanager
+    def change(self) -> Iterator[Callable[[Line], None]]:
+        """Hold the index while the root changes: what the block makes or removes is recorded
+        by the lines it appends (through the function it is given), each with the stamp the
+        change left, before anyone reads the index. No index yet: nothing is held or kept
+        (whoever reads next builds it)."""
         try:
-            return root_stamp(self.root)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError:
-            return None
-
-    def _append(self, line: Line) -> None:
-        """One line, written whole by one `write`; none when there is no index (whoever reads
-        next builds it) or it cannot be written (it is a cache: the next read repairs it)."""
-        data = _encoder.encode(line) + b"\n"
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        except OSError:
+            yield lambda line: None
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            os.write(fd, data)
-        except OSError as exc:
-            log.debug("%s: not appended: %s", self.path, exc)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield lambda line: self._append(fd, line)
         finally:
             os.close(fd)
+
+    def _append(self, fd: int, line: Line) -> None:
+        """One line, written whole by one `write`. An index whose last line cannot be read is
+        removed instead: the next read rebuilds it."""
+        try:
+            last = _last_line(fd, os.fstat(fd).st_size)
+            if last is None:
+                return  # made by a reader that is about to build it: it will see the change
+            top = last.top
+            if isinstance(line, Created) and (top is None or line.position > top):
+                top = line.position
+            stamped = msgspec.structs.replace(line, stamp=root_stamp(self.root), top=top)
+            os.write(fd, _encoder.encode(stamped) + b"\n")
+        except (StaleIndex, msgspec.DecodeError, msgspec.ValidationError):
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        except OSError as exc:
+            log.debug("%s: not appended: %s", self.path, exc)
+
+    def archived(self, session_id: str, archived: bool) -> None:
+        with self.change() as record:
+            record(Archived(session_id, archived))
 
     # -- reading ------------------------------------------------------------------------------
 
     def candidates(
         self, cwd: str | None, after: ListPosition | None, archived: ArchiveFilter, count: int
     ) -> list[Created]:
-        """`page_candidates` over the index, current with the root (rebuilt first if it was
-        not)."""
-        with self._lock:
-            return page_candidates(self._current().values(), cwd, after, archived, count)
-
-    def entries(self) -> dict[str, Created]:
-        """Every session as the index has it, current with the root: a copy."""
-        with self._lock:
-            return dict(self._current())
-
-    def _current(self) -> dict[str, Created]:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """`read_back` over the index, current with the root (rebuilt first if it was not)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            # No root yet, or one this process may not write: read every header instead.
+            log.debug("%s: cannot be opened: %s", self.path, exc)
+            newest_last = sorted(self.scan(), key=_position)
+            lines = [msgspec.structs.replace(line, top=line.position) for line in newest_last]
+            return read_back(reversed(lines), cwd, after, archived, count)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             try:
-                state = self._fresh(fd)
-            except (_Stale, msgspec.DecodeError, msgspec.ValidationError) as why:
+                return self._read(fd, cwd, after, archived, count)
+            except (StaleIndex, msgspec.DecodeError, msgspec.ValidationError) as why:
                 # Not atomic (flock drops the shared lock first): another process may have
                 # rebuilt it meanwhile, and then it is read rather than built again.
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
-                    state = self._fresh(fd)
-                except (_Stale, msgspec.DecodeError, msgspec.ValidationError):
+                    return self._read(fd, cwd, after, archived, count)
+                except (StaleIndex, msgspec.DecodeError, msgspec.ValidationError):
                     log.info("%s: rebuilding the list index: %s", self.path, why)
-                    state = self._rebuild(fd)
-            self._state = state
-            return state.sessions
+                    self._rebuild(fd)
+                return self._read(fd, cwd, after, archived, count)
         finally:
             os.close(fd)  # releases the lock
 
-    def _fresh(self, fd: int) -> IndexState:
-        state = self._read(fd, self._state)
-        if root_stamp(self.root) not in state.stamps:
-            raise _Stale("the sessions directory changed since the index recorded it")
-        return state
-
-    def _read(self, fd: int, known: IndexState | None) -> IndexState:
-        """The index from `known` on (what this process read before), or from the start when
-        the file was rebuilt since."""
+    def _read(
+        self,
+        fd: int,
+        cwd: str | None,
+        after: ListPosition | None,
+        archived: ArchiveFilter,
+        count: int,
+    ) -> list[Created]:
         size = os.fstat(fd).st_size
-        first = _first_line(fd)
-        if first is None:
-            raise _Stale("no index yet" if size == 0 else "its first line is not whole")
-        rebuilt = _decoder.decode(first)
-        if not isinstance(rebuilt, Rebuilt):
-            raise _Stale("its first line is not a rebuild's")
-        if known is None or known.token != rebuilt.token or size < known.size:
-            known = IndexState(rebuilt.token)
-            known.stamps.add(rebuilt.stamp)
-            known.size = len(first) + 1
-        data = os.pread(fd, size - known.size, known.size)
-        whole = data.rfind(b"\n") + 1  # a line being appended is read next time
-        if whole:
-            known.apply(_decoder.decode_lines(data[:whole]))
-            known.size += whole
-        return known
+        last = _last_line(fd, size)
+        if last is None:
+            raise StaleIndex("no index yet")
+        if last.stamp != root_stamp(self.root):
+            raise StaleIndex("the sessions directory changed since the index recorded it")
+        return read_back(_lines_back(fd, size), cwd, after, archived, count)
 
-    def _rebuild(self, fd: int) -> IndexState:
-        """Rewrite the index from the logs, under the exclusive lock: a change made during the
-        scan appends its line once the lock is released (and a stamp left by something that
-        appends nothing makes the next read rebuild again)."""
+    def _rebuild(self, fd: int) -> None:
+        """Rewrite the index from the logs, oldest session first, under the exclusive lock."""
         stamp = root_stamp(self.root)
-        state = IndexState(uuid.uuid4().hex)
-        state.stamps.add(stamp)
-        lines: list[bytes] = [_encoder.encode(Rebuilt(state.token, stamp))]
-        for line in self.scan():
-            state.sessions[line.id] = line
-            lines.append(_encoder.encode(line))
+        sessions = sorted(self.scan(), key=lambda line: line.position)
+        top = sessions[-1].position if sessions else None
+        lines = [_encoder.encode(Rebuilt(stamp, None))]
+        lines += [
+            _encoder.encode(msgspec.structs.replace(line, stamp=stamp, top=line.position))
+            for line in sessions
+        ]
+        if sessions:  # the last line's stamp is what a read checks: the rebuild's
+            lines.append(_encoder.encode(Rebuilt(stamp, top)))
         data = b"\n".join(lines) + b"\n"
         os.ftruncate(fd, 0)
         written = 0
         while written < len(data):
             written += os.pwrite(fd, data[written:], written)
-        state.size = len(data)
-        return state
-
-    def correct(self, session_id: str, archived: bool) -> None:
-        """The log says the session's archive state is `archived`, the index did not."""
-        self.archived(session_id, archived)
-        with self._lock:
-            state = self._state
-            known = state.sessions.get(session_id) if state is not None else None
-            if state is not None and known is not None:
-                state.sessions[session_id] = msgspec.structs.replace(known, archived=archived)
 
 
-def _first_line(fd: int) -> bytes | None:
-    """The file's first line, without its newline; None while it has no complete one."""
-    block = os.pread(fd, 4096, 0)
-    newline = block.find(b"\n")
-    return block[:newline] if newline >= 0 else None
+def _last_line(fd: int, size: int) -> Line | None:
+    """The index's last line; None for an empty file, `StaleIndex` for a torn one."""
+    if size == 0:
+        return None
+    return next(_lines_back(fd, size), None)
+
+
+def _lines_back(fd: int, size: int) -> Iterator[Line]:
+    """The index's lines, last first, read (and decoded) a block at a time from its end."""
+    end = size
+    rest = b""
+    if os.pread(fd, 1, size - 1) != b"\n":
+        raise StaleIndex("its last line is not whole")
+    while end > 0:
+        start = max(0, end - READ_BACK_BLOCK)
+        block = os.pread(fd, end - start, start) + rest
+        end = start
+        if start > 0:  # the block's first line may begin in the block before
+            newline = block.find(b"\n")
+            if newline < 0:
+                rest = block
+                continue
+            rest, block = block[:newline], block[newline + 1 :]
+        else:
+            rest = b""
+        yield from reversed(_decoder.decode_lines(block))

@@ -42,7 +42,7 @@ from ..api import (
 from ..errors import LogError, LogLocked, SessionNotFound
 from . import blobs
 from .lines import READ_BLOCK, Compression, LogLines, log_compression
-from .list_index import Created, ListIndex, created_line
+from .list_index import Created, Deleted, ListIndex, created_line
 from .sessions import ContinuedLog, SessionStore
 from .writer import LogWriter
 
@@ -190,8 +190,9 @@ class JsonlStore(PollingEngine):
         return JsonlWriter(raw, self.files, self.list_index)
 
     def _create(self, header: SessionHeader) -> LogWriter:
-        raw = self.files.create(header)
-        self.list_index.created(header)
+        with self.list_index.change() as record:
+            raw = self.files.create(header)
+            record(created_line(header, False))
         return raw
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
@@ -313,7 +314,7 @@ class JsonlStore(PollingEngine):
                 if item is None:
                     continue
                 if item.summarized and item.archived != candidate.archived:
-                    self.list_index.correct(candidate.id, item.archived)
+                    self.list_index.archived(candidate.id, item.archived)
                     if not archive_keeps(archived, item.archived):
                         continue
                 listed.append(item)
@@ -367,8 +368,9 @@ class JsonlStore(PollingEngine):
                 raise LogLocked(
                     f"{path}: the session is open for writing in another process"
                 ) from None
-            self.files.delete(session_id)
-            self.list_index.deleted(session_id)
+            with self.list_index.change() as record:
+                self.files.delete(session_id)
+                record(Deleted(session_id))
         finally:
             os.close(fd)
         self._forget(session_id)
@@ -377,13 +379,14 @@ class JsonlStore(PollingEngine):
         await anyio.to_thread.run_sync(self._write_copy, header, records)
 
     def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
-        writer = self.files.create(header)
+        with self.list_index.change() as record:
+            writer = self.files.create(header)
+            record(created_line(header, last_archive_state(records) or False))
         try:
             writer.write_records(records)
             writer.sync()
         finally:
             writer.close()
-        self.list_index.created(header, last_archive_state(records) or False)
 
     async def put_blob(self, session_id: str, data: bytes) -> str:
         directory = self.files.session_dir(session_id)
