@@ -25,7 +25,9 @@ started as the tests start theirs (`tests/postgres_server.py`), or left out when
 
 Run from the repository root: `python benchmarks/list.py [--sessions N] [--rounds N]
 [--postgres URL]`. Human-readable lines go to stderr; stdout gets exactly one line,
-`LIST_RESULT {json}`.
+`LIST_RESULT {json}`. `--compare DIR` adds JSONL rounds of the server from another checkout
+(its root put first on `PYTHONPATH`), reported under `compared`: a build without the list
+index reads every session to answer a page (its pages may hold fewer sessions).
 """
 
 from __future__ import annotations
@@ -151,7 +153,10 @@ async def rebuild_ms(root: Path) -> float:
 
 
 class Server:
-    def __init__(self, url: str, cwd: Path) -> None:
+    def __init__(self, url: str, cwd: Path, checkout: Path | None = None) -> None:
+        env = dict(os.environ)
+        if checkout is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(checkout), env.get("PYTHONPATH", "")])
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "acp_server", "serve", "--store", url],
@@ -159,6 +164,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=cwd,
+            env=env,
             bufsize=0,
         )
         self.next_id = 0
@@ -200,12 +206,15 @@ class Server:
 
 
 def check(result: dict[str, Any], expected: list[str], what: str) -> None:
+    """The page is the expected one (another checkout's pages may be shorter)."""
     got = [s["sessionId"] for s in result["sessions"]]
-    if got != expected:
+    if not got or got != expected[: len(got)]:
         raise RuntimeError(f"{what}: got {got[:3]}... expected {expected[:3]}...")
 
 
-def rounds(url: str, count: int, sessions: int, workspace: Path) -> dict[str, Any]:
+def rounds(
+    url: str, count: int, sessions: int, workspace: Path, checkout: Path | None = None
+) -> dict[str, Any]:
     newest = [f"s{n:07d}" for n in reversed(range(sessions))]
     directory = 7
     in_directory = [s for s in newest if int(s[1:]) % DIRECTORIES == directory]
@@ -219,7 +228,7 @@ def rounds(url: str, count: int, sessions: int, workspace: Path) -> dict[str, An
         "spawnToCwdPageMs": [],
     }
     for n in range(count + 1):  # round 0 warms the bytecode cache and the page cache
-        server = Server(url, workspace)
+        server = Server(url, workspace, checkout)
         try:
             server.ask("initialize", INITIALIZE)  # answered early, while the server starts
             # Answered once the server has started (its store prepared): what follows is the
@@ -231,7 +240,8 @@ def rounds(url: str, count: int, sessions: int, workspace: Path) -> dict[str, An
                 spawned = time.perf_counter() - server.started
                 check(first, newest[:PAGE], "first page")
                 later, second = server.ask("session/list", {"cursor": first["nextCursor"]})
-                check(second, newest[PAGE : 2 * PAGE], "next page")
+                shown = len(first["sessions"])
+                check(second, newest[shown : 2 * shown], "next page")
                 keys = ("spawnToReadyMs", "firstPageMs", "spawnToFirstPageMs", "nextPageMs")
                 values = (ready, elapsed, spawned, later)
             else:
@@ -271,6 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6, help="fresh servers per engine")
     parser.add_argument("--postgres", metavar="URL", help="an empty PostgreSQL database")
     parser.add_argument("--engines", default="jsonl,sqlite,postgresql")
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        type=Path,
+        help="also run the JSONL rounds with the server of another checkout (its root first "
+        "on PYTHONPATH)",
+    )
+    parser.add_argument("--compare-rounds", type=int, default=2)
     args = parser.parse_args(argv)
     wanted = args.engines.split(",")
     made = headers(args.sessions)
@@ -299,6 +317,13 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = rounds(url, args.rounds, args.sessions, workspace)
                 shown = {k: v for k, v in results[name].items() if k != "rounds"}
                 log(f"{name:<10} {shown}")
+                if name == "jsonl" and args.compare is not None:
+                    compared = rounds(
+                        url, args.compare_rounds, args.sessions, workspace, args.compare
+                    )
+                    results[name]["compared"] = compared | {"checkout": str(args.compare)}
+                    shown = {k: v for k, v in compared.items() if k != "rounds"}
+                    log(f"compared   {shown}")
             if "jsonl" in wanted:
                 results["jsonl"]["rebuildMs"] = round(anyio.run(rebuild_ms, root / "jsonl"), 1)
                 log(f"jsonl      rebuild of a missing index {results['jsonl']['rebuildMs']} ms")

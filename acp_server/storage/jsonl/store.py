@@ -6,7 +6,9 @@ blocking work runs in anyio's worker threads. A writer's flushes and syncs take 
 the event loop and write it in a thread, one at a time, so batches keep their order.
 
 `session/list` pages through the root's list index (`list_index`), reading the logs of the
-page's sessions only. The history indexes are kept per session id, the most recently used `INDEX_CACHE` of them,
+page's sessions only.
+
+The history indexes are kept per session id, the most recently used `INDEX_CACHE` of them,
 and forgotten when their session is deleted.
 """
 
