@@ -364,6 +364,11 @@ async def test_jsonl_an_archive_change_the_index_missed_is_corrected_when_read(
     assert await page_ids(JsonlStore(tmp_path), archived="only") == ["s001"]
 
 
+async def test_jsonl_a_root_not_made_yet_lists_nothing_and_is_left_unmade(tmp_path: Path) -> None:
+    page = await JsonlStore(tmp_path / "later").list_page(None, None, 10, "exclude")
+    assert (page, (tmp_path / "later").exists()) == (ListedPage([], None), False)
+
+
 async def test_jsonl_a_copy_is_indexed_with_its_archive_state(tmp_path: Path) -> None:
     store = JsonlStore(tmp_path)
     await store.write_copy(header("copy", 1000), [SessionArchived(0, 1, SessionArchivedData(True))])
