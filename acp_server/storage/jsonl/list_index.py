@@ -171,6 +171,8 @@ class ListIndex:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError:
+            fd = -1
+        if fd < 0:
             yield lambda line: None
             return
         try:
