@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from acp_server.core.events import (
@@ -468,3 +469,26 @@ async def test_postgresql_a_database_of_version_3_is_upgraded_with_its_list_colu
         ("acp_sessions_by_cwd",),
         ("acp_sessions_pkey",),
     ]
+
+
+@pytest.mark.process
+async def test_postgresql_a_page_is_read_on_a_standby_in_step_else_on_the_primary(
+    postgres_pair: Any,
+) -> None:
+    store = PostgresStore(postgres_pair.url, read_url=postgres_pair.standby.url)
+    try:
+        await create(store, "first", 1000)
+        await anyio.to_thread.run_sync(postgres_pair.wait_in_step)
+        on_standby = await page_ids(store)
+        await anyio.to_thread.run_sync(postgres_pair.pause_replay)
+        await create(store, "second", 2000)
+        on_primary = await page_ids(store)
+        await anyio.to_thread.run_sync(postgres_pair.resume_replay)
+        assert store.standby is not None
+        assert (on_standby, on_primary, store.standby.counts) == (
+            ["first"],
+            ["second", "first"],
+            {"standby": 1, "behind": 1},
+        )
+    finally:
+        await store.aclose()
