@@ -360,7 +360,7 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("UPDATE store SET value = 99 WHERE key = 'schema_version'")
     db.close()
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 4"):
         SqliteStore(tmp_path / "sessions.db")
 
 
@@ -373,6 +373,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("ALTER TABLE sessions DROP COLUMN archived")  # as version 1 made it
     db.execute("DROP TABLE blobs")
+    db.execute("DROP TABLE checks")
     db.execute("UPDATE store SET value = 1 WHERE key = 'schema_version'")
     db.close()
     store = SqliteStore(tmp_path / "sessions.db")
@@ -385,7 +386,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
     db.close()
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], (3,))
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], (4,))
 
 
 async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_table(
@@ -396,6 +397,7 @@ async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_ta
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("DROP TABLE blobs")  # as version 2 made it
+    db.execute("DROP TABLE checks")
     db.execute("UPDATE store SET value = 2 WHERE key = 'schema_version'")
     db.close()
     store = SqliteStore(tmp_path / "sessions.db")
@@ -405,7 +407,7 @@ async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_ta
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
     db.close()
-    assert (kept, version) == (b"kept", (3,))
+    assert (kept, version) == (b"kept", (4,))
 
 
 async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
@@ -558,7 +560,7 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await first.aclose()
     sql(postgres_url, "UPDATE acp_store SET value = 99 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 4"):
         await store.prepare()
     await store.aclose()
 
@@ -572,6 +574,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     await first.aclose()
     sql(postgres_url, "ALTER TABLE acp_sessions DROP COLUMN archived")  # as version 1 made it
     sql(postgres_url, "DROP TABLE acp_blobs")
+    sql(postgres_url, "DROP TABLE acp_checks")
     sql(postgres_url, "UPDATE acp_store SET value = 1 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
     listed = await store.list_sessions()
@@ -581,7 +584,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     archived = [item.archived for item in await store.list_sessions()]
     await store.aclose()
     version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(3,)])
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(4,)])
 
 
 @pytest.mark.process
@@ -592,13 +595,14 @@ async def test_postgresql_a_database_of_schema_version_2_is_upgraded_with_a_blob
     await stored(first, conversation(1))
     await first.aclose()
     sql(postgres_url, "DROP TABLE acp_blobs")  # as version 2 made it
+    sql(postgres_url, "DROP TABLE acp_checks")
     sql(postgres_url, "UPDATE acp_store SET value = 2 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
     sha256 = await store.put_blob("s1", b"kept")
     kept = await store.get_blob("s1", sha256)
     await store.aclose()
     version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
-    assert (kept, version) == (b"kept", [(3,)])
+    assert (kept, version) == (b"kept", [(4,)])
 
 
 @pytest.mark.process

@@ -5,7 +5,12 @@ recovery and close (SPEC 2.4 to 2.6).
 Both keep the same tables (PostgreSQL's names with `acp_` before them): a session's row holds
 its header as written and its stored next seq; each storage record is a row keyed by session
 and first seq, its JSON text byte for byte; the message index and the children started beside
-them. An engine brings its connection, its claim and its driver's errors.
+them; the chunk checks of its runs of chunk rows (`acp_server.core.chunk_checks`), each written
+in the transaction of the batch that ended its run, keyed by session and the run's first line
+(the records numbered as a log's lines: the header is line 1, the records in seq order after
+it). A continuation trusts a run whose rows match their check instead of decoding them; the
+checks are a cache of that work, as beside a JSONL log. An engine brings its connection, its
+claim and its driver's errors.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Generic, Protocol, TypeVar
 
 import anyio
+import msgspec
 
+from ...core.chunk_checks import ChunkCheck, ChunkRuns, KeptRecord
 from ...core.chunk_rows import StorageRecord, pack_chunk_runs
 from ...core.event_log import EventLog
 from ...core.events import SessionEvent
@@ -24,7 +31,7 @@ from ...core.header import SessionHeader
 from ...core.paging import clip_records
 from ...core.recovery import interrupted_turn_closers
 from ..api import BatchWrites, ListedSession, Opened, StoredLog
-from ..appends import QueuedAppends
+from ..appends import BatchRows, QueuedAppends, batch_rows
 from ..checked import CheckedRecords
 from ..collection import collection_paused
 from ..digest import joined_records
@@ -43,9 +50,10 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Exception)
 S = TypeVar("S")
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """Bumped whenever the tables change; a database of another version is refused, except one of
-versions 1 and 2, which is upgraded in place (`needs_archived_column`, `needs_blobs_table`)."""
+versions 1 to 3, which is upgraded in place (`needs_archived_column`, `needs_blobs_table`,
+`needs_checks_table`)."""
 
 ARCHIVED_SINCE: Final = 2
 """The version that added the sessions' `archived` column. A database of the version before
@@ -84,11 +92,25 @@ class Statements:
             f"UPDATE {prefix}store SET value = {p} WHERE key = 'schema_version' AND value = {p}"
         )
         self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
+        self.checks = f"SELECT chunk_check FROM {prefix}checks WHERE session = {p}"
+        # A run's check replaces any kept for the same line: one left by a load of rows that
+        # were then changed (the new check is of the rows as they are).
+        self.keep_check = (
+            f"INSERT INTO {prefix}checks VALUES ({p}, {p}, {p}) ON CONFLICT (session, line) "
+            "DO UPDATE SET chunk_check = excluded.chunk_check"
+        )
+        self.drop_check = f"DELETE FROM {prefix}checks WHERE session = {p} AND line = {p}"
 
 
 BLOBS_SINCE: Final = 3
 """The version that added the `blobs` table (the checkpoints' file contents, by session and
 digest). A database of a version before holds no checkpoint: an empty table is exactly right."""
+
+
+CHECKS_SINCE: Final = 4
+"""The version that added the `checks` table (the chunk checks of the sessions' runs of chunk
+rows). A database of a version before has none: each run is decoded in full, as before, and a
+continuation keeps the checks of the runs it decoded."""
 
 
 def needs_archived_column(found: object) -> bool:
@@ -99,6 +121,11 @@ def needs_archived_column(found: object) -> bool:
 def needs_blobs_table(found: object) -> bool:
     """Whether a database of schema version `found` is upgraded by adding the `blobs` table."""
     return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < BLOBS_SINCE
+
+
+def needs_checks_table(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded by adding the `checks` table."""
+    return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < CHECKS_SINCE
 
 
 def version_refused(url: str, found: object) -> UnsupportedStore | None:
@@ -144,6 +171,89 @@ def stored_log(
             f"the records hold {checked.event_count} events, the session says {row[1]}",
         )
     return StoredLog(header, records, checked.event_count)
+
+
+class KeptRows(msgspec.Struct):
+    """A session read to be continued (`kept_rows`): as `StoredLog`, but the runs of chunk rows
+    that matched their check are kept packed."""
+
+    header: SessionHeader
+    records: list[KeptRecord]
+    event_count: int
+    rows: int
+    """The records' rows: the last one is line `rows + 1` (the header is line 1)."""
+    used_checks: list[ChunkCheck]
+    """The checks that matched."""
+    new_checks: list[ChunkCheck]
+    """Checks made for the long runs that were decoded: what the table lacked."""
+    stale_lines: list[int]
+    """The lines of checks kept that matched nothing, and that no new check replaces."""
+
+
+_check_decoder: Final = msgspec.json.Decoder(ChunkCheck)
+_check_encoder: Final = msgspec.json.Encoder()
+
+
+def decode_checks(where: str, texts: Iterable[str | bytes]) -> dict[int, ChunkCheck]:
+    """The checks kept in a session's `chunk_check` column, by first line. One that cannot be
+    read only costs its run the time to decode it, as a torn line of a check file does."""
+    checks = {}
+    for text in texts:
+        try:
+            check = _check_decoder.decode(text)
+        except msgspec.DecodeError:
+            log.warning("%s: skipped an unreadable chunk check: %r", where, text)
+            continue
+        checks[check.line] = check
+    return checks
+
+
+def check_rows(session_id: str, checks: Iterable[ChunkCheck]) -> list[tuple[str, int, str]]:
+    """(session, first line, the check's JSON text): the rows of `checks`."""
+    return [(session_id, check.line, _check_encoder.encode(check).decode()) for check in checks]
+
+
+def kept_rows(
+    where: str,
+    session_id: str,
+    row: tuple[str, int] | None,
+    bodies: list[bytes],
+    checks: dict[int, ChunkCheck],
+) -> KeptRows:
+    """`stored_log` for a session about to be continued, with the chunk checks of its runs: a
+    run whose rows match their check is kept as one `PackedChunks`, not decoded; every other
+    row is decoded and checked as `stored_log` checks it, a run of them that is long enough
+    getting a check made (`new_checks`) and kept packed too."""
+    if row is None:
+        raise SessionNotFound(f"unknown session {session_id!r}")
+    header = session_header(where, session_id, row[0])
+    checked = CheckedRecords(where, bodies)
+    with collection_paused():
+        records = list(checked.kept(checks))
+    if checked.event_count != row[1]:
+        raise CorruptLog(
+            where,
+            len(bodies) + 1,
+            f"the records hold {checked.event_count} events, the session says {row[1]}",
+        )
+    used = {check.line for check in checked.used_checks}
+    made = {check.line for check in checked.new_checks}
+    stale = sorted(line for line in checks if line not in used and line not in made)
+    return KeptRows(
+        header,
+        records,
+        checked.event_count,
+        len(bodies),
+        checked.used_checks,
+        checked.new_checks,
+        stale,
+    )
+
+
+def copy_checks(rows: BatchRows, records: Sequence[StorageRecord]) -> list[ChunkCheck]:
+    """The checks of the runs of chunk rows a copy of a session ends (`rows`, of `records`,
+    from line 2 on): a run still open at its end gets none, as a writer's open run."""
+    return ChunkRuns().feed_all(2, rows.lines, records)
 
 
 def listed_sessions(
@@ -232,6 +342,9 @@ class SqlWriter(QueuedAppends, BatchWrites):
         self._pending: list[SessionEvent] = []
         self._unsynced = False
         self._lock = anyio.Lock()
+        self.lines = 1
+        """The line of the last row stored (the header is line 1): the chunk checks' key."""
+        self._runs = ChunkRuns()
 
     @property
     def name(self) -> str:
@@ -260,6 +373,24 @@ class SqlWriter(QueuedAppends, BatchWrites):
         """A batch as it is stored: packed unless the store says not to."""
         return pack_chunk_runs(batch) if self.store.pack else list(batch)
 
+    def batch(self, batch: Sequence[SessionEvent]) -> tuple[BatchRows, list[ChunkCheck]]:
+        """A batch's rows (from `stored_seq` on), and the checks of the runs of chunk rows it
+        ends, to be written in the same transaction; `stored` once it is committed."""
+        records = self.records(batch)
+        rows = batch_rows(self.header.id, self.stored_seq, records)
+        return rows, self._runs.feed_all(self.lines + 1, rows.lines, records)
+
+    def stored(self, rows: BatchRows) -> None:
+        """`rows` were committed."""
+        self.stored_seq = rows.end
+        self.lines += len(rows.lines)
+
+    def restart(self, rows: int) -> None:
+        """Go on after the session's `rows`, as a read found them: a run the writer had open
+        when it failed gets no check (its rows may not all be stored)."""
+        self.lines = rows + 1
+        self._runs = ChunkRuns()
+
     def take(self) -> list[SessionEvent]:
         batch, self._pending = self._pending, []
         return batch
@@ -287,8 +418,17 @@ class SqlWriter(QueuedAppends, BatchWrites):
                 with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
                     await self.commit(batch, sync)
 
-    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
-        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
+    async def keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        """Keep the checks a read made and drop those it found stale, in one transaction; a
+        failure is only logged (the checks are a cache: the next read decodes those runs)."""
+        raise NotImplementedError
+
+    async def recover(self, stored: KeptRows, now_ms: int) -> Opened:
+        """Keep what the read found of the chunk checks, then close an interrupted turn (SPEC
+        2.5), committed before this returns."""
+        self.restart(stored.rows)
+        if stored.new_checks or stored.stale_lines:
+            await self.keep_checks(stored.new_checks, stored.stale_lines)
         log_ = EventLog(stored.records)
         closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
         if closers:
@@ -301,7 +441,7 @@ class SqlWriter(QueuedAppends, BatchWrites):
                 log_.append(event)
         return Opened(self, log_, False, closers)
 
-    async def opened(self, stored: StoredLog, now_ms: int) -> Opened:
+    async def opened(self, stored: KeptRows, now_ms: int) -> Opened:
         """`recover`, the claim given up if that fails: how opening a session ends."""
         try:
             return await self.recover(stored, now_ms)

@@ -5,10 +5,11 @@ schema version), `acp_sessions` (each header as written, the next seq, the write
 last title and event time and whether it is archived, for listing), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
 `\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
-(SPEC 3.1's message index, so a page reads only what it returns), `acp_children` and
-`acp_blobs` (checkpoints' file contents by session and digest). They are created on first use;
-a database of another schema version is refused (versions 1 and 2 are upgraded in place: see
-`common.needs_blobs_table`).
+(SPEC 3.1's message index, so a page reads only what it returns), `acp_children`,
+`acp_blobs` (checkpoints' file contents by session and digest) and `acp_checks` (the chunk
+checks of the runs of chunk rows, by session and first line: see `common`). They are created on
+first use; a database of another schema version is refused (versions 1 to 3 are upgraded in
+place: see `common.needs_checks_table`).
 
 One writer per session across hosts: the writer holds a session-level advisory lock on its own
 connection for as long as it has the session open, and takes a new epoch when it claims it.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final
 
@@ -39,13 +41,14 @@ from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
 from ...core.blobs import blob_digest, check_digest
+from ...core.chunk_checks import ChunkCheck
 from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ..api import ListedSession, Opened, StoredLog
-from ..appends import batch_rows
+from ..appends import BatchRows, batch_rows
 from ..errors import (
     LogLocked,
     LogWriteFailed,
@@ -105,11 +108,28 @@ CREATE TABLE acp_blobs (
     sha256 text NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (session, sha256)
+);
+CREATE TABLE acp_checks (
+    session text NOT NULL,
+    line bigint NOT NULL,
+    chunk_check text NOT NULL,
+    PRIMARY KEY (session, line)
 )
 """
-_BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
-_TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
+_BLOBS_TABLE: Final = _SCHEMA[
+    _SCHEMA.index("CREATE TABLE acp_blobs") : _SCHEMA.index("CREATE TABLE acp_checks")
+].rstrip()
+_CHECKS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_checks") :]
+_TABLES: Final = (
+    "acp_blobs",
+    "acp_checks",
+    "acp_children",
+    "acp_messages",
+    "acp_records",
+    "acp_sessions",
+)
 _encoder: Final = msgspec.json.Encoder()
+log = logging.getLogger(__name__)
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
 
 
@@ -193,14 +213,16 @@ class PostgresStore:
             cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
             found = row[0] if row else None
-            if common.needs_blobs_table(found):
+            if common.needs_checks_table(found):
                 # Under the advisory lock: one process upgrades, the others find the new version.
                 if common.needs_archived_column(found):
                     await conn.execute(
                         "ALTER TABLE acp_sessions ADD COLUMN archived boolean NOT NULL "
                         "DEFAULT false"
                     )
-                await conn.execute(_BLOBS_TABLE.encode())
+                if common.needs_blobs_table(found):
+                    await conn.execute(_BLOBS_TABLE.rstrip(";").encode())
+                await conn.execute(_CHECKS_TABLE.encode())
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
                 return
         refused = common.version_refused(self.url, found)
@@ -264,7 +286,7 @@ class PostgresStore:
                 row = await cur.fetchone()
                 if row is None:
                     raise SessionNotFound(f"unknown session {session_id!r}")
-                stored = await self._read(session_id)
+                stored = await self._kept(session_id)
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
@@ -300,6 +322,21 @@ class PostgresStore:
         """The whole session, every record checked as a JSONL reader checks its lines."""
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
+
+    async def _kept(self, session_id: str) -> common.KeptRows:
+        """The whole session to be continued: `_read` with its runs' chunk checks."""
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.header_and_next_seq, (session_id,))
+            row = await cur.fetchone()
+            cur = await conn.execute(_sql.checks, (session_id,))
+            texts = [text for (text,) in await cur.fetchall()]
+            bodies: list[bytes] = []
+            if row is not None:
+                cur = await conn.execute(_sql.bodies, (session_id,))
+                bodies = [body.encode() for (body,) in await cur.fetchall()]
+        where = self.where(session_id)
+        checks = common.decode_checks(where, texts)
+        return common.kept_rows(where, session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
@@ -388,7 +425,9 @@ class PostgresStore:
                     "VALUES (%s, %s::json, %s, 0, 0)",
                     (header.id, _encoder.encode(header).decode(), header.created_at),
                 )
-                await _insert_records(conn, self.where(header.id), header.id, records, 0, 0)
+                rows = batch_rows(header.id, 0, records)
+                checks = common.copy_checks(rows, records)
+                await _insert_records(conn, self.where(header.id), header.id, rows, 0, 0, checks)
         except errors.UniqueViolation:
             raise SessionExists(f"session {header.id!r} already exists") from None
 
@@ -440,14 +479,15 @@ async def _insert_records(
     conn: AsyncConnection[Any],
     where: str,
     session_id: str,
-    records: Sequence[StorageRecord],
+    batch: BatchRows,
     first: int,
     epoch: int,
-) -> int:
-    """In the caller's transaction: move the session's next seq past `records` (their seqs from
-    `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`; then
-    insert them and what they add to the indexes, and notify the session's followers."""
-    batch = batch_rows(session_id, first, records)
+    checks: Sequence[ChunkCheck],
+) -> None:
+    """In the caller's transaction: move the session's next seq past a batch's rows (their seqs
+    from `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`;
+    then insert them, what they add to the indexes and the chunk checks of the runs they end,
+    and notify the session's followers."""
     cur = await conn.execute(
         "UPDATE acp_sessions SET next_seq = %s, title = coalesce(%s, title), "
         "updated_at = coalesce(%s, updated_at), archived = coalesce(%s, archived) "
@@ -467,8 +507,9 @@ async def _insert_records(
             await many.executemany(
                 "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", batch.children
             )
+        if checks:
+            await many.executemany(_sql.keep_check, common.check_rows(session_id, checks))
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
-    return batch.end
 
 
 class PostgresWriter(common.SqlWriter):
@@ -501,13 +542,9 @@ class PostgresWriter(common.SqlWriter):
                 if not sync:
                     await conn.execute("SET LOCAL synchronous_commit TO off")
                 if batch:
-                    self.stored_seq = await _insert_records(
-                        conn,
-                        self.name,
-                        self.header.id,
-                        self.records(batch),
-                        self.stored_seq,
-                        self.epoch,
+                    rows, checks = self.batch(batch)
+                    await _insert_records(
+                        conn, self.name, self.header.id, rows, self.stored_seq, self.epoch, checks
                     )
                 else:
                     # Nothing new: a synchronous commit that writes flushes the WAL past every
@@ -518,7 +555,20 @@ class PostgresWriter(common.SqlWriter):
                     )
                     if cur.rowcount != 1:
                         raise StaleWriter(self.name, "another writer took the session over")
+            if batch:
+                self.stored(rows)
             self._unsynced = not sync
+
+    async def keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        session_id = self.header.id
+        try:
+            async with self.conn.transaction(), self.conn.cursor() as many:
+                if stale:
+                    await many.executemany(_sql.drop_check, [(session_id, n) for n in stale])
+                if new:
+                    await many.executemany(_sql.keep_check, common.check_rows(session_id, new))
+        except psycopg.Error as exc:
+            log.warning("%s: chunk checks not kept: %s", self.name, said(exc))
 
     async def reopen(self, now_ms: int) -> Opened:
         """The connection may be gone, and the lock with it: the session is claimed anew."""
