@@ -92,7 +92,7 @@ class Statements:
             f"UPDATE {prefix}store SET value = {p} WHERE key = 'schema_version' AND value = {p}"
         )
         self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
-        self.checks = f"SELECT chunk_check FROM {prefix}checks WHERE session = {p}"
+        self.checks = f"SELECT line, chunk_check FROM {prefix}checks WHERE session = {p}"
         # A run's check replaces any kept for the same line: one left by a load of rows that
         # were then changed (the new check is of the rows as they are).
         self.keep_check = (
@@ -194,18 +194,31 @@ _check_decoder: Final = msgspec.json.Decoder(ChunkCheck)
 _check_encoder: Final = msgspec.json.Encoder()
 
 
-def decode_checks(where: str, texts: Iterable[str | bytes]) -> dict[int, ChunkCheck]:
-    """The checks kept in a session's `chunk_check` column, by first line. One that cannot be
-    read only costs its run the time to decode it, as a torn line of a check file does."""
-    checks = {}
-    for text in texts:
+class KeptChecks(msgspec.Struct):
+    """The chunk checks kept for a session (`read_checks`)."""
+
+    checks: dict[int, ChunkCheck]
+    """By first line."""
+    unreadable: list[int]
+    """The lines of rows that hold no check of their line: dropped by the next continuation."""
+
+
+def read_checks(rows: Iterable[tuple[int, str]]) -> KeptChecks:
+    """The checks of a session's rows (line, `chunk_check`). One that cannot be read only
+    costs its run the time to decode it, as a torn line of a check file does."""
+    checks: dict[int, ChunkCheck] = {}
+    unreadable = []
+    for line, text in rows:
         try:
             check = _check_decoder.decode(text)
         except msgspec.DecodeError:
-            log.warning("%s: skipped an unreadable chunk check: %r", where, text)
+            unreadable.append(line)
             continue
-        checks[check.line] = check
-    return checks
+        if check.line != line:
+            unreadable.append(line)
+            continue
+        checks[line] = check
+    return KeptChecks(checks, unreadable)
 
 
 def check_rows(session_id: str, checks: Iterable[ChunkCheck]) -> list[tuple[str, int, str]]:
@@ -218,7 +231,7 @@ def kept_rows(
     session_id: str,
     row: tuple[str, int] | None,
     bodies: list[bytes],
-    checks: dict[int, ChunkCheck],
+    kept: KeptChecks,
 ) -> KeptRows:
     """`stored_log` for a session about to be continued, with the chunk checks of its runs: a
     run whose rows match their check is kept as one `PackedChunks`, not decoded; every other
@@ -227,6 +240,7 @@ def kept_rows(
     if row is None:
         raise SessionNotFound(f"unknown session {session_id!r}")
     header = session_header(where, session_id, row[0])
+    checks = kept.checks
     checked = CheckedRecords(where, bodies)
     with collection_paused():
         records = list(checked.kept(checks))
@@ -238,7 +252,9 @@ def kept_rows(
         )
     used = {check.line for check in checked.used_checks}
     made = {check.line for check in checked.new_checks}
-    stale = sorted(line for line in checks if line not in used and line not in made)
+    stale = sorted(
+        line for line in [*checks, *kept.unreadable] if line not in used and line not in made
+    )
     return KeptRows(
         header,
         records,

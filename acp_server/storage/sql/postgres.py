@@ -329,14 +329,12 @@ class PostgresStore:
             cur = await conn.execute(_sql.header_and_next_seq, (session_id,))
             row = await cur.fetchone()
             cur = await conn.execute(_sql.checks, (session_id,))
-            texts = [text for (text,) in await cur.fetchall()]
+            checks = common.read_checks(await cur.fetchall())
             bodies: list[bytes] = []
             if row is not None:
                 cur = await conn.execute(_sql.bodies, (session_id,))
                 bodies = [body.encode() for (body,) in await cur.fetchall()]
-        where = self.where(session_id)
-        checks = common.decode_checks(where, texts)
-        return common.kept_rows(where, session_id, row, bodies, checks)
+        return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""

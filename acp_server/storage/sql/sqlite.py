@@ -304,9 +304,7 @@ class SqliteStore(PollingEngine):
         bodies: list[bytes] = []
         with self._reading(session_id, lambda: len(bodies) + 2) as db:
             row = db.execute(_sql.header_and_next_seq, (session_id,)).fetchone()
-            checks = common.decode_checks(
-                where, [text for (text,) in db.execute(_sql.checks, (session_id,))]
-            )
+            checks = common.read_checks(db.execute(_sql.checks, (session_id,)).fetchall())
             if row is not None:
                 bodies.extend(body for (body,) in db.execute(_sql.bodies, (session_id,)))
         return common.kept_rows(where, session_id, row, bodies, checks)
