@@ -23,6 +23,12 @@ batches) and used as the `--replay` fixture; then, for each engine, through the 
   SQLite: the database file with its WAL and lock directory; PostgreSQL: the store's tables
   with their indexes and TOAST).
 
+A fresh server is timed once it has started: acp-server answers `initialize` while it is still
+starting when its store is a directory (`acp_server.startup.handshake`), and only once it has
+started on a database. So each fresh server is first sent a request only the started server
+answers (an unknown method, answered -32601, as `load.py` does); timed from `initialize` on, a
+JSONL figure would hold the rest of the server's start and a database's would not.
+
 PostgreSQL is the database `--postgres URL` names (an empty one), or else a throwaway cluster
 started as the tests start theirs (`tests/postgres_server.py`), or left out when there is none.
 
@@ -105,8 +111,13 @@ class Server:
         self.next_id = 0
         self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
-    def request(self, method: str, params: Any) -> tuple[float, Any, int]:
-        """Seconds from the request to its response, its result, and the notifications read."""
+    def started(self) -> None:
+        """Wait until the server has started (see the module's docstring)."""
+        self.request("acp-bench/started", {}, error=True)
+
+    def request(self, method: str, params: Any, *, error: bool = False) -> tuple[float, Any, int]:
+        """Seconds from the request to its response, its result (its error, if `error`), and
+        the notifications read."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.next_id += 1
         frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
@@ -124,6 +135,8 @@ class Server:
                     break
             notifications += 1
         elapsed = time.perf_counter() - start
+        if error and "error" in reply:
+            return elapsed, reply["error"], notifications
         if "result" not in reply:
             raise SystemExit(f"{method} failed: {line[:300]!r}")
         return elapsed, reply["result"], notifications
@@ -178,6 +191,7 @@ def engine_run(
     def fresh(method: str, params: Any) -> tuple[float, Any]:
         server = Server(url)  # the bundled demo recording, read only if a session goes live
         try:
+            server.started()
             elapsed, result, _ = server.request(method, params)
         finally:
             server.close()
