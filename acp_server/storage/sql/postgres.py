@@ -38,6 +38,8 @@ import anyio
 import msgspec
 import psycopg
 from psycopg import AsyncConnection, errors, sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg_pool import AsyncConnectionPool
 
 from ...core.blobs import blob_digest, check_digest
@@ -130,7 +132,9 @@ _TABLES: Final = (
 )
 _encoder: Final = msgspec.json.Encoder()
 log = logging.getLogger(__name__)
-_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
+# A record's body is read as the bytes of its JSON text (`_JsonBytes`): cast to `text`, the
+# server would copy it and the driver decode it, only for the reader to encode it again.
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body")
 
 
 class PostgresStore:
@@ -333,7 +337,7 @@ class PostgresStore:
             bodies: list[bytes] = []
             if row is not None:
                 cur = await conn.execute(_sql.bodies, (session_id,))
-                bodies = [body.encode() for (body,) in await cur.fetchall()]
+                bodies = [body for (body,) in await cur.fetchall()]
         return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
@@ -344,7 +348,7 @@ class PostgresStore:
             if row is None:
                 return None, []
             cur = await conn.execute(_sql.bodies, (session_id,))
-            return row, [body.encode() for (body,) in await cur.fetchall()]
+            return row, [body for (body,) in await cur.fetchall()]
 
     async def history(self, session_id: str) -> PostgresHistory:
         source = PostgresHistory(self, await self.header(session_id))
@@ -469,8 +473,18 @@ class PostgresStore:
                 self._pool = None
 
 
+class _JsonBytes(Loader):
+    """A `json` value as the bytes of its text, as stored (the store's only `json` columns
+    hold its records and headers, read as JSON lines are: bytes, decoded by their reader)."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
 async def _repeatable_reads(conn: AsyncConnection[Any]) -> None:
+    """How every pooled (reading) connection is set up."""
     await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+    conn.adapters.register_loader("json", _JsonBytes)
 
 
 async def _insert_records(
@@ -614,7 +628,7 @@ class PostgresHistory(common.SqlHistory[PostgresStore]):
             return []
         session_id = self.header.id
         cur = await conn.execute(_sql.between, (session_id, hi, session_id, lo))
-        bodies = [body.encode() for (body,) in await cur.fetchall()]
+        bodies = [body for (body,) in await cur.fetchall()]
         return common.records_between(self.store.where(session_id), bodies, lo, hi)
 
     async def has_child(self, child_id: str) -> bool:
