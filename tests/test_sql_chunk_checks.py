@@ -87,8 +87,10 @@ def where(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     return str(tmp_path / "sessions.db")
 
 
-def open_engine(engine: str, where: str) -> Store:
-    return PostgresStore(where) if engine == "postgresql" else SqliteStore(where)
+def open_engine(engine: str, where: str, *, pack: bool = True) -> Store:
+    return (
+        PostgresStore(where, pack=pack) if engine == "postgresql" else SqliteStore(where, pack=pack)
+    )
 
 
 @pytest.fixture
@@ -175,6 +177,22 @@ async def test_a_continuation_keeps_each_steps_rows_as_one_packed_run(store: Sto
     await write_streamed(store)
 
     assert await packed_runs(store) == RUNS
+
+
+async def test_a_store_that_writes_each_chunk_as_a_row_keeps_its_runs_packed_too(
+    engine: str, where: str
+) -> None:
+    store = open_engine(engine, where, pack=False)
+    try:
+        await write_streamed(store)
+        opened = await store.open(SID, 0)
+        await opened.writer.close()
+    finally:
+        await store.aclose()
+
+    packed = [(r.seq0, r.count) for r in opened.log.records_from(0) if type(r) is PackedChunks]
+    assert packed == RUNS
+    assert opened.log.events() == EVENTS
 
 
 async def test_a_trusted_load_reads_as_the_decoded_load(store: Store) -> None:
