@@ -117,6 +117,11 @@ _TABLES: Final = ("blobs", "checks", "children", "messages", "records", "session
 
 _encoder: Final = msgspec.json.Encoder()
 log = logging.getLogger(__name__)
+
+READ_MAP_BYTES: Final = 1 << 30
+"""How much of the database file the readers' connection reads through a memory map (SQLite's
+`mmap_size`) rather than copying each page into its own cache: a continuation reads a whole
+session, most of it chunk rows, once."""
 _sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
 
 
@@ -166,6 +171,7 @@ class SqliteStore(PollingEngine):
                 raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
             with transaction(db):
                 self._check_schema(db)
+            db.execute(f"PRAGMA mmap_size = {READ_MAP_BYTES}")
         except BaseException:
             db.close()
             raise
