@@ -10,11 +10,11 @@ batches) and used as the `--replay` fixture; then, for each engine, through the 
   chunk streamed to the client as a `session/update` and stored by the loop (flushed every
   100 ms, synced at each step and turn end): chunks per second of wall time, from the first
   prompt sent to the last response read;
-- cold newest page: `session.page` of the newest 50 messages as the first request of each of
-  `--processes` fresh servers (the median);
+- cold newest page: `session.page` of the newest 50 messages as the first request of a fresh
+  server;
 - load: `session/load` in a fresh server, from the request to its response (every replayed
   update read), and with the newest 50 messages only (`_meta` replay tail);
-- whole history: `session.page` of every message in a fresh server;
+- whole history: `session.page` of every message in a fresh server (once);
 - follow latency: another process appends one event per batch (200, 10 ms apart) to a session
   this process follows with `follow_stored`: from the writer's clock just before its flush to
   this process holding the event, p50 and p99 (files and SQLite poll every 50 ms, PostgreSQL
@@ -22,6 +22,18 @@ batches) and used as the `--replay` fixture; then, for each engine, through the 
 - bytes: the store's size on disk once every server has exited (JSONL: the session's log;
   SQLite: the database file with its WAL and lock directory; PostgreSQL: the store's tables
   with their indexes and TOAST).
+
+A fresh server is timed once it has started: acp-server answers `initialize` while it is still
+starting when its store is a directory (`acp_server.startup.handshake`), and only once it has
+started on a database. So each fresh server is first sent a request only the started server
+answers (an unknown method, answered -32601, as `load.py` does); timed from `initialize` on, a
+JSONL figure would hold the rest of the server's start and a database's would not.
+
+Once every engine holds its session, the page and the loads are read in `--processes` rounds,
+the engines taking turns within each round (each engine's figure is the median of its rounds):
+on a shared machine, load from other jobs then weighs on every engine alike, where one fresh
+server per engine, engine after engine, let a quiet minute for one and a busy one for another
+swing a ratio by several times between runs.
 
 PostgreSQL is the database `--postgres URL` names (an empty one), or else a throwaway cluster
 started as the tests start theirs (`tests/postgres_server.py`), or left out when there is none.
@@ -105,8 +117,13 @@ class Server:
         self.next_id = 0
         self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
-    def request(self, method: str, params: Any) -> tuple[float, Any, int]:
-        """Seconds from the request to its response, its result, and the notifications read."""
+    def started(self) -> None:
+        """Wait until the server has started (see the module's docstring)."""
+        self.request("acp-bench/started", {}, error=True)
+
+    def request(self, method: str, params: Any, *, error: bool = False) -> tuple[float, Any, int]:
+        """Seconds from the request to its response, its result (its error, if `error`), and
+        the notifications read."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.next_id += 1
         frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
@@ -124,6 +141,8 @@ class Server:
                     break
             notifications += 1
         elapsed = time.perf_counter() - start
+        if error and "error" in reply:
+            return elapsed, reply["error"], notifications
         if "result" not in reply:
             raise SystemExit(f"{method} failed: {line[:300]!r}")
         return elapsed, reply["result"], notifications
@@ -149,19 +168,11 @@ def store_bytes(path: Path | str) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def engine_run(
-    name: str,
-    url: str,
-    where: Path | str,
-    fixture: Path,
-    turns: list[str],
-    chunks: int,
-    processes: int,
-    workspace: Path,
-) -> dict[str, Any]:
+def stream_into(
+    name: str, url: str, fixture: Path, turns: list[str], chunks: int, workspace: Path
+) -> tuple[str, dict[str, Any]]:
+    """Stream the session into an engine's store through a server: its id and the figures."""
     workspace.mkdir(parents=True, exist_ok=True)
-    if isinstance(where, Path):
-        where.parent.mkdir(parents=True, exist_ok=True)
     server = Server(url, fixture)
     try:
         _, created, _ = server.request("session/new", {"cwd": str(workspace), "mcpServers": []})
@@ -173,48 +184,60 @@ def engine_run(
         stream_s = time.perf_counter() - start
     finally:
         server.close()
-    address = {"kind": "session", "sessionId": session}
-
-    def fresh(method: str, params: Any) -> tuple[float, Any]:
-        server = Server(url)  # the bundled demo recording, read only if a session goes live
-        try:
-            elapsed, result, _ = server.request(method, params)
-        finally:
-            server.close()
-        return elapsed, result
-
-    # The last seq: the cursor of a follow's snapshot.
-    _, probe = fresh("session.follow", {"address": address, "maxMessages": 1})
-    last_seq = probe["cursor"]
-    pages = [
-        fresh("session.page", {"address": address, "throughSeq": last_seq, "maxMessages": NEWEST})[
-            0
-        ]
-        for _ in range(processes)
-    ]
-    whole_s, whole = fresh(
-        "session.page", {"address": address, "throughSeq": last_seq, "maxMessages": WHOLE}
-    )
-    load_params = {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
-    load_s, _ = fresh("session/load", load_params)
-    tail_s, _ = fresh(
-        "session/load",
-        {**load_params, "_meta": {"acp-server": {"replay": {"maxMessages": NEWEST}}}},
-    )
-    result = {
-        "events": last_seq + 1,
-        "streamSeconds": round(stream_s, 2),
-        "chunksPerSecond": round(chunks / stream_s),
-        "coldNewestPageMs": round(statistics.median(pages) * 1000, 1),
-        "coldNewestPageRuns": processes,
-        "loadMs": round(load_s * 1000, 1),
-        "loadTail50Ms": round(tail_s * 1000, 1),
-        "wholeHistoryMs": round(whole_s * 1000, 1),
-        "wholeHistoryRecords": len(whole["records"]),
-        "bytesOnDisk": store_bytes(where),
-    }
+    result = {"streamSeconds": round(stream_s, 2), "chunksPerSecond": round(chunks / stream_s)}
     log(f"{name:<10} " + "  ".join(f"{k} {v}" for k, v in result.items()))
-    return result
+    return session, result
+
+
+def fresh(url: str, method: str, params: Any) -> tuple[float, Any]:
+    """One request, timed, to a fresh server once it has started."""
+    server = Server(url)  # the bundled demo recording, read only if a session goes live
+    try:
+        server.started()
+        elapsed, result, _ = server.request(method, params)
+    finally:
+        server.close()
+    return elapsed, result
+
+
+class Reads:
+    """What fresh servers read of one engine's session, a round at a time."""
+
+    def __init__(self, url: str, session: str, workspace: Path) -> None:
+        self.url = url
+        self.address = {"kind": "session", "sessionId": session}
+        self.load_params = {"sessionId": session, "cwd": str(workspace), "mcpServers": []}
+        # The last seq: the cursor of a follow's snapshot.
+        _, probe = fresh(url, "session.follow", {"address": self.address, "maxMessages": 1})
+        self.last_seq: int = probe["cursor"]
+        self.times: dict[str, list[float]] = {"page": [], "load": [], "tail": []}
+
+    def round(self) -> None:
+        """A cold newest page, a load and a tail load, each in a fresh server."""
+        page = {"address": self.address, "throughSeq": self.last_seq, "maxMessages": NEWEST}
+        self.times["page"].append(fresh(self.url, "session.page", page)[0])
+        self.times["load"].append(fresh(self.url, "session/load", self.load_params)[0])
+        tail = {**self.load_params, "_meta": {"acp-server": {"replay": {"maxMessages": NEWEST}}}}
+        self.times["tail"].append(fresh(self.url, "session/load", tail)[0])
+
+    def result(self) -> dict[str, Any]:
+        """The medians of the rounds, and the whole history (one more fresh server)."""
+        page = {"address": self.address, "throughSeq": self.last_seq, "maxMessages": WHOLE}
+        whole_s, whole = fresh(self.url, "session.page", page)
+
+        def ms(key: str) -> float:
+            return round(statistics.median(self.times[key]) * 1000, 1)
+
+        return {
+            "events": self.last_seq + 1,
+            "coldNewestPageMs": ms("page"),
+            "loadMs": ms("load"),
+            "loadTail50Ms": ms("tail"),
+            "rounds": len(self.times["load"]),
+            "loadRunsMs": [round(t * 1000, 1) for t in self.times["load"]],
+            "wholeHistoryMs": round(whole_s * 1000, 1),
+            "wholeHistoryRecords": len(whole["records"]),
+        }
 
 
 LATENCY_WRITER = """
@@ -289,7 +312,12 @@ def postgres_database(given: str | None) -> tuple[str | None, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--processes", type=int, default=3, help="cold page runs (default 3)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=3,
+        help="rounds of fresh servers (a cold page, a load and a tail load each; default 3)",
+    )
     parser.add_argument("--postgres", metavar="URL", help="an empty PostgreSQL database")
     args = parser.parse_args(argv)
     events = build_session(SEED)
@@ -304,24 +332,29 @@ def main(argv: list[str] | None = None) -> int:
             ("jsonl", str(root / "jsonl"), root / "jsonl"),
             ("sqlite", f"sqlite://{root}/sqlite/sessions.db", root / "sqlite" / "sessions.db"),
         ]
+        (root / "sqlite").mkdir()
         database, cluster = postgres_database(args.postgres)
         try:
             if database is not None:
                 engines.append(("postgresql", database, database))
-            for name, url, where in engines:
-                results[name] = engine_run(
-                    name,
-                    url,
-                    where,
-                    fixture,
-                    turns,
-                    chunk_count,
-                    args.processes,
-                    root / "workspaces" / name,
+            reads: dict[str, Reads] = {}
+            for name, url, _ in engines:
+                workspace = root / "workspaces" / name
+                session, results[name] = stream_into(
+                    name, url, fixture, turns, chunk_count, workspace
                 )
+                reads[name] = Reads(url, session, workspace)
+            # The engines take turns, round by round: what else loads the machine meanwhile
+            # weighs on each alike.
+            for _ in range(args.processes):
+                for name in reads:
+                    reads[name].round()
+            for name, url, where in engines:
+                results[name].update(reads[name].result())
+                results[name]["bytesOnDisk"] = store_bytes(where)
                 latency = anyio.run(follow_latency, url)
                 results[name].update(latency)
-                log(f"{name:<10} " + "  ".join(f"{k} {v}" for k, v in latency.items()))
+                log(f"{name:<10} " + "  ".join(f"{k} {v}" for k, v in results[name].items()))
         finally:
             if cluster is not None:
                 cluster.stop()

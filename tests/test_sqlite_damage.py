@@ -78,7 +78,8 @@ def middle_records_page(path: Path) -> int:
 
 
 def zeros_in_the_middle(path: Path) -> None:
-    zero_page(path, path.stat().st_size // PAGE // 2)
+    # Over a page of records: SQLite's own finding then names no page of its layout.
+    zero_page(path, middle_records_page(path))
 
 
 def zeros_over_the_message_index(path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 import pytest
+from schema_versions import as_version
 
 from acp_server.core.chunk_rows import TextChunks, TextChunksData, pack_chunk_runs
 from acp_server.core.content import TextContent
@@ -365,14 +366,6 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
         SqliteStore(tmp_path / "sessions.db")
 
 
-def drop_list_columns(execute: Callable[[str], object], prefix: str) -> None:
-    """Take away what schema version 5 added for listing (as versions before it made it)."""
-    execute(f"DROP INDEX {prefix}sessions_by_created")
-    execute(f"DROP INDEX {prefix}sessions_by_cwd")
-    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN cwd")
-    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN origin")
-
-
 async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_archived(
     tmp_path: Path,
 ) -> None:
@@ -380,10 +373,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     await stored(first, conversation(1))
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
-    drop_list_columns(db.execute, "")
-    db.execute("ALTER TABLE sessions DROP COLUMN archived")  # as version 1 made it
-    db.execute("DROP TABLE blobs")
-    db.execute("UPDATE store SET value = 1 WHERE key = 'schema_version'")
+    as_version(db.execute, "", 1)
     db.close()
     store = SqliteStore(tmp_path / "sessions.db")
     listed = await store.list_sessions()
@@ -405,9 +395,7 @@ async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_ta
     await stored(first, conversation(1))
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
-    drop_list_columns(db.execute, "")
-    db.execute("DROP TABLE blobs")  # as version 2 made it
-    db.execute("UPDATE store SET value = 2 WHERE key = 'schema_version'")
+    as_version(db.execute, "", 2)
     db.close()
     store = SqliteStore(tmp_path / "sessions.db")
     sha256 = await store.put_blob("s1", b"kept")
@@ -581,10 +569,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     first = PostgresStore(postgres_url)
     await stored(first, conversation(1))
     await first.aclose()
-    drop_list_columns(lambda statement: sql(postgres_url, statement), "acp_")
-    sql(postgres_url, "ALTER TABLE acp_sessions DROP COLUMN archived")  # as version 1 made it
-    sql(postgres_url, "DROP TABLE acp_blobs")
-    sql(postgres_url, "UPDATE acp_store SET value = 1 WHERE key = 'schema_version'")
+    as_version(lambda statement: sql(postgres_url, statement), "acp_", 1)
     store = PostgresStore(postgres_url)
     listed = await store.list_sessions()
     writer = (await store.open("s1", 20_000)).writer
@@ -603,9 +588,7 @@ async def test_postgresql_a_database_of_schema_version_2_is_upgraded_with_a_blob
     first = PostgresStore(postgres_url)
     await stored(first, conversation(1))
     await first.aclose()
-    drop_list_columns(lambda statement: sql(postgres_url, statement), "acp_")
-    sql(postgres_url, "DROP TABLE acp_blobs")  # as version 2 made it
-    sql(postgres_url, "UPDATE acp_store SET value = 2 WHERE key = 'schema_version'")
+    as_version(lambda statement: sql(postgres_url, statement), "acp_", 2)
     store = PostgresStore(postgres_url)
     sha256 = await store.put_blob("s1", b"kept")
     kept = await store.get_blob("s1", sha256)

@@ -9,12 +9,13 @@ the SQL engines' list columns and indexes (schema version 5, filled by the upgra
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from schema_versions import as_version
 
 from acp_server.core.events import (
     SessionArchived,
@@ -402,15 +403,6 @@ async def test_sqlite_a_page_is_read_through_an_index_in_its_order(tmp_path: Pat
     )
 
 
-def as_version_3(execute: Callable[[str], object], prefix: str) -> None:
-    """Take away what schema version 5 added (a database as version 3 made it)."""
-    execute(f"DROP INDEX {prefix}sessions_by_created")
-    execute(f"DROP INDEX {prefix}sessions_by_cwd")
-    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN cwd")
-    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN origin")
-    execute(f"UPDATE {prefix}store SET value = 3 WHERE key = 'schema_version'")
-
-
 async def sessions_of_version_3(store: Store) -> None:
     await create(store, "here", 1000, cwd="/a/./b")
     await create(store, "there", 2000, cwd="/c")
@@ -434,7 +426,7 @@ async def test_sqlite_a_database_of_version_3_is_upgraded_with_its_list_columns_
 ) -> None:
     await sessions_of_version_3(SqliteStore(tmp_path / "sessions.db"))
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
-    as_version_3(db.execute, "")
+    as_version(db.execute, "", 3)
     db.close()
     pages = await upgraded_pages(SqliteStore(tmp_path / "sessions.db"))
     assert pages == (["there", "here"], ["here"], ["there"])
@@ -457,7 +449,7 @@ async def test_postgresql_a_database_of_version_3_is_upgraded_with_its_list_colu
             return cur.fetchall() if cur.description else []
 
     await sessions_of_version_3(PostgresStore(postgres_url))
-    as_version_3(execute, "acp_")
+    as_version(execute, "acp_", 3)
     pages = await upgraded_pages(PostgresStore(postgres_url))
     assert pages == (["there", "here"], ["here"], ["there"])
     assert execute("SELECT value FROM acp_store WHERE key = 'schema_version'") == [(5,)]

@@ -142,7 +142,7 @@ def packed_chunks(check: ChunkCheck, lines: list[Line]) -> PackedChunks | None:
     """`packed_text` for the run of `lines` (without their newlines)."""
     if len(lines) != check.lines:
         return None
-    return packed_text(check, b"".join([bytes(line) + b"\n" for line in lines]))
+    return packed_text(check, b"\n".join([*lines, b""]))
 
 
 class ChunkRuns:

@@ -71,6 +71,8 @@ class BatchRows(msgspec.Struct, frozen=True):
 
     records: list[tuple[str, int, int, str]]
     """(session, first seq, event count, the record's JSON text as written)."""
+    lines: list[bytes]
+    """Each record's JSON text as bytes: the lines its chunk checks are made of."""
     messages: list[tuple[str, int, int]]
     """(session, the record's first seq, the message cut it holds): the message index."""
     children: list[tuple[str, str]]
@@ -88,6 +90,7 @@ class BatchRows(msgspec.Struct, frozen=True):
 def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) -> BatchRows:
     """The rows of `records`, whose seqs run from `first` on."""
     rows: list[tuple[str, int, int, str]] = []
+    lines: list[bytes] = []
     messages: list[tuple[str, int, int]] = []
     children: list[tuple[str, str]] = []
     title: str | None = None
@@ -96,7 +99,9 @@ def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) ->
     for record in records:
         start = record_start(record)
         count = record_count(record)
-        rows.append((session_id, start, count, _encoder.encode(record).decode()))
+        line = _encoder.encode(record)
+        lines.append(line)
+        rows.append((session_id, start, count, line.decode()))
         cut = message_cut(record, start)
         if cut is not None:
             messages.append((session_id, start, cut))
@@ -108,4 +113,4 @@ def batch_rows(session_id: str, first: int, records: Sequence[StorageRecord]) ->
             archived = record.data.archived
         end = start + count
     last_time = decode_storage_record(records[-1])[-1].time if records else None
-    return BatchRows(rows, messages, children, title, archived, last_time, end)
+    return BatchRows(rows, lines, messages, children, title, archived, last_time, end)

@@ -5,7 +5,12 @@ recovery and close (SPEC 2.4 to 2.6).
 Both keep the same tables (PostgreSQL's names with `acp_` before them): a session's row holds
 its header as written and its stored next seq; each storage record is a row keyed by session
 and first seq, its JSON text byte for byte; the message index and the children started beside
-them. An engine brings its connection, its claim and its driver's errors.
+them; the chunk checks of its runs of chunk rows (`acp_server.core.chunk_checks`), each written
+in the transaction of the batch that ended its run, keyed by session and the run's first line
+(the records numbered as a log's lines: the header is line 1, the records in seq order after
+it). A continuation trusts a run whose rows match their check instead of decoding them; the
+checks are a cache of that work, as beside a JSONL log. An engine brings its connection, its
+claim and its driver's errors.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Generic, Protocol, TypeVar
 
 import anyio
+import msgspec
 
+from ...core.chunk_checks import ChunkCheck, ChunkRuns, KeptRecord
 from ...core.chunk_rows import StorageRecord, pack_chunk_runs
 from ...core.event_log import EventLog
 from ...core.events import SessionEvent
@@ -33,7 +40,7 @@ from ..api import (
     StoredLog,
     listed_cwd,
 )
-from ..appends import QueuedAppends
+from ..appends import BatchRows, QueuedAppends, batch_rows
 from ..checked import CheckedRecords
 from ..collection import collection_paused
 from ..digest import joined_records
@@ -55,7 +62,7 @@ S = TypeVar("S")
 SCHEMA_VERSION: Final = 5
 """Bumped whenever the tables change; a database of another version is refused, except one of
 an earlier version, which is upgraded in place a step at a time (`needs_archived_column`,
-`needs_blobs_table`, `needs_list_columns`)."""
+`needs_blobs_table`, `needs_checks_table`, `needs_list_columns`)."""
 
 ARCHIVED_SINCE: Final = 2
 """The version that added the sessions' `archived` column. A database of the version before
@@ -106,6 +113,14 @@ class Statements:
             f"CREATE INDEX {sessions}_by_created ON {sessions} (created_at DESC, id DESC)",
             f"CREATE INDEX {sessions}_by_cwd ON {sessions} (cwd, created_at DESC, id DESC)",
         ]
+        self.checks = f"SELECT line, chunk_check FROM {prefix}checks WHERE session = {p}"
+        # A run's check replaces any kept for the same line: one left by a load of rows that
+        # were then changed (the new check is of the rows as they are).
+        self.keep_check = (
+            f"INSERT INTO {prefix}checks VALUES ({p}, {p}, {p}) ON CONFLICT (session, line) "
+            "DO UPDATE SET chunk_check = excluded.chunk_check"
+        )
+        self.drop_check = f"DELETE FROM {prefix}checks WHERE session = {p} AND line = {p}"
 
     def page(
         self, cwd: str | None, after: ListPosition | None, limit: int, archived: ArchiveFilter
@@ -134,6 +149,12 @@ class Statements:
 BLOBS_SINCE: Final = 3
 """The version that added the `blobs` table (the checkpoints' file contents, by session and
 digest). A database of a version before holds no checkpoint: an empty table is exactly right."""
+
+
+CHECKS_SINCE: Final = 4
+"""The version that added the `checks` table (the chunk checks of the sessions' runs of chunk
+rows). A database of a version before has none: each run is decoded in full, as before, and a
+continuation keeps the checks of the runs it decoded."""
 
 
 LIST_COLUMNS_SINCE: Final = 5
@@ -182,6 +203,11 @@ def needs_blobs_table(found: object) -> bool:
     return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < BLOBS_SINCE
 
 
+def needs_checks_table(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded by adding the `checks` table."""
+    return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < CHECKS_SINCE
+
+
 def version_refused(url: str, found: object) -> UnsupportedStore | None:
     """The refusal of a store whose schema version is not this build's (None: it is)."""
     if found == SCHEMA_VERSION:
@@ -225,6 +251,105 @@ def stored_log(
             f"the records hold {checked.event_count} events, the session says {row[1]}",
         )
     return StoredLog(header, records, checked.event_count)
+
+
+class KeptRows(msgspec.Struct):
+    """A session read to be continued (`kept_rows`): as `StoredLog`, but the runs of chunk rows
+    that matched their check are kept packed."""
+
+    header: SessionHeader
+    records: list[KeptRecord]
+    event_count: int
+    rows: int
+    """The records' rows: the last one is line `rows + 1` (the header is line 1)."""
+    used_checks: list[ChunkCheck]
+    """The checks that matched."""
+    new_checks: list[ChunkCheck]
+    """Checks made for the long runs that were decoded: what the table lacked."""
+    stale_lines: list[int]
+    """The lines of checks kept that matched nothing, and that no new check replaces."""
+
+
+_check_decoder: Final = msgspec.json.Decoder(ChunkCheck)
+_check_encoder: Final = msgspec.json.Encoder()
+
+
+class KeptChecks(msgspec.Struct):
+    """The chunk checks kept for a session (`read_checks`)."""
+
+    checks: dict[int, ChunkCheck]
+    """By first line."""
+    unreadable: list[int]
+    """The lines of rows that hold no check of their line: dropped by the next continuation."""
+
+
+def read_checks(rows: Iterable[tuple[int, str]]) -> KeptChecks:
+    """The checks of a session's rows (line, `chunk_check`). One that cannot be read only
+    costs its run the time to decode it, as a torn line of a check file does."""
+    checks: dict[int, ChunkCheck] = {}
+    unreadable = []
+    for line, text in rows:
+        try:
+            check = _check_decoder.decode(text)
+        except msgspec.DecodeError:
+            unreadable.append(line)
+            continue
+        if check.line != line:
+            unreadable.append(line)
+            continue
+        checks[line] = check
+    return KeptChecks(checks, unreadable)
+
+
+def check_rows(session_id: str, checks: Iterable[ChunkCheck]) -> list[tuple[str, int, str]]:
+    """(session, first line, the check's JSON text): the rows of `checks`."""
+    return [(session_id, check.line, _check_encoder.encode(check).decode()) for check in checks]
+
+
+def kept_rows(
+    where: str,
+    session_id: str,
+    row: tuple[str, int] | None,
+    bodies: list[bytes],
+    kept: KeptChecks,
+) -> KeptRows:
+    """`stored_log` for a session about to be continued, with the chunk checks of its runs: a
+    run whose rows match their check is kept as one `PackedChunks`, not decoded; every other
+    row is decoded and checked as `stored_log` checks it, a run of them that is long enough
+    getting a check made (`new_checks`) and kept packed too."""
+    if row is None:
+        raise SessionNotFound(f"unknown session {session_id!r}")
+    header = session_header(where, session_id, row[0])
+    checks = kept.checks
+    checked = CheckedRecords(where, bodies)
+    with collection_paused():
+        records = list(checked.kept(checks))
+    if checked.event_count != row[1]:
+        raise CorruptLog(
+            where,
+            len(bodies) + 1,
+            f"the records hold {checked.event_count} events, the session says {row[1]}",
+        )
+    used = {check.line for check in checked.used_checks}
+    made = {check.line for check in checked.new_checks}
+    stale = sorted(
+        line for line in [*checks, *kept.unreadable] if line not in used and line not in made
+    )
+    return KeptRows(
+        header,
+        records,
+        checked.event_count,
+        len(bodies),
+        checked.used_checks,
+        checked.new_checks,
+        stale,
+    )
+
+
+def copy_checks(rows: BatchRows, records: Sequence[StorageRecord]) -> list[ChunkCheck]:
+    """The checks of the runs of chunk rows a copy of a session ends (`rows`, of `records`,
+    from line 2 on): a run still open at its end gets none, as a writer's open run."""
+    return ChunkRuns().feed_all(2, rows.lines, records)
 
 
 def listed_sessions(
@@ -326,6 +451,9 @@ class SqlWriter(QueuedAppends, BatchWrites):
         self._pending: list[SessionEvent] = []
         self._unsynced = False
         self._lock = anyio.Lock()
+        self.lines = 1
+        """The line of the last row stored (the header is line 1): the chunk checks' key."""
+        self._runs = ChunkRuns()
 
     @property
     def name(self) -> str:
@@ -354,6 +482,24 @@ class SqlWriter(QueuedAppends, BatchWrites):
         """A batch as it is stored: packed unless the store says not to."""
         return pack_chunk_runs(batch) if self.store.pack else list(batch)
 
+    def batch(self, batch: Sequence[SessionEvent]) -> tuple[BatchRows, list[ChunkCheck]]:
+        """A batch's rows (from `stored_seq` on), and the checks of the runs of chunk rows it
+        ends, to be written in the same transaction; `stored` once it is committed."""
+        records = self.records(batch)
+        rows = batch_rows(self.header.id, self.stored_seq, records)
+        return rows, self._runs.feed_all(self.lines + 1, rows.lines, records)
+
+    def stored(self, rows: BatchRows) -> None:
+        """`rows` were committed."""
+        self.stored_seq = rows.end
+        self.lines += len(rows.lines)
+
+    def restart(self, rows: int) -> None:
+        """Go on after the session's `rows`, as a read found them: a run the writer had open
+        when it failed gets no check (its rows may not all be stored)."""
+        self.lines = rows + 1
+        self._runs = ChunkRuns()
+
     def take(self) -> list[SessionEvent]:
         batch, self._pending = self._pending, []
         return batch
@@ -381,8 +527,17 @@ class SqlWriter(QueuedAppends, BatchWrites):
                 with anyio.CancelScope(shield=True):  # a batch is committed or not, never half
                     await self.commit(batch, sync)
 
-    async def recover(self, stored: StoredLog, now_ms: int) -> Opened:
-        """Close an interrupted turn (SPEC 2.5), committed before this returns."""
+    async def keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        """Keep the checks a read made and drop those it found stale, in one transaction; a
+        failure is only logged (the checks are a cache: the next read decodes those runs)."""
+        raise NotImplementedError
+
+    async def recover(self, stored: KeptRows, now_ms: int) -> Opened:
+        """Keep what the read found of the chunk checks, then close an interrupted turn (SPEC
+        2.5), committed before this returns."""
+        self.restart(stored.rows)
+        if stored.new_checks or stored.stale_lines:
+            await self.keep_checks(stored.new_checks, stored.stale_lines)
         log_ = EventLog(stored.records)
         closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
         if closers:
@@ -395,7 +550,7 @@ class SqlWriter(QueuedAppends, BatchWrites):
                 log_.append(event)
         return Opened(self, log_, False, closers)
 
-    async def opened(self, stored: StoredLog, now_ms: int) -> Opened:
+    async def opened(self, stored: KeptRows, now_ms: int) -> Opened:
         """`recover`, the claim given up if that fails: how opening a session ends."""
         try:
             return await self.recover(stored, now_ms)

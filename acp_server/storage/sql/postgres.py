@@ -6,10 +6,11 @@ last title and event time, whether it is archived, and its cwd and origin, for l
 through an index by creation time, with or without the cwd), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
 `\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
-(SPEC 3.1's message index, so a page reads only what it returns), `acp_children` and
-`acp_blobs` (checkpoints' file contents by session and digest). They are created on first use;
-a database of another schema version is refused (earlier versions are upgraded in place: see
-`common.upgrades`).
+(SPEC 3.1's message index, so a page reads only what it returns), `acp_children`,
+`acp_blobs` (checkpoints' file contents by session and digest) and `acp_checks` (the chunk
+checks of the runs of chunk rows, by session and first line: see `common`). They are created on
+first use; a database of another schema version is refused (earlier versions are upgraded in
+place: see `common.upgrades`).
 
 One writer per session across hosts: the writer holds a session-level advisory lock on its own
 connection for as long as it has the session open, and takes a new epoch when it claims it.
@@ -50,6 +51,7 @@ from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool
 
 from ...core.blobs import blob_digest, check_digest
+from ...core.chunk_checks import ChunkCheck
 from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
@@ -57,7 +59,7 @@ from ...core.held_batches import HeldBatches, NotHeld, StoreAhead, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ..api import ArchiveFilter, ListedPage, ListedSession, ListPosition, Opened, StoredLog
-from ..appends import batch_rows
+from ..appends import BatchRows, batch_rows
 from ..errors import (
     LogLocked,
     LogWriteFailed,
@@ -129,13 +131,32 @@ CREATE TABLE acp_blobs (
     sha256 text NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (session, sha256)
+);
+CREATE TABLE acp_checks (
+    session text NOT NULL,
+    line bigint NOT NULL,
+    chunk_check text NOT NULL,
+    PRIMARY KEY (session, line)
 )
 """
-_BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
-_TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
+_BLOBS_TABLE: Final = _SCHEMA[
+    _SCHEMA.index("CREATE TABLE acp_blobs") : _SCHEMA.index("CREATE TABLE acp_checks")
+].rstrip()
+_CHECKS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_checks") :]
+_TABLES: Final = (
+    "acp_blobs",
+    "acp_checks",
+    "acp_children",
+    "acp_messages",
+    "acp_records",
+    "acp_sessions",
+)
 T = TypeVar("T")
 _encoder: Final = msgspec.json.Encoder()
-_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
+log = logging.getLogger(__name__)
+# A record's body is read as the bytes of its JSON text (`postgres_links.JsonBytes`): cast to `text`, the
+# server would copy it and the driver decode it, only for the reader to encode it again.
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body")
 
 
 class PostgresStore:
@@ -237,7 +258,9 @@ class PostgresStore:
                         "DEFAULT false"
                     )
                 if common.needs_blobs_table(found):
-                    await conn.execute(_BLOBS_TABLE.encode())
+                    await conn.execute(_BLOBS_TABLE.rstrip(";").encode())
+                if common.needs_checks_table(found):
+                    await conn.execute(_CHECKS_TABLE.encode())
                 if common.needs_list_columns(found):
                     await self._add_list_columns(conn)
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
@@ -319,7 +342,7 @@ class PostgresStore:
                 row = await cur.fetchone()
                 if row is None:
                     raise SessionNotFound(f"unknown session {session_id!r}")
-                stored = await self._read(session_id)
+                stored = await self._kept(session_id)
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
@@ -368,6 +391,19 @@ class PostgresStore:
         its lines."""
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
+
+    async def _kept(self, session_id: str) -> common.KeptRows:
+        """The whole session to be continued: `_read` with its runs' chunk checks."""
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.header_and_next_seq, (session_id,))
+            row = await cur.fetchone()
+            cur = await conn.execute(_sql.checks, (session_id,))
+            checks = common.read_checks(await cur.fetchall())
+            bodies: list[bytes] = []
+            if row is not None:
+                cur = await conn.execute(_sql.bodies, (session_id,))
+                bodies = [body for (body,) in await cur.fetchall()]
+        return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
@@ -490,7 +526,9 @@ class PostgresStore:
                         *common.list_columns(header),
                     ),
                 )
-                await _insert_records(conn, self.where(header.id), header.id, records, 0, 0)
+                rows = batch_rows(header.id, 0, records)
+                checks = common.copy_checks(rows, records)
+                await _insert_records(conn, self.where(header.id), header.id, rows, 0, 0, checks)
         except errors.UniqueViolation:
             raise SessionExists(f"session {header.id!r} already exists") from None
 
@@ -548,7 +586,7 @@ async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tupl
     if row is None:
         return None, []
     cur = await conn.execute(_sql.bodies, (session_id,))
-    return row, [body.encode() for (body,) in await cur.fetchall()]
+    return row, [body for (body,) in await cur.fetchall()]
 
 
 async def _listed(conn: AsyncConnection[Any]) -> list[Any]:
@@ -560,14 +598,15 @@ async def _insert_records(
     conn: AsyncConnection[Any],
     where: str,
     session_id: str,
-    records: Sequence[StorageRecord],
+    batch: BatchRows,
     first: int,
     epoch: int,
-) -> int:
-    """In the caller's transaction: move the session's next seq past `records` (their seqs from
-    `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`; then
-    insert them and what they add to the indexes, and notify the session's followers."""
-    batch = batch_rows(session_id, first, records)
+    checks: Sequence[ChunkCheck],
+) -> None:
+    """In the caller's transaction: move the session's next seq past a batch's rows (their seqs
+    from `first` on), refused (`StaleWriter`) unless it was `first` and the epoch is `epoch`;
+    then insert them, what they add to the indexes and the chunk checks of the runs they end,
+    and notify the session's followers."""
     cur = await conn.execute(
         "UPDATE acp_sessions SET next_seq = %s, title = coalesce(%s, title), "
         "updated_at = coalesce(%s, updated_at), archived = coalesce(%s, archived) "
@@ -587,8 +626,9 @@ async def _insert_records(
             await many.executemany(
                 "INSERT INTO acp_children VALUES (%s, %s) ON CONFLICT DO NOTHING", batch.children
             )
+        if checks:
+            await many.executemany(_sql.keep_check, common.check_rows(session_id, checks))
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
-    return batch.end
 
 
 class PostgresWriter(common.SqlWriter):
@@ -646,17 +686,14 @@ class PostgresWriter(common.SqlWriter):
     async def _commit_held(self, sync: bool) -> None:
         conn = self.conn
         lacking = self.held.lacking(self.stored_seq)
+        rows: BatchRows | None = None
         async with conn.transaction():
             if not sync:
                 await conn.execute("SET LOCAL synchronous_commit TO off")
             if lacking:
-                self.stored_seq = await _insert_records(
-                    conn,
-                    self.name,
-                    self.header.id,
-                    self.records(lacking),
-                    self.stored_seq,
-                    self.epoch,
+                rows, checks = self.batch(lacking)
+                await _insert_records(
+                    conn, self.name, self.header.id, rows, self.stored_seq, self.epoch, checks
                 )
             else:
                 # Nothing new: a synchronous commit that writes flushes the WAL past every
@@ -667,6 +704,8 @@ class PostgresWriter(common.SqlWriter):
                 )
                 if cur.rowcount != 1:
                     raise StaleWriter(self.name, "another writer took the session over")
+        if rows is not None:
+            self.stored(rows)
 
     def _lost(self, exc: psycopg.Error) -> bool:
         """Whether `exc` says the connection, not the statement, failed: the server went away
@@ -748,7 +787,26 @@ class PostgresWriter(common.SqlWriter):
         if row is None:
             await conn.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", lock_key(session_id))
             raise StaleWriter(self.name, "another writer took the session over")
+        # The chunk checks are keyed by row: go on after the rows as stored (a lost commit's
+        # rows included in none), and check no run left open across the loss.
+        counted = await conn.execute(
+            "SELECT count(*) FROM acp_records WHERE session = %s", (session_id,)
+        )
+        stored_rows = await counted.fetchone()
+        assert stored_rows is not None
+        self.restart(int(stored_rows[0]))
         return row[0], row[1]
+
+    async def keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        session_id = self.header.id
+        try:
+            async with self.conn.transaction(), self.conn.cursor() as many:
+                if stale:
+                    await many.executemany(_sql.drop_check, [(session_id, n) for n in stale])
+                if new:
+                    await many.executemany(_sql.keep_check, common.check_rows(session_id, new))
+        except psycopg.Error as exc:
+            log.warning("%s: chunk checks not kept: %s", self.name, said(exc))
 
     async def reopen(self, now_ms: int) -> Opened:
         """The connection may be gone, and the lock with it: the session is claimed anew."""
@@ -814,7 +872,7 @@ class PostgresHistory(common.SqlHistory[PostgresStore]):
             return []
         session_id = self.header.id
         cur = await conn.execute(_sql.between, (session_id, hi, session_id, lo))
-        bodies = [body.encode() for (body,) in await cur.fetchall()]
+        bodies = [body for (body,) in await cur.fetchall()]
         return common.records_between(self.store.where(session_id), bodies, lo, hi)
 
     async def has_child(self, child_id: str) -> bool:

@@ -16,6 +16,8 @@ from typing import Any, Final
 import anyio
 import psycopg
 from psycopg import AsyncConnection, errors, sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 
 from ...core.held_batches import MAX_DELAY_S, retry_delay
 
@@ -86,9 +88,21 @@ async def primary_connection(conninfo: str) -> AsyncConnection[Any]:
     )
 
 
+class JsonBytes(Loader):
+    """A `json` value as the bytes of its text, as stored (the store's only `json` columns
+    hold its records and headers, read as JSON lines are: bytes, decoded by their reader).
+    Cast to `text`, the server would copy it and the driver decode it, only for the reader to
+    encode it again."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
 async def repeatable_reads(conn: AsyncConnection[Any]) -> None:
-    """A pool's `configure`: each borrowed connection reads in one snapshot."""
+    """A pool's `configure` (the primary's and the standbys'): each borrowed connection reads
+    in one snapshot, and its records' bodies as bytes (`JsonBytes`)."""
     await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+    conn.adapters.register_loader("json", JsonBytes)
 
 
 class PostgresWatch:

@@ -6,7 +6,8 @@ a page through an index by creation time, with or without the cwd), `records` (e
 its JSON text byte for byte: a chunk row stays one row, keyed by session and first seq, with
 the number of events it holds), `blobs` (checkpoints' file contents, by session and digest),
 `messages` (the message index of SPEC 3.1: each message's seq
-and where a page holding it must start) and `children` (the `subagent/start`s). A page reads
+and where a page holding it must start), `children` (the `subagent/start`s) and `checks` (the
+chunk checks of the runs of chunk rows, by session and first line: see `common`). A page reads
 its messages from the index and then only its own records; a follow catch-up is a range read.
 
 Each append batch is one transaction that first moves the session's stored next seq from the
@@ -27,6 +28,7 @@ share one behind a lock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -39,9 +41,8 @@ import anyio
 import msgspec
 
 from ...core.blobs import blob_digest, check_digest
-from ...core.chunk_rows import (
-    StorageRecord,
-)
+from ...core.chunk_checks import ChunkCheck
+from ...core.chunk_rows import StorageRecord
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
@@ -55,7 +56,7 @@ from ..api import (
     PollingEngine,
     StoredLog,
 )
-from ..appends import batch_rows
+from ..appends import BatchRows, batch_rows
 from ..errors import (
     DamagedStore,
     LogError,
@@ -112,11 +113,26 @@ CREATE TABLE blobs (
     data BLOB NOT NULL,
     PRIMARY KEY (session, sha256)
 ) STRICT;
+CREATE TABLE checks (
+    session TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    chunk_check TEXT NOT NULL,
+    PRIMARY KEY (session, line)
+) STRICT, WITHOUT ROWID;
 """
-_BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE blobs") :].rstrip().rstrip(";")
-_TABLES: Final = ("blobs", "children", "messages", "records", "sessions")
+_BLOBS_TABLE: Final = _SCHEMA[
+    _SCHEMA.index("CREATE TABLE blobs") : _SCHEMA.index("CREATE TABLE checks")
+].rstrip()
+_CHECKS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE checks") :].rstrip()
+_TABLES: Final = ("blobs", "checks", "children", "messages", "records", "sessions")
 
 _encoder: Final = msgspec.json.Encoder()
+log = logging.getLogger(__name__)
+
+READ_MAP_BYTES: Final = 1 << 30
+"""How much of the database file the readers' connection reads through a memory map (SQLite's
+`mmap_size`) rather than copying each page into its own cache: a continuation reads a whole
+session, most of it chunk rows, once."""
 _sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
 
 
@@ -166,6 +182,7 @@ class SqliteStore(PollingEngine):
                 raise UnsupportedStore(f"{self.url}: cannot use WAL mode (got {mode!r})")
             with transaction(db):
                 self._check_schema(db)
+            db.execute(f"PRAGMA mmap_size = {READ_MAP_BYTES}")
         except BaseException:
             db.close()
             raise
@@ -191,7 +208,9 @@ class SqliteStore(PollingEngine):
             if common.needs_archived_column(found):
                 db.execute("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0")
             if common.needs_blobs_table(found):
-                db.execute(_BLOBS_TABLE)
+                db.execute(_BLOBS_TABLE.rstrip(";"))
+            if common.needs_checks_table(found):
+                db.execute(_CHECKS_TABLE.rstrip(";"))
             if common.needs_list_columns(found):
                 db.execute("ALTER TABLE sessions ADD COLUMN cwd TEXT NOT NULL DEFAULT ''")
                 db.execute("ALTER TABLE sessions ADD COLUMN origin TEXT")
@@ -258,11 +277,11 @@ class SqliteStore(PollingEngine):
             opened = await writer.opened(stored, now_ms)
         return opened
 
-    def _claimed(self, session_id: str) -> tuple[SqliteWriter, StoredLog]:
+    def _claimed(self, session_id: str) -> tuple[SqliteWriter, common.KeptRows]:
         """Claim the session's writer, then read the session."""
         claim = self._claim(session_id)
         try:
-            stored = self._read(session_id)
+            stored = self._kept(session_id)
             return SqliteWriter(self, stored.header, claim, stored.event_count), stored
         except BaseException:
             claim.release()
@@ -304,6 +323,18 @@ class SqliteStore(PollingEngine):
             if row is not None:
                 bodies.extend(body for (body,) in db.execute(_sql.bodies, (session_id,)))
         return common.stored_log(self.where(session_id), session_id, row, bodies)
+
+    def _kept(self, session_id: str) -> common.KeptRows:
+        """The whole session to be continued: `_read` with its runs' chunk checks."""
+        validate_session_id(session_id)
+        where = self.where(session_id)
+        bodies: list[bytes] = []
+        with self._reading(session_id, lambda: len(bodies) + 2) as db:
+            row = db.execute(_sql.header_and_next_seq, (session_id,)).fetchone()
+            checks = common.read_checks(db.execute(_sql.checks, (session_id,)).fetchall())
+            if row is not None:
+                bodies.extend(body for (body,) in db.execute(_sql.bodies, (session_id,)))
+        return common.kept_rows(where, session_id, row, bodies, checks)
 
     async def history(self, session_id: str) -> SqliteHistory:
         return await anyio.to_thread.run_sync(self._history, session_id)
@@ -378,7 +409,9 @@ class SqliteStore(PollingEngine):
                 db.execute("PRAGMA synchronous = FULL")
                 with damage_is_corrupt(self.where(header.id), lambda: 1), transaction(db):
                     _insert_session(db, header)
-                    _insert_records(db, self.where(header.id), header.id, records, 0)
+                    rows = batch_rows(header.id, 0, records)
+                    checks = common.copy_checks(rows, records)
+                    _insert_records(db, self.where(header.id), header.id, rows, 0, checks)
             except sqlite3.IntegrityError:
                 raise SessionExists(f"session {header.id!r} already exists") from None
             finally:
@@ -470,12 +503,13 @@ def _insert_records(
     db: sqlite3.Connection,
     where: str,
     session_id: str,
-    records: Sequence[StorageRecord],
+    batch: BatchRows,
     first: int,
-) -> int:
-    """Insert records (their seqs from `first` on) and what they add to the indexes, after
-    moving the session's next seq past them: refused (`StaleWriter`) unless it was `first`."""
-    batch = batch_rows(session_id, first, records)
+    checks: Sequence[ChunkCheck],
+) -> None:
+    """Insert a batch's rows (their seqs from `first` on), what they add to the indexes and
+    the chunk checks of the runs they end, after moving the session's next seq past them:
+    refused (`StaleWriter`) unless it was `first`."""
     moved = db.execute(
         "UPDATE sessions SET next_seq = ?, title = coalesce(?, title), "
         "updated_at = coalesce(?, updated_at), archived = coalesce(?, archived) "
@@ -487,7 +521,7 @@ def _insert_records(
     db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", batch.records)
     db.executemany(_sql.insert_messages, batch.messages)
     db.executemany("INSERT OR IGNORE INTO children VALUES (?, ?)", batch.children)
-    return batch.end
+    db.executemany(_sql.keep_check, common.check_rows(session_id, checks))
 
 
 class SqliteWriter(common.SqlWriter):
@@ -513,18 +547,29 @@ class SqliteWriter(common.SqlWriter):
             if not batch:
                 self._sync_wal()
                 return
-            records = self.records(batch)
+            rows, checks = self.batch(batch)
             if sync:
                 db.execute("PRAGMA synchronous = FULL")
             try:
                 with transaction(db):
-                    self.stored_seq = _insert_records(
-                        db, self.name, self.header.id, records, self.stored_seq
-                    )
+                    _insert_records(db, self.name, self.header.id, rows, self.stored_seq, checks)
             finally:
                 if sync:
                     db.execute("PRAGMA synchronous = NORMAL")
+            self.stored(rows)
             self._unsynced = not sync
+
+    async def keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        await anyio.to_thread.run_sync(self._keep_checks, new, stale)
+
+    def _keep_checks(self, new: list[ChunkCheck], stale: list[int]) -> None:
+        session_id = self.header.id
+        try:
+            with transaction(self.db):
+                self.db.executemany(_sql.drop_check, [(session_id, line) for line in stale])
+                self.db.executemany(_sql.keep_check, common.check_rows(session_id, new))
+        except sqlite3.Error as exc:
+            log.warning("%s: chunk checks not kept: %s", self.name, exc)
 
     def _sync_wal(self) -> None:
         """Make the commits made with `synchronous=NORMAL` durable: fsync the WAL."""
@@ -543,7 +588,7 @@ class SqliteWriter(common.SqlWriter):
         if self.closed:
             return await self.sqlite.open(self.header.id, now_ms)
         with anyio.CancelScope(shield=True):
-            stored = await anyio.to_thread.run_sync(self.sqlite._read, self.header.id)
+            stored = await anyio.to_thread.run_sync(self.sqlite._kept, self.header.id)
             self.failure = None
             self._pending = []
             self.next_seq = self.stored_seq = stored.event_count
