@@ -40,10 +40,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_rows import StorageRecord
+from ...core.event_log import EventLog
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
+from ...core.tail import TailRead
 from ..api import ListedSession, Opened, StoredLog
 from ..appends import batch_rows
 from ..errors import (
@@ -110,7 +112,7 @@ CREATE TABLE acp_blobs (
 _BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
 _TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
 _encoder: Final = msgspec.json.Encoder()
-_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text")
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body::text", "body::text")
 
 
 class PostgresStore:
@@ -188,6 +190,7 @@ class PostgresStore:
             if row is None or not row[0]:
                 for statement in _SCHEMA.split(";"):
                     await conn.execute(statement.encode())
+                await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
                 return
             cur = await conn.execute(_sql.schema_version)
@@ -201,8 +204,13 @@ class PostgresStore:
                         "DEFAULT false"
                     )
                 await conn.execute(_BLOBS_TABLE.encode())
+                await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
                 return
+            if found == common.SCHEMA_VERSION:
+                # An index, not a table: a build without it reads and writes the same tables,
+                # and the database keeps it in step with every writer's rows.
+                await conn.execute(_sql.prefix_index.encode())
         refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
@@ -274,6 +282,47 @@ class PostgresStore:
             writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
             opened = await writer.opened(stored, now_ms)
         return opened
+
+    async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
+        validate_session_id(session_id)
+        with anyio.CancelScope(shield=True):
+            conn = await self._claimed(session_id)
+            try:
+                cur = await conn.execute(
+                    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch",
+                    (session_id,),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise SessionNotFound(f"unknown session {session_id!r}")
+                held = await self._tail(session_id, max_messages)
+            except psycopg.Error as exc:
+                await conn.close()
+                raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
+            except BaseException:
+                await conn.close()
+                raise
+            source_header = held[0]
+            writer = PostgresWriter(self, source_header, conn, len(held[1]), row[0])
+            opened = await writer.opened(held[1], now_ms)
+        return opened
+
+    async def _tail(self, session_id: str, max_messages: int) -> tuple[SessionHeader, EventLog]:
+        """The session read back from the end to its base (`core.tail`)."""
+        source = await self.history(session_id)
+        end = source.last_seq + 1
+        read = TailRead(end, max_messages)
+        if end:
+            cut, records = await source.page(end, max_messages)
+            read.took(records, cut.start)
+        while (wanted := read.wanted()) is not None:
+            read.took(await source.records(*wanted), wanted[0])
+        base = read.base or 0
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.prefix, (session_id, base))
+            bodies = [body.encode() for (body,) in await cur.fetchall()]
+        prefix = common.tail_prefix(self.where(session_id), bodies)
+        return source.header, EventLog(read.held(), base=base, prefix=prefix)
 
     # -- reading -------------------------------------------------------------------------------
 
