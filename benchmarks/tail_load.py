@@ -165,8 +165,15 @@ async def write_session(
 def load_once(url: str, max_messages: int, cwd: str, env: dict[str, str]) -> dict[str, Any]:
     command = [sys.executable, "-m", "acp_server", "serve", "--store", url, "--titles", "off"]
     started = time.perf_counter()
+    # `-m` puts the working directory first on the path: the checkout's root, as PYTHONPATH says.
+    checkout = env["PYTHONPATH"].split(os.pathsep)[0]
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=checkout,
     )
     assert process.stdin is not None and process.stdout is not None
 
@@ -243,7 +250,7 @@ def main() -> int:
     if args.postgres and "postgresql" not in engines:
         engines.append("postgresql")
     # Bytecode cached, as an installed package's is: a warm-up round writes the caches.
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     result: dict[str, Any] = {"max_messages": args.max_messages, "engines": {}}

@@ -1,6 +1,7 @@
 """A tail load through the real server on every engine (SPEC 4.2, 4.6): a session loaded for
 its newest messages in a fresh process replays only them, keeps its settings, sends the model
-the history from its latest compaction, and pages back to its first event from the store."""
+the history from its latest compaction, and pages back to its first event from the store; a
+later load without a tail replays every turn."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def messages(body: dict[str, Any]) -> list[tuple[str, Any]]:
     if values and values[0][0] == "system" and values[0][1] != SUMMARY_SYSTEM:
         return values[1:]
     return values
+
+
+def user_texts(frames: list[dict[str, Any]]) -> list[str]:
+    """The text of every replayed user message chunk."""
+    return [
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    ]
 
 
 def test_a_tail_load_continues_from_the_compaction_and_pages_back_to_the_start(
@@ -98,16 +109,21 @@ def test_a_tail_load_continues_from_the_compaction_and_pages_back_to_the_start(
                     },
                 )
                 pages.append(page["records"])
+            whole = dict(params)
+            del whole["_meta"]
+            _, again = server.exchange("session/load", whole)
     result = response["result"]
     assert result["modes"]["currentModeId"] == "plan"
     assert result["_meta"]["acp-server"]["hasMore"] is True
-    replayed = [
-        f["params"]["update"]["content"]["text"]
-        for f in before
-        if f.get("method") == "session/update"
-        and f["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    assert user_texts(before) == ["four"]
+    assert user_texts(again) == [
+        "My name is Ada.",
+        "I like tea.",
+        "/compact",
+        "three",
+        "four",
+        "Who am I?",
     ]
-    assert replayed == ["four"]
     assert messages(model.requests[-1].body) == [
         ("user", SUMMARY_PREAMBLE + SUMMARY),
         ("user", "three"),

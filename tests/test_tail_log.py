@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import loop_logs
 
-from acp_server.core.chunk_rows import pack_chunk_runs
+from acp_server.core.chunk_rows import decode_storage_record, pack_chunk_runs
 from acp_server.core.content import TextContent
 from acp_server.core.event_log import EventLog
 from acp_server.core.events import (
@@ -47,8 +47,8 @@ from acp_server.core.recovery import interrupted_turn_closers
 from acp_server.core.stream import AssistantText
 from acp_server.core.tail import (
     TailPrefix,
+    TailRead,
     fold_prefix,
-    next_reach,
     prefix_before,
     tail_base,
 )
@@ -60,12 +60,16 @@ def plain(events: list[SessionEvent]) -> list[SessionEvent]:
 
 def read_back(events: list[SessionEvent], max_messages: int, lo: int) -> int:
     """What a store does: read back from `lo`, further each time, until the base is found."""
-    end = len(events)
-    while True:
-        base = tail_base(plain(events[lo:]), lo, max_messages)
-        if base is not None:
-            return base
-        lo = next_reach(lo, end)
+    read = TailRead(len(events), max_messages)
+    read.took(pack_chunk_runs(events[lo:]), lo)
+    while (wanted := read.wanted()) is not None:
+        read.took(pack_chunk_runs(events[wanted[0] : wanted[1]]), wanted[0])
+    assert read.base is not None
+    assert (
+        read.held() == pack_chunk_runs(events[read.base :])
+        or [e for r in read.held() for e in decode_storage_record(r)] == events[read.base :]
+    )
+    return read.base
 
 
 def held(events: list[SessionEvent], base: int) -> EventLog:

@@ -146,10 +146,23 @@ def held_turns(events: Iterable[SessionEvent]) -> int:
     return 0
 
 
-def next_reach(lo: int, end: int) -> int:
-    """Where to read back to next, from `lo`, when a session of `end` seqs held from `lo` on
-    did not reach far enough: twice as far (from the end) as before."""
-    return max(0, lo - max(end - lo, 64))
+FIRST_STEP: Final = 64
+"""How many seqs before what is read a tail read first reaches back: a turn start, or a
+compaction turn, is usually that close."""
+
+
+def next_reach(lo: int, events: Sequence[SessionEvent], step: int) -> int:
+    """Where to read back to next, from `lo`, when the plain `events` read from it do not
+    reach far enough: `step` seqs before the first event the provider history needs (the
+    latest compaction's `throughSeq` + 1) when they hold that compaction, else before `lo`."""
+    target = lo
+    for event in reversed(events):
+        if type(event) is SessionRewind:
+            break
+        if type(event) is ContextCompaction:
+            target = min(lo, event.data.through_seq + 1)
+            break
+    return max(0, target - step)
 
 
 class TailRead:
@@ -166,12 +179,14 @@ class TailRead:
         self.base: int | None = 0 if end == 0 else None
         self._records: list[StorageRecord] = []
         self._plain: list[SessionEvent] = []
+        self._step = FIRST_STEP
+        """How far before what it needs the next read reaches: doubled after each read."""
 
     def wanted(self) -> tuple[int, int] | None:
         """The seqs to read next (None: the base is found)."""
         if self.base is not None:
             return None
-        return next_reach(self.lo, self.end), self.lo
+        return next_reach(self.lo, self._plain, self._step), self.lo
 
     def took(self, records: Sequence[StorageRecord], lo: int) -> None:
         """The records of seqs `[lo, self.lo)`, just read."""
@@ -179,6 +194,7 @@ class TailRead:
         self._plain[:0] = [cast(SessionEvent, r) for r in records if type(r) not in NOT_PLAIN]
         self.lo = lo
         self.base = tail_base(self._plain, lo, self.max_messages)
+        self._step *= 2
 
     def held(self) -> list[StorageRecord]:
         """The records from the base on (once it is found)."""
