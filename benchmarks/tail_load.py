@@ -7,7 +7,9 @@ then `--steps` steps (default 10) that each stream a run of `--chunks` text chun
 30), call a tool and get a result of 3/4 to all of `--output-kib` KiB (default 1024; sizes drawn
 from a fixed seed), then a last step answering in text. With the defaults: about 40,000 events
 and 1 GiB. The session is
-written once per engine (JSONL, SQLite, and PostgreSQL when `--postgres URL` is given), closed
+written once per engine (JSONL, SQLite, and PostgreSQL: the database `--postgres URL` names,
+or else a throwaway cluster started as the tests start theirs, `tests/postgres_server.py`, or
+left out when there is none or with `--no-postgres`), closed
 as a writer closes it, then loaded by fresh `acp-server serve --store URL` processes, each
 `--rounds` times (default 3): after `initialize`, `session/load` with `maxMessages`
 (`--max-messages`, default 50); the figure is from the spawn to the last `session/update`
@@ -197,6 +199,7 @@ def load_once(url: str, max_messages: int, cwd: str, env: dict[str, str]) -> dic
 
     send(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     until(1)
+    initialized = time.perf_counter()
     params = {
         "sessionId": SESSION_ID,
         "cwd": cwd,
@@ -216,6 +219,7 @@ def load_once(url: str, max_messages: int, cwd: str, env: dict[str, str]) -> dic
     return {
         "ms": round((end - started) * 1000),
         "answered_ms": round((answered - started) * 1000),
+        "initialized_ms": round((initialized - started) * 1000),
         "updates": updates,
         "replayed_from": meta["replayedFromSeq"],
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
@@ -233,6 +237,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--engines", default="jsonl,sqlite")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (an empty database)")
+    parser.add_argument(
+        "--no-postgres", action="store_true", help="leave PostgreSQL out (no throwaway cluster)"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="build in DIR and keep it")
     parser.add_argument(
         "--compare", type=Path, default=None, help="also load with the checkout DIR's server"
@@ -244,11 +251,43 @@ def main() -> int:
         "jsonl": f"file://{root}/sessions",
         "sqlite": f"sqlite://{root}/sessions.db",
     }
-    if args.postgres:
-        urls["postgresql"] = args.postgres
+    cluster = None
+    if not args.no_postgres:
+        database, cluster = postgres_database(args.postgres)
+        if database is not None:
+            urls["postgresql"] = database
     engines = [e for e in args.engines.split(",") if e in urls]
-    if args.postgres and "postgresql" not in engines:
+    if "postgresql" in urls and "postgresql" not in engines:
         engines.append("postgresql")
+    try:
+        result = run(args, root, urls, engines)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    if args.keep is None:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    print("TAIL_LOAD_RESULT " + json.dumps(result, separators=(",", ":")))
+    return 0
+
+
+def postgres_database(given: str | None) -> tuple[str | None, Any]:
+    """The database to run on, and the throwaway cluster to stop afterwards (or None)."""
+    if given:
+        return given, None
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from postgres_server import Cluster, fresh_database, server_binaries
+
+    binaries = server_binaries()
+    if binaries is None:
+        say("postgresql: no server (give --postgres URL or install PostgreSQL): left out")
+        return None, None
+    cluster = Cluster(binaries)
+    return fresh_database(cluster.start()), cluster
+
+
+def run(args: argparse.Namespace, root: Path, urls: dict[str, str], engines: list[str]) -> Any:
     # Bytecode cached, as an installed package's is: a warm-up round writes the caches.
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -294,6 +333,7 @@ def main() -> int:
             "events": events,
             "load_ms_median": statistics.median(r["ms"] for r in rounds),
             "load_ms": [r["ms"] for r in rounds],
+            "initialized_ms": [r["initialized_ms"] for r in rounds],
             "peak_rss_mb_max": max(r["peak_rss_mb"] for r in rounds),
             "replayed_from": rounds[0]["replayed_from"],
             "updates": rounds[0]["updates"],
@@ -303,12 +343,7 @@ def main() -> int:
                 "load_ms_median": statistics.median(r["ms"] for r in compared),
                 "peak_rss_mb_max": max(r["peak_rss_mb"] for r in compared),
             }
-    if args.keep is None:
-        import shutil
-
-        shutil.rmtree(root, ignore_errors=True)
-    print("TAIL_LOAD_RESULT " + json.dumps(result, separators=(",", ":")))
-    return 0
+    return result
 
 
 if __name__ == "__main__":
