@@ -278,3 +278,23 @@ async def test_a_jsonl_log_without_its_prefix_file_is_held_whole(
     again = await store.open_tail("s1", 5, 2)  # the whole open kept the file
     await again.writer.close()
     assert again.log.base > 0
+
+
+async def test_a_jsonl_tail_open_cuts_a_torn_final_line_as_a_whole_open_does(
+    engine: str, store: Store, tmp_path: Path
+) -> None:
+    if engine != "jsonl":
+        pytest.skip("a database holds no torn line")
+    session = compacted_session()
+    await stored(store, session.events)
+    path = tmp_path / "sessions" / "s1" / "session.jsonl"
+    whole_size = path.stat().st_size
+    with path.open("ab") as log:
+        log.write(b'{"type":"turn/start","seq":')
+    tail = await store.open_tail("s1", 5, 2)
+    await tail.writer.close()
+    assert (tail.dropped_torn_tail, len(tail.log), path.stat().st_size) == (
+        True,
+        len(session.events),
+        whole_size,
+    )
