@@ -1,7 +1,7 @@
 """A tail load through the real server on every engine (SPEC 4.2, 4.6): a session loaded for
 its newest messages in a fresh process replays only them, keeps its settings, sends the model
-the history from its latest compaction, and pages back to its first event from the store; a
-later load without a tail replays every turn."""
+the history from its latest compaction, and pages and searches back to its first event from the
+store; a later load without a tail replays every turn."""
 
 from __future__ import annotations
 
@@ -109,6 +109,7 @@ def test_a_tail_load_continues_from_the_compaction_and_pages_back_to_the_start(
                     },
                 )
                 pages.append(page["records"])
+            found = server.result("session.search", {"address": address, "query": "tea"})
             whole = dict(params)
             del whole["_meta"]
             _, again = server.exchange("session/load", whole)
@@ -132,6 +133,7 @@ def test_a_tail_load_continues_from_the_compaction_and_pages_back_to_the_start(
         ("assistant", "Four."),
         ("user", "Who am I?"),
     ]
+    assert [(h["kind"], h["snippet"]) for h in found["hits"]] == [("user_message", "I like tea.")]
     users = [
         r["event"]["data"]["message"]["content"][0]["text"]
         for records in reversed(pages)
