@@ -15,6 +15,7 @@ reading its whole log.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import uuid
@@ -110,6 +111,7 @@ class SessionRegistry:
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
+        session.rest = functools.partial(self.whole, session)
         session_id = session.id
         session.recorder.listeners.append(lambda event: self._announce(session_id, event))
         self.changed(session_id)
