@@ -44,6 +44,7 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.projection import tail_start
 from acp_server.core.stream import AssistantText, TextDelta
+from acp_server.server.held_history import HeldHistory
 from acp_server.storage.api import Opened, Store
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
@@ -298,3 +299,23 @@ async def test_a_jsonl_tail_open_cuts_a_torn_final_line_as_a_whole_open_does(
         len(session.events),
         whole_size,
     )
+
+
+async def test_a_session_held_from_its_base_pages_as_the_store_does(store: Store) -> None:
+    session = compacted_session()
+    await stored(store, session.events)
+    tail = await store.open_tail("s1", 5, 2)
+    try:
+        source = await store.history("s1")
+        held = HeldHistory(header(), lambda: tail.log, source)
+        end = len(session.events)
+        assert 0 < tail.log.base < end
+        for max_messages in (1, 2, 3, 7, 50):
+            for page_end in range(1, end + 1, 5):
+                assert await held.page(page_end, max_messages) == await source.page(
+                    page_end, max_messages
+                )
+        for lo, hi in ((0, end), (3, tail.log.base + 4), (tail.log.base, end - 2)):
+            assert await held.records(lo, hi) == await source.records(lo, hi)
+    finally:
+        await tail.writer.close()
