@@ -209,8 +209,13 @@ class PostgresStore:
                 return
             if found == common.SCHEMA_VERSION:
                 # An index, not a table: a build without it reads and writes the same tables,
-                # and the database keeps it in step with every writer's rows.
-                await conn.execute(_sql.prefix_index.encode())
+                # and the database keeps it in step with every writer's rows. Looked for first:
+                # creating it, even "IF NOT EXISTS", takes the tables' owner, which a role that
+                # only reads and writes them is not.
+                cur = await conn.execute("SELECT to_regclass('acp_records_prefix') IS NULL")
+                missing = await cur.fetchone()
+                if missing is not None and missing[0]:
+                    await conn.execute(_sql.prefix_index.encode())
         refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
