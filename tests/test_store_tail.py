@@ -4,6 +4,7 @@ of what comes before only the settings and the count of model calls."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,31 @@ async def test_a_session_held_from_its_base_pages_as_the_store_does(store: Store
             assert await held.records(lo, hi) == await source.records(lo, hi)
     finally:
         await tail.writer.close()
+
+
+@pytest.mark.process
+async def test_a_postgresql_role_that_only_reads_and_writes_the_tables_opens_the_store(
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    owner = open_store(parse_store_url(postgres_url))
+    await owner.prepare()  # the tables and the index, made by their owner
+    await owner.aclose()
+    role = f"rw_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+        conn.execute(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"
+        )
+    scheme, _, rest = postgres_url.partition("://")
+    where = rest.rpartition("@")[2]
+    user = open_store(parse_store_url(f"{scheme}://{role}:pw@{where}"))
+    try:
+        await user.prepare()
+        await stored(user, compacted_session().events)
+        tail = await user.open_tail("s1", 5, 2)
+        await tail.writer.close()
+        assert tail.log.base > 0
+    finally:
+        await user.aclose()
