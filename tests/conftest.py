@@ -1,5 +1,6 @@
 """Hypothesis profiles; the guard that keeps the fast tier fast (`process_guard`); the PostgreSQL
-server of the tests that need one (`postgres_url`); the npm packages, installed once before the
+server of the tests that need one (`postgres_url`), and a primary with a streaming standby
+(`postgres_pair`); the npm packages, installed once before the
 tests run (`node_packages`).
 
 Hypothesis: "ci" (no deadline, 100 examples) is what the whole suite runs, CI included; "fast"
@@ -8,11 +9,17 @@ Hypothesis: "ci" (no deadline, 100 examples) is what the whole suite runs, CI in
 edits (the whole suite tries them on all 100).
 """
 
+from __future__ import annotations
+
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from postgres_server import StandbyPair
 
 settings.register_profile("ci", deadline=None, max_examples=100)
 settings.register_profile("fast", deadline=None, max_examples=20)
@@ -74,3 +81,24 @@ def postgres_url(postgres_server: str) -> str:
     from postgres_server import fresh_database
 
     return fresh_database(postgres_server)
+
+
+@pytest.fixture
+def postgres_pair() -> Iterator[StandbyPair]:
+    """A primary and a streaming standby of its own for one test, from Debian's binaries (see
+    `postgres_server.StandbyPair`): the test may promote, stop and restart them."""
+    from postgres_server import StandbyPair, debian_binaries
+    from unavailable import unavailable
+
+    binaries = debian_binaries()
+    if binaries is None:
+        unavailable(
+            "no PostgreSQL server directory with initdb, pg_ctl and pg_basebackup "
+            "under /usr/lib/postgresql/*/bin"
+        )
+    pair = StandbyPair(binaries)
+    try:
+        pair.start()
+        yield pair
+    finally:
+        pair.stop()

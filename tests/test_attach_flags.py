@@ -84,6 +84,26 @@ def test_the_environments_store_is_folded_in_as_the_flag() -> None:
     assert url.argv() == ["--store", "sqlite:///a.db"]
 
 
+def test_the_environments_standbys_are_folded_in_as_the_flag_unless_it_is_given() -> None:
+    environ = {
+        "ACP_SERVER_STORE": "postgresql://db1/acp",
+        "ACP_SERVER_STORE_READ": "postgresql://db2/acp",
+    }
+    assert normalise([], environ, CWD).argv() == [
+        "--store",
+        "postgresql://db1/acp",
+        "--store-read",
+        "postgresql://db2/acp",
+    ]
+    given = normalise(["--store-read", "postgresql://db3/acp"], environ, CWD)
+    assert given.argv() == [
+        "--store",
+        "postgresql://db1/acp",
+        "--store-read",
+        "postgresql://db3/acp",
+    ]
+
+
 def test_a_flag_wins_over_the_environments_store() -> None:
     flags = normalise(["--store", "/s"], {"ACP_SERVER_SESSIONS_DIR": "/e"}, CWD)
     assert flags.argv() == ["--store", "/s"]

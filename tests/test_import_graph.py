@@ -237,6 +237,7 @@ def _normalized(name: str) -> str:
 OPTIONAL_EXTRAS = {
     "acp_server.storage.sql.postgres": "postgres",
     "acp_server.storage.sql.postgres_links": "postgres",
+    "acp_server.storage.sql.postgres_standby": "postgres",
 }
 """The modules that may import an optional extra's dependencies (and only that extra's)."""
 

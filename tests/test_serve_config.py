@@ -19,7 +19,13 @@ def config(*args: str) -> ServeConfig:
 
 @pytest.fixture(autouse=True)
 def _no_fallbacks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("ACP_SERVER_STORE", "ACP_REPLAY_FILE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in (
+        "ACP_SERVER_STORE",
+        "ACP_SERVER_STORE_READ",
+        "ACP_REPLAY_FILE",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ACP_SERVER_SESSIONS_DIR", str(tmp_path))
     monkeypatch.setenv("ACP_SERVER_CONFIG_DIR", str(tmp_path / "config"))  # no stored key either
@@ -61,6 +67,59 @@ def test_flags_that_do_not_go_together_are_one_message(args: list[str], message:
     with pytest.raises(ServeFlagsError) as raised:
         config(*args)
     assert str(raised.value) == message
+
+
+STANDBYS = "postgresql://acp:s3cret@db2:5432,db3:5432/acp"
+
+
+def test_a_postgresql_store_takes_its_standbys_url() -> None:
+    assert config("--store", "postgresql://acp@db1/acp", "--store-read", STANDBYS).store_read == (
+        STANDBYS
+    )
+
+
+def test_the_standbys_url_comes_from_the_environment_when_no_flag_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACP_SERVER_STORE_READ", STANDBYS)
+    assert config("--store", "postgresql://acp@db1/acp").store_read == STANDBYS
+    assert (
+        config(
+            "--store", "postgresql://acp@db1/acp", "--store-read", "postgresql://db4/acp"
+        ).store_read
+        == "postgresql://db4/acp"
+    )
+
+
+def test_no_standbys_url_reads_everything_from_the_store() -> None:
+    assert config("--store", "postgresql://acp@db1/acp").store_read is None
+
+
+def test_standbys_are_refused_for_a_store_that_is_not_postgresql(tmp_path: Path) -> None:
+    with pytest.raises(ServeFlagsError) as raised:
+        config("--store", str(tmp_path), "--store-read", STANDBYS)
+    assert str(raised.value) == (
+        f"--store-read: only with a PostgreSQL store (the store is {tmp_path}, a jsonl store: "
+        "it has no standbys)"
+    )
+
+
+def test_a_standbys_url_that_is_not_postgresql_is_refused_with_its_password_hidden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACP_SERVER_STORE_READ", "sqlite:///x.db?password=s3cret")
+    with pytest.raises(ServeFlagsError) as raised:
+        config("--store", "postgresql://acp@db1/acp")
+    assert str(raised.value) == (
+        "$ACP_SERVER_STORE_READ: sqlite:///x.db?password=***: a sqlite URL takes no query or "
+        "fragment"
+    )
+    with pytest.raises(ServeFlagsError) as raised:
+        config("--store", "postgresql://acp@db1/acp", "--store-read", "/var/standby")
+    assert str(raised.value) == (
+        "--store-read: /var/standby: the standbys' URL is postgresql://... "
+        "(a jsonl store has no standbys)"
+    )
 
 
 def test_the_environment_fills_in_what_the_flags_leave_out(
@@ -122,3 +181,31 @@ def test_a_permission_request_with_no_client_attached_waits_600_seconds_by_defau
 
 def test_detached_permission_timeout_sets_how_long_it_waits() -> None:
     assert config("--detached-permission-timeout", "2.5").detached_permission_timeout == 2.5
+
+
+def test_the_store_retry_window_is_thirty_seconds_unless_given() -> None:
+    assert (config().store_retry, config("--store-retry", "2.5").store_retry) == (30.0, 2.5)
+
+
+def test_a_store_retry_of_zero_fails_at_once() -> None:
+    assert config("--store-retry", "0").store_retry == 0.0
+
+
+@pytest.mark.parametrize("value", ["-1", "inf", "soon"])
+def test_a_store_retry_that_is_not_seconds_is_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        config("--store-retry", value)
+    assert "argument --store-retry:" in capsys.readouterr().err
+
+
+def test_the_store_retry_window_reaches_a_postgresql_store() -> None:
+    from acp_server.server.app import open_config_store
+    from acp_server.storage.sql.postgres import PostgresStore
+
+    store = open_config_store(
+        config("--store", "postgresql://acp@db.invalid/acp", "--store-retry", "7")
+    )
+    assert isinstance(store, PostgresStore)
+    assert store.retry_seconds == 7.0

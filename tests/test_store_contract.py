@@ -9,6 +9,7 @@ process writes. The few tests that only mean something for one engine say so in 
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import subprocess
 import sys
@@ -57,7 +58,7 @@ from acp_server.core.events import (
 )
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.stream import AssistantText, TextDelta
-from acp_server.storage.api import Store, copy_blobs, follow_stored, fork_stored
+from acp_server.storage.api import HistorySource, Store, copy_blobs, follow_stored, fork_stored
 from acp_server.storage.errors import (
     DamagedStore,
     LogLocked,
@@ -465,7 +466,7 @@ async def test_postgresql_a_writer_whose_epoch_was_taken_over_commits_nothing(
 async def test_postgresql_a_writer_whose_connection_dropped_fails_and_reopens_from_the_database(
     postgres_url: str,
 ) -> None:
-    store = PostgresStore(postgres_url)
+    store = PostgresStore(postgres_url, retry_seconds=0)  # no retry: it fails at once
     events = conversation(2)
     cut = after_turn(events, 0)
     writer = await store.create(header())
@@ -940,6 +941,46 @@ async def test_following_a_deleted_session_ends(store: Store) -> None:
         with pytest.raises(SessionNotFound):
             await follower.__anext__()
     assert [e.seq for e in first] == list(range(len(conversation(1))))
+
+
+class Unreachable:
+    """A session's history source whose first `failures` refreshes fail as a database that is
+    failing over does (the follower's own reads, not its wake-ups)."""
+
+    def __init__(self, source: HistorySource, failures: int) -> None:
+        self.source = source
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.source, name)
+
+    async def refresh(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(errno.ECONNRESET, "the database is unreachable")
+        await self.source.refresh()
+
+
+async def test_a_follower_whose_reads_fail_for_a_while_keeps_following(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = conversation(2)
+    await stored(store, events)
+    history = store.history
+
+    async def unreachable_at_first(session_id: str) -> HistorySource:
+        return Unreachable(await history(session_id), failures=3)  # type: ignore[return-value]
+
+    monkeypatch.setattr(store, "history", unreachable_at_first)
+    with anyio.fail_after(30):
+        follower = follow_stored(store, "s1", 0, interval=0.01)
+        first = await follower.__anext__()
+        await follower.aclose()
+    assert first == events
+    said = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert said == [
+        "following s1: the store cannot be read: [Errno 104] the database is unreachable"
+    ]
 
 
 async def test_jsonl_keeps_the_history_of_the_most_recently_used_sessions_only(

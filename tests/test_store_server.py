@@ -139,15 +139,16 @@ async def test_a_writer_killed_mid_stream_is_recovered_by_the_next_process(
 async def test_postgresql_a_connection_dropped_mid_turn_fails_the_turn_and_the_next_one_works(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    """The writer's connection is dropped (as a database restart does) while a prompt streams:
-    the process stays up, the turn fails saying the database is unavailable, the next prompt
-    works, and the log holds the first turn closed by recovery, gapless."""
+    """The writer's connection is dropped (as a database restart does) while a prompt streams,
+    with no retry (`--store-retry 0`): the process stays up, the turn fails saying the database
+    is unavailable, the next prompt works, and the log holds the first turn closed by recovery,
+    gapless. (`test_postgres_retry.py`: a turn that streams through it.)"""
     import psycopg
 
     (tmp_path / "workspace").mkdir()
     with anyio.fail_after(TIMEOUT):
         async with (
-            spawn(tmp_path, postgres_url, "--pace-ms", "2") as writer,
+            spawn(tmp_path, postgres_url, "--pace-ms", "2", "--store-retry", "0") as writer,
             spawn(tmp_path, postgres_url) as reader,
         ):
             await writer.initialize()

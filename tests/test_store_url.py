@@ -56,6 +56,23 @@ def test_a_password_in_a_url_is_shown_as_stars() -> None:
     assert redact_url("postgresql://acp:s3cret@db:5432/acp") == "postgresql://acp:***@db:5432/acp"
 
 
+def test_a_password_of_a_url_of_several_hosts_is_shown_as_stars() -> None:
+    assert (
+        redact_url("postgresql://acp:s3cret@db1:5432,db2:5433/acp")
+        == "postgresql://acp:***@db1:5432,db2:5433/acp"
+    )
+
+
+def test_a_password_parameter_is_shown_as_stars() -> None:
+    assert (
+        redact_url("postgresql://acp@db/acp?sslmode=require&password=s3cret")
+        == "postgresql://acp@db/acp?sslmode=require&password=***"
+    )
+    assert redact_url("host=a,b password='s3 cret' dbname=acp") == (
+        "host=a,b password=*** dbname=acp"
+    )
+
+
 def test_a_url_without_a_password_is_shown_as_given() -> None:
     assert redact_url("postgresql://acp@db/acp") == "postgresql://acp@db/acp"
     assert redact_url("/plain/dir") == "/plain/dir"

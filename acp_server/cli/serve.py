@@ -3,8 +3,8 @@
 `serve_flags` reads each flag alone; here are the rules between them (one of `--store` and
 `--sessions-dir`; each provider's flags with that provider only; the network flags with
 `--listen` only), the environment's fallbacks (the store's, chosen as every command chooses it
-(`store_choice`), `$ACP_REPLAY_FILE` and the API key's variables), and the checks of the files the flags name, made
-in an order that decides which of several problems is the one reported. The API key is found
+(`store_choice`), `$ACP_SERVER_STORE_READ`, `$ACP_REPLAY_FILE` and the API key's variables),
+and the checks of the files the flags name, made in an order that decides which of several problems is the one reported. The API key is found
 here too: when one is in the environment, the process first starts itself again without it
 (`providers.secret`). A problem is one line on stderr and status 2, as argparse reports a bad
 flag.
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..core.prompt_render import PromptBase
     from ..providers.secret import Secret
     from ..server.config import ServeConfig
+    from ..storage.url import StoreUrl
 
 
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
@@ -62,6 +63,7 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
     except StoreChoiceError as exc:
         raise ServeFlagsError(str(exc)) from None
     store = None if choice.is_directory else url
+    store_read = _store_read(args.store_read, url)
     # With a store URL the directory is not used: `store` names where the sessions are.
     sessions_dir = url.path if choice.is_directory and url.path is not None else Path(".")
     try:
@@ -112,7 +114,9 @@ def serve_config(args: argparse.Namespace, *, may_reexec: bool) -> ServeConfig:
     return ServeConfig(
         sessions_dir=sessions_dir,
         store=store,
+        store_read=store_read,
         store_source=source_phrase(choice),
+        store_retry=args.store_retry,
         replay=replay,
         replay_override=args.replay_override,
         pace_ms=args.pace_ms,
@@ -155,6 +159,35 @@ _LIVE_MODEL_FLAGS: Final = {
 _COMMON_LIVE_OPTIONS: Final = frozenset(
     {"model", "models", "base_url", "api_key_env", "connect_timeout", "read_timeout", "max_retries"}
 )
+
+
+def _store_read(given: str | None, store: StoreUrl) -> str | None:
+    """`--store-read` (else `$ACP_SERVER_STORE_READ`): a PostgreSQL URL, with a PostgreSQL
+    store only (`ServeFlagsError` naming where it was given, its password hidden)."""
+    from ..startup.store_location import STORE_READ_ENV
+    from ..storage.redact import redact_url
+    from ..storage.url import parse_store_url
+
+    source = "--store-read"
+    if given is None:
+        given, source = os.environ.get(STORE_READ_ENV) or None, f"${STORE_READ_ENV}"
+    if given is None:
+        return None
+    try:
+        engine = parse_store_url(given).engine
+    except ValueError as exc:
+        raise ServeFlagsError(f"{source}: {exc}") from None
+    if engine != "postgresql":
+        raise ServeFlagsError(
+            f"{source}: {redact_url(given)}: the standbys' URL is postgresql://... "
+            f"(a {engine} store has no standbys)"
+        )
+    if store.engine != "postgresql":
+        raise ServeFlagsError(
+            f"{source}: only with a PostgreSQL store (the store is {store.shown}, a {store.engine} "
+            "store: it has no standbys)"
+        )
+    return given
 
 
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -65,6 +65,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 def _price(text: str) -> float:
     try:
         value = float(text)
@@ -127,6 +137,23 @@ def add_serve(commands: Commands) -> None:
         help="where the sessions are kept: a directory or file:///abs/dir (JSONL logs), "
         "sqlite:///abs/path.db (one SQLite database) (default: $ACP_SERVER_STORE, else the "
         "--sessions-dir logs)",
+    )
+    serve.add_argument(
+        "--store-read",
+        metavar="URL",
+        help="a PostgreSQL store's standbys, where what only reads goes first (pages, "
+        "sessions another process writes, session/list, following): postgresql://... with "
+        "one or more hosts; a standby behind or unreachable leaves the read to --store "
+        "(default: $ACP_SERVER_STORE_READ, else every read goes to --store)",
+    )
+    serve.add_argument(
+        "--store-retry",
+        metavar="SECONDS",
+        type=_seconds,
+        default=30.0,
+        help="how long a session's writer keeps reconnecting to a PostgreSQL store it lost (a "
+        "restart, a failover) while its turn goes on, before the turn fails; 0: at once "
+        "(default 30)",
     )
     serve.add_argument(
         "--replay",

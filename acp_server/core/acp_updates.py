@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Struct, UnsetType, field
 
-from .content import ContentBlock, DiffContent
+from .content import ContentBlock, DiffContent, Meta_
 from .events import NoticeSeverity, PlanEntry, ToolCallLocation, ToolResultData
 from .modes import ConfigOption
 
@@ -81,6 +81,8 @@ class ToolCallUpdated(Update, tag="tool_call_update"):
     name: str | UnsetType = UNSET
     """The tool's name again, as on the `tool_call`: a client that joins late, or shows
     updates alone, still knows which tool it was."""
+    meta: Meta_ = field(default=UNSET, name="_meta")
+    """`{"acp-server": {"cut": {seq, bytes}}}` on a replayed output that was cut (SPEC 4.2)."""
 
 
 class PlanShown(Update, tag="plan"):

@@ -6,7 +6,8 @@ stream failed or was cut by a crash, the text and reasoning its chunks had deliv
 the title are shown where they happened, and a command's answer as an agent message. A
 compaction's summarising step is shown as one agent message saying the conversation was
 compacted, with the summary; to a client that takes compactions (`session.compaction`), as a
-completed `compaction_update` holding the summary. Notices are live only: never replayed.
+completed `compaction_update` holding the summary. Notices are live only: never replayed. A
+tool output over 64 KiB is replayed cut, saying where the whole is (`output_cut`).
 
 A client that advertised the unstable schema's newer shapes gets them in the same places: a
 plan as `plan_update` / `plan_removed` (`plan_operations`), and a `task` call's child as
@@ -57,6 +58,7 @@ from .events import (
     TurnStart,
     UserMessageEvent,
 )
+from .output_cut import cut_output
 from .stream import AssistantBlock, AssistantReasoning, AssistantText, AssistantToolCall
 from .subagent_updates import subagent_finished, subagent_started, task_prompt
 
@@ -80,7 +82,8 @@ def project_load(
     `plan_removed`; with `subagents` each `task` call's child is shown between the call and its
     result as the live turn showed it, on the session `session_id`, except `foreign_children`
     (children whose own log names another parent, as a fork's copied `subagent/start`s do:
-    never announced as this one's).
+    never announced as this one's). A tool output over 64 KiB is shown cut, its
+    `tool_call_update` saying where the whole is (`output_cut`).
 
     The records must start at a turn boundary (see `tail_start`), so no step is cut in two.
     Rows are never expanded: a completed step's rows and chunks are only set aside (its
@@ -160,7 +163,7 @@ def project_load(
                         if result is not None:
                             updates.extend(subagent_finished(session_id, child, result.data))
                     if result is not None:
-                        updates.append(tool_call_finished(result.data, block.name))
+                        updates.append(_result_shown(result, block.name))
         elif kind in (StepEnd, StepStart, TurnEnd, TurnStart):
             flush_pending()
         elif type(event) is UserMessageEvent:
@@ -178,6 +181,15 @@ def project_load(
             updates.extend(AgentMessageChunk(block, message_id) for block in event.data.content)
     flush_pending()
     return updates
+
+
+def _result_shown(result: ToolResult, name: str) -> SessionUpdate:
+    shown, cut = cut_output(result.data, result.seq)
+    update = tool_call_finished(shown, name)
+    if cut is None:
+        return update
+    meta = {"acp-server": {"cut": msgspec.to_builtins(cut)}}
+    return msgspec.structs.replace(update, meta=meta)
 
 
 def _show_blocks(content: Sequence[AssistantBlock], message_id: str) -> list[SessionUpdate]:

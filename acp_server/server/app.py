@@ -25,7 +25,9 @@ from ..providers.registry import live_provider, provider_spec
 from ..providers.settings import ProviderSettings
 from ..startup import handshake
 from ..storage.api import Store
+from ..storage.engines import StoreOptions
 from ..storage.errors import LogError
+from ..storage.redact import redact_url
 from ..storage.url import open_store, store_url_for_dir
 from ..transports.stdio import FdReader, FrameWriter, LineSink, Prefixed, lines
 from ..transports.stdio_fds import StdioFds, claim_stdio
@@ -155,7 +157,8 @@ async def serve(
 def open_config_store(config: ServeConfig) -> Store:
     """The store `config` names (`LogError` or `OSError` when it cannot be used)."""
     url = config.store if config.store is not None else store_url_for_dir(config.sessions_dir)
-    return open_store(url, pack=config.pack, compression=config.compression)
+    options = StoreOptions(read_url=config.store_read, retry_seconds=config.store_retry)
+    return open_store(url, pack=config.pack, compression=config.compression, options=options)
 
 
 def _have_uvloop() -> bool:
@@ -179,6 +182,8 @@ def run_server(config: ServeConfig) -> int:
         return 2
     source = f" ({config.store_source})" if config.store_source else ""
     log.info("sessions are stored in %s%s", store.url, source)
+    if config.store_read is not None:
+        log.info("reads go first to %s", redact_url(config.store_read))
     if config.socket is not None:
         return _run(serve_on_socket, config, provider, store)
     if config.listen is not None:

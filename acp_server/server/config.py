@@ -21,9 +21,14 @@ class ServeConfig(msgspec.Struct, frozen=True):
     sessions_dir: Path
     store: StoreUrl | None = None
     """`--store URL`: where the sessions are (SPEC 2.6); None: JSONL in `sessions_dir`."""
+    store_read: str | None = None
+    """`--store-read URL`: a PostgreSQL store's standbys, read first (it may hold a password:
+    never shown as given); None: every read goes to `store`."""
     store_source: str = ""
     """Where the store was named, as a phrase ("from --store", "from $ACP_SERVER_STORE"), for
     the log line that names the store at start."""
+    store_retry: float = 30.0
+    """`--store-retry SECONDS`: how long a database writer reconnects before its turn fails."""
     replay: Path | None = None
     """A fixture (`session.jsonl` or a scenario directory); None: the bundled demo recording."""
     replay_override: Path | None = None

@@ -282,6 +282,7 @@ class History:
     async def _catch_up(self, subscription: _Subscription, watch: Watch) -> None:
         session_id, store = subscription.session_id, self.sessions.store
         source: HistorySource | None = None
+        unreadable = False
         while True:
             await watch.wait(FOLLOW_POLL_S)
             if subscription.end_reason is not None:
@@ -302,6 +303,16 @@ class History:
             except SessionNotFound:
                 self._end(subscription, "deleted")
                 return
+            except OSError as exc:
+                # The store cannot be read for now (a database failing over or restarting):
+                # the next wake-up or safety poll reads again from the same seq.
+                if not unreadable:
+                    log.warning("following %s: the store cannot be read: %s", session_id, exc)
+                unreadable = True
+                continue
+            if unreadable:
+                log.info("following %s: the store can be read again", session_id)
+                unreadable = False
             for record in records:
                 for event in decode_storage_record(record):
                     # Whatever `_publish` offered meanwhile is not offered twice.

@@ -6,7 +6,8 @@ imports msgspec, through `core`), so `SERVE_FLAGS` is a static table of the serv
 (`tests/test_attach_flags.py` holds it to the parser's actions exactly). Normalising reads the
 flags as argparse would (`--flag value`, `--flag=value`, unambiguous prefixes, the last of a
 repeated flag), fills in the defaults, folds in the environment's fallbacks as `serve` reads
-them (`$ACP_SERVER_STORE`, `$ACP_SERVER_SESSIONS_DIR`, `$ACP_REPLAY_FILE`) and makes relative
+them (`$ACP_SERVER_STORE`, `$ACP_SERVER_STORE_READ`, `$ACP_SERVER_SESSIONS_DIR`,
+`$ACP_REPLAY_FILE`) and makes relative
 paths absolute against the relay's directory: the server runs elsewhere (`attach.SERVER_CWD`).
 
 What cannot be read (an unknown flag, a flag without its value) is kept as given, in order, and
@@ -34,6 +35,8 @@ REPEATED: Final = "repeated"
 SERVE_FLAGS: Final[dict[str, tuple[str, str | None]]] = {
     "--sessions-dir": (PATH, None),
     "--store": (VALUE, None),
+    "--store-read": (VALUE, None),
+    "--store-retry": (VALUE, "30.0"),
     "--replay": (PATH, None),
     "--replay-override": (PATH, None),
     "--pace-ms": (VALUE, "0"),
@@ -76,6 +79,7 @@ INTERNAL_FLAGS: Final = frozenset({"--socket"})
 """Serve flags the relay sets itself: given to `attach`, they are refused."""
 
 STORE_ENV: Final = "ACP_SERVER_STORE"
+STORE_READ_ENV: Final = "ACP_SERVER_STORE_READ"
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 REPLAY: Final = "llm-replay"
@@ -184,6 +188,8 @@ def _fold_environment(
             given["--store"] = environ[STORE_ENV]
         elif environ.get(SESSIONS_DIR_ENV):
             given["--sessions-dir"] = absolute(environ[SESSIONS_DIR_ENV], cwd)
+    if "--store-read" not in given and environ.get(STORE_READ_ENV):
+        given["--store-read"] = environ[STORE_READ_ENV]
     store = given.get("--store")
     if isinstance(store, str) and store and "://" not in store:
         given["--store"] = absolute(store, cwd)  # a directory, as `--sessions-dir` names one

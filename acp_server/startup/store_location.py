@@ -22,6 +22,8 @@ from typing import Final, NamedTuple
 
 STORE_ENV: Final = "ACP_SERVER_STORE"
 """The store when neither `--store` nor `--sessions-dir` is given."""
+STORE_READ_ENV: Final = "ACP_SERVER_STORE_READ"
+"""A PostgreSQL store's standbys when `--store-read` is not given."""
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 """The sessions directory when no flag and no `$ACP_SERVER_STORE` names the store."""
 PLATFORM_DEFAULT: Final = "the platform's user data directory"

@@ -26,6 +26,7 @@ SQLite, PostgreSQL's notifications) and reads what was appended by seq after eve
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Final, Protocol
 
@@ -39,6 +40,8 @@ from ..core.fork import fork_records
 from ..core.header import SessionHeader
 from ..core.paging import PageCut
 from .errors import SessionNotFound
+
+log = logging.getLogger(__name__)
 
 FOLLOW_POLL_S: Final = 0.05
 """How often a follower of a session written by another process looks for appends."""
@@ -320,20 +323,38 @@ async def follow_stored(
     watch = store.watch(session_id)
     try:
         source = await store.history(session_id)
+        unreadable = False
         while True:
-            await source.refresh()
-            if source.last_seq >= next_seq:
-                records = await source.records(next_seq, source.last_seq + 1)
-                events = [e for record in records for e in decode_storage_record(record)]
-                if events:
-                    next_seq = events[-1].seq + 1
-                    yield events
-                    continue
-            if not await store.exists(session_id):
-                raise SessionNotFound(f"unknown session {session_id!r}")
+            try:
+                events = await _appended(store, source, next_seq)
+            except OSError as exc:
+                # The store cannot be read for now (a database failing over or restarting):
+                # the next wake-up or poll reads again from the same seq.
+                if not unreadable:
+                    log.warning("following %s: the store cannot be read: %s", session_id, exc)
+                unreadable, events = True, []
+            else:
+                unreadable = False
+            if events:
+                next_seq = events[-1].seq + 1
+                yield events
+                continue
             await watch.wait(interval)
     finally:
         watch.close()
+
+
+async def _appended(store: Store, source: HistorySource, next_seq: int) -> list[SessionEvent]:
+    """What the session holds from `next_seq` on (`SessionNotFound` once it is deleted)."""
+    await source.refresh()
+    if source.last_seq >= next_seq:
+        records = await source.records(next_seq, source.last_seq + 1)
+        events = [e for record in records for e in decode_storage_record(record)]
+        if events:
+            return events
+    if not await store.exists(source.header.id):
+        raise SessionNotFound(f"unknown session {source.header.id!r}")
+    return []
 
 
 async def fork_stored(

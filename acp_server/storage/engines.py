@@ -19,8 +19,21 @@ if TYPE_CHECKING:
     from .api import Store
     from .jsonl.lines import Compression
 
+
 EngineName = Literal["jsonl", "sqlite", "postgresql"]
 Names = Literal["directory", "file", "server"]
+
+
+class StoreOptions(msgspec.Struct, frozen=True):
+    """How a store is opened beyond what its URL names (the engines that do not need an option
+    ignore it)."""
+
+    read_url: str | None = None
+    """`--store-read`: where a PostgreSQL store's reads go first (its standbys); None: the
+    store's own URL serves every read. It may hold a password: never shown as given."""
+    retry_seconds: float = 30.0
+    """How long a database writer that lost its connection keeps reconnecting before its
+    session's writes fail (`serve --store-retry`); 0: they fail at once."""
 
 
 class Engine(msgspec.Struct, frozen=True):
@@ -32,8 +45,9 @@ class Engine(msgspec.Struct, frozen=True):
     """The scheme it is written with (others may name it too: the table has them all)."""
     names: Names
     """What a URL of it names: a directory, a file (both by absolute path) or a server."""
-    opener: Callable[[Path | None, str, bool, Compression], Store]
-    """Builds the store from the path and the URL as given, `pack` and `compression`."""
+    opener: Callable[[Path | None, str, bool, Compression, StoreOptions], Store]
+    """Builds the store from the path and the URL as given, `pack`, `compression` and the
+    options."""
 
     def problem(self, path: Path | None, shown: str) -> str | None:
         """Why the store cannot be used, in one line, or None (checked before serving)."""
@@ -65,24 +79,32 @@ class Engine(msgspec.Struct, frozen=True):
         return path / session_id if self.names == "directory" and path is not None else None
 
 
-def _jsonl(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _jsonl(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .jsonl.store import JsonlStore
 
     assert path is not None
     return JsonlStore(path, pack=pack, compression=compression)
 
 
-def _sqlite(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _sqlite(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .sql.sqlite import SqliteStore
 
     assert path is not None
     return SqliteStore(path, pack=pack)
 
 
-def _postgresql(path: Path | None, text: str, pack: bool, compression: Compression) -> Store:
+def _postgresql(
+    path: Path | None, text: str, pack: bool, compression: Compression, options: StoreOptions
+) -> Store:
     from .sql.postgres import PostgresStore
 
-    return PostgresStore(text, pack=pack)
+    return PostgresStore(
+        text, pack=pack, read_url=options.read_url, retry_seconds=options.retry_seconds
+    )
 
 
 JSONL: Final = Engine("jsonl", "file", "directory", _jsonl)

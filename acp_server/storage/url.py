@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
-from .engines import BY_NAME, ENGINES, JSONL, Engine, EngineName
+from .engines import BY_NAME, ENGINES, JSONL, Engine, EngineName, StoreOptions
 from .redact import redact_url
 
 if TYPE_CHECKING:
@@ -108,11 +108,20 @@ def check_store_url(url: StoreUrl) -> str | None:
     return url.kind.problem(url.path, url.shown)
 
 
-def open_store(url: StoreUrl, *, pack: bool = True, compression: Compression = "none") -> Store:
+DEFAULT_OPTIONS = StoreOptions()
+
+
+def open_store(
+    url: StoreUrl,
+    *,
+    pack: bool = True,
+    compression: Compression = "none",
+    options: StoreOptions = DEFAULT_OPTIONS,
+) -> Store:
     """The engine `url` names (`UnsupportedStore`, `LogError` or `OSError` if it cannot open)."""
     from .errors import UnsupportedStore
 
     problem = check_store_url(url)
     if problem is not None:
         raise UnsupportedStore(problem)
-    return url.kind.opener(url.path, url.text, pack, compression)
+    return url.kind.opener(url.path, url.text, pack, compression, options)

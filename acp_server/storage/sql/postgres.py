@@ -18,19 +18,29 @@ session. A writer that lost its lock (its connection dropped) and one behind the
 seq can never commit. A flush commits with `synchronous_commit` off (safe from a crash of this
 process), a sync with it on (safe from a crash of the database server).
 
+A writer whose connection is lost (a restart, a failover, its backend ended) reconnects for up
+to the store's `retry_seconds`, to the primary of the hosts the URL names, and claims the
+session again as opening it does (the lock, then a new epoch). It holds every batch written
+since the last synchronous commit (`core.held_batches`), so from the stored next seq it writes
+again exactly what the store lacks, an asynchronous commit the server lost included.
+
 Reads borrow short-lived connections from a `psycopg_pool` pool, each in one repeatable-read
-transaction. Following is fed by the database: one listening connection per store (never one
-of the pool) wakes the watches of a session on its notifications, and all of them after every
-reconnect (notifications sent while it was disconnected are lost); a watch also wakes on a
-slow safety poll. Whoever wakes reads by seq from what it has: never by a global order.
+transaction. With `read_url` (`--store-read`), pages, follow catch-ups, whole-session reads and
+lists go to a standby first, when it holds what the reader needs (`postgres_standby`); a URL of
+several hosts has its writers ask for the primary. Following is fed by the database: one
+listening connection per store (never one of the pool) wakes the watches of a session on its
+notifications, and all of them after every reconnect (notifications sent while it was
+disconnected are lost); a watch also wakes on a slow safety poll. Whoever wakes reads by seq
+from what it has: never by a global order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Final
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Final, TypeVar
 
 import anyio
 import msgspec
@@ -43,6 +53,7 @@ from ...core.chunk_rows import StorageRecord
 from ...core.event_log import EventLog
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
+from ...core.held_batches import HeldBatches, NotHeld, StoreAhead, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ...core.tail import TailRead
@@ -65,8 +76,18 @@ from .postgres_links import (
     PostgresWatch,
     lock_key,
     os_error,
+    primary_connection,
+    repeatable_reads,
     said,
 )
+from .postgres_standby import PRIMARY_POSITION, StandbyReads, writer_conninfo
+
+log = logging.getLogger(__name__)
+
+_GONE: Final = ("08", "57P", "25006")
+"""The SQLSTATEs (classes and codes) of a connection that is lost or no longer on a primary:
+connection exceptions, the server shutting down or the backend terminated, and a read-only
+transaction (a server demoted to a standby)."""
 
 LOCK_CLASS: Final = 0x61637053
 """The key ("acpS") of the advisory lock that creating the tables takes (one bigint key: a space
@@ -111,6 +132,7 @@ CREATE TABLE acp_blobs (
 """
 _BLOBS_TABLE: Final = _SCHEMA[_SCHEMA.index("CREATE TABLE acp_blobs") :]
 _TABLES: Final = ("acp_blobs", "acp_children", "acp_messages", "acp_records", "acp_sessions")
+T = TypeVar("T")
 _encoder: Final = msgspec.json.Encoder()
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text", "body::text")
 
@@ -118,10 +140,21 @@ _sql: Final = common.Statements("acp_", "%s", "header::text", "body::text", "bod
 class PostgresStore:
     """The store API over one PostgreSQL database (`conninfo`: a URL or libpq string)."""
 
-    def __init__(self, conninfo: str, *, pack: bool = True) -> None:
-        self.conninfo = conninfo
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pack: bool = True,
+        read_url: str | None = None,
+        retry_seconds: float = 30.0,
+    ) -> None:
+        self.conninfo = writer_conninfo(conninfo)
         self.pack = pack
+        self.retry_seconds = retry_seconds
+        """How long a writer that lost its connection reconnects before its writes fail."""
         self._shown = redact_url(conninfo)
+        self.standby = None if read_url is None else StandbyReads(read_url)
+        """Where what only reads goes first (`--store-read`); None: everything is read here."""
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._ready = anyio.Lock()
         self._listener: Listener | None = None
@@ -137,7 +170,7 @@ class PostgresStore:
     async def connect(self) -> AsyncConnection[Any]:
         """A connection of its own (a writer's, the listener's), in autocommit mode."""
         try:
-            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+            return await primary_connection(self.conninfo)
         except psycopg.Error as exc:
             raise LogWriteFailed(self.url, os_error(exc)) from None
 
@@ -167,7 +200,7 @@ class PostgresStore:
                     min_size=1,
                     max_size=4,
                     open=False,
-                    configure=_repeatable_reads,
+                    configure=repeatable_reads,
                     check=AsyncConnectionPool.check_connection,
                 )
                 await pool.open()
@@ -176,7 +209,7 @@ class PostgresStore:
 
     async def _connect_checked(self) -> AsyncConnection[Any]:
         try:
-            return await AsyncConnection.connect(self.conninfo, autocommit=True)
+            return await primary_connection(self.conninfo)
         except psycopg.Error as exc:
             raise UnsupportedStore(f"{self.url}: cannot connect: {said(exc)}") from None
 
@@ -348,22 +381,37 @@ class PostgresStore:
 
     async def read(self, session_id: str) -> StoredLog:
         validate_session_id(session_id)
-        return await self._read(session_id)
+        found = None
+        if self.standby is not None:
+            # Read by a process that does not write it: a standby may serve it, once it holds
+            # every record the primary does.
+            need = await self.next_seq(session_id)
+            if need is not None:
+                found = await self.standby.session(
+                    session_id, need, lambda conn: _rows(conn, session_id, _sql.header_and_next_seq)
+                )
+        if found is None:
+            return await self._read(session_id)
+        row, bodies = found
+        return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _read(self, session_id: str) -> StoredLog:
-        """The whole session, every record checked as a JSONL reader checks its lines."""
+        """The whole session from the primary, every record checked as a JSONL reader checks
+        its lines."""
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
         async with self.reading() as conn:
-            cur = await conn.execute(query, (session_id,))
+            return await _rows(conn, session_id, query)
+
+    async def next_seq(self, session_id: str) -> int | None:
+        """The session's stored next seq on the primary (None: no such session)."""
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.next_seq, (session_id,))
             row = await cur.fetchone()
-            if row is None:
-                return None, []
-            cur = await conn.execute(_sql.bodies, (session_id,))
-            return row, [body.encode() for (body,) in await cur.fetchall()]
+        return None if row is None else int(row[0])
 
     async def history(self, session_id: str) -> PostgresHistory:
         source = PostgresHistory(self, await self.header(session_id))
@@ -371,9 +419,16 @@ class PostgresStore:
         return source
 
     async def list_sessions(self) -> list[ListedSession]:
-        async with self.reading() as conn:
-            cur = await conn.execute(_sql.listed)
-            rows = await cur.fetchall()
+        rows = None
+        if self.standby is not None:
+            async with self.reading() as conn:
+                cur = await conn.execute(PRIMARY_POSITION)
+                position = await cur.fetchone()
+            if position is not None:
+                rows = await self.standby.listing(position[0], _listed)
+        if rows is None:
+            async with self.reading() as conn:
+                rows = await _listed(conn)
         return common.listed_sessions(rows, self.where)
 
     async def session_ids(self) -> list[str]:
@@ -484,10 +539,28 @@ class PostgresStore:
             if self._pool is not None:
                 await self._pool.close()
                 self._pool = None
+            if self.standby is not None:
+                await self.standby.aclose()
 
 
-async def _repeatable_reads(conn: AsyncConnection[Any]) -> None:
-    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+async def _closed(conn: AsyncConnection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error, OSError):
+        await conn.close()
+
+
+async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tuple[Any, list[bytes]]:
+    """The session's row (`query`) and its records' bodies (None and none: no such session)."""
+    cur = await conn.execute(query, (session_id,))
+    row = await cur.fetchone()
+    if row is None:
+        return None, []
+    cur = await conn.execute(_sql.bodies, (session_id,))
+    return row, [body.encode() for (body,) in await cur.fetchall()]
+
+
+async def _listed(conn: AsyncConnection[Any]) -> list[Any]:
+    cur = await conn.execute(_sql.listed)
+    return await cur.fetchall()
 
 
 async def _insert_records(
@@ -539,6 +612,9 @@ class PostgresWriter(common.SqlWriter):
     ) -> None:
         super().__init__(store, header, next_seq)
         self.postgres = store
+        self.held = HeldBatches(next_seq)
+        """What was written since the last synchronous commit, written again after a
+        reconnect from the stored next seq."""
         self.conn = conn
         self.epoch = epoch
         self._closed = False
@@ -548,31 +624,138 @@ class PostgresWriter(common.SqlWriter):
         return self._closed
 
     async def commit(self, batch: Sequence[SessionEvent], sync: bool) -> None:
+        """One transaction for what the store lacks; the connection lost, the session is
+        claimed again and it is written again, for up to the store's `retry_seconds`."""
         self._check()
-        conn = self.conn
+        self.held.hold(batch)
+        deadline: float | None = None
         with self.failing(psycopg.Error, os_error):
-            async with conn.transaction():
-                if not sync:
-                    await conn.execute("SET LOCAL synchronous_commit TO off")
-                if batch:
-                    self.stored_seq = await _insert_records(
-                        conn,
-                        self.name,
-                        self.header.id,
-                        self.records(batch),
-                        self.stored_seq,
-                        self.epoch,
-                    )
-                else:
-                    # Nothing new: a synchronous commit that writes flushes the WAL past every
-                    # earlier asynchronous one, and checks that the epoch is still this one.
-                    cur = await conn.execute(
-                        "UPDATE acp_sessions SET epoch = epoch WHERE id = %s AND epoch = %s",
-                        (self.header.id, self.epoch),
-                    )
-                    if cur.rowcount != 1:
-                        raise StaleWriter(self.name, "another writer took the session over")
-            self._unsynced = not sync
+            while True:
+                try:
+                    await self._commit_held(sync)
+                    break
+                except psycopg.Error as exc:
+                    if not self._lost(exc) or self.postgres.retry_seconds <= 0:
+                        raise
+                    if deadline is None:
+                        deadline = anyio.current_time() + self.postgres.retry_seconds
+                        log.warning(
+                            "%s: lost the database connection (%s); reconnecting for up to %gs",
+                            self.name,
+                            said(exc),
+                            self.postgres.retry_seconds,
+                        )
+                    await self._claim_again(deadline, exc)
+        if sync:
+            self.held.durable()
+        self._unsynced = not sync
+
+    async def _commit_held(self, sync: bool) -> None:
+        conn = self.conn
+        lacking = self.held.lacking(self.stored_seq)
+        async with conn.transaction():
+            if not sync:
+                await conn.execute("SET LOCAL synchronous_commit TO off")
+            if lacking:
+                self.stored_seq = await _insert_records(
+                    conn,
+                    self.name,
+                    self.header.id,
+                    self.records(lacking),
+                    self.stored_seq,
+                    self.epoch,
+                )
+            else:
+                # Nothing new: a synchronous commit that writes flushes the WAL past every
+                # earlier asynchronous one, and checks that the epoch is still this one.
+                cur = await conn.execute(
+                    "UPDATE acp_sessions SET epoch = epoch WHERE id = %s AND epoch = %s",
+                    (self.header.id, self.epoch),
+                )
+                if cur.rowcount != 1:
+                    raise StaleWriter(self.name, "another writer took the session over")
+
+    def _lost(self, exc: psycopg.Error) -> bool:
+        """Whether `exc` says the connection, not the statement, failed: the server went away
+        (a restart, a failover, the backend terminated) or is not a primary any more."""
+        return self.conn.broken or self.conn.closed or (exc.sqlstate or "").startswith(_GONE)
+
+    async def _claim_again(self, deadline: float, lost: psycopg.Error) -> None:
+        """Connect again with backoff until `deadline`, take the session's lock and a new epoch
+        (`StaleWriter` if another writer took it over meanwhile), and read the stored next
+        seq, from which the held events are written again. Past the deadline
+        `LogWriteFailed`, as a lost connection was before there was a retry."""
+        await _closed(self.conn)
+        why = said(lost)
+        attempt = 0
+        while (delay := retry_delay(attempt, deadline - anyio.current_time())) is not None:
+            attempt += 1
+            await anyio.sleep(delay)
+            conn: AsyncConnection[Any] | None = None
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0.001)):
+                    conn = await primary_connection(self.postgres.conninfo)
+                    claimed = await self._claimed_on(conn)
+            except TimeoutError:
+                why = "timed out connecting"
+                claimed = None
+            except psycopg.Error as exc:
+                why = said(exc)
+                claimed = None
+            except BaseException:
+                if conn is not None:
+                    await _closed(conn)
+                raise
+            if claimed is None or conn is None:
+                if conn is not None:
+                    await _closed(conn)
+                continue
+            self.conn, (self.epoch, self.stored_seq) = conn, claimed
+            try:
+                lacking = len(self.held.lacking(self.stored_seq))
+            except NotHeld as exc:
+                await self.close_now()  # this writer can never write it again: let it go
+                if isinstance(exc, StoreAhead):
+                    raise StaleWriter(self.name, str(exc)) from None
+                self.failure = OSError(errno.EIO, str(exc))
+                self._pending = []
+                raise LogWriteFailed(self.name, self.failure) from None
+            log.warning(
+                "%s: reconnected and claimed the session again at seq %d: writing %d events again",
+                self.name,
+                self.stored_seq,
+                lacking,
+            )
+            return
+        self.failure = OSError(
+            errno.ECONNRESET,
+            f"{why} (reconnecting for {self.postgres.retry_seconds:g}s did not help)",
+        )
+        self._pending = []
+        raise LogWriteFailed(self.name, self.failure)
+
+    async def _claimed_on(self, conn: AsyncConnection[Any]) -> tuple[int, int] | None:
+        """The session claimed again on `conn`: its new epoch and stored next seq. None while
+        the lock is still held under this writer's epoch (the lost backend not yet ended)."""
+        session_id = self.header.id
+        cur = await conn.execute(f"SELECT pg_try_advisory_lock({LOCK_KEY})", lock_key(session_id))
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            cur = await conn.execute("SELECT epoch FROM acp_sessions WHERE id = %s", (session_id,))
+            row = await cur.fetchone()
+            if row is None or row[0] != self.epoch:
+                raise StaleWriter(self.name, "another writer took the session over")
+            return None
+        cur = await conn.execute(
+            "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s AND epoch = %s "
+            "RETURNING epoch, next_seq",
+            (session_id, self.epoch),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            await conn.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", lock_key(session_id))
+            raise StaleWriter(self.name, "another writer took the session over")
+        return row[0], row[1]
 
     async def reopen(self, now_ms: int) -> Opened:
         """The connection may be gone, and the lock with it: the session is claimed anew."""
@@ -605,15 +788,33 @@ class PostgresHistory(common.SqlHistory[PostgresStore]):
             self.refreshed(await cur.fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
-        async with self.store.reading() as conn:
+        async def read(conn: AsyncConnection[Any]) -> tuple[PageCut, list[StorageRecord]]:
             cur = await conn.execute(_sql.cuts, (self.header.id, end, max_messages))
             cuts = [cut for (cut,) in await cur.fetchall()]
             start = common.page_start(cuts, max_messages)
             return PageCut(start, end), await self._between(conn, start, end)
 
+        return await self._on_standby(end, read)
+
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
-        async with self.store.reading() as conn:
+        async def read(conn: AsyncConnection[Any]) -> list[StorageRecord]:
             return await self._between(conn, lo, hi)
+
+        return await self._on_standby(hi, read)
+
+    async def _on_standby(
+        self, need: int, read: Callable[[AsyncConnection[Any]], Awaitable[T]]
+    ) -> T:
+        """`read` on a standby that holds the session up to seq `need`, else on the primary.
+        What the session holds is always asked of the primary (`refresh`): only the reading
+        of what it said is there goes to a standby."""
+        standby = self.store.standby
+        if standby is not None:
+            found = await standby.session(self.header.id, need, read)
+            if found is not None:
+                return found
+        async with self.store.reading() as conn:
+            return await read(conn)
 
     async def _between(self, conn: AsyncConnection[Any], lo: int, hi: int) -> list[StorageRecord]:
         if lo >= hi:

@@ -11,11 +11,13 @@ import errno
 import hashlib
 import logging
 import struct
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import psycopg
 from psycopg import AsyncConnection, errors, sql
+
+from ...core.held_batches import MAX_DELAY_S, retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +25,7 @@ CHANNEL: Final = "acp_appends"
 """The `LISTEN` channel: each committed batch notifies its session id."""
 SAFETY_POLL_S: Final = 1.0
 """How often a follower looks for appends even without a notification."""
-RECONNECT_S: Final = 0.5
-"""How long the listening connection waits before connecting again after losing the server."""
+
 LOCK_KEY: Final = "%s::integer, %s::integer"
 _LOCK_PERSON: Final = b"acp-server lock"
 
@@ -68,6 +69,28 @@ def os_error(exc: psycopg.Error) -> OSError:
     return OSError(number, said(exc))
 
 
+def _backoff(attempt: int) -> float:
+    """How long the listening connection waits before reconnect `attempt`: doubling up to the
+    writers' longest wait, for as long as anyone follows (it has no window to give up in)."""
+    delay = retry_delay(attempt, MAX_DELAY_S)
+    assert delay is not None
+    return delay
+
+
+async def primary_connection(conninfo: str) -> AsyncConnection[Any]:
+    """A connection of its own to the primary, in autocommit mode: a writer's or the listening
+    one. Of the hosts a URL may name, libpq takes the first that accepts writes, whatever the
+    URL's own `target_session_attrs` (notifications are sent only on the primary, too)."""
+    return await AsyncConnection.connect(
+        conninfo, autocommit=True, target_session_attrs="read-write"
+    )
+
+
+async def repeatable_reads(conn: AsyncConnection[Any]) -> None:
+    """A pool's `configure`: each borrowed connection reads in one snapshot."""
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+
+
 class PostgresWatch:
     """One follower's wake-ups: set by a notification for its session (or a reconnect)."""
 
@@ -103,6 +126,9 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.listening = anyio.Event()
         """Set once the connection listens (tests wait for it before counting on a wake)."""
+        self.listening_at: str | None = None
+        """The `host:port` of the server it listens on now (after a failover: the new
+        primary's, as its conninfo asks for a read-write host); None while it is not."""
 
     def watch(self, session_id: str) -> PostgresWatch:
         watch = PostgresWatch(self, session_id)
@@ -125,16 +151,27 @@ class Listener:
                 watch.wake()
 
     async def _run(self) -> None:
+        attempt = 0  # reconnects since the connection last listened: they back off
+        failed = False
         while True:
             try:
-                conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
+                conn = await primary_connection(self.conninfo)
             except psycopg.Error as exc:
-                log.warning("%s: cannot listen for appends: %s", self.url, said(exc))
-                await asyncio.sleep(RECONNECT_S)
+                # Said once per outage: a failover can take a while.
+                (log.debug if failed else log.warning)(
+                    "%s: cannot listen for appends: %s", self.url, said(exc)
+                )
+                failed = True
+                await asyncio.sleep(_backoff(attempt))
+                attempt += 1
                 continue
+            failed = False
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening_at = f"{conn.info.host}:{conn.info.port}"
+                log.info("%s: listening for appends at %s", self.url, self.listening_at)
                 self.listening.set()
+                attempt = 0
                 self._wake_all()  # what was notified while not listening is read by seq
                 async for note in conn.notifies():
                     for watch in self.watches.get(note.payload, ()):
@@ -142,10 +179,12 @@ class Listener:
             except psycopg.Error as exc:
                 log.warning("%s: lost the listening connection: %s", self.url, said(exc))
             finally:
+                self.listening_at = None
                 with contextlib.suppress(psycopg.Error, OSError):
                     await conn.close()
             self._wake_all()
-            await asyncio.sleep(RECONNECT_S)
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
