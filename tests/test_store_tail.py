@@ -47,11 +47,17 @@ from acp_server.core.projection import tail_start
 from acp_server.core.stream import AssistantText, TextDelta
 from acp_server.server.held_history import HeldHistory
 from acp_server.storage.api import Opened, Store
+from acp_server.storage.jsonl.store import JsonlStore
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
 
-ENGINES = ["jsonl", "sqlite", pytest.param("postgresql", marks=pytest.mark.process)]
+ENGINES = [
+    "jsonl",
+    "jsonl-zstd",
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.process),
+]
 
 
 @pytest.fixture(params=ENGINES)
@@ -63,6 +69,11 @@ def engine(request: pytest.FixtureRequest) -> str:
 async def store(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Store]:
+    if engine == "jsonl-zstd":  # its backward index walks frames, not lines
+        zstd = JsonlStore(tmp_path / "sessions", compression="zstd")
+        yield zstd
+        await zstd.aclose()
+        return
     if engine == "postgresql":
         url = parse_store_url(request.getfixturevalue("postgres_url"))
     elif engine == "sqlite":
@@ -269,7 +280,7 @@ async def test_a_prefix_kept_by_one_tail_open_serves_the_next(store: Store) -> N
 async def test_a_jsonl_log_without_its_prefix_file_is_held_whole(
     engine: str, store: Store, tmp_path: Path
 ) -> None:
-    if engine != "jsonl":
+    if not engine.startswith("jsonl"):
         pytest.skip("the prefix file is the JSONL engine's")
     session = compacted_session()
     await stored(store, session.events)
