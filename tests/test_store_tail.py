@@ -45,9 +45,11 @@ from acp_server.core.events import (
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader
 from acp_server.core.projection import tail_start
 from acp_server.core.stream import AssistantText, TextDelta
+from acp_server.core.tail import TailPrefix, fold_prefix
 from acp_server.server.held_history import HeldHistory
 from acp_server.storage.api import Opened, Store
 from acp_server.storage.jsonl.store import JsonlStore
+from acp_server.storage.jsonl.tail_prefix import write_prefix
 from acp_server.storage.url import StoreUrl, open_store, parse_store_url
 
 pytestmark = pytest.mark.anyio
@@ -359,3 +361,25 @@ async def test_a_postgresql_role_that_only_reads_and_writes_the_tables_opens_the
         assert tail.log.base > 0
     finally:
         await user.aclose()
+
+
+async def test_a_jsonl_prefix_file_that_covers_less_is_carried_on_from_the_log(
+    engine: str, store: Store, tmp_path: Path
+) -> None:
+    if not engine.startswith("jsonl"):
+        pytest.skip("the prefix file is the JSONL engine's")
+    session = compacted_session()
+    await stored(store, session.events)
+    # As a build that keeps no prefix file leaves it: covering the session's first 3 events.
+    write_prefix(
+        tmp_path / "sessions" / "s1" / "tail-prefix.jsonl",
+        3,
+        fold_prefix(TailPrefix(), session.events[:3]),
+    )
+    tail, whole = await both(store, 2)
+    assert tail.log.base > 3
+    assert tail.log.prefix == fold_prefix(TailPrefix(), session.events[: tail.log.base])
+    assert list(tail.log.plain_events())[: len(tail.log.prefix.events)] == [
+        e for e in session.events if type(e) in (SessionMode, SessionConfig, SessionTitle)
+    ]
+    assert whole.log.step_starts == tail.log.step_starts
