@@ -45,12 +45,15 @@ PREFIX_TYPES: Final = (SessionMode, SessionConfig, SessionTitle, SessionContext,
 NOT_PLAIN: Final = frozenset((*ROW_CLASSES, AssistantChunk))
 """The records that are chunks: no fold of `tail_base` reads them."""
 
-PREFIX_KINDS: Final = frozenset((*PREFIX_TYPES, StepStart))
+PREFIX_KINDS: Final = frozenset((*PREFIX_TYPES, StepStart, ContextCompaction, SessionRewind))
 """What `fold_prefix` reads: a batch holding none of these leaves a prefix as it was."""
 
-PREFIX_TAGS: Final = tuple(kind.__struct_config__.tag for kind in (*PREFIX_TYPES, StepStart))
-"""The `type` of every event a store's prefix read returns: the settings, and `step/start`
-(counted, not kept)."""
+PREFIX_TAGS: Final = tuple(
+    kind.__struct_config__.tag
+    for kind in (*PREFIX_TYPES, StepStart, ContextCompaction, SessionRewind)
+)
+"""The `type` of every event a store's prefix read returns: the settings, and `step/start`,
+`context/compaction` and `session/rewind` (counted, or their seq kept)."""
 
 
 class TailPrefix(msgspec.Struct):
@@ -60,6 +63,16 @@ class TailPrefix(msgspec.Struct):
     """The latest event of each setting, in seq order."""
     steps: int = 0
     """The `step/start`s before the base: the model calls made (llm-replay counts them)."""
+    compaction: int = -1
+    """The seq of the latest `context/compaction` before the base (-1: none)."""
+    rewind: int = -1
+    """The seq of the latest `session/rewind` before the base (-1: none)."""
+
+    @property
+    def compacted(self) -> bool:
+        """Whether a compaction is the latest of the two: without one, or with a rewind after
+        it, a session's provider history may need any of its events (`tail_base` is 0)."""
+        return self.compaction > self.rewind
 
 
 def _key(event: SessionEvent) -> object:
@@ -72,16 +85,20 @@ def fold_prefix(prefix: TailPrefix, events: Iterable[object]) -> TailPrefix:
     """`prefix` followed by `events` (in seq order; any event or storage record, only the
     settings kept)."""
     latest = {_key(e): e for e in prefix.events}
-    steps = prefix.steps
+    steps, compaction, rewind = prefix.steps, prefix.compaction, prefix.rewind
     for event in events:
         kind = type(event)
         if kind is StepStart:
             steps += 1
+        elif kind is ContextCompaction:
+            compaction = cast(ContextCompaction, event).seq
+        elif kind is SessionRewind:
+            rewind = cast(SessionRewind, event).seq
         elif kind in PREFIX_TYPES:
             setting = cast(SessionEvent, event)
             latest.pop(_key(setting), None)  # re-inserted last: the dict stays in seq order
             latest[_key(setting)] = setting
-    return TailPrefix(list(latest.values()), steps)
+    return TailPrefix(list(latest.values()), steps, compaction, rewind)
 
 
 def prefix_before(
@@ -95,7 +112,14 @@ def prefix_before(
     # the older value is lost, but the held events carry the newer one, which every fold
     # reads last. Only the count must be exact.
     later_steps = sum(1 for e in between if type(e) is StepStart and e.seq >= base)
-    return TailPrefix([e for e in known.events if e.seq < base], known.steps - later_steps)
+    return TailPrefix(
+        [e for e in known.events if e.seq < base],
+        known.steps - later_steps,
+        # One from the base on is among the held events, which come later: only the latest
+        # of each is ever asked for.
+        known.compaction if known.compaction < base else -1,
+        known.rewind if known.rewind < base else -1,
+    )
 
 
 def tail_base(events: Sequence[SessionEvent], lo: int, max_messages: int) -> int | None:

@@ -241,7 +241,9 @@ class SessionStore:
                 index = LogIndex.build(path)
                 check_header_id(path, index.header, session_id)
                 through, known = kept
-                if through > index.length:  # not this log's: a cache of another one
+                # Not this log's (a cache of another one); or a log without a compaction, whose
+                # provider history is all of it: read whole, as fast as the checks make it.
+                if through > index.length or (through == index.length and not known.compacted):
                     writer.close()
                     return self.continue_session(session_id, now_ms)
                 read = TailRead(index.length, max_messages)

@@ -1,8 +1,9 @@
 """`tail-prefix.jsonl` beside a log: what a tail open (`core.tail`) keeps of the log before its
 base, so that finding it reads nothing of the log's start.
 
-The file's first line says which seqs it covers (`through`: the events `[0, through)`) and how
-many `step/start`s they hold; each further line is one of the latest settings among them, as
+The file's first line says which seqs it covers (`through`: the events `[0, through)`), how
+many `step/start`s they hold and the seqs of the latest `context/compaction` and
+`session/rewind` among them (-1: none); each further line is one of the latest settings among them, as
 the log holds it. Its writer rewrites it whole (replaced by a rename) when the log is opened for
 continuation and when it closes. It is a cache: a tail open that finds none, or one that
 covers more than the log holds, reads the whole log as a load without a tail does; a log
@@ -31,6 +32,8 @@ PREFIX_NAME: Final = "tail-prefix.jsonl"
 class _Covers(msgspec.Struct):
     through: int
     steps: int
+    compaction: int = -1
+    rewind: int = -1
 
 
 _encoder: Final = msgspec.json.Encoder()
@@ -47,12 +50,13 @@ def read_prefix(path: Path) -> tuple[int, TailPrefix] | None:
         return None
     if covers.through < 0 or covers.steps < 0 or any(e.seq >= covers.through for e in events):
         return None
-    return covers.through, TailPrefix(events, covers.steps)
+    return covers.through, TailPrefix(events, covers.steps, covers.compaction, covers.rewind)
 
 
 def write_prefix(path: Path, through: int, prefix: TailPrefix) -> None:
     """Replace the file (a cache: a failure is only logged, nothing is fsynced)."""
-    lines = [_encoder.encode(_Covers(through, prefix.steps))]
+    covers = _Covers(through, prefix.steps, prefix.compaction, prefix.rewind)
+    lines = [_encoder.encode(covers)]
     lines += [_encoder.encode(event) for event in prefix.events]
     temporary = path.with_name(path.name + ".new")
     try:

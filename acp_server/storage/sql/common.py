@@ -70,16 +70,32 @@ def prefix_rows(body: str) -> str:
 def tail_prefix(where: str, bodies: Iterable[bytes]) -> TailPrefix:
     """The prefix (`core.tail`) of the bodies a prefix query read, in seq order."""
     steps = 0
-    settings = []
+    events = []
     for body in bodies:
         if body.startswith(_STEP_START):
-            steps += 1
+            steps += 1  # thousands of them: counted, not decoded
             continue
         try:
-            settings.append(decode_event(body))
+            events.append(decode_event(body))
         except ValueError as exc:
             raise CorruptLog(where, 2, str(exc)) from None
-    return TailPrefix(fold_prefix(TailPrefix(), settings).events, steps)
+    folded = fold_prefix(TailPrefix(), events)
+    return TailPrefix(folded.events, steps, folded.compaction, folded.rewind)
+
+
+_MARKS: Final = tuple(f'{{"type":"{tag}"' for tag in ("context/compaction", "session/rewind"))
+
+
+def marks_rows(body: str) -> str:
+    """The SQL condition on a record's `body` that it is a `context/compaction` or a
+    `session/rewind` (within `prefix_rows`, whose index finds them)."""
+    return "(" + " OR ".join(f"substr({body}, 1, {len(s)}) = '{s}'" for s in _MARKS) + ")"
+
+
+def compacted(latest_mark: bytes | None) -> bool:
+    """Whether the latest compaction-or-rewind body read is a compaction (`TailPrefix.compacted`
+    of the whole session): without one, a tail load reads the whole session."""
+    return latest_mark is not None and latest_mark.startswith(_MARKS[0].encode())
 
 
 def read_tail(
@@ -137,6 +153,10 @@ class Statements:
         self.prefix = (
             f"SELECT {body} FROM {records} WHERE session = {p} AND seq0 < {p} "
             f"AND {prefix_rows(body_text)} ORDER BY seq0"
+        )
+        self.latest_mark = (
+            f"SELECT {body} FROM {records} WHERE session = {p} AND {prefix_rows(body_text)} "
+            f"AND {marks_rows(body_text)} ORDER BY seq0 DESC LIMIT 1"
         )
 
 

@@ -333,16 +333,24 @@ class PostgresStore:
                 row = await cur.fetchone()
                 if row is None:
                     raise SessionNotFound(f"unknown session {session_id!r}")
-                held = await self._tail(session_id, max_messages)
+                async with self.reading() as reading:
+                    cur = await reading.execute(_sql.latest_mark, (session_id,))
+                    mark = await cur.fetchone()
+                held: EventLog | StoredLog
+                if common.compacted(mark[0].encode() if mark else None):
+                    header, held = await self._tail(session_id, max_messages)
+                    next_seq = len(held)
+                else:  # its provider history is all of it: read whole
+                    stored = await self._read(session_id)
+                    header, held, next_seq = stored.header, stored, stored.event_count
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
             except BaseException:
                 await conn.close()
                 raise
-            source_header = held[0]
-            writer = PostgresWriter(self, source_header, conn, len(held[1]), row[0])
-            opened = await writer.opened(held[1], now_ms)
+            writer = PostgresWriter(self, header, conn, next_seq, row[0])
+            opened = await writer.opened(held, now_ms)
         return opened
 
     async def _tail(self, session_id: str, max_messages: int) -> tuple[SessionHeader, EventLog]:

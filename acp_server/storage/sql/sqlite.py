@@ -251,10 +251,18 @@ class SqliteStore(PollingEngine):
             opened = await writer.opened(held, now_ms)
         return opened
 
-    def _claimed_tail(self, session_id: str, max_messages: int) -> tuple[SqliteWriter, EventLog]:
-        """Claim the session's writer, then read it back from the end to its base."""
+    def _claimed_tail(
+        self, session_id: str, max_messages: int
+    ) -> tuple[SqliteWriter, EventLog | StoredLog]:
+        """Claim the session's writer, then read it back from the end to its base; a session
+        without a compaction is read whole (its provider history is all of it)."""
         claim = self._claim(session_id)
         try:
+            with self._reading(session_id, _first_record_line) as db:
+                mark = db.execute(_sql.latest_mark, (session_id,)).fetchone()
+            if not common.compacted(mark[0] if mark else None):
+                stored = self._read(session_id)
+                return SqliteWriter(self, stored.header, claim, stored.event_count), stored
             source = self._history(session_id)
             end = source.last_seq + 1
             read = common.read_tail(end, max_messages, source.page_now, source.records_now)
