@@ -27,6 +27,8 @@ from acp_server.core.events import (
     SessionEvent,
     SessionMode,
     SessionModeData,
+    SessionRewind,
+    SessionRewindData,
     SessionTitle,
     SessionTitleData,
     StepData,
@@ -383,3 +385,13 @@ async def test_a_jsonl_prefix_file_that_covers_less_is_carried_on_from_the_log(
         e for e in session.events if type(e) in (SessionMode, SessionConfig, SessionTitle)
     ]
     assert whole.log.step_starts == tail.log.step_starts
+
+
+async def test_a_session_rewound_after_its_latest_compaction_is_held_whole(store: Store) -> None:
+    session = compacted_session()
+    session.add(SessionRewind, SessionRewindData("u10", [], []))
+    session.turn()
+    await stored(store, session.events)
+    tail, whole = await both(store, 2)
+    assert tail.log.base == 0
+    assert tail.log.events() == whole.log.events()
