@@ -23,7 +23,8 @@ from acp_server.core.lifecycle import (
     title_change,
 )
 from acp_server.server.errors import InvalidParams
-from acp_server.server.listing import archive_filter, archive_filter_keeps
+from acp_server.server.listing import archive_filter
+from acp_server.storage.api import archive_keeps
 
 EVENTS: list[SessionEvent] = [
     SessionTitle(0, 1, SessionTitleData("first")),
@@ -96,7 +97,7 @@ def test_an_unsupported_archive_filter_is_invalid_params_naming_archived() -> No
 
 def test_each_filter_keeps_the_sessions_it_names() -> None:
     kept = {
-        wanted: [archive_filter_keeps(wanted, archived) for archived in (False, True)]
+        wanted: [archive_keeps(wanted, archived) for archived in (False, True)]
         for wanted in ("exclude", "include", "only")
     }
     assert kept == {"exclude": [True, False], "include": [True, True], "only": [False, True]}

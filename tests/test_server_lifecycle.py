@@ -381,7 +381,7 @@ def test_list_update_time_comes_from_the_last_event_even_in_a_row(
 
 
 def test_list_pages_with_a_cursor(server: AcpProcess, root: Path) -> None:
-    for n in range(120):
+    for n in range(250):
         make_session(root, f"s{n:03d}", 1_700_000_000_000 + n * 1000, cwd="/p" if n % 2 else "/q")
     seen: list[str] = []
     cursor = None
@@ -394,24 +394,24 @@ def test_list_pages_with_a_cursor(server: AcpProcess, root: Path) -> None:
         if cursor is None:
             assert set(result) == {"sessions"}
             break
-        assert isinstance(cursor, str) and len(result["sessions"]) == 50
+        assert isinstance(cursor, str) and len(result["sessions"]) == 100
     assert pages == 3
-    assert seen == [f"s{n:03d}" for n in reversed(range(120))]
+    assert seen == [f"s{n:03d}" for n in reversed(range(250))]
     # A session created while paging does not shift the next page.
     first = server.result("session/list", {})
     make_session(root, "newest", 1_800_000_000_000)
     second = server.result("session/list", {"cursor": first["nextCursor"]})
     assert [s["sessionId"] for s in second["sessions"]] == [
-        f"s{n:03d}" for n in reversed(range(20, 70))
+        f"s{n:03d}" for n in reversed(range(50, 150))
     ]
     # The cwd filter pages too.
     odd = server.result("session/list", {"cwd": "/p"})
     assert [s["sessionId"] for s in odd["sessions"]] == [
-        f"s{n:03d}" for n in reversed(range(21, 120, 2))
+        f"s{n:03d}" for n in reversed(range(51, 250, 2))
     ]
     rest = server.result("session/list", {"cwd": "/p", "cursor": odd["nextCursor"]})
     assert [s["sessionId"] for s in rest["sessions"]] == [
-        f"s{n:03d}" for n in reversed(range(1, 21, 2))
+        f"s{n:03d}" for n in reversed(range(1, 51, 2))
     ]
     assert "nextCursor" not in rest
 

@@ -361,8 +361,16 @@ async def test_sqlite_a_database_of_another_schema_version_is_refused(tmp_path: 
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     db.execute("UPDATE store SET value = 99 WHERE key = 'schema_version'")
     db.close()
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 5"):
         SqliteStore(tmp_path / "sessions.db")
+
+
+def drop_list_columns(execute: Callable[[str], object], prefix: str) -> None:
+    """Take away what schema version 5 added for listing (as versions before it made it)."""
+    execute(f"DROP INDEX {prefix}sessions_by_created")
+    execute(f"DROP INDEX {prefix}sessions_by_cwd")
+    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN cwd")
+    execute(f"ALTER TABLE {prefix}sessions DROP COLUMN origin")
 
 
 async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_archived(
@@ -372,6 +380,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     await stored(first, conversation(1))
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    drop_list_columns(db.execute, "")
     db.execute("ALTER TABLE sessions DROP COLUMN archived")  # as version 1 made it
     db.execute("DROP TABLE blobs")
     db.execute("UPDATE store SET value = 1 WHERE key = 'schema_version'")
@@ -386,7 +395,7 @@ async def test_sqlite_a_database_of_schema_version_1_is_upgraded_with_nothing_ar
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
     db.close()
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], (3,))
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], (5,))
 
 
 async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_table(
@@ -396,6 +405,7 @@ async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_ta
     await stored(first, conversation(1))
     await first.aclose()
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
+    drop_list_columns(db.execute, "")
     db.execute("DROP TABLE blobs")  # as version 2 made it
     db.execute("UPDATE store SET value = 2 WHERE key = 'schema_version'")
     db.close()
@@ -406,7 +416,7 @@ async def test_sqlite_a_database_of_schema_version_2_is_upgraded_with_a_blobs_ta
     db = sqlite3.connect(tmp_path / "sessions.db", isolation_level=None)
     version = db.execute("SELECT value FROM store WHERE key = 'schema_version'").fetchone()
     db.close()
-    assert (kept, version) == (b"kept", (3,))
+    assert (kept, version) == (b"kept", (5,))
 
 
 async def test_sqlite_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
@@ -559,7 +569,7 @@ async def test_postgresql_a_database_of_another_schema_version_is_refused(
     await first.aclose()
     sql(postgres_url, "UPDATE acp_store SET value = 99 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
-    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 3"):
+    with pytest.raises(UnsupportedStore, match=r"schema version 99 .*reads version 5"):
         await store.prepare()
     await store.aclose()
 
@@ -571,6 +581,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     first = PostgresStore(postgres_url)
     await stored(first, conversation(1))
     await first.aclose()
+    drop_list_columns(lambda statement: sql(postgres_url, statement), "acp_")
     sql(postgres_url, "ALTER TABLE acp_sessions DROP COLUMN archived")  # as version 1 made it
     sql(postgres_url, "DROP TABLE acp_blobs")
     sql(postgres_url, "UPDATE acp_store SET value = 1 WHERE key = 'schema_version'")
@@ -582,7 +593,7 @@ async def test_postgresql_a_database_of_schema_version_1_is_upgraded_with_nothin
     archived = [item.archived for item in await store.list_sessions()]
     await store.aclose()
     version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
-    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(3,)])
+    assert ([item.archived for item in listed], archived, version) == ([False], [True], [(5,)])
 
 
 @pytest.mark.process
@@ -592,6 +603,7 @@ async def test_postgresql_a_database_of_schema_version_2_is_upgraded_with_a_blob
     first = PostgresStore(postgres_url)
     await stored(first, conversation(1))
     await first.aclose()
+    drop_list_columns(lambda statement: sql(postgres_url, statement), "acp_")
     sql(postgres_url, "DROP TABLE acp_blobs")  # as version 2 made it
     sql(postgres_url, "UPDATE acp_store SET value = 2 WHERE key = 'schema_version'")
     store = PostgresStore(postgres_url)
@@ -599,7 +611,7 @@ async def test_postgresql_a_database_of_schema_version_2_is_upgraded_with_a_blob
     kept = await store.get_blob("s1", sha256)
     await store.aclose()
     version = sql(postgres_url, "SELECT value FROM acp_store WHERE key = 'schema_version'")
-    assert (kept, version) == (b"kept", [(3,)])
+    assert (kept, version) == (b"kept", [(5,)])
 
 
 @pytest.mark.process

@@ -2,7 +2,8 @@
 filter, and what one listed session shows (`SessionInfo`); and how a followed list changed
 (`list_changes`, for `session.list.follow`).
 
-Nothing here touches a store: `SessionRegistry.list_sessions` hands in what the store listed.
+Nothing here touches a store: `SessionRegistry.list` hands in the page the store read
+(`Store.list_page`), and the live list what the store listed.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Final, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..storage.api import ListedSession
+from ..core.header import SessionHeader
+from ..storage.api import ArchiveFilter, ListedSession, ListPosition
 from .errors import InvalidParams, echoed
 from .protocol import SessionInfo
 
-LIST_PAGE_SIZE: Final = 50
+LIST_PAGE_SIZE: Final = 100
 """Sessions per `session/list` page."""
 
-ArchiveFilter = Literal["exclude", "include", "only"]
-"""`session/list`'s unstable `archived` filter: which sessions it lists by archive state."""
 ARCHIVE_FILTERS: Final[tuple[ArchiveFilter, ...]] = ("exclude", "include", "only")
 
 
@@ -43,11 +43,6 @@ def archive_filter(value: str | None) -> ArchiveFilter:
     )
 
 
-def archive_filter_keeps(wanted: ArchiveFilter, archived: bool) -> bool:
-    """Whether a session archived or not is listed under the filter."""
-    return wanted == "include" or archived == (wanted == "only")
-
-
 class ListEntry(msgspec.Struct, frozen=True):
     """What `session/list` needs of one session before reading its events."""
 
@@ -59,8 +54,18 @@ class ListEntry(msgspec.Struct, frozen=True):
 
 def encode_cursor(entry: ListEntry) -> str:
     """An opaque cursor: the (createdAt, id) of the last session of a page."""
-    raw = msgspec.json.encode([entry.created_at, entry.session_id])
+    return cursor_at((entry.created_at, entry.session_id))
+
+
+def cursor_at(position: ListPosition) -> str:
+    """The opaque cursor of a place in the list's order (`decode_cursor` reads it back)."""
+    raw = msgspec.json.encode(list(position))
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def list_entry(header: SessionHeader) -> ListEntry:
+    """What `session/list` needs of a session, from its header."""
+    return ListEntry(header.id, header.created_at, header.cwd, header.additional_directories)
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:

@@ -32,17 +32,15 @@ from ..core.event_log import EventLog
 from ..core.events import SessionEvent
 from ..core.fork import ForkPointError, default_point, message_point, seq_point
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
-from ..storage.api import ListedSession, Opened, Store, fork_stored
+from ..storage.api import ArchiveFilter, ListedSession, Opened, Store, fork_stored
 from ..storage.errors import LogError, LogWriteFailed, SessionNotFound
 from .errors import InvalidParams, SessionInUse, UnknownSession, echoed
 from .listing import (
     LIST_PAGE_SIZE,
-    ArchiveFilter,
     ListEntry,
-    archive_filter_keeps,
+    cursor_at,
     decode_cursor,
-    encode_cursor,
-    select_page,
+    list_entry,
     session_info,
 )
 from .live import LiveSession, check_not_child, close_mcp
@@ -591,18 +589,14 @@ class SessionRegistry:
         self, cwd: str | None, cursor: str | None, archived: ArchiveFilter = "exclude"
     ) -> ListSessionsResponse:
         """`session/list`: one page, newest first, optionally only sessions in `cwd`; archived
-        sessions only when `archived` asks for them (the filter applies before paging)."""
+        sessions only when `archived` asks for them (the filter applies before paging). The
+        store reads that page only (`Store.list_page`)."""
         after = decode_cursor(cursor) if cursor is not None else None
-        listed: dict[str, ListedSession] = {}
-        entries = []
-        for entry, item in await self.list_all():
-            if archive_filter_keeps(archived, item.archived):
-                listed[entry.session_id] = item
-                entries.append(entry)
-        page, more = select_page(entries, cwd=cwd, after=after, page_size=self.page_size)
-        infos = [session_info(entry, listed[entry.session_id]) for entry in page]
+        page = await self.store.list_page(cwd, after, self.page_size, archived)
+        infos = [session_info(list_entry(item.header), item) for item in page.sessions]
         return ListSessionsResponse(
-            sessions=infos, next_cursor=encode_cursor(page[-1]) if more else UNSET
+            sessions=infos,
+            next_cursor=cursor_at(page.next_after) if page.next_after is not None else UNSET,
         )
 
     async def list_all(self) -> Listing:
@@ -612,10 +606,7 @@ class SessionRegistry:
             header = item.header
             if header.origin == "subagent":
                 continue  # subagent children belong to their parent's conversation
-            entry = ListEntry(
-                header.id, header.created_at, header.cwd, header.additional_directories
-            )
-            listed.append((entry, item))
+            listed.append((list_entry(header), item))
         return listed
 
     def changed(self, session_id: str) -> None:

@@ -27,8 +27,9 @@ SQLite, PostgreSQL's notifications) and reads what was appended by seq after eve
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
 import anyio
 import msgspec
@@ -161,6 +162,32 @@ class ListedSession(msgspec.Struct, frozen=True):
     """Whether its last `session/archived` event archived it (`session/list` leaves it out)."""
 
 
+ArchiveFilter = Literal["exclude", "include", "only"]
+"""Which sessions a list page holds by archive state (`session/list`'s unstable `archived`)."""
+
+ListPosition = tuple[int, str]
+"""A place in `session/list`'s order: a session's (createdAt, id). Newest first: a page after
+a position holds the sessions that sort before it."""
+
+
+class ListedPage(msgspec.Struct, frozen=True):
+    """One page of `Store.list_page`: its sessions, newest first, and where the next page
+    starts (None: no session follows)."""
+
+    sessions: list[ListedSession]
+    next_after: ListPosition | None
+
+
+def listed_cwd(cwd: str) -> str:
+    """A working directory as the list filter compares it (`/a/./b/` and `/a/b` are one)."""
+    return os.path.normpath(cwd)
+
+
+def archive_keeps(wanted: ArchiveFilter, archived: bool) -> bool:
+    """Whether a session archived or not is listed under the filter."""
+    return wanted == "include" or archived == (wanted == "only")
+
+
 class HistorySource(Protocol):
     """One stored session, read for the history API (SPEC 3.1, 3.2)."""
 
@@ -271,6 +298,15 @@ class Store(Protocol):
 
     async def list_sessions(self) -> list[ListedSession]:
         """Every readable session (an unreadable one is left out, with a warning)."""
+
+    async def list_page(
+        self, cwd: str | None, after: ListPosition | None, limit: int, archived: ArchiveFilter
+    ) -> ListedPage:
+        """Up to `limit` sessions of `session/list`, newest first (by createdAt, then id):
+        those before `after`, in `cwd` (compared as `listed_cwd` makes it) when given, kept by
+        `archived`; subagent children are never listed. Reads only the page's sessions (and the
+        store's list index), however many the store holds. An unreadable session is left out,
+        with a warning; the page's `next_after` still moves past it."""
 
     async def session_ids(self) -> list[str]:
         """The id of every session the store holds, readable or not, sorted."""

@@ -16,14 +16,26 @@ opened: `PlainReader` steps back through a plain log in blocks of bytes; `ZstdRe
 Zstandard log's frame boundaries (one frame per append batch) from the block headers alone and
 steps back frame by frame, decompressing only the frames a page needs.
 
+A page far before what is indexed starts from a seek point instead (`acp_server.core.seek_points`,
+kept beside the log by its writer): the nearest line (or frame) start at or after the page's end.
+A second index, of the records before that point only, steps back from there as this one steps
+back from the end, so a page in the middle of a huge log reads about what it shows. The point is
+checked by that very index: the offset must begin a line (or be a frame's), and the lines read
+before it must end exactly at the point's seq; a point the log does not bear out, or none near,
+and the page is read by walking back from what is indexed, as without points, and the points of
+what that walk read are written anew (they are a cache: a write that fails is ignored).
+
 Reading never changes the file. A torn final line (or frame) is left out until it is complete.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from bisect import bisect_left, bisect_right
 from pathlib import Path
+from typing import Final
 
 from ...core.chunk_rows import (
     StorageRecord,
@@ -31,10 +43,30 @@ from ...core.chunk_rows import (
 )
 from ...core.header import SessionHeader
 from ...core.paging import PageCut, clip_records, page_cut
+from ...core.seek_points import (
+    SEEK_SPACING,
+    SeekPoint,
+    choose_point,
+    decode_points,
+    encode_points,
+    merge_points,
+    points_missing,
+    sparse_points,
+)
 from ..digest import Region, digest_lines
 from ..errors import CorruptLog
 from ..records import seq_problem
-from .readers import Entry, IndexedLines, entry_start, open_reader
+from .lines import SEEK_NAME
+from .readers import Entry, IndexedLines, PlainReader, ZstdReader, entry_start, open_reader
+
+REPAIR_WALK: Final = 4 * SEEK_SPACING
+"""Bytes of lines a walk back must read before the seek points of what it read are checked
+(and, if too few, written anew)."""
+
+
+class _StalePoint(Exception):
+    """The lines before a seek point do not end at its seq."""
+
 
 # ---------------------------------------------------------------------------------------------
 # The index.
@@ -47,6 +79,10 @@ class LogIndex:
         self.path = path
         self._lock = threading.Lock()
         """Pages and refreshes grow the index: one at a time (the server runs them in threads)."""
+        self._points: tuple[tuple[int, int], list[SeekPoint]] = ((-1, -1), [])
+        """The seek file's points, and its size and mtime when they were read."""
+        self._stale_points = False
+        """Whether a seek point was found wrong since the points were last written anew."""
         self._open()
 
     @classmethod
@@ -54,25 +90,41 @@ class LogIndex:
         """Read the header and index the last block; the rest is indexed as pages need it."""
         return cls(path)
 
+    @classmethod
+    def _before_point(
+        cls, path: Path, reader: PlainReader | ZstdReader, point: SeekPoint
+    ) -> LogIndex:
+        """An index of the records before `point` (`reader` reads only those), to read one page
+        or range from: it is not refreshed, and raises `_StalePoint` if the point is wrong."""
+        index = cls.__new__(cls)
+        index.path = path
+        index._start(reader, point.seq)
+        return index
+
     def _open(self) -> None:
         """Start from nothing: read the header and index back to the log's last record."""
-        self.reader = open_reader(self.path)
+        self._start(open_reader(self.path), None)
+        step = self.reader.covered()[1]
+        while not self.entries and not self.reader.complete:  # the last record: the last seq
+            self._step_back(step, keep=True)
+            step *= 2
+
+    def _start(self, reader: PlainReader | ZstdReader, anchor: int | None) -> None:
+        self.reader = reader
         self.header: SessionHeader = self.reader.header
         self.entries: list[Entry] = []
         """One per indexed record, in seq order: the index covers a suffix of the log's
-        records (all of them once the reader is `complete`)."""
-        self.length = 0
-        """How many events the log's complete records stand for."""
+        records (all of them once the reader is `complete`), or of those before a point."""
+        self._anchor = anchor
+        """The seq of the seek point this index ends at (None: it ends where the log does)."""
+        self.length = anchor or 0
+        """How many events the log's complete records stand for (or those before the point)."""
         self.message_seqs: list[int] = []
         self.message_cuts: list[int] = []
         self._children: set[str] = set()
         self._fresh: Region | None = None
         """What the backward steps of `build` and of the current page decoded (the first
         indexed records, up to `_fresh.end`), so that the page need not read them again."""
-        step = self.reader.covered()[1]
-        while not self.entries and not self.reader.complete:  # the last record: the last seq
-            self._step_back(step, keep=True)
-            step *= 2
 
     @property
     def last_seq(self) -> int:
@@ -154,7 +206,10 @@ class LogIndex:
                 seq_problem(region.end, self.entries[0].start),
             )
         if not self.entries:
-            self.length = region.end
+            if self._anchor is None:
+                self.length = region.end
+            elif region.end != self._anchor:
+                raise _StalePoint
         self.entries[:0] = lines.entries(region.starts)
         self.message_seqs[:0] = region.message_seqs
         self.message_cuts[:0] = region.message_cuts
@@ -191,21 +246,102 @@ class LogIndex:
     def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         """SPEC 3.1's page ending before `end`, read from disk: its canonical records."""
         with self._lock:
+            island = self._from_point(end)
+            if island is not None:
+                try:
+                    return island._page(end, max_messages)
+                except (_StalePoint, CorruptLog):
+                    self._stale_points = True  # read it as if there were no points
+            walked_from = self.reader.covered_offset, len(self.entries)
             try:
-                cut = self._cover(end, max_messages)
-                return cut, self._records_between(cut.start, cut.end)
+                return self._page(end, max_messages)
             finally:
-                self._fresh = None
+                self._walked(*walked_from)
 
     def records_between(self, lo: int, hi: int) -> list[StorageRecord]:
         """The canonical packing of the events in `[lo, hi)`, decoding only their lines."""
         with self._lock:
+            island = self._from_point(hi) if lo < hi else None
+            if island is not None:
+                try:
+                    return island._records(lo, hi)
+                except (_StalePoint, CorruptLog):
+                    self._stale_points = True
+            walked_from = self.reader.covered_offset, len(self.entries)
             try:
-                while lo < hi and lo < self.first_indexed_seq and not self.complete:
-                    self._step_back(self._next_step(0, self.first_indexed_seq - lo), keep=True)
-                return self._records_between(lo, hi)
+                return self._records(lo, hi)
             finally:
-                self._fresh = None
+                self._walked(*walked_from)
+
+    def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+        try:
+            cut = self._cover(end, max_messages)
+            return cut, self._records_between(cut.start, cut.end)
+        finally:
+            self._fresh = None
+
+    def _records(self, lo: int, hi: int) -> list[StorageRecord]:
+        try:
+            while lo < hi and lo < self.first_indexed_seq and not self.complete:
+                self._step_back(self._next_step(0, self.first_indexed_seq - lo), keep=True)
+            return self._records_between(lo, hi)
+        finally:
+            self._fresh = None
+
+    # -- seek points ---------------------------------------------------------------------------
+
+    def _from_point(self, end: int) -> LogIndex | None:
+        """An index of the records before the seek point nearest at or after seq `end`, if
+        there is one before what this index covers (None: walk back from there instead)."""
+        if self.complete or end >= self.first_indexed_seq:
+            return None
+        point = choose_point(self._seek_points(), end, self.reader.covered_offset)
+        if point is None:
+            return None
+        reader = self.reader.seeked(point.offset)
+        if reader is None or point.seq >= self.first_indexed_seq:
+            self._stale_points = True
+            return None
+        return LogIndex._before_point(self.path, reader, point)
+
+    def _seek_points(self) -> list[SeekPoint]:
+        """The points of the seek file beside the log (read again only once it changed)."""
+        try:
+            stat = (self.path.parent / SEEK_NAME).stat()
+            version = (stat.st_size, stat.st_mtime_ns)
+            if version != self._points[0]:
+                data = (self.path.parent / SEEK_NAME).read_bytes()
+                self._points = (version, decode_points(data))
+        except OSError:
+            self._points = ((-1, -1), [])
+        return self._points[1]
+
+    def _walked(self, walked_from: int, entries_before: int) -> None:
+        """After a walk back from byte `walked_from` (when `entries_before` records were
+        indexed): write the seek points anew if the walk was long and the seek file had too few
+        points for what it read (or a wrong one)."""
+        read = self.entries[: len(self.entries) - entries_before]
+        text = sum(entry.length + 1 for entry in read)
+        if text < REPAIR_WALK:
+            return
+        points = self._seek_points()
+        walked_to = self.reader.covered_offset
+        if not self._stale_points and not points_missing(points, walked_to, walked_from, text):
+            return
+        seek_offset = self.reader.seek_offset
+        walked = sparse_points((e.start, seek_offset(e), e.length + 1) for e in self.entries)
+        path = self.path.parent / SEEK_NAME
+        temporary = path.with_name(path.name + ".new")
+        try:
+            # Points before the walk are kept as hints, unless one was found wrong.
+            kept = [] if self._stale_points else points
+            temporary.write_bytes(encode_points(merge_points(kept, walked)))
+            os.replace(temporary, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            return
+        self._stale_points = False
 
     def _cover(self, end: int, max_messages: int) -> PageCut:
         """The page's cut, once the index reaches back to it."""

@@ -30,6 +30,8 @@ Compression = Literal["none", "zstd"]
 
 PLAIN_LOG_NAME: Final = "session.jsonl"
 ZSTD_LOG_NAME: Final = "session.jsonl.zst"
+SEEK_NAME: Final = "seek-points.jsonl"
+"""Beside a log: where its records begin, a hint for reading it from the middle."""
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 ZSTD_MAX_BLOCK_SIZE: Final = 128 * 1024
 """RFC 8878, 3.1.1.2: no block is larger, whatever its type."""

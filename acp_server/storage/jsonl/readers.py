@@ -8,10 +8,12 @@ index as `IndexedLines`, with where each of them is (`Entry`).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -148,6 +150,28 @@ class PlainReader:
             return plain_line_number(path, offsets[k])
 
         return IndexedLines(data, itertools.repeat(0), offsets, lengths, where)
+
+    @property
+    def covered_offset(self) -> int:
+        """The byte offset where the indexed lines begin."""
+        return self.covered_from
+
+    def seek_offset(self, entry: Entry) -> int | None:
+        """Where a read may start to reach `entry`'s line: the line's offset."""
+        return entry.offset
+
+    def seeked(self, offset: int) -> PlainReader | None:
+        """A reader of the lines before byte `offset`, which must begin a line after the first
+        record's and before what is indexed (else None): the lines from there on left out."""
+        if not self.body_start < offset < self.covered_from:
+            return None
+        with open(self.path, "rb") as file:
+            file.seek(offset - 1)
+            if file.read(1) != b"\n":
+                return None
+        reader = copy.copy(self)
+        reader.indexed_bytes = reader.covered_from = offset
+        return reader
 
     def load(self, entries: Sequence[Entry]) -> bytes:
         """The lines of `entries` (consecutive), joined by newlines."""
@@ -288,6 +312,32 @@ class ZstdReader:
             return self._line_number(frames[k], offsets[k])
 
         return IndexedLines(b"".join(texts), frames, offsets, lengths, where)
+
+    @property
+    def covered_offset(self) -> int:
+        """The byte offset where the indexed frames begin."""
+        if self.covered_from < len(self.frame_offsets):
+            return self.frame_offsets[self.covered_from]
+        return self.indexed_bytes
+
+    def seek_offset(self, entry: Entry) -> int | None:
+        """Where a read may start to reach `entry`'s line: its frame's offset, if the line
+        begins the frame (frame 0 begins with the header: never)."""
+        return self.frame_offsets[entry.frame] if entry.offset == 0 and entry.frame else None
+
+    def seeked(self, offset: int) -> ZstdReader | None:
+        """A reader of the frames before the one at byte `offset`, which must begin a frame
+        after the first and before what is indexed (else None): the frames from there on
+        left out."""
+        frame = bisect_left(self.frame_offsets, offset)
+        if not 0 < frame < self.covered_from or self.frame_offsets[frame] != offset:
+            return None
+        reader = copy.copy(self)
+        reader.frame_offsets = self.frame_offsets[:frame]
+        reader.frame_ends = self.frame_ends[:frame]
+        reader.covered_from = frame
+        reader.indexed_bytes = offset
+        return reader
 
     def load(self, entries: Sequence[Entry]) -> bytes:
         """The lines of `entries` (consecutive), joined by newlines."""

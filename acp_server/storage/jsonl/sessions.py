@@ -10,7 +10,9 @@ and recovery's closers wait until it is reopened with write access (`reopen`).
 Beside a log, `chunk-checks.jsonl` keeps the chunk checks of its long runs of chunk lines
 (`acp_server.core.chunk_checks`): its writer appends them, and a continuation that found runs
 without one (a log written elsewhere) writes the file anew. Only a continuation reads it; it is
-a cache, and a missing or damaged one only makes a load slower.
+a cache, and a missing or damaged one only makes a load slower. `seek-points.jsonl` is another
+(`acp_server.core.seek_points`): its writer appends where records begin, every 256 KiB or so, and
+the history index starts a page in the middle of the log from there.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..errors import SessionNotFound as SessionNotFound
 from .lines import (
     PLAIN_LOG_NAME,
     READ_ONLY_ERRNOS,
+    SEEK_NAME,
     ZSTD_LOG_NAME,
     Compression,
     LogLines,
@@ -115,6 +118,7 @@ class SessionStore:
             writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
             writer.checks_path = directory / CHECKS_NAME
             writer.prefix, writer.prefix_path = TailPrefix(), directory / PREFIX_NAME
+            writer.seek_path = directory / SEEK_NAME
             fsync_dir(directory)
             fsync_dir(self.root)
         except BaseException:
@@ -196,6 +200,7 @@ class SessionStore:
         if not writer.writable:
             return ContinuedLog(writer, event_log, False, [])  # nothing can change on disk
         writer.checks_path = checks_path
+        writer.seek_path = path.parent / SEEK_NAME
         if contents.new_checks or len(contents.used_checks) != len(checks):
             _write_checks(checks_path, [*contents.used_checks, *contents.new_checks])
         plain = list(event_log.plain_events())
@@ -274,9 +279,11 @@ class SessionStore:
         now_ms: int,
     ) -> ContinuedLog:
         """`_recover` of a log held from its base. Its line count is unknown: no chunk checks
-        are kept for what this writer appends (a later whole read makes them)."""
+        are kept for what this writer appends (a later whole read makes them); seek points,
+        which are byte offsets, are."""
         writer.header = header
         writer.next_seq = event_log.length
+        writer.seek_path = writer.path.parent / SEEK_NAME
         torn_tail = os.fstat(writer.fd).st_size > valid_size
         plain = list(event_log.plain_events())
         writer.prefix = fold_prefix(event_log.prefix, event_log.plain_events(prefix=False))

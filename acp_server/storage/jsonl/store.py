@@ -5,6 +5,9 @@ log's writer and its lock) and `LogIndex` (a log read backwards, as far as a pag
 blocking work runs in anyio's worker threads. A writer's flushes and syncs take their batch on
 the event loop and write it in a thread, one at a time, so batches keep their order.
 
+`session/list` pages through the root's list index (`list_index`), reading the logs of the
+page's sessions only.
+
 The history indexes are kept per session id, the most recently used `INDEX_CACHE` of them,
 and forgotten when their session is deleted.
 """
@@ -27,10 +30,21 @@ from ...core.chunk_rows import StorageRecord, decode_record_json, decode_storage
 from ...core.events import SessionArchived, SessionEvent, SessionTitle, decode_event
 from ...core.header import SessionHeader
 from ...core.paging import PageCut
-from ..api import BatchWrites, ListedSession, Opened, PollingEngine, StoredLog
+from ..api import (
+    ArchiveFilter,
+    BatchWrites,
+    ListedPage,
+    ListedSession,
+    ListPosition,
+    Opened,
+    PollingEngine,
+    StoredLog,
+    archive_keeps,
+)
 from ..errors import LogError, LogLocked, SessionNotFound
 from . import blobs
 from .lines import READ_BLOCK, Compression, LogLines, log_compression
+from .list_index import Created, Deleted, ListIndex, created_line
 from .sessions import ContinuedLog, SessionStore
 from .writer import LogWriter
 
@@ -47,9 +61,10 @@ INDEX_CACHE: Final = 64
 class JsonlWriter(BatchWrites):
     """The store API's `Writer` over a `LogWriter`."""
 
-    def __init__(self, raw: LogWriter, files: SessionStore) -> None:
+    def __init__(self, raw: LogWriter, files: SessionStore, list_index: ListIndex) -> None:
         self.raw = raw
         self.files = files
+        self.list_index = list_index
         self._lock = anyio.Lock()
 
     @property
@@ -90,7 +105,13 @@ class JsonlWriter(BatchWrites):
         async with self._lock:
             batch = self.raw.take_pending()
             if batch or sync:
-                await anyio.to_thread.run_sync(lambda: self.raw.write_events(batch, sync=sync))
+                await anyio.to_thread.run_sync(self._write_batch, batch, sync)
+
+    def _write_batch(self, batch: list[SessionEvent], sync: bool) -> None:
+        self.raw.write_events(batch, sync=sync)
+        archived = last_archive_state(batch)
+        if archived is not None:
+            self.list_index.archived(self.header.id, archived)
 
     async def close(self) -> None:
         async with self._lock:
@@ -101,7 +122,7 @@ class JsonlWriter(BatchWrites):
             continued = await anyio.to_thread.run_sync(
                 self.files.reopen, self.raw, self.header.id, now_ms
             )
-        return _opened(continued, self.files)
+        return _opened(continued, self.files, self.list_index)
 
 
 class JsonlHistory:
@@ -152,6 +173,7 @@ class JsonlStore(PollingEngine):
         self, root: Path | str, *, pack: bool = True, compression: Compression = "none"
     ) -> None:
         self.files = SessionStore(root, pack=pack, compression=compression)
+        self.list_index = ListIndex(self.files.root, self._scan)
         self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
         self._cache_lock = threading.Lock()
 
@@ -166,22 +188,28 @@ class JsonlStore(PollingEngine):
     async def create(self, header: SessionHeader) -> JsonlWriter:
         # Shielded: once the log exists its writer (and lock) must reach the caller.
         with anyio.CancelScope(shield=True):
-            raw = await anyio.to_thread.run_sync(self.files.create, header)
-        return JsonlWriter(raw, self.files)
+            raw = await anyio.to_thread.run_sync(self._create, header)
+        return JsonlWriter(raw, self.files, self.list_index)
+
+    def _create(self, header: SessionHeader) -> LogWriter:
+        with self.list_index.change() as record:
+            raw = self.files.create(header)
+            record(created_line(header, False))
+        return raw
 
     async def open(self, session_id: str, now_ms: int) -> Opened:
         with anyio.CancelScope(shield=True):
             continued = await anyio.to_thread.run_sync(
                 self.files.continue_session, session_id, now_ms
             )
-        return _opened(continued, self.files)
+        return _opened(continued, self.files, self.list_index)
 
     async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
         with anyio.CancelScope(shield=True):
             continued = await anyio.to_thread.run_sync(
                 self.files.continue_tail, session_id, now_ms, max_messages
             )
-        return _opened(continued, self.files)
+        return _opened(continued, self.files, self.list_index)
 
     async def header(self, session_id: str) -> SessionHeader:
         return await anyio.to_thread.run_sync(self.files.header, session_id)
@@ -242,22 +270,78 @@ class JsonlStore(PollingEngine):
     def _list(self) -> list[ListedSession]:
         listed = []
         for session_id in self.files.session_ids():
+            item = self._listed(session_id)
+            if item is not None:
+                listed.append(item)
+        return listed
+
+    def _listed(self, session_id: str) -> ListedSession | None:
+        """One session as a list shows it; None (with a warning) when its header cannot be
+        read, or (silently) when it is gone."""
+        try:
+            header = self.files.header(session_id)
+        except SessionNotFound:
+            return None  # deleted since it was found
+        except (LogError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
+                raise  # not this session's fault: every other one would fail the same way
+            log.warning("session/list: skipped session %s: %s", session_id, exc)
+            return None
+        try:
+            title, last_time, archived = summarize(self.files.log_path(session_id))
+        except (LogError, OSError, ValueError) as exc:
+            # Still listed: the client can see it and delete it; loading it says what broke.
+            log.warning("session/list: session %s: %s", session_id, exc)
+            return ListedSession(header, None, None, summarized=False)
+        return ListedSession(header, title, last_time, archived=archived)
+
+    async def list_page(
+        self,
+        cwd: str | None,
+        after: ListPosition | None,
+        limit: int,
+        archived: ArchiveFilter,
+    ) -> ListedPage:
+        return await anyio.to_thread.run_sync(self._list_page, cwd, after, limit, archived)
+
+    def _list_page(
+        self, cwd: str | None, after: ListPosition | None, limit: int, archived: ArchiveFilter
+    ) -> ListedPage:
+        """The page's sessions from the list index, then each one's log read (its header, its
+        last title, event and archive change): a session the index wrongly holds (unreadable,
+        gone, or archived otherwise) is passed over, and the page goes on past it."""
+        listed: list[ListedSession] = []
+        position = after
+        while True:
+            wanted = limit + 1 - len(listed)  # one more: whether a session follows the page
+            candidates = self.list_index.candidates(cwd, position, archived, wanted)
+            for candidate in candidates:
+                if len(listed) == limit:
+                    return ListedPage(listed, position)
+                position = candidate.position
+                item = self._listed(candidate.id)
+                if item is None:
+                    continue
+                if item.summarized and item.archived != candidate.archived:
+                    self.list_index.archived(candidate.id, item.archived)
+                    if not archive_keeps(archived, item.archived):
+                        continue
+                listed.append(item)
+            if len(candidates) < wanted:
+                return ListedPage(listed, None)
+
+    def _scan(self) -> Iterator[Created]:
+        """The list index's lines for every session in the root whose header can be read."""
+        for session_id in self.files.session_ids():
             try:
                 header = self.files.header(session_id)
-            except (LogError, OSError) as exc:
-                if isinstance(exc, OSError) and exc.errno in PROCESS_ERRNOS:
-                    raise  # not this session's fault: every other one would fail the same way
-                log.warning("session/list: skipped session %s: %s", session_id, exc)
-                continue
+            except (LogError, OSError):
+                continue  # a page would leave it out anyway (saying why)
             try:
-                title, last_time, archived = summarize(self.files.log_path(session_id))
-            except (LogError, OSError, ValueError) as exc:
-                # Still listed: the client can see it and delete it; loading it says what broke.
-                log.warning("session/list: session %s: %s", session_id, exc)
-                listed.append(ListedSession(header, None, None, summarized=False))
-                continue
-            listed.append(ListedSession(header, title, last_time, archived=archived))
-        return listed
+                archived = summarize(self.files.log_path(session_id))[2]
+            except (LogError, OSError, ValueError):
+                archived = False  # listed unsummarized, as unarchived
+            yield created_line(header, archived)
 
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self.files.session_ids)
@@ -293,7 +377,9 @@ class JsonlStore(PollingEngine):
                 raise LogLocked(
                     f"{path}: the session is open for writing in another process"
                 ) from None
-            self.files.delete(session_id)
+            with self.list_index.change() as record:
+                self.files.delete(session_id)
+                record(Deleted(session_id))
         finally:
             os.close(fd)
         self._forget(session_id)
@@ -302,7 +388,9 @@ class JsonlStore(PollingEngine):
         await anyio.to_thread.run_sync(self._write_copy, header, records)
 
     def _write_copy(self, header: SessionHeader, records: Sequence[StorageRecord]) -> None:
-        writer = self.files.create(header)
+        with self.list_index.change() as record:
+            writer = self.files.create(header)
+            record(created_line(header, last_archive_state(records) or False))
         try:
             writer.write_records(records)
             writer.sync()
@@ -331,9 +419,9 @@ PROCESS_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Failures of this process rather than of one session's files."""
 
 
-def _opened(continued: ContinuedLog, files: SessionStore) -> Opened:
+def _opened(continued: ContinuedLog, files: SessionStore, list_index: ListIndex) -> Opened:
     return Opened(
-        JsonlWriter(continued.writer, files),
+        JsonlWriter(continued.writer, files, list_index),
         continued.log,
         continued.dropped_torn_tail,
         continued.closers,
@@ -442,6 +530,15 @@ def _line_at(fd: int, start: int) -> bytes:
         pieces.append(block)
         start += len(block)
     return b"".join(pieces)
+
+
+def last_archive_state(records: Sequence[StorageRecord]) -> bool | None:
+    """Whether the last `session/archived` among `records` archived the session (None: they
+    hold none)."""
+    for record in reversed(records):
+        if isinstance(record, SessionArchived):
+            return record.data.archived
+    return None
 
 
 def _title(line: bytes | None) -> str | None:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import msgspec
 
 from ...core.chunk_checks import (
-    ChunkCheck,
     ChunkRuns,
     encode_checks,
 )
@@ -27,7 +26,8 @@ from ...core.chunk_rows import (
 )
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
-from ...core.paging import record_count
+from ...core.paging import record_count, record_start
+from ...core.seek_points import SEEK_SPACING, batch_points, encode_points
 from ...core.tail import PREFIX_KINDS, TailPrefix, fold_prefix
 from ..appends import QueuedAppends
 from ..errors import LogLocked, LogWriteFailed
@@ -89,6 +89,10 @@ class LogWriter(QueuedAppends):
         """Where the last successful fsync left the file: a failed fsync is cut back to it."""
         self.checks_path: Path | None = None
         """Where the chunk checks of the runs this writer writes are kept (None: nowhere)."""
+        self.seek_path: Path | None = None
+        """Where the seek points of this log are kept (None: nowhere)."""
+        self._since_point = SEEK_SPACING
+        """Bytes of lines written since the last seek point (a reopened writer keeps one first)."""
         self.lines = 0
         """Lines in the file up to `_size` (the header is line 1)."""
         self._synced_lines = 0
@@ -249,25 +253,37 @@ class LogWriter(QueuedAppends):
         """Write records as one batch, then keep the checks of the chunk runs it ended."""
         encode = _encoder.encode
         lines = [encode(record) for record in records]
+        offset = self._size
         self._write_batch(b"\n".join([*lines, b""]))
+        if self.seek_path is not None:
+            points, self._since_point = batch_points(
+                [record_start(record) for record in records],
+                [len(line) + 1 for line in lines],
+                offset,
+                self._since_point,
+                any_line=self._compressor is None,
+            )
+            if points:
+                self._keep_cache(self.seek_path, encode_points(points))
         first = self.lines + 1
         self.lines += len(lines)
         if self.checks_path is not None:
             checks = self._runs.feed_all(first, lines, records)
             if checks:
-                self._keep_checks(self.checks_path, checks)
+                self._keep_cache(self.checks_path, encode_checks(checks))
 
-    def _keep_checks(self, path: Path, checks: list[ChunkCheck]) -> None:
-        """Append checks to the check file. They are a cache: a write that fails costs the
-        next load time, nothing else, so it is not retried and nothing is fsynced."""
+    def _keep_cache(self, path: Path, data: bytes) -> None:
+        """Append to a file kept beside the log (chunk checks, seek points). Both are caches: a
+        write that fails costs a later read time, nothing else, so it is not retried and
+        nothing is fsynced."""
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
-                os.write(fd, encode_checks(checks))
+                os.write(fd, data)
             finally:
                 os.close(fd)
         except OSError as exc:
-            log.debug("%s: chunk checks not kept: %s", path, exc)
+            log.debug("%s: not kept: %s", path, exc)
 
     def _write_batch(self, payload: bytes) -> None:
         if self._compressor is not None:

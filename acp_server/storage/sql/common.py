@@ -24,7 +24,16 @@ from ...core.header import SessionHeader
 from ...core.paging import PageCut, clip_records
 from ...core.recovery import interrupted_turn_closers
 from ...core.tail import PREFIX_TAGS, TailPrefix, TailRead, fold_prefix
-from ..api import BatchWrites, ListedSession, Opened, StoredLog
+from ..api import (
+    ArchiveFilter,
+    BatchWrites,
+    ListedPage,
+    ListedSession,
+    ListPosition,
+    Opened,
+    StoredLog,
+    listed_cwd,
+)
 from ..appends import QueuedAppends
 from ..checked import CheckedRecords
 from ..collection import collection_paused
@@ -44,9 +53,10 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Exception)
 S = TypeVar("S")
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 5
 """Bumped whenever the tables change; a database of another version is refused, except one of
-versions 1 and 2, which is upgraded in place (`needs_archived_column`, `needs_blobs_table`)."""
+an earlier version, which is upgraded in place a step at a time (`needs_archived_column`,
+`needs_blobs_table`, `needs_list_columns`)."""
 
 ARCHIVED_SINCE: Final = 2
 """The version that added the sessions' `archived` column. A database of the version before
@@ -158,11 +168,82 @@ class Statements:
             f"SELECT {body} FROM {records} WHERE session = {p} AND {prefix_rows(body_text)} "
             f"AND {marks_rows(body_text)} ORDER BY seq0 DESC LIMIT 1"
         )
+        self.sessions = sessions
+        self.p = p
+        self.listed_page = (
+            f"SELECT id, {header}, title, updated_at, archived, created_at FROM {sessions} "
+            "WHERE (origin IS NULL OR origin <> 'subagent')"
+        )
+        self.list_columns = f"SELECT id, {header} FROM {sessions}"
+        self.set_list_columns = f"UPDATE {sessions} SET cwd = {p}, origin = {p} WHERE id = {p}"
+        self.list_indexes = [
+            f"CREATE INDEX {sessions}_by_created ON {sessions} (created_at DESC, id DESC)",
+            f"CREATE INDEX {sessions}_by_cwd ON {sessions} (cwd, created_at DESC, id DESC)",
+        ]
+
+    def page(
+        self, cwd: str | None, after: ListPosition | None, limit: int, archived: ArchiveFilter
+    ) -> tuple[str, list[object]]:
+        """`Store.list_page`'s query and parameters: one more row than the page, so that the
+        page knows whether a session follows it. Its order and filters are those of the
+        indexes `list_indexes` makes: the query reads the page's rows, not the table."""
+        p = self.p
+        query = [self.listed_page]
+        params: list[object] = []
+        if cwd is not None:
+            query.append(f"AND cwd = {p}")
+            params.append(listed_cwd(cwd))
+        if after is not None:
+            query.append(f"AND (created_at, id) < ({p}, {p})")
+            params += [after[0], after[1]]
+        if archived == "exclude":
+            query.append("AND NOT archived")
+        elif archived == "only":
+            query.append("AND archived")
+        query.append(f"ORDER BY created_at DESC, id DESC LIMIT {p}")
+        params.append(limit + 1)
+        return " ".join(query), params
 
 
 BLOBS_SINCE: Final = 3
 """The version that added the `blobs` table (the checkpoints' file contents, by session and
 digest). A database of a version before holds no checkpoint: an empty table is exactly right."""
+
+
+LIST_COLUMNS_SINCE: Final = 5
+"""The version that added the sessions' `cwd` (as `listed_cwd` makes it) and `origin` columns
+and the indexes a list page reads (`Statements.list_indexes`). The upgrade fills the columns
+from each stored header (`list_columns`)."""
+
+
+def upgrades(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded in place (else: this
+    version, or refused)."""
+    return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < SCHEMA_VERSION
+
+
+def needs_list_columns(found: object) -> bool:
+    """Whether a database of schema version `found` is upgraded by adding the list columns."""
+    return isinstance(found, int) and ARCHIVED_SINCE - 1 <= found < LIST_COLUMNS_SINCE
+
+
+def list_columns(header: SessionHeader) -> tuple[str, str | None]:
+    """What a session's row keeps of its header for listing: its cwd and its origin."""
+    return listed_cwd(header.cwd), header.origin or None
+
+
+def filled_list_columns(rows: Iterable[tuple[str, str]]) -> list[tuple[str, str | None, str]]:
+    """The parameters of `Statements.set_list_columns` for the upgrade, from (id, header)
+    rows; a header that cannot be read keeps the defaults (listing it warns, as before)."""
+    filled = []
+    for session_id, text in rows:
+        try:
+            header = parse_header(session_id, text.encode())
+        except LogError:
+            continue
+        cwd, origin = list_columns(header)
+        filled.append((cwd, origin, session_id))
+    return filled
 
 
 def needs_archived_column(found: object) -> bool:
@@ -235,6 +316,19 @@ def listed_sessions(
             continue
         listed.append(ListedSession(header, title, updated_at, archived=bool(archived)))
     return listed
+
+
+def listed_page(
+    rows: Sequence[tuple[str, str, str | None, int | None, bool | int, int]],
+    limit: int,
+    where: Callable[[str], str],
+) -> ListedPage:
+    """A list page from the rows `Statements.page` read (one more than `limit` when more
+    follow)."""
+    shown = rows[:limit]
+    sessions = listed_sessions([row[:5] for row in shown], where)
+    more = len(rows) > limit
+    return ListedPage(sessions, (shown[-1][5], shown[-1][0]) if more else None)
 
 
 def page_start(cuts: list[int], max_messages: int) -> int:

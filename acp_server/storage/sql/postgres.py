@@ -2,13 +2,14 @@
 
 Tables (`acp_` before each name, so that the store can share a database): `acp_store` (the
 schema version), `acp_sessions` (each header as written, the next seq, the writer's epoch, the
-last title and event time and whether it is archived, for listing), `acp_records` (every storage record as written, in a
+last title and event time, whether it is archived, and its cwd and origin, for listing a page
+through an index by creation time, with or without the cwd), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
 `\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
 (SPEC 3.1's message index, so a page reads only what it returns), `acp_children` and
 `acp_blobs` (checkpoints' file contents by session and digest). They are created on first use;
-a database of another schema version is refused (versions 1 and 2 are upgraded in place: see
-`common.needs_blobs_table`).
+a database of another schema version is refused (earlier versions are upgraded in place: see
+`common.upgrades`).
 
 One writer per session across hosts: the writer holds a session-level advisory lock on its own
 connection for as long as it has the session open, and takes a new epoch when it claims it.
@@ -57,7 +58,7 @@ from ...core.held_batches import HeldBatches, NotHeld, StoreAhead, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
 from ...core.tail import TailRead
-from ..api import ListedSession, Opened, StoredLog
+from ..api import ArchiveFilter, ListedPage, ListedSession, ListPosition, Opened, StoredLog
 from ..appends import batch_rows
 from ..errors import (
     LogLocked,
@@ -103,7 +104,9 @@ CREATE TABLE acp_sessions (
     epoch bigint NOT NULL,
     title text,
     updated_at bigint,
-    archived boolean NOT NULL DEFAULT false
+    archived boolean NOT NULL DEFAULT false,
+    cwd text NOT NULL DEFAULT '',
+    origin text
 );
 CREATE TABLE acp_records (
     session text NOT NULL,
@@ -221,7 +224,7 @@ class PostgresStore:
             cur = await conn.execute("SELECT to_regclass('acp_store') IS NOT NULL")
             row = await cur.fetchone()
             if row is None or not row[0]:
-                for statement in _SCHEMA.split(";"):
+                for statement in [*_SCHEMA.split(";"), *_sql.list_indexes]:
                     await conn.execute(statement.encode())
                 await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
@@ -229,14 +232,17 @@ class PostgresStore:
             cur = await conn.execute(_sql.schema_version)
             row = await cur.fetchone()
             found = row[0] if row else None
-            if common.needs_blobs_table(found):
+            if common.upgrades(found):
                 # Under the advisory lock: one process upgrades, the others find the new version.
                 if common.needs_archived_column(found):
                     await conn.execute(
                         "ALTER TABLE acp_sessions ADD COLUMN archived boolean NOT NULL "
                         "DEFAULT false"
                     )
-                await conn.execute(_BLOBS_TABLE.encode())
+                if common.needs_blobs_table(found):
+                    await conn.execute(_BLOBS_TABLE.encode())
+                if common.needs_list_columns(found):
+                    await self._add_list_columns(conn)
                 await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
                 return
@@ -252,6 +258,17 @@ class PostgresStore:
         refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
+
+    async def _add_list_columns(self, conn: AsyncConnection[Any]) -> None:
+        await conn.execute("ALTER TABLE acp_sessions ADD COLUMN cwd text NOT NULL DEFAULT ''")
+        await conn.execute("ALTER TABLE acp_sessions ADD COLUMN origin text")
+        cur = await conn.execute(_sql.list_columns)
+        filled = common.filled_list_columns(await cur.fetchall())
+        if filled:
+            async with conn.cursor() as many:
+                await many.executemany(_sql.set_list_columns, filled)
+        for statement in _sql.list_indexes:
+            await conn.execute(statement.encode())
 
     async def prepare(self) -> None:
         """Connect and create the tables now (`serve`, `acp-server store init`), or check the
@@ -285,9 +302,14 @@ class PostgresStore:
             conn = await self._claimed(header.id)
             try:
                 await conn.execute(
-                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch) "
-                    "VALUES (%s, %s::json, %s, 0, 1)",
-                    (header.id, _encoder.encode(header).decode(), header.created_at),
+                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch, cwd, "
+                    "origin) VALUES (%s, %s::json, %s, 0, 1, %s, %s)",
+                    (
+                        header.id,
+                        _encoder.encode(header).decode(),
+                        header.created_at,
+                        *common.list_columns(header),
+                    ),
                 )
             except errors.UniqueViolation:
                 await conn.close()
@@ -427,17 +449,37 @@ class PostgresStore:
         return source
 
     async def list_sessions(self) -> list[ListedSession]:
-        rows = None
+        rows = await self._listing(_listed)
+        return common.listed_sessions(rows, self.where)
+
+    async def list_page(
+        self,
+        cwd: str | None,
+        after: ListPosition | None,
+        limit: int,
+        archived: ArchiveFilter,
+    ) -> ListedPage:
+        query, params = _sql.page(cwd, after, limit, archived)
+
+        async def page(conn: AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(query.encode(), params)
+            return await cur.fetchall()
+
+        return common.listed_page(await self._listing(page), limit, self.where)
+
+    async def _listing(self, read: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """`read` of the session list: on a standby that has replayed what the primary holds
+        now, else on the primary."""
         if self.standby is not None:
             async with self.reading() as conn:
                 cur = await conn.execute(PRIMARY_POSITION)
                 position = await cur.fetchone()
             if position is not None:
-                rows = await self.standby.listing(position[0], _listed)
-        if rows is None:
-            async with self.reading() as conn:
-                rows = await _listed(conn)
-        return common.listed_sessions(rows, self.where)
+                found = await self.standby.listing(position[0], read)
+                if found is not None:
+                    return found
+        async with self.reading() as conn:
+            return await read(conn)
 
     async def session_ids(self) -> list[str]:
         async with self.reading() as conn:
@@ -501,9 +543,14 @@ class PostgresStore:
                         "in another process"
                     )
                 await conn.execute(
-                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch) "
-                    "VALUES (%s, %s::json, %s, 0, 0)",
-                    (header.id, _encoder.encode(header).decode(), header.created_at),
+                    "INSERT INTO acp_sessions (id, header, created_at, next_seq, epoch, cwd, "
+                    "origin) VALUES (%s, %s::json, %s, 0, 0, %s, %s)",
+                    (
+                        header.id,
+                        _encoder.encode(header).decode(),
+                        header.created_at,
+                        *common.list_columns(header),
+                    ),
                 )
                 await _insert_records(conn, self.where(header.id), header.id, records, 0, 0)
         except errors.UniqueViolation:

@@ -1,7 +1,8 @@
 """The SQLite engine of the store API: one database file holding every session (SPEC 2.6).
 
 Tables (all STRICT): `store` (the schema version), `sessions` (each header as written, the next
-seq, the last title and event time and whether it is archived, for listing), `records` (every storage record as written,
+seq, the last title and event time, whether it is archived, and its cwd and origin, for listing
+a page through an index by creation time, with or without the cwd), `records` (every storage record as written,
 its JSON text byte for byte: a chunk row stays one row, keyed by session and first seq, with
 the number of events it holds), `blobs` (checkpoints' file contents, by session and digest),
 `messages` (the message index of SPEC 3.1: each message's seq
@@ -46,7 +47,15 @@ from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
-from ..api import ListedSession, Opened, PollingEngine, StoredLog
+from ..api import (
+    ArchiveFilter,
+    ListedPage,
+    ListedSession,
+    ListPosition,
+    Opened,
+    PollingEngine,
+    StoredLog,
+)
 from ..appends import batch_rows
 from ..errors import (
     DamagedStore,
@@ -76,7 +85,9 @@ CREATE TABLE sessions (
     next_seq INTEGER NOT NULL,
     title TEXT,
     updated_at INTEGER,
-    archived INTEGER NOT NULL DEFAULT 0
+    archived INTEGER NOT NULL DEFAULT 0,
+    cwd TEXT NOT NULL DEFAULT '',
+    origin TEXT
 ) STRICT;
 CREATE TABLE records (
     session TEXT NOT NULL,
@@ -167,6 +178,8 @@ class SqliteStore(PollingEngine):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            for statement in _sql.list_indexes:
+                db.execute(statement)
             db.execute(_sql.prefix_index)
             db.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
             return
@@ -174,12 +187,20 @@ class SqliteStore(PollingEngine):
             raise UnsupportedStore(f"{self.url}: not an acp-server session store")
         row = db.execute(_sql.schema_version).fetchone()
         found = row[0] if row else None
-        if common.needs_blobs_table(found):
+        if common.upgrades(found):
             # In the caller's write transaction: another process opening it waits, then finds
             # the new version.
             if common.needs_archived_column(found):
                 db.execute("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0")
-            db.execute(_BLOBS_TABLE)
+            if common.needs_blobs_table(found):
+                db.execute(_BLOBS_TABLE)
+            if common.needs_list_columns(found):
+                db.execute("ALTER TABLE sessions ADD COLUMN cwd TEXT NOT NULL DEFAULT ''")
+                db.execute("ALTER TABLE sessions ADD COLUMN origin TEXT")
+                rows = db.execute(_sql.list_columns).fetchall()
+                db.executemany(_sql.set_list_columns, common.filled_list_columns(rows))
+                for statement in _sql.list_indexes:
+                    db.execute(statement)
             db.execute(_sql.prefix_index)
             db.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
             return
@@ -340,6 +361,23 @@ class SqliteStore(PollingEngine):
             rows = db.execute(_sql.listed).fetchall()
         return common.listed_sessions(rows, self.where)
 
+    async def list_page(
+        self,
+        cwd: str | None,
+        after: ListPosition | None,
+        limit: int,
+        archived: ArchiveFilter,
+    ) -> ListedPage:
+        return await anyio.to_thread.run_sync(self._list_page, cwd, after, limit, archived)
+
+    def _list_page(
+        self, cwd: str | None, after: ListPosition | None, limit: int, archived: ArchiveFilter
+    ) -> ListedPage:
+        query, params = _sql.page(cwd, after, limit, archived)
+        with self._reading() as db:
+            rows = db.execute(query, params).fetchall()
+        return common.listed_page(rows, limit, self.where)
+
     async def session_ids(self) -> list[str]:
         return await anyio.to_thread.run_sync(self._session_ids)
 
@@ -456,8 +494,14 @@ class SqliteStore(PollingEngine):
 
 def _insert_session(db: sqlite3.Connection, header: SessionHeader) -> None:
     db.execute(
-        "INSERT INTO sessions (id, header, created_at, next_seq) VALUES (?, ?, ?, 0)",
-        (header.id, _encoder.encode(header).decode(), header.created_at),
+        "INSERT INTO sessions (id, header, created_at, next_seq, cwd, origin) "
+        "VALUES (?, ?, ?, 0, ?, ?)",
+        (
+            header.id,
+            _encoder.encode(header).decode(),
+            header.created_at,
+            *common.list_columns(header),
+        ),
     )
 
 
