@@ -55,7 +55,8 @@ def test_demo_keeps_the_workspace_and_log_when_asked(tmp_path: Path) -> None:
     result = run_demo(tmp_path, "--keep", str(keep))
     assert result.returncode == 0, result.stderr
     assert (keep / "workspace" / "hello.py").read_text() == 'print("Hello, world!")\n'
-    [session] = list((keep / "sessions").iterdir())
+    # Beside the session's directory, the store keeps its list index (a file).
+    [session] = [path for path in (keep / "sessions").iterdir() if path.is_dir()]
     assert (session / "session.jsonl").is_file()
     verify = subprocess.run(
         [sys.executable, "-m", "acp_server", "log", "verify", str(session)],

@@ -18,6 +18,7 @@ SESSION_KEYED = {
     "acp_messages": "session",
     "acp_children": "session",
     "acp_blobs": "session",
+    "acp_checks": "session",
 }
 """Each table distributed by session id, and its session column (docs/scale.md's block)."""
 
