@@ -401,8 +401,7 @@ class PostgresStore:
             checks = common.read_checks(await cur.fetchall())
             bodies: list[bytes] = []
             if row is not None:
-                cur = await conn.execute(_sql.bodies, (session_id,))
-                bodies = [body for (body,) in await cur.fetchall()]
+                bodies = await _bodies(conn, session_id)
         return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
@@ -585,8 +584,19 @@ async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tupl
     row = await cur.fetchone()
     if row is None:
         return None, []
+    return row, await _bodies(conn, session_id)
+
+
+async def _bodies(conn: AsyncConnection[Any], session_id: str) -> list[bytes]:
+    """The session's records' bodies in seq order, as the bytes of their JSON text."""
     cur = await conn.execute(_sql.bodies, (session_id,))
-    return row, [body for (body,) in await cur.fetchall()]
+    result = cur.pgresult
+    if result is None:
+        return []
+    # Taken straight from the result: a whole session is tens of thousands of rows, and a
+    # loader and a row tuple for each cost a load more than the server took to send them.
+    value = result.get_value
+    return [value(i, 0) or b"" for i in range(result.ntuples)]
 
 
 async def _listed(conn: AsyncConnection[Any]) -> list[Any]:
