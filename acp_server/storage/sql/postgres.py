@@ -5,7 +5,8 @@ schema version), `acp_sessions` (each header as written, the next seq, the write
 last title and event time, whether it is archived, and its cwd and origin, for listing a page
 through an index by creation time, with or without the cwd), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
-`\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
+`\\u0000`, and stored uncompressed: a load read the bytes faster than the server inflated them;
+keyed by session and first seq, with the number of events it holds), `acp_messages`
 (SPEC 3.1's message index, so a page reads only what it returns), `acp_children`,
 `acp_blobs` (checkpoints' file contents by session and digest) and `acp_checks` (the chunk
 checks of the runs of chunk rows, by session and first line: see `common`). They are created on
@@ -115,6 +116,7 @@ CREATE TABLE acp_records (
     body json NOT NULL,
     PRIMARY KEY (session, seq0)
 );
+ALTER TABLE acp_records ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE TABLE acp_messages (
     session text NOT NULL,
     seq bigint NOT NULL,
@@ -157,6 +159,10 @@ log = logging.getLogger(__name__)
 # A record's body is read as the bytes of its JSON text (`postgres_links.JsonBytes`): cast to `text`, the
 # server would copy it and the driver decode it, only for the reader to encode it again.
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body")
+_CLAIM: Final = (
+    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch, header::text, "
+    "next_seq"
+)
 
 
 class PostgresStore:
@@ -334,22 +340,14 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             conn = await self._claimed(session_id)
             try:
-                # The new epoch first: a writer that lost the lock can commit nothing after.
-                cur = await conn.execute(
-                    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch",
-                    (session_id,),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise SessionNotFound(f"unknown session {session_id!r}")
-                stored = await self._kept(session_id)
+                epoch, stored = await self._kept(conn, session_id)
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
             except BaseException:
                 await conn.close()
                 raise
-            writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
+            writer = PostgresWriter(self, stored.header, conn, stored.event_count, epoch)
             opened = await writer.opened(stored, now_ms)
         return opened
 
@@ -392,17 +390,23 @@ class PostgresStore:
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
 
-    async def _kept(self, session_id: str) -> common.KeptRows:
-        """The whole session to be continued: `_read` with its runs' chunk checks."""
-        async with self.reading() as conn:
-            cur = await conn.execute(_sql.header_and_next_seq, (session_id,))
-            row = await cur.fetchone()
-            cur = await conn.execute(_sql.checks, (session_id,))
-            checks = common.read_checks(await cur.fetchall())
-            bodies: list[bytes] = []
-            if row is not None:
-                bodies = await _bodies(conn, session_id)
-        return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
+    async def _kept(
+        self, conn: AsyncConnection[Any], session_id: str
+    ) -> tuple[int, common.KeptRows]:
+        """The session claimed on `conn` (holding its lock) takes its new epoch, and is read
+        whole to be continued: `_read` with its runs' chunk checks. Read on that connection,
+        outside a transaction: under the lock nothing else writes or deletes the session, and
+        a pooled connection's snapshot would only cost more round trips."""
+        # The new epoch first: a writer that lost the lock can commit nothing after.
+        cur = await conn.execute(_CLAIM, (session_id,))
+        row = await cur.fetchone()
+        if row is None:
+            raise SessionNotFound(f"unknown session {session_id!r}")
+        cur = await conn.execute(_sql.checks, (session_id,))
+        checks = common.read_checks(await cur.fetchall())
+        bodies = await _bodies(conn, session_id)
+        where = self.where(session_id)
+        return row[0], common.kept_rows(where, session_id, (row[1], row[2]), bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
