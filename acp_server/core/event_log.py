@@ -8,6 +8,11 @@ chunk lines its reader trusted by their check, not yet decoded): the plain event
 projection never need them decoded; the first reader that needs the chunks themselves decodes
 them all. Appends arrive as plain events; `seal()` packs the chunks of a finished step into
 rows, so a long live session stays compact too.
+
+A log opened for a tail (`core.tail`) holds only the records from its `base` on, and of what
+comes before only its `TailPrefix`: the plain events start with the prefix's settings, so every
+fold of the settings reads them as if the whole log were there; whatever needs the events before
+the base reads them from the store (`hydrate` takes them in).
 """
 
 from __future__ import annotations
@@ -25,25 +30,38 @@ from .events import (
     TurnStart,
 )
 from .paging import PageCut, clip_records, message_cut, page_cut, record_count, record_start
+from .tail import TailPrefix, held_turns
 
 
 class EventLog:
-    def __init__(self, records: Iterable[KeptRecord] = ()) -> None:
+    def __init__(
+        self, records: Iterable[KeptRecord] = (), *, base: int = 0, prefix: TailPrefix | None = None
+    ) -> None:
         self._records: list[KeptRecord] = []
         self.starts: list[int] = []
         """`starts[i]` is the first seq of record i."""
-        self.length = 0
+        self.base = base
+        """The first seq held: the events before it are the store's (see `hydrate`)."""
+        self.prefix = prefix if prefix is not None else TailPrefix()
+        """What the log keeps of the events before `base` (nothing when it is 0)."""
+        self.length = base
+        self._first_turn = 0
+        """The number of the first turn held."""
         self.message_seqs: list[int] = []
         self.message_cuts: list[int] = []
         """For each message, the lowest of its seq and its `sourceRange` start."""
         self.turn_starts: list[int] = []
-        self.step_starts = 0
+        self.step_starts = self.prefix.steps
         self._sealed = 0
         """Records before this index are packed; appends after it are plain events."""
         self._packed = 0
         """How many of the records are `PackedChunks`."""
         self._add_all(records)
         self._sealed = len(self._records)
+        if base and self.starts and self.starts[0] != base:
+            raise ValueError(f"records start at seq {self.starts[0]}, not at the base {base}")
+        if base:
+            self._first_turn = held_turns(self.plain_events(prefix=False))
 
     def _add_all(self, records: Iterable[KeptRecord]) -> None:
         """`_add` for each record, rows (most of a long log's records) inlined: a loaded log
@@ -99,7 +117,7 @@ class EventLog:
 
     @property
     def turns(self) -> int:
-        return len(self.turn_starts)
+        return self._first_turn + len(self.turn_starts)
 
     def append(self, event: SessionEvent) -> None:
         """Add the next event (its seq must be `len(self)`)."""
@@ -142,17 +160,41 @@ class EventLog:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def plain_events(self) -> Iterator[SessionEvent]:
+    def plain_events(self, *, prefix: bool = True) -> Iterator[SessionEvent]:
         """Every event but the chunks (rows, `PackedChunks` and plain `assistant/chunk`
         events), in order: what the readers of history other than the projection and paging
-        read (the provider history, recovery, settings, usage), none of which needs a chunk."""
+        read (the provider history, recovery, settings, usage), none of which needs a chunk.
+        A log held from a base starts with its prefix's settings (unless not `prefix`)."""
+        if prefix:
+            yield from self.prefix.events
         for record in self._records:
             kind = type(record)
             if kind is not AssistantChunk and kind is not PackedChunks and kind not in ROW_CLASSES:
                 yield cast(SessionEvent, record)
 
+    def hydrate(self, earlier: Sequence[StorageRecord]) -> None:
+        """Take in the records before the base (the store's `[0, base)`): the log is whole."""
+        if not self.base:
+            return
+        whole = EventLog(earlier)
+        if whole.length != self.base:
+            raise ValueError(f"the records end at seq {whole.length}, not at the base {self.base}")
+        self._unpack()
+        whole._unpack()
+        whole._records += self._records
+        whole.starts += self.starts
+        whole.message_seqs += self.message_seqs
+        whole.message_cuts += self.message_cuts
+        whole.turn_starts += self.turn_starts
+        sealed = len(whole._records) - len(self._records) + self._sealed
+        self._records, self.starts = whole._records, whole.starts
+        self.message_seqs, self.message_cuts = whole.message_seqs, whole.message_cuts
+        self.turn_starts = whole.turn_starts
+        self._sealed = sealed
+        self.base, self.prefix, self._first_turn = 0, TailPrefix(), 0
+
     def events(self, lo: int = 0, hi: int | None = None) -> list[SessionEvent]:
-        """The events with seqs in `[lo, hi)`, rows expanded."""
+        """The events with seqs in `[lo, hi)` (held: from the base on), rows expanded."""
         hi = self.length if hi is None else hi
         expanded: list[SessionEvent] = []
         for record in clip_records(self.records, self.starts, lo, hi):

@@ -555,6 +555,8 @@ class AcpAgent:
             request.cwd,
             additional_directories=request.additional_directories,
             mcp_servers=check_mcp_servers(request.mcp_servers),
+            # Its cost is every model call's: with prices, the whole log is read.
+            tail=max_messages if self.surface.config.prices is None else None,
         )
         link = self._attach(session)
         link.hold()  # its live updates wait for the replay

@@ -59,6 +59,7 @@ from ..core.paging import PageCut
 from ..storage.api import FOLLOW_POLL_S, HistorySource, Watch
 from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession, echoed
+from .held_history import HeldHistory
 from .protocol import Empty
 from .rpc import Connection, Then
 from .sessions import SessionRegistry
@@ -423,12 +424,15 @@ class History:
 
     async def _open(self, session_id: str) -> _Resolved:
         live = self.sessions.live.get(session_id)
-        if live is not None:
+        if live is not None and not live.log.base:
             return _Resolved(session_id, live.header, live.log)
         try:
             source = await self.sessions.store.history(session_id)
         except SessionNotFound:
             raise UnknownSession(session_id) from None
+        if live is not None:  # loaded for a tail: what it does not hold is the store's
+            held = HeldHistory(live.header, lambda: live.log, source)
+            return _Resolved(session_id, live.header, held)
         return _Resolved(session_id, source.header, source)
 
 

@@ -13,7 +13,7 @@ own (`check_not_child`), and closing a session's MCP connections (`close_mcp`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -97,6 +97,9 @@ class LiveSession:
         other attached clients get it mirrored (`mirror`)."""
         self.queue: PromptQueue[Queued] = PromptQueue()
         """The prompts waiting for the running turn to end (SPEC 4)."""
+        self.rest: Callable[[], Awaitable[None]] | None = None
+        """Reads into its log what a load for a tail left in the store (`log.base`), for what
+        needs every event (`SessionRegistry.whole`); None until it is registered."""
         self.recorder.listeners.append(self._logged)
         self._active = 0
         self._idle = anyio.Event()

@@ -15,6 +15,7 @@ reading its whole log.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import uuid
@@ -108,6 +109,7 @@ class SessionRegistry:
 
     def _register(self, session: LiveSession) -> None:
         self.live[session.id] = session
+        session.rest = functools.partial(self.whole, session)
         session_id = session.id
         session.recorder.listeners.append(lambda event: self._announce(session_id, event))
         self.changed(session_id)
@@ -256,12 +258,15 @@ class SessionRegistry:
         *,
         additional_directories: list[str] | UnsetType,
         mcp_servers: list[McpServerConfig] | UnsetType,
+        tail: int | None = None,
     ) -> LiveSession:
         """`session/resume`: open a log for continuation (with recovery), without replay.
 
         Resuming a session that is already live here only updates its directories and MCP
         servers. The request's cwd must be the session's: tools resolve paths against it. The
-        caller attaches its client to the session returned.
+        caller attaches its client to the session returned. With `tail` (a load replaying that
+        many messages) a session opened here holds only what the replay and continuing need
+        (`core.tail`); `whole` reads the rest when something needs it.
         """
         async with self._locked(session_id):
             session = self.live.get(session_id)
@@ -269,7 +274,7 @@ class SessionRegistry:
                 check_not_child(session.header)
             if session is None:
                 with anyio.CancelScope(shield=True):
-                    continued = await self._continue(session_id, cwd)
+                    continued = await self._continue(session_id, cwd, tail)
                 session = LiveSession(
                     continued.writer.header,
                     continued.writer,
@@ -334,16 +339,30 @@ class SessionRegistry:
         if failure is not None:
             raise LogWriteFailed(continued.writer.name, failure)
 
-    async def _continue(self, session_id: str, cwd: str) -> Opened:
+    async def _continue(self, session_id: str, cwd: str, tail: int | None) -> Opened:
         try:
             # The header first: a child or a wrong cwd is refused before recovery writes anything.
             header = await self.store.header(session_id)
             check_not_child(header)
             if not _same_path(header.cwd, cwd):
                 raise _cwd_mismatch(header.cwd)
+            if tail is not None:
+                return await self.store.open_tail(session_id, self.clock(), tail)
             return await self.store.open(session_id, self.clock())
         except SessionNotFound:
             raise UnknownSession(session_id) from None
+
+    async def whole(self, session: LiveSession) -> None:
+        """Make a live session loaded for a tail hold its whole log: what `/stats`, `/rewind`,
+        `search_history` and a load without a tail read. The events before its base are read
+        from the store (its writer is this process: they are there, and do not change)."""
+        log_ = session.log
+        if not log_.base:
+            return
+        source = await self.store.history(session.id)
+        earlier = await source.records(0, log_.base)
+        if session.log is log_:  # not re-read meanwhile (`_reopen`)
+            log_.hydrate(earlier)
 
     async def close(self, session_id: str, client: ClientPort | None = None) -> None:
         """`session/close` from `client`: it is detached from the session; when no other

@@ -79,6 +79,9 @@ class Titles:
         await self._write_pending(session)
         if self.mode != "off" and session.titling is None:
             first = title_due(session.log.plain_events())
+            if first is not None and session.log.base and session.rest is not None:
+                await session.rest()  # loaded for a tail: its first prompt may be before it
+                first = title_due(session.log.plain_events())
             fallback = prompt_title(first) if first is not None else None
             if first is not None and fallback is not None:
                 if self.mode == "prompt":

@@ -176,6 +176,8 @@ class Conversations:
                 await self.sessions.reopen(session)
                 self.bind(session)
             answer = None
+            if command.name in ("rewind", "stats"):  # they read every turn
+                await self.sessions.whole(session)
             if command.name == "rewind":
                 answer = partial(self._rewind, session, command.argument)
             await self.surface.run_command(session, command, prompt, answer)
@@ -287,6 +289,7 @@ class Conversations:
             session.allowed_always,
             mode=lambda: surface.mode_of(top),
             history=lambda: session.log.plain_events(),  # the log as it is at the call
+            whole=partial(self.sessions.whole, session),
             kept=kept_from_tools(),
         )
         mcp = session.mcp
@@ -394,6 +397,9 @@ class Conversations:
 
         To a client that advertised `subagents`, each `task` child of the replayed turns is
         replayed too, under its own id, where its live stream was (SPEC 4.7)."""
+        held = session.log
+        if held.base and (max_messages is None or len(held.message_seqs) < max_messages):
+            await self.sessions.whole(session)  # loaded for a shorter tail before
         log_ = session.log
         cut = tail_start(log_, max_messages) if max_messages is not None else TailCut(0, False)
         shapes = self.client.capabilities

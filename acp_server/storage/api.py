@@ -281,6 +281,10 @@ class Store(Protocol):
     async def open(self, session_id: str, now_ms: int) -> Opened:
         """Claim the session's writer (`LogLocked` if another holds it), then recover it."""
 
+    async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
+        """`open` for a load that replays the newest `max_messages` messages: the log is held
+        from its base (`core.tail`), read from the end; the rest stays in the store."""
+
     async def header(self, session_id: str) -> SessionHeader:
         """A session's header (`SessionNotFound`), reading nothing else of it."""
 

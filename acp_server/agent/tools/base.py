@@ -77,6 +77,9 @@ class ToolContext:
     while a turn runs holds for its next tool call."""
     history: Callable[[], Iterable[SessionEvent]] | None = None
     """The session's events so far, for `search_history`; None where there are none."""
+    whole: Callable[[], Awaitable[None]] | None = None
+    """Makes `history` the whole session's: one loaded for a tail holds only its newest turns
+    until this reads the rest from the store (None: it is whole already)."""
     kept: KeptFromTools = KeptFromTools()
     """What the tools must not reach (the server's `kept_from_tools()`)."""
     on_permission: PermissionListener | None = None

@@ -58,6 +58,8 @@ async def run_search_history(
     if ctx.history is None:
         raise ToolError("this session has no history to search")
     await on_started()
+    if ctx.whole is not None:
+        await ctx.whole()
     limit = DEFAULT_MAX_RESULTS if args.max_results is UNSET else args.max_results
     # The events are taken here, on the event loop that appends to the log; matching them is
     # the thread's, which stops at its next checkpoint when the call is cancelled.

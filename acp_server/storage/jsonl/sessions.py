@@ -24,16 +24,18 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from ...core.chunk_checks import ChunkCheck, decode_checks, encode_checks
+from ...core.chunk_rows import StorageRecord
 from ...core.event_log import EventLog
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
 from ...core.recovery import interrupted_turn_closers
+from ...core.tail import NOT_PLAIN, TailPrefix, TailRead, fold_prefix, prefix_before
 from ..collection import collection_paused
 from ..errors import CorruptLog, LogError, LogWriteFailed
 from ..errors import SessionExists as SessionExists
@@ -49,6 +51,7 @@ from .lines import (
     read_header,
 )
 from .log import LogContents, read_kept_log, read_log
+from .tail_prefix import PREFIX_NAME, read_prefix
 from .writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -114,6 +117,7 @@ class SessionStore:
         try:
             writer = LogWriter.open(path, header, next_seq=0, pack=self.pack, create=True)
             writer.checks_path = directory / CHECKS_NAME
+            writer.prefix, writer.prefix_path = TailPrefix(), directory / PREFIX_NAME
             writer.seek_path = directory / SEEK_NAME
             fsync_dir(directory)
             fsync_dir(self.root)
@@ -199,7 +203,10 @@ class SessionStore:
         writer.seek_path = path.parent / SEEK_NAME
         if contents.new_checks or len(contents.used_checks) != len(checks):
             _write_checks(checks_path, [*contents.used_checks, *contents.new_checks])
-        closers = interrupted_turn_closers(list(event_log.plain_events()), event_log.length, now_ms)
+        plain = list(event_log.plain_events())
+        writer.prefix = fold_prefix(TailPrefix(), plain)
+        writer.prefix_path = path.parent / PREFIX_NAME
+        closers = interrupted_turn_closers(plain, event_log.length, now_ms)
         try:
             if contents.torn_tail:
                 writer.truncate(contents.valid_size)
@@ -210,9 +217,91 @@ class SessionStore:
         except LogWriteFailed:
             # The writer refuses writes from now on; the events stay what the file held.
             return ContinuedLog(writer, event_log, False, [])
+        writer.keep_prefix()
         for event in closers:
             event_log.append(event)
         return ContinuedLog(writer, event_log, contents.torn_tail, closers)
+
+    def continue_tail(self, session_id: str, now_ms: int, max_messages: int) -> ContinuedLog:
+        """`continue_session` for a load of the newest `max_messages` messages: the log held
+        from its base (`core.tail`), read backward from the end through an index, its prefix
+        from `tail-prefix.jsonl`. A log without that file (or one that cannot be written) is
+        continued whole."""
+        from .index import LogIndex  # a load without a tail needs no index
+
+        path = self.log_path(session_id)
+        kept = read_prefix(path.parent / PREFIX_NAME)
+        if kept is None:
+            return self.continue_session(session_id, now_ms)
+        try:
+            writer = LogWriter.open(
+                path, _PLACEHOLDER_HEADER, next_seq=0, pack=self.pack, create=False
+            )
+        except OSError as exc:
+            if exc.errno not in READ_ONLY_ERRNOS:
+                raise
+            return self.continue_session(session_id, now_ms)
+        try:
+            with collection_paused():
+                index = LogIndex.build(path)
+                check_header_id(path, index.header, session_id)
+                through, known = kept
+                # Not this log's (a cache of another one); or a log without a compaction, whose
+                # provider history is all of it: read whole, as fast as the checks make it.
+                if through > index.length or (through == index.length and not known.compacted):
+                    writer.close()
+                    return self.continue_session(session_id, now_ms)
+                read = TailRead(index.length, max_messages)
+                cut, page = index.page(index.length, max_messages)
+                read.took(page, cut.start)
+                while (wanted := read.wanted()) is not None:
+                    read.took(index.records_between(*wanted), wanted[0])
+                base = read.base or 0
+                lo, hi = min(through, base), max(through, base)
+                between = (
+                    read.between(lo, hi)
+                    if lo >= read.lo
+                    else [*_plain(index.records_between(lo, read.lo)), *read.between(read.lo, hi)]
+                )
+                prefix = prefix_before(known, through, base, between)
+                event_log = EventLog(read.held(), base=base, prefix=prefix)
+            return self._recover_tail(writer, index.header, event_log, index.indexed_bytes, now_ms)
+        except BaseException:
+            writer.close()
+            raise
+
+    def _recover_tail(
+        self,
+        writer: LogWriter,
+        header: SessionHeader,
+        event_log: EventLog,
+        valid_size: int,
+        now_ms: int,
+    ) -> ContinuedLog:
+        """`_recover` of a log held from its base. Its line count is unknown: no chunk checks
+        are kept for what this writer appends (a later whole read makes them); seek points,
+        which are byte offsets, are."""
+        writer.header = header
+        writer.next_seq = event_log.length
+        writer.seek_path = writer.path.parent / SEEK_NAME
+        torn_tail = os.fstat(writer.fd).st_size > valid_size
+        plain = list(event_log.plain_events())
+        writer.prefix = fold_prefix(event_log.prefix, event_log.plain_events(prefix=False))
+        writer.prefix_path = writer.path.parent / PREFIX_NAME
+        closers = interrupted_turn_closers(plain, event_log.length, now_ms)
+        try:
+            if torn_tail:
+                writer.truncate(valid_size)
+            if closers:
+                writer.append(closers)
+            if closers or torn_tail:
+                writer.sync()
+        except LogWriteFailed:
+            return ContinuedLog(writer, event_log, False, [])
+        writer.keep_prefix()
+        for event in closers:
+            event_log.append(event)
+        return ContinuedLog(writer, event_log, torn_tail, closers)
 
     def delete(self, session_id: str) -> None:
         """Remove a session's directory and everything in it."""
@@ -231,6 +320,10 @@ class SessionStore:
             except ValueError:
                 continue
         return sorted(ids)
+
+
+def _plain(records: list[StorageRecord]) -> list[SessionEvent]:
+    return [cast(SessionEvent, r) for r in records if type(r) not in NOT_PLAIN]
 
 
 def check_header_id(path: Path, header: SessionHeader, session_id: str) -> None:

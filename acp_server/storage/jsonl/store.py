@@ -204,6 +204,13 @@ class JsonlStore(PollingEngine):
             )
         return _opened(continued, self.files, self.list_index)
 
+    async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            continued = await anyio.to_thread.run_sync(
+                self.files.continue_tail, session_id, now_ms, max_messages
+            )
+        return _opened(continued, self.files, self.list_index)
+
     async def header(self, session_id: str) -> SessionHeader:
         return await anyio.to_thread.run_sync(self.files.header, session_id)
 

@@ -28,9 +28,11 @@ from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.paging import record_count, record_start
 from ...core.seek_points import SEEK_SPACING, batch_points, encode_points
+from ...core.tail import PREFIX_KINDS, TailPrefix, fold_prefix
 from ..appends import QueuedAppends
 from ..errors import LogLocked, LogWriteFailed
 from .lines import Compression, log_compression
+from .tail_prefix import write_prefix
 
 if TYPE_CHECKING:
     # Imported where a Zstandard log is read or written: most logs are plain.
@@ -95,6 +97,10 @@ class LogWriter(QueuedAppends):
         """Lines in the file up to `_size` (the header is line 1)."""
         self._synced_lines = 0
         self._runs = ChunkRuns()
+        self.prefix: TailPrefix | None = None
+        """What a tail open keeps of the events written so far (`core.tail`); None: unknown."""
+        self.prefix_path: Path | None = None
+        """Where `prefix` is kept when the writer closes (None: nowhere)."""
 
     @classmethod
     def open(
@@ -190,8 +196,18 @@ class LogWriter(QueuedAppends):
         self._check()
         if batch:
             self._write_records(pack_chunk_runs(batch) if self.pack else batch)
+            self._fold_prefix(batch)
         if sync:
             self._fsync()
+
+    def _fold_prefix(self, records: Sequence[StorageRecord]) -> None:
+        if self.prefix is not None and any(type(r) in PREFIX_KINDS for r in records):
+            self.prefix = fold_prefix(self.prefix, records)
+
+    def keep_prefix(self) -> None:
+        """Write `prefix` beside the log, covering what the writer has written."""
+        if self.prefix is not None and self.prefix_path is not None and self.failure is None:
+            write_prefix(self.prefix_path, self.next_seq - len(self._pending), self.prefix)
 
     def sync(self) -> None:
         """Flush, then fsync: what was appended is on disk when this returns."""
@@ -206,6 +222,7 @@ class LogWriter(QueuedAppends):
         self.next_seq += sum(record_count(r) for r in records)
         if records:
             self._write_records(records)
+            self._fold_prefix(records)
 
     def _fsync(self) -> None:
         try:
@@ -224,6 +241,7 @@ class LogWriter(QueuedAppends):
         try:
             if self.failure is None:
                 self.sync()
+                self.keep_prefix()
         finally:
             os.close(self.fd)  # closing the descriptor releases the flock
             self.fd = -1

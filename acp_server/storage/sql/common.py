@@ -26,10 +26,11 @@ import msgspec
 from ...core.chunk_checks import ChunkCheck, ChunkRuns, KeptRecord
 from ...core.chunk_rows import StorageRecord, pack_chunk_runs
 from ...core.event_log import EventLog
-from ...core.events import SessionEvent
+from ...core.events import SessionEvent, decode_event
 from ...core.header import SessionHeader
-from ...core.paging import clip_records
+from ...core.paging import PageCut, clip_records
 from ...core.recovery import interrupted_turn_closers
+from ...core.tail import PREFIX_TAGS, TailPrefix, TailRead, fold_prefix
 from ..api import (
     ArchiveFilter,
     BatchWrites,
@@ -70,11 +71,72 @@ holds no `session/archived` event (the type came with it), so the column's defau
 archived) is exactly right for every session in it: adding the column is the whole upgrade."""
 
 
+_PREFIX_STARTS: Final = tuple(f'{{"type":"{tag}"' for tag in PREFIX_TAGS)
+"""How the body of each event a tail open keeps of before its base begins (the tag first, as
+every writer encodes an event)."""
+_STEP_START: Final = b'{"type":"step/start"'
+
+
+def prefix_rows(body: str) -> str:
+    """The SQL condition on a record's `body` (as text) that it is an event a tail's prefix
+    reads: the predicate of the partial index that finds them, written the same way in the
+    query so that the database uses it."""
+    return "(" + " OR ".join(f"substr({body}, 1, {len(s)}) = '{s}'" for s in _PREFIX_STARTS) + ")"
+
+
+def tail_prefix(where: str, bodies: Iterable[bytes]) -> TailPrefix:
+    """The prefix (`core.tail`) of the bodies a prefix query read, in seq order."""
+    steps = 0
+    events = []
+    for body in bodies:
+        if body.startswith(_STEP_START):
+            steps += 1  # thousands of them: counted, not decoded
+            continue
+        try:
+            events.append(decode_event(body))
+        except ValueError as exc:
+            raise CorruptLog(where, 2, str(exc)) from None
+    folded = fold_prefix(TailPrefix(), events)
+    return TailPrefix(folded.events, steps, folded.compaction, folded.rewind)
+
+
+_MARKS: Final = tuple(f'{{"type":"{tag}"' for tag in ("context/compaction", "session/rewind"))
+
+
+def marks_rows(body: str) -> str:
+    """The SQL condition on a record's `body` that it is a `context/compaction` or a
+    `session/rewind` (within `prefix_rows`, whose index finds them)."""
+    return "(" + " OR ".join(f"substr({body}, 1, {len(s)}) = '{s}'" for s in _MARKS) + ")"
+
+
+def compacted(latest_mark: bytes | None) -> bool:
+    """Whether the latest compaction-or-rewind body read is a compaction (`TailPrefix.compacted`
+    of the whole session): without one, a tail load reads the whole session."""
+    return latest_mark is not None and latest_mark.startswith(_MARKS[0].encode())
+
+
+def read_tail(
+    end: int,
+    max_messages: int,
+    page: Callable[[int, int], tuple[PageCut, list[StorageRecord]]],
+    between: Callable[[int, int], list[StorageRecord]],
+) -> TailRead:
+    """A session of `end` seqs read back from the end until its base is found: the page of
+    its newest messages first, then further back (`core.tail`)."""
+    read = TailRead(end, max_messages)
+    if end:
+        cut, records = page(end, max_messages)
+        read.took(records, cut.start)
+    while (wanted := read.wanted()) is not None:
+        read.took(between(*wanted), wanted[0])
+    return read
+
+
 class Statements:
     """The statements both engines run, in one engine's dialect: its tables' prefix, its
     parameter marker, and how a JSON column is read as text (`header`) and as bytes (`body`)."""
 
-    def __init__(self, prefix: str, p: str, header: str, body: str) -> None:
+    def __init__(self, prefix: str, p: str, header: str, body: str, body_text: str) -> None:
         sessions, records = f"{prefix}sessions", f"{prefix}records"
         self.header = f"SELECT {header} FROM {sessions} WHERE id = {p}"
         self.header_and_next_seq = f"SELECT {header}, next_seq FROM {sessions} WHERE id = {p}"
@@ -83,6 +145,7 @@ class Statements:
         self.listed = f"SELECT id, {header}, title, updated_at, archived FROM {sessions}"
         self.ids = f"SELECT id FROM {sessions} ORDER BY id"
         self.bodies = f"SELECT {body} FROM {records} WHERE session = {p} ORDER BY seq0"
+        self.row_count = f"SELECT count(*) FROM {records} WHERE session = {p}"
         self.cuts = (
             f"SELECT cut FROM {prefix}messages WHERE session = {p} AND seq < {p} "
             f"ORDER BY seq DESC LIMIT {p}"
@@ -101,6 +164,18 @@ class Statements:
             f"UPDATE {prefix}store SET value = {p} WHERE key = 'schema_version' AND value = {p}"
         )
         self.insert_messages = f"INSERT INTO {prefix}messages VALUES ({p}, {p}, {p})"
+        self.prefix_index = (
+            f"CREATE INDEX IF NOT EXISTS {prefix}records_prefix ON {records} (session, seq0) "
+            f"WHERE {prefix_rows(body_text)}"
+        )
+        self.prefix = (
+            f"SELECT {body} FROM {records} WHERE session = {p} AND seq0 < {p} "
+            f"AND {prefix_rows(body_text)} ORDER BY seq0"
+        )
+        self.latest_mark = (
+            f"SELECT {body} FROM {records} WHERE session = {p} AND {prefix_rows(body_text)} "
+            f"AND {marks_rows(body_text)} ORDER BY seq0 DESC LIMIT 1"
+        )
         self.sessions = sessions
         self.p = p
         self.listed_page = (
@@ -538,7 +613,10 @@ class SqlWriter(QueuedAppends, BatchWrites):
         self.restart(stored.rows)
         if stored.new_checks or stored.stale_lines:
             await self.keep_checks(stored.new_checks, stored.stale_lines)
-        log_ = EventLog(stored.records)
+        return await self.recover_log(EventLog(stored.records), now_ms)
+
+    async def recover_log(self, log_: EventLog, now_ms: int) -> Opened:
+        """`recover` of a session read as `log_` (whole, or from a base)."""
         closers = interrupted_turn_closers(list(log_.plain_events()), log_.length, now_ms)
         if closers:
             try:
@@ -550,9 +628,11 @@ class SqlWriter(QueuedAppends, BatchWrites):
                 log_.append(event)
         return Opened(self, log_, False, closers)
 
-    async def opened(self, stored: KeptRows, now_ms: int) -> Opened:
+    async def opened(self, stored: KeptRows | EventLog, now_ms: int) -> Opened:
         """`recover`, the claim given up if that fails: how opening a session ends."""
         try:
+            if isinstance(stored, EventLog):
+                return await self.recover_log(stored, now_ms)
             return await self.recover(stored, now_ms)
         except BaseException:
             await self.close_now()

@@ -54,11 +54,13 @@ from psycopg_pool import AsyncConnectionPool
 from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_checks import ChunkCheck
 from ...core.chunk_rows import StorageRecord
+from ...core.event_log import EventLog
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.held_batches import HeldBatches, NotHeld, StoreAhead, retry_delay
 from ...core.ids import validate_session_id
 from ...core.paging import PageCut
+from ...core.tail import TailRead
 from ..api import ArchiveFilter, ListedPage, ListedSession, ListPosition, Opened, StoredLog
 from ..appends import BatchRows, batch_rows
 from ..errors import (
@@ -158,7 +160,7 @@ _encoder: Final = msgspec.json.Encoder()
 log = logging.getLogger(__name__)
 # A record's body is read as the bytes of its JSON text (`postgres_links.JsonBytes`): cast to `text`, the
 # server would copy it and the driver decode it, only for the reader to encode it again.
-_sql: Final = common.Statements("acp_", "%s", "header::text", "body")
+_sql: Final = common.Statements("acp_", "%s", "header::text", "body", "body::text")
 _CLAIM: Final = (
     "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch, header::text, "
     "next_seq"
@@ -251,6 +253,7 @@ class PostgresStore:
             if row is None or not row[0]:
                 for statement in [*_SCHEMA.split(";"), *_sql.list_indexes]:
                     await conn.execute(statement.encode())
+                await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
                 return
             cur = await conn.execute(_sql.schema_version)
@@ -269,8 +272,18 @@ class PostgresStore:
                     await conn.execute(_CHECKS_TABLE.encode())
                 if common.needs_list_columns(found):
                     await self._add_list_columns(conn)
+                await conn.execute(_sql.prefix_index.encode())
                 await conn.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
                 return
+            if found == common.SCHEMA_VERSION:
+                # An index, not a table: a build without it reads and writes the same tables,
+                # and the database keeps it in step with every writer's rows. Looked for first:
+                # creating it, even "IF NOT EXISTS", takes the tables' owner, which a role that
+                # only reads and writes them is not.
+                cur = await conn.execute("SELECT to_regclass('acp_records_prefix') IS NULL")
+                missing = await cur.fetchone()
+                if missing is not None and missing[0]:
+                    await conn.execute(_sql.prefix_index.encode())
         refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
@@ -340,7 +353,8 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             conn = await self._claimed(session_id)
             try:
-                epoch, stored = await self._kept(conn, session_id)
+                epoch, row = await _claim(conn, session_id)
+                stored = await self._kept(conn, session_id, row)
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
@@ -350,6 +364,58 @@ class PostgresStore:
             writer = PostgresWriter(self, stored.header, conn, stored.event_count, epoch)
             opened = await writer.opened(stored, now_ms)
         return opened
+
+    async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
+        validate_session_id(session_id)
+        with anyio.CancelScope(shield=True):
+            conn = await self._claimed(session_id)
+            try:
+                epoch, claimed = await _claim(conn, session_id)
+                async with self.reading() as reading:
+                    cur = await reading.execute(_sql.latest_mark, (session_id,))
+                    mark = await cur.fetchone()
+                held: EventLog | common.KeptRows
+                rows: int | None = None
+                if common.compacted(mark[0] if mark else None):
+                    header, held, rows = await self._tail(session_id, max_messages)
+                    next_seq = len(held)
+                else:  # its provider history is all of it: read whole
+                    stored = await self._kept(conn, session_id, claimed)
+                    header, held, next_seq = stored.header, stored, stored.event_count
+            except psycopg.Error as exc:
+                await conn.close()
+                raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
+            except BaseException:
+                await conn.close()
+                raise
+            writer = PostgresWriter(self, header, conn, next_seq, epoch)
+            if rows is not None:
+                writer.restart(rows)  # its chunk checks are keyed by the rows stored before it
+            opened = await writer.opened(held, now_ms)
+        return opened
+
+    async def _tail(
+        self, session_id: str, max_messages: int
+    ) -> tuple[SessionHeader, EventLog, int]:
+        """The session read back from the end to its base (`core.tail`), and how many rows it
+        has stored."""
+        source = await self.history(session_id)
+        end = source.last_seq + 1
+        read = TailRead(end, max_messages)
+        if end:
+            cut, records = await source.page(end, max_messages)
+            read.took(records, cut.start)
+        while (wanted := read.wanted()) is not None:
+            read.took(await source.records(*wanted), wanted[0])
+        base = read.base or 0
+        async with self.reading() as conn:
+            cur = await conn.execute(_sql.prefix, (session_id, base))
+            bodies = [body for (body,) in await cur.fetchall()]
+            cur = await conn.execute(_sql.row_count, (session_id,))
+            counted = await cur.fetchone()
+        assert counted is not None
+        prefix = common.tail_prefix(self.where(session_id), bodies)
+        return source.header, EventLog(read.held(), base=base, prefix=prefix), int(counted[0])
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -391,22 +457,16 @@ class PostgresStore:
         return common.stored_log(self.where(session_id), session_id, row, bodies)
 
     async def _kept(
-        self, conn: AsyncConnection[Any], session_id: str
-    ) -> tuple[int, common.KeptRows]:
-        """The session claimed on `conn` (holding its lock) takes its new epoch, and is read
-        whole to be continued: `_read` with its runs' chunk checks. Read on that connection,
-        outside a transaction: under the lock nothing else writes or deletes the session, and
-        a pooled connection's snapshot would only cost more round trips."""
-        # The new epoch first: a writer that lost the lock can commit nothing after.
-        cur = await conn.execute(_CLAIM, (session_id,))
-        row = await cur.fetchone()
-        if row is None:
-            raise SessionNotFound(f"unknown session {session_id!r}")
+        self, conn: AsyncConnection[Any], session_id: str, row: tuple[str, int]
+    ) -> common.KeptRows:
+        """The session claimed on `conn` (`_claim`: its header and next seq, `row`) read whole
+        to be continued: `_read` with its runs' chunk checks. Read on that connection, outside
+        a transaction: under the lock nothing else writes or deletes the session, and a pooled
+        connection's snapshot would only cost more round trips."""
         cur = await conn.execute(_sql.checks, (session_id,))
         checks = common.read_checks(await cur.fetchall())
         bodies = await _bodies(conn, session_id)
-        where = self.where(session_id)
-        return row[0], common.kept_rows(where, session_id, (row[1], row[2]), bodies, checks)
+        return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
         """The session's row (`query`) and its records' bodies, read in one transaction."""
@@ -589,6 +649,16 @@ async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tupl
     if row is None:
         return None, []
     return row, await _bodies(conn, session_id)
+
+
+async def _claim(conn: AsyncConnection[Any], session_id: str) -> tuple[int, tuple[str, int]]:
+    """The new epoch of the session whose lock `conn` holds, with its header and next seq.
+    The new epoch first: a writer that lost the lock can commit nothing after."""
+    cur = await conn.execute(_CLAIM, (session_id,))
+    row = await cur.fetchone()
+    if row is None:
+        raise SessionNotFound(f"unknown session {session_id!r}")
+    return row[0], (row[1], row[2])
 
 
 async def _bodies(conn: AsyncConnection[Any], session_id: str) -> list[bytes]:

@@ -43,6 +43,7 @@ import msgspec
 from ...core.blobs import blob_digest, check_digest
 from ...core.chunk_checks import ChunkCheck
 from ...core.chunk_rows import StorageRecord
+from ...core.event_log import EventLog
 from ...core.events import SessionEvent
 from ...core.header import SessionHeader
 from ...core.ids import validate_session_id
@@ -133,7 +134,7 @@ READ_MAP_BYTES: Final = 1 << 30
 """How much of the database file the readers' connection reads through a memory map (SQLite's
 `mmap_size`) rather than copying each page into its own cache: a continuation reads a whole
 session, most of it chunk rows, once."""
-_sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)")
+_sql: Final = common.Statements("", "?", "header", "CAST(body AS BLOB)", "body")
 
 
 class SqliteStore(PollingEngine):
@@ -196,6 +197,7 @@ class SqliteStore(PollingEngine):
                     db.execute(statement)
             for statement in _sql.list_indexes:
                 db.execute(statement)
+            db.execute(_sql.prefix_index)
             db.execute(_sql.set_schema_version, (common.SCHEMA_VERSION,))
             return
         if "store" not in names:
@@ -218,11 +220,15 @@ class SqliteStore(PollingEngine):
                 db.executemany(_sql.set_list_columns, common.filled_list_columns(rows))
                 for statement in _sql.list_indexes:
                     db.execute(statement)
+            db.execute(_sql.prefix_index)
             db.execute(_sql.upgrade_schema_version, (common.SCHEMA_VERSION, found))
             return
         refused = common.version_refused(self.url, found)
         if refused is not None:
             raise refused
+        # An index, not a table: a build without it reads and writes the same tables, and the
+        # database keeps it in step with every writer's rows. Made once, by the first opener.
+        db.execute(_sql.prefix_index)
 
     @contextlib.contextmanager
     def _reading(
@@ -276,6 +282,42 @@ class SqliteStore(PollingEngine):
             writer, stored = await anyio.to_thread.run_sync(self._claimed, session_id)
             opened = await writer.opened(stored, now_ms)
         return opened
+
+    async def open_tail(self, session_id: str, now_ms: int, max_messages: int) -> Opened:
+        with anyio.CancelScope(shield=True):
+            writer, held = await anyio.to_thread.run_sync(
+                self._claimed_tail, session_id, max_messages
+            )
+            opened = await writer.opened(held, now_ms)
+        return opened
+
+    def _claimed_tail(
+        self, session_id: str, max_messages: int
+    ) -> tuple[SqliteWriter, EventLog | common.KeptRows]:
+        """Claim the session's writer, then read it back from the end to its base; a session
+        without a compaction is read whole (its provider history is all of it)."""
+        claim = self._claim(session_id)
+        try:
+            with self._reading(session_id, _first_record_line) as db:
+                mark = db.execute(_sql.latest_mark, (session_id,)).fetchone()
+            if not common.compacted(mark[0] if mark else None):
+                stored = self._kept(session_id)
+                return SqliteWriter(self, stored.header, claim, stored.event_count), stored
+            source = self._history(session_id)
+            end = source.last_seq + 1
+            read = common.read_tail(end, max_messages, source.page_now, source.records_now)
+            base = read.base or 0
+            with self._reading(session_id, _first_record_line) as db:
+                bodies = [body for (body,) in db.execute(_sql.prefix, (session_id, base))]
+                (rows,) = db.execute(_sql.row_count, (session_id,)).fetchone()
+            prefix = common.tail_prefix(self.where(session_id), bodies)
+            held = EventLog(read.held(), base=base, prefix=prefix)
+            writer = SqliteWriter(self, source.header, claim, end)
+            writer.restart(rows)  # its chunk checks are keyed by the rows stored before it
+            return writer, held
+        except BaseException:
+            claim.release()
+            raise
 
     def _claimed(self, session_id: str) -> tuple[SqliteWriter, common.KeptRows]:
         """Claim the session's writer, then read the session."""
@@ -622,9 +664,9 @@ class SqliteHistory(common.SqlHistory[SqliteStore]):
             self.refreshed(db.execute(_sql.next_seq, (self.header.id,)).fetchone())
 
     async def page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
-        return await anyio.to_thread.run_sync(self._page, end, max_messages)
+        return await anyio.to_thread.run_sync(self.page_now, end, max_messages)
 
-    def _page(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
+    def page_now(self, end: int, max_messages: int) -> tuple[PageCut, list[StorageRecord]]:
         session_id = self.header.id
         with self.store._reading(session_id, _first_record_line) as db:
             cuts = [cut for (cut,) in db.execute(_sql.cuts, (session_id, end, max_messages))]
@@ -632,9 +674,9 @@ class SqliteHistory(common.SqlHistory[SqliteStore]):
             return PageCut(start, end), self._between(db, start, end)
 
     async def records(self, lo: int, hi: int) -> list[StorageRecord]:
-        return await anyio.to_thread.run_sync(self._records, lo, hi)
+        return await anyio.to_thread.run_sync(self.records_now, lo, hi)
 
-    def _records(self, lo: int, hi: int) -> list[StorageRecord]:
+    def records_now(self, lo: int, hi: int) -> list[StorageRecord]:
         with self.store._reading(self.header.id, _first_record_line) as db:
             return self._between(db, lo, hi)
 
