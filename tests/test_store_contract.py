@@ -423,6 +423,25 @@ def sql(url: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.process
+async def test_postgresql_a_record_too_big_for_its_row_is_stored_uncompressed(
+    postgres_url: str,
+) -> None:
+    """Out of line but not compressed: a load reads the bytes faster than the server inflates
+    them."""
+    store = PostgresStore(postgres_url)
+    built = Events()
+    built.turn(0, "question", ["a" * 100_000])
+    await stored(store, built.events)
+    length, size = sql(
+        postgres_url,
+        "SELECT octet_length(body::text), pg_column_size(body) FROM acp_records "
+        "ORDER BY 1 DESC LIMIT 1",
+    )[0]
+    assert size >= length > 100_000
+    await store.aclose()
+
+
+@pytest.mark.process
 async def test_postgresql_a_writer_behind_the_stored_next_seq_is_refused_and_writes_nothing(
     postgres_url: str,
 ) -> None:

@@ -5,7 +5,8 @@ schema version), `acp_sessions` (each header as written, the next seq, the write
 last title and event time, whether it is archived, and its cwd and origin, for listing a page
 through an index by creation time, with or without the cwd), `acp_records` (every storage record as written, in a
 `json` column, which keeps the text byte for byte where `jsonb` would reorder keys and refuse
-`\\u0000`; keyed by session and first seq, with the number of events it holds), `acp_messages`
+`\\u0000`, and stored uncompressed: a load read the bytes faster than the server inflated them;
+keyed by session and first seq, with the number of events it holds), `acp_messages`
 (SPEC 3.1's message index, so a page reads only what it returns), `acp_children`,
 `acp_blobs` (checkpoints' file contents by session and digest) and `acp_checks` (the chunk
 checks of the runs of chunk rows, by session and first line: see `common`). They are created on
@@ -117,6 +118,7 @@ CREATE TABLE acp_records (
     body json NOT NULL,
     PRIMARY KEY (session, seq0)
 );
+ALTER TABLE acp_records ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE TABLE acp_messages (
     session text NOT NULL,
     seq bigint NOT NULL,
@@ -159,6 +161,10 @@ log = logging.getLogger(__name__)
 # A record's body is read as the bytes of its JSON text (`postgres_links.JsonBytes`): cast to `text`, the
 # server would copy it and the driver decode it, only for the reader to encode it again.
 _sql: Final = common.Statements("acp_", "%s", "header::text", "body", "body::text")
+_CLAIM: Final = (
+    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch, header::text, "
+    "next_seq"
+)
 
 
 class PostgresStore:
@@ -347,22 +353,15 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             conn = await self._claimed(session_id)
             try:
-                # The new epoch first: a writer that lost the lock can commit nothing after.
-                cur = await conn.execute(
-                    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch",
-                    (session_id,),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise SessionNotFound(f"unknown session {session_id!r}")
-                stored = await self._kept(session_id)
+                epoch, row = await _claim(conn, session_id)
+                stored = await self._kept(conn, session_id, row)
             except psycopg.Error as exc:
                 await conn.close()
                 raise LogWriteFailed(self.where(session_id), os_error(exc)) from None
             except BaseException:
                 await conn.close()
                 raise
-            writer = PostgresWriter(self, stored.header, conn, stored.event_count, row[0])
+            writer = PostgresWriter(self, stored.header, conn, stored.event_count, epoch)
             opened = await writer.opened(stored, now_ms)
         return opened
 
@@ -371,13 +370,7 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             conn = await self._claimed(session_id)
             try:
-                cur = await conn.execute(
-                    "UPDATE acp_sessions SET epoch = epoch + 1 WHERE id = %s RETURNING epoch",
-                    (session_id,),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise SessionNotFound(f"unknown session {session_id!r}")
+                epoch, claimed = await _claim(conn, session_id)
                 async with self.reading() as reading:
                     cur = await reading.execute(_sql.latest_mark, (session_id,))
                     mark = await cur.fetchone()
@@ -387,7 +380,7 @@ class PostgresStore:
                     header, held, rows = await self._tail(session_id, max_messages)
                     next_seq = len(held)
                 else:  # its provider history is all of it: read whole
-                    stored = await self._kept(session_id)
+                    stored = await self._kept(conn, session_id, claimed)
                     header, held, next_seq = stored.header, stored, stored.event_count
             except psycopg.Error as exc:
                 await conn.close()
@@ -395,7 +388,7 @@ class PostgresStore:
             except BaseException:
                 await conn.close()
                 raise
-            writer = PostgresWriter(self, header, conn, next_seq, row[0])
+            writer = PostgresWriter(self, header, conn, next_seq, epoch)
             if rows is not None:
                 writer.restart(rows)  # its chunk checks are keyed by the rows stored before it
             opened = await writer.opened(held, now_ms)
@@ -463,17 +456,16 @@ class PostgresStore:
         row, bodies = await self._rows(session_id, _sql.header_and_next_seq)
         return common.stored_log(self.where(session_id), session_id, row, bodies)
 
-    async def _kept(self, session_id: str) -> common.KeptRows:
-        """The whole session to be continued: `_read` with its runs' chunk checks."""
-        async with self.reading() as conn:
-            cur = await conn.execute(_sql.header_and_next_seq, (session_id,))
-            row = await cur.fetchone()
-            cur = await conn.execute(_sql.checks, (session_id,))
-            checks = common.read_checks(await cur.fetchall())
-            bodies: list[bytes] = []
-            if row is not None:
-                cur = await conn.execute(_sql.bodies, (session_id,))
-                bodies = [body for (body,) in await cur.fetchall()]
+    async def _kept(
+        self, conn: AsyncConnection[Any], session_id: str, row: tuple[str, int]
+    ) -> common.KeptRows:
+        """The session claimed on `conn` (`_claim`: its header and next seq, `row`) read whole
+        to be continued: `_read` with its runs' chunk checks. Read on that connection, outside
+        a transaction: under the lock nothing else writes or deletes the session, and a pooled
+        connection's snapshot would only cost more round trips."""
+        cur = await conn.execute(_sql.checks, (session_id,))
+        checks = common.read_checks(await cur.fetchall())
+        bodies = await _bodies(conn, session_id)
         return common.kept_rows(self.where(session_id), session_id, row, bodies, checks)
 
     async def _rows(self, session_id: str, query: str) -> tuple[Any, list[bytes]]:
@@ -656,8 +648,29 @@ async def _rows(conn: AsyncConnection[Any], session_id: str, query: str) -> tupl
     row = await cur.fetchone()
     if row is None:
         return None, []
+    return row, await _bodies(conn, session_id)
+
+
+async def _claim(conn: AsyncConnection[Any], session_id: str) -> tuple[int, tuple[str, int]]:
+    """The new epoch of the session whose lock `conn` holds, with its header and next seq.
+    The new epoch first: a writer that lost the lock can commit nothing after."""
+    cur = await conn.execute(_CLAIM, (session_id,))
+    row = await cur.fetchone()
+    if row is None:
+        raise SessionNotFound(f"unknown session {session_id!r}")
+    return row[0], (row[1], row[2])
+
+
+async def _bodies(conn: AsyncConnection[Any], session_id: str) -> list[bytes]:
+    """The session's records' bodies in seq order, as the bytes of their JSON text."""
     cur = await conn.execute(_sql.bodies, (session_id,))
-    return row, [body for (body,) in await cur.fetchall()]
+    result = cur.pgresult
+    if result is None:
+        return []
+    # Taken straight from the result: a whole session is tens of thousands of rows, and a
+    # loader and a row tuple for each cost a load more than the server took to send them.
+    value = result.get_value
+    return [value(i, 0) or b"" for i in range(result.ntuples)]
 
 
 async def _listed(conn: AsyncConnection[Any]) -> list[Any]:
