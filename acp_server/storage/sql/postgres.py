@@ -81,7 +81,7 @@ from .postgres_links import (
     lock_key,
     os_error,
     primary_connection,
-    repeatable_reads,
+    reading_pool,
     said,
 )
 from .postgres_standby import PRIMARY_POSITION, StandbyReads, writer_conninfo
@@ -225,14 +225,7 @@ class PostgresStore:
                     await self._check_schema(conn)
                 finally:
                     await conn.close()
-                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                    self.conninfo,
-                    min_size=1,
-                    max_size=4,
-                    open=False,
-                    configure=repeatable_reads,
-                    check=AsyncConnectionPool.check_connection,
-                )
+                pool: AsyncConnectionPool[AsyncConnection[Any]] = reading_pool(self.conninfo)
                 await pool.open()
                 self._pool = pool
         return self._pool

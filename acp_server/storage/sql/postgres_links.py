@@ -18,6 +18,7 @@ import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
+from psycopg_pool import AsyncConnectionPool
 
 from ...core.held_batches import MAX_DELAY_S, retry_delay
 
@@ -103,6 +104,19 @@ async def repeatable_reads(conn: AsyncConnection[Any]) -> None:
     in one snapshot, and its records' bodies as bytes (`JsonBytes`)."""
     await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
     conn.adapters.register_loader("json", JsonBytes)
+
+
+def reading_pool(conninfo: str) -> AsyncConnectionPool[AsyncConnection[Any]]:
+    """A pool of short-lived reads (the primary's, or the standbys'), not yet opened: each
+    connection checked before it is lent, and set up by `repeatable_reads`."""
+    return AsyncConnectionPool(
+        conninfo,
+        min_size=1,
+        max_size=4,
+        open=False,
+        configure=repeatable_reads,
+        check=AsyncConnectionPool.check_connection,
+    )
 
 
 class PostgresWatch:

@@ -36,7 +36,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from ..redact import redact_url
-from .postgres_links import repeatable_reads, said
+from .postgres_links import reading_pool, said
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +182,7 @@ class StandbyReads:
         """A pooled connection to a standby, in one repeatable-read transaction."""
         async with self._opening:
             if self._pool is None:
-                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-                    self.conninfo,
-                    min_size=1,
-                    max_size=4,
-                    open=False,
-                    configure=repeatable_reads,
-                    check=AsyncConnectionPool.check_connection,
-                )
+                pool: AsyncConnectionPool[AsyncConnection[Any]] = reading_pool(self.conninfo)
                 await pool.open()
                 self._pool = pool
         async with self._pool.connection(timeout=CONNECT_TIMEOUT_S + 1) as conn:
