@@ -281,11 +281,10 @@ async def test_a_prefix_kept_by_one_tail_open_serves_the_next(store: Store) -> N
     assert again.log.base == first.log.base
 
 
+@pytest.mark.parametrize("engine", ["jsonl", "jsonl-zstd"])  # the JSONL engine's files
 async def test_a_jsonl_log_without_its_prefix_file_is_held_whole(
     engine: str, store: Store, tmp_path: Path
 ) -> None:
-    if not engine.startswith("jsonl"):
-        pytest.skip("the prefix file is the JSONL engine's")
     session = compacted_session()
     await stored(store, session.events)
     (tmp_path / "sessions" / "s1" / "tail-prefix.jsonl").unlink()
@@ -297,11 +296,10 @@ async def test_a_jsonl_log_without_its_prefix_file_is_held_whole(
     assert again.log.base > 0
 
 
+@pytest.mark.parametrize("engine", ["jsonl"])  # the JSONL engine's files
 async def test_a_jsonl_tail_open_cuts_a_torn_final_line_as_a_whole_open_does(
     engine: str, store: Store, tmp_path: Path
 ) -> None:
-    if engine != "jsonl":
-        pytest.skip("a database holds no torn line")
     session = compacted_session()
     await stored(store, session.events)
     path = tmp_path / "sessions" / "s1" / "session.jsonl"
@@ -365,11 +363,10 @@ async def test_a_postgresql_role_that_only_reads_and_writes_the_tables_opens_the
         await user.aclose()
 
 
+@pytest.mark.parametrize("engine", ["jsonl", "jsonl-zstd"])  # the JSONL engine's files
 async def test_a_jsonl_prefix_file_that_covers_less_is_carried_on_from_the_log(
     engine: str, store: Store, tmp_path: Path
 ) -> None:
-    if not engine.startswith("jsonl"):
-        pytest.skip("the prefix file is the JSONL engine's")
     session = compacted_session()
     await stored(store, session.events)
     # As a build that keeps no prefix file leaves it: covering the session's first 3 events.
