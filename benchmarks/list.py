@@ -50,6 +50,8 @@ import anyio
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from store import postgres_database  # noqa: E402
+
 from acp_server.core.header import SESSION_FORMAT_VERSION, SessionHeader  # noqa: E402
 from acp_server.storage.jsonl.list_index import INDEX_NAME  # noqa: E402
 from acp_server.storage.jsonl.store import JsonlStore  # noqa: E402
@@ -260,21 +262,6 @@ def rounds(
     }
 
 
-def postgres_database(given: str | None) -> tuple[str | None, Any]:
-    """The database to run on, and the throwaway cluster to stop afterwards (or None)."""
-    if given:
-        return given, None
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    from postgres_server import Cluster, fresh_database, server_binaries
-
-    binaries = server_binaries()
-    if binaries is None:
-        log("postgresql: no server (give --postgres URL or install PostgreSQL): left out")
-        return None, None
-    cluster = Cluster(binaries)
-    return fresh_database(cluster.start()), cluster
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=100_000)
@@ -290,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--compare-rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error(
+            "--rounds: at least 2 (the fresh servers take turns at the first page and a cwd's)"
+        )
     wanted = args.engines.split(",")
     made = headers(args.sessions)
     results: dict[str, dict[str, Any]] = {}
