@@ -80,7 +80,7 @@ def answered(raw: bytes, *, key_needed: bool = False) -> Any:
         {"protocolVersion": 1},
         {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}},
         {"protocolVersion": 0, "clientCapabilities": {"fs": {"readTextFile": True}}},
-        {"protocolVersion": 65535, "clientInfo": {"name": "zed", "version": "1"}},
+        {"protocolVersion": 1, "clientInfo": {"name": "zed", "version": "1"}},
         {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": "yes"}}},
         {"protocolVersion": 1, "clientCapabilities": {"fs": 1, "auth": {"terminal": True}}},
         {"protocolVersion": 1, "clientCapabilities": None, "_meta": None},
@@ -92,6 +92,12 @@ def test_the_early_answer_is_the_connections(params: dict[str, Any], key_needed:
     assert answered(line(params, "req-7"), key_needed=key_needed) == connection_answer(
         "req-7", params, key_needed=key_needed
     )
+
+
+@pytest.mark.parametrize("version", [2, 65535])
+def test_an_initialize_for_version_2_or_later_is_left_to_the_connection(version: int) -> None:
+    params = {"protocolVersion": version, "info": {"name": "zed", "version": "1"}}
+    assert early_answer(line(params), key_needed=False) is None
 
 
 def test_a_client_that_can_run_a_terminal_is_offered_the_terminal_method() -> None:

@@ -110,14 +110,25 @@ def make_session(
 # ---------------------------------------------------------------------------------------------
 # initialize and authenticate.
 
+CLIENT_INFO = {"name": "probe", "version": "1"}
 
-@pytest.mark.parametrize("asked", [1, 0, 2, 65535])
-def test_initialize_answers_version_1_to_any_version(shared: AcpProcess, asked: int) -> None:
+
+@pytest.mark.parametrize("asked", [1, 0])
+def test_initialize_answers_version_1_to_versions_up_to_1(shared: AcpProcess, asked: int) -> None:
     frame = shared.request(
         "initialize",
         {"protocolVersion": asked, "clientCapabilities": {"fs": {"readTextFile": True}}},
     )
     assert frame == {"jsonrpc": "2.0", "id": frame["id"], "result": EXPECTED_INITIALIZE}
+
+
+@pytest.mark.parametrize("asked", [2, 65535])
+def test_initialize_answers_version_2_to_versions_from_2(shared: AcpProcess, asked: int) -> None:
+    result = shared.request("initialize", {"protocolVersion": asked, "info": CLIENT_INFO})
+    assert result["result"]["protocolVersion"] == 2
+    assert result["result"]["info"] == EXPECTED_INITIALIZE["agentInfo"]
+    # The shared process goes on speaking v1 to the tests after this one.
+    assert shared.initialize() == EXPECTED_INITIALIZE
 
 
 def test_initialize_with_a_wrong_typed_version_names_the_field(shared: AcpProcess) -> None:

@@ -101,6 +101,7 @@ from .surface import Surface, surface_config
 from .system_prompt import check_system_prompt, server_prompt
 from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
+from .v2.agent import V2Methods
 
 if TYPE_CHECKING:
     from ..agent.turn_env import StopReason
@@ -170,23 +171,28 @@ class AcpAgent:
         """Route every ACP method this agent serves on its connection."""
         route = self.connection.route
         route("initialize", self.initialize, InitializeRequest)
-        route("authenticate", self.authenticate, AuthenticateRequest)
-        route("logout", self.logout, LogoutRequest)
-        route("session/new", self.new_session, NewSessionRequest)
-        route("session/resume", self.resume_session, ResumeSessionRequest)
-        route("session/list", self.list_sessions, ListSessionsRequest)
+        # What ACP v1 alone has, or has in shapes of its own; v2's are `V2Methods`'.
+        for method, handler, params_type in (
+            ("authenticate", self.authenticate, AuthenticateRequest),
+            ("logout", self.logout, LogoutRequest),
+            ("session/new", self.new_session, NewSessionRequest),
+            ("session/resume", self.resume_session, ResumeSessionRequest),
+            ("session/list", self.list_sessions, ListSessionsRequest),
+            ("session/prompt", self.prompt, PromptRequest),
+            ("session/load", self.load_session, LoadSessionRequest),
+            ("session/set_mode", self.set_mode, SetSessionModeRequest),
+            ("session/set_config_option", self.set_config_option, SetSessionConfigOptionRequest),
+        ):
+            route(method, handler, params_type, version=1)
         route("session/close", self.close_session, CloseSessionRequest)
         route("session/delete", self.delete_session, DeleteSessionRequest)
-        route("session/prompt", self.prompt, PromptRequest)
-        route("session/load", self.load_session, LoadSessionRequest)
         route("session/fork", self.fork_session, ForkSessionRequest)
-        route("session/set_mode", self.set_mode, SetSessionModeRequest)
-        route("session/set_config_option", self.set_config_option, SetSessionConfigOptionRequest)
         route("session/set_title", self.set_title, SetSessionTitleRequest)
         route("session/status", self.status, SessionStatusRequest)
         route("session/archive", self.archive, ArchiveSessionRequest)
         route("session/unarchive", self.unarchive, UnarchiveSessionRequest)
         self.connection.route_notification("session/cancel", self.cancel, CancelNotification)
+        V2Methods(self).install()
         History(self.connection, self.sessions).install()
         SessionList(self.connection, self.sessions).install()
         if not self.turns_outlive:
@@ -230,8 +236,14 @@ class AcpAgent:
             session.attach(self.port, link)
         return link
 
-    def initialize(self, request: InitializeRequest) -> InitializeResponse:
+    def initialize(self, request: InitializeRequest) -> InitializeResponse | dict[str, Any]:
+        """The version the client asked for when we speak it, else the latest we speak below
+        it (v1 for 0), else our latest (SPEC 4: `initialize` never fails on a version)."""
         self.client_protocol_version = request.protocol_version
+        if request.protocol_version >= 2:
+            self.connection.speak(2)
+            return V2Methods(self).initialize(request)
+        self.connection.speak(1)
         self.client_capabilities = _lenient(
             request.client_capabilities, ClientCapabilities, ClientCapabilities()
         )

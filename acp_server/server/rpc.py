@@ -63,7 +63,11 @@ with warnings.catch_warnings():
     import jsonrpcserver
     from jsonrpcserver import Error, Result, Success
 
+PROTOCOL_VERSIONS: Final = (1, 2)
+"""The ACP versions a connection may speak, the first until `initialize` says otherwise."""
+
 __all__ = [
+    "PROTOCOL_VERSIONS",
     "Call",
     "Connection",
     "Dispatched",
@@ -266,26 +270,67 @@ class Connection(Runner):
         self.max_inflight = max_inflight
         """Requests that may run at once; one more is answered `TooManyRequests` (no limit:
         None)."""
-        self._requests: dict[str, Callable[[Params], Result]] = {}
-        self._notifications: dict[str, Callable[[Params], Result]] = {}
+        self._request_tables: dict[int, dict[str, Callable[[Params], Result]]] = {
+            version: {} for version in PROTOCOL_VERSIONS
+        }
+        self._notification_tables: dict[int, dict[str, Callable[[Params], Result]]] = {
+            version: {} for version in PROTOCOL_VERSIONS
+        }
+        self.protocol_version = PROTOCOL_VERSIONS[0]
+        """The ACP version this connection speaks: 1 until `initialize` agrees on another
+        (`speak`). One connection speaks one version; each has its own method tables."""
+        self._requests = self._request_tables[self.protocol_version]
+        self._notifications = self._notification_tables[self.protocol_version]
 
     # -- routing ----------------------------------------------------------------------------
 
-    def route(self, method: str, handler: Handler, params_type: type | None = None) -> None:
+    def route(
+        self,
+        method: str,
+        handler: Handler,
+        params_type: type | None = None,
+        *,
+        version: int | None = None,
+    ) -> None:
         """Serve requests for `method` with `handler`, which takes the params decoded into
-        `params_type` (plain JSON values without one)."""
-        self._requests[method] = _request_method(method, handler, params_type)
+        `params_type` (plain JSON values without one): in the ACP `version` given, else in
+        every version."""
+        routed = _request_method(method, handler, params_type)
+        for table in self._tables(self._request_tables, version):
+            table[method] = routed
 
     def route_notification(
-        self, method: str, handler: NotificationHandler, params_type: type | None = None
+        self,
+        method: str,
+        handler: NotificationHandler,
+        params_type: type | None = None,
+        *,
+        version: int | None = None,
     ) -> None:
-        """Handle notifications of `method` with `handler`, its params as for `route`.
+        """Handle notifications of `method` with `handler`, its params and `version` as for
+        `route`.
 
         Requests and notifications are separate tables: a request for a notification method
         is answered -32601, and a notification for a request method is ignored, as for any
         unknown method.
         """
-        self._notifications[method] = _notification_method(method, handler, params_type)
+        routed = _notification_method(method, handler, params_type)
+        for table in self._tables(self._notification_tables, version):
+            table[method] = routed
+
+    @staticmethod
+    def _tables(
+        tables: dict[int, dict[str, Callable[[Params], Result]]], version: int | None
+    ) -> list[dict[str, Callable[[Params], Result]]]:
+        if version is None:
+            return list(tables.values())
+        return [tables[version]]
+
+    def speak(self, version: int) -> None:
+        """From now on, serve the methods of ACP `version` (which `initialize` agreed on)."""
+        self.protocol_version = version
+        self._requests = self._request_tables[version]
+        self._notifications = self._notification_tables[version]
 
     # -- the runner's hooks -------------------------------------------------------------------
 

@@ -110,6 +110,23 @@ def initialize_result(terminal_auth: bool, key_needed: bool) -> dict[str, Any]:
     }
 
 
+def initialize_result_v2() -> dict[str, Any]:
+    """The ACP v2 `initialize` result: `info`, and capabilities as object markers."""
+    return {
+        "protocolVersion": 2,
+        "info": AGENT_INFO,
+        "capabilities": {
+            "session": {
+                "prompt": {"image": {}, "audio": {}, "embeddedContext": {}},
+                "mcp": {"stdio": {}, "http": {}},
+                "delete": {},
+                "additionalDirectories": {},
+            },
+            "_meta": AGENT_CAPABILITIES["_meta"],
+        },
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Deciding on a first line (pure).
 
@@ -152,8 +169,8 @@ def early_answer(line: bytes, *, key_needed: bool) -> tuple[bytes, dict[str, Any
     if not _plain_id(request_id) or not isinstance(params, dict):
         return None
     version = params.get("protocolVersion")
-    if type(version) is not int or not 0 <= version <= 65535:
-        return None
+    if type(version) is not int or not 0 <= version <= 1:
+        return None  # v2 and later are the connection's to answer
     if not _meta_ok(params, "_meta"):
         return None
     result = initialize_result(_terminal_auth(params.get("clientCapabilities")), key_needed)
