@@ -212,6 +212,45 @@ class SessionMessageShown(Update, tag="session_message"):
     content: list[ContentBlock] | UnsetType = UNSET
 
 
+# What ACP v2 shows and v1 has no update for: a v1 connection is never sent these (v2 renders
+# them, with everything else, in `acp_v2`).
+
+
+class StateShown(Update, tag="state_update"):
+    """The session's foreground work (v2 `state_update`): `running` when a turn starts,
+    `requires_action` while it waits for the user (a permission, an elicitation), `idle` when
+    it ends, with its stop reason (and, for `error`, the error)."""
+
+    state: Literal["running", "idle", "requires_action"]
+    stop_reason: str | UnsetType = UNSET
+    error: ErrorObject | UnsetType = UNSET
+
+
+class UserMessageShown(Update, tag="user_message"):
+    """A whole user message (v2 `user_message`): the prompt inserted, or replayed."""
+
+    message_id: str
+    content: list[ContentBlock]
+
+
+class AgentMessageShown(Update, tag="agent_message"):
+    """A whole agent message (v2 `agent_message`), as a replay shows it."""
+
+    message_id: str
+    content: list[ContentBlock]
+
+
+class AgentThoughtShown(Update, tag="agent_thought"):
+    """A whole agent thought (v2 `agent_thought`), as a replay shows it."""
+
+    message_id: str
+    content: list[ContentBlock]
+
+
+V2_ONLY: Final = (StateShown, UserMessageShown, AgentMessageShown, AgentThoughtShown)
+"""The update kinds only a v2 connection is sent."""
+
+
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
@@ -231,6 +270,10 @@ SessionUpdate = (
     | PlanRemoved
     | SubagentUpdated
     | SessionMessageShown
+    | StateShown
+    | UserMessageShown
+    | AgentMessageShown
+    | AgentThoughtShown
 )
 
 
@@ -350,8 +393,11 @@ def compaction_id(turn: int, step: int) -> str:
 
 __all__ = [
     "PLAN_ID",
+    "V2_ONLY",
     "AgentMessageChunk",
+    "AgentMessageShown",
     "AgentThoughtChunk",
+    "AgentThoughtShown",
     "AvailableCommandsUpdate",
     "CompactionShown",
     "CompactionSummaryChunk",
@@ -369,6 +415,7 @@ __all__ = [
     "SessionMessageShown",
     "SessionNotification",
     "SessionUpdate",
+    "StateShown",
     "SubagentUpdated",
     "ToolCallLocation",
     "ToolCallStarted",
@@ -379,6 +426,7 @@ __all__ = [
     "ToolPresenter",
     "UsageShown",
     "UserMessageChunk",
+    "UserMessageShown",
     "assistant_message_id",
     "clip_title",
     "command_message_id",
