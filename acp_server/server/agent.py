@@ -481,12 +481,12 @@ class AcpAgent:
         failures: list[tuple[str, str]],
     ) -> None:
         if self.port.capabilities.notices:
-            await self.connection.notify_all(
+            await self.port.notify_all(
                 "session/update",
-                (
+                [
                     SessionNotification(session_id, NoticeShown(n.severity, n.title, n.description))
                     for n in notices
-                ),
+                ],
             )
             return
         if not failures:
@@ -494,7 +494,7 @@ class AcpAgent:
         lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
         # A paragraph of its own: it may come just before a turn's first words.
         update = AgentMessageChunk(TextContent("\n".join(lines) + "\n\n"))
-        await self.connection.notify("session/update", SessionNotification(session_id, update))
+        await self.port.notify("session/update", SessionNotification(session_id, update))
 
     async def prompt(self, request: PromptRequest) -> PromptResponse:
         too_big = oversized_block(request.prompt)
