@@ -138,6 +138,10 @@ class Turn:
     def cancel(self) -> None:
         self._scope.cancel()
 
+    def cancel_tool_call(self, call_id: str) -> bool:
+        """End the tool call `call_id` only, if it runs now; the turn goes on."""
+        return self._calls.cancel(call_id)
+
     async def run(self) -> StopReason:
         rec = self.env.recorder
         state = self._state

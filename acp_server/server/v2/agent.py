@@ -27,6 +27,9 @@ class V2Methods:
 
     def install(self) -> None:
         """Route the methods v2 has in shapes of its own (on v2 connections only)."""
+        from . import turns
+
+        turns.install(self.agent)  # type: ignore[arg-type]  # the agent is an `AcpAgent`
 
     def initialize(self, request: InitializeRequest) -> dict[str, Any]:
         """The v2 `initialize` answer: `info`, object capability markers, `authMethods`."""
