@@ -8,16 +8,19 @@ attaches its client)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_builder import Scenario, Step, write_fixture
+from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from sdk_schema import check_v2
 from shared_sessions import AGENT, LONG, USER, WRITE, client, new_session, read_until, texts
-from ws_server import Listening, Peer, listening
+from ws_server import Listening, Peer, PeerError, listening
+
+from acp_server.agent.tool_calls import CANCELLED_CALL
 
 pytestmark = pytest.mark.process
 
@@ -238,3 +241,97 @@ def test_a_v1_prompt_is_answered_as_before(tmp_path: Path, workspace: Path) -> N
         assert {u["sessionUpdate"] for u in v1_updates(a)} & V2_ONLY == set()
         assert texts(v1_updates(a)) == {AGENT: "Hello there."}
         assert USER not in texts(v1_updates(a))
+
+
+SLEEPER = ToolUse(
+    "call_run",
+    "run_command",
+    args(command=sys.executable, args=["-c", "import time; time.sleep(60)"]),
+)
+"""A tool call that runs until it is cancelled."""
+
+
+def test_tool_call_cancel_ends_that_call_cancelled_and_the_turn_goes_on(
+    tmp_path: Path, workspace: Path
+) -> None:
+    scenario = Scenario([("go", [Step(calls=[SLEEPER]), Step(text="Done.")])])
+    with serving(tmp_path, scenario) as server:
+        a = client(server)
+        a.answer_server = False
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+        b.answer(prompt(b, session_id, "go"))
+
+        def running() -> bool:
+            return any(
+                u["sessionUpdate"] == "tool_call_update" and u.get("status") == "in_progress"
+                for u in shown(b, session_id)
+            )
+
+        read_until(b, running, "the command runs")
+        cancel = {"sessionId": session_id, "toolCallId": "call_run"}
+        assert b.request("tool_call/cancel", cancel) == {}
+        updates = read_to_idle(b, session_id)
+
+        last = [u for u in updates if u["sessionUpdate"] == "tool_call_update"][-1]
+        assert last["status"] == "failed"
+        assert last["content"] == [
+            {"type": "content", "content": {"type": "text", "text": CANCELLED_CALL}}
+        ]
+        assert states(updates)[-1] == {"state": "idle", "stopReason": "end_turn"}
+        assert texts(updates)[("agent_message_chunk", "assistant-0-1")] == "Done."
+
+
+def test_tool_call_cancel_of_no_running_call_names_the_tool_call_id(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with serving(tmp_path, Scenario([("go", [Step(text="Hi.")])])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+        b.answer(prompt(b, session_id, "go"))
+        read_to_idle(b, session_id)
+
+        with pytest.raises(PeerError) as refused:
+            b.request("tool_call/cancel", {"sessionId": session_id, "toolCallId": "call_none"})
+        assert (refused.value.code, refused.value.data) == (-32602, {"path": "$.toolCallId"})
+
+
+def test_terminal_cancel_names_no_terminal(tmp_path: Path, workspace: Path) -> None:
+    with serving(tmp_path, Scenario([("go", [Step(text="Hi.")])])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+
+        with pytest.raises(PeerError) as refused:
+            b.request("terminal/cancel", {"sessionId": session_id, "terminalId": "term_1"})
+        assert (refused.value.code, refused.value.data) == (-32602, {"path": "$.terminalId"})
+        assert (
+            refused.value.message
+            == "Invalid params: no such terminal: 'term_1' - at `$.terminalId`"
+        )
+
+
+def test_closing_a_session_whose_turn_runs_ends_it_idle_cancelled_before_the_answer(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with serving(tmp_path, Scenario([("go", [Step(text=LONG)])])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+        b.answer(prompt(b, session_id, "go"))  # attaches B
+        a.request("session/close", {"sessionId": session_id})  # B alone holds it now
+        read_until(b, lambda: bool(texts(shown(b, session_id))), "the turn streams")
+
+        closing = b.start("session/close", {"sessionId": session_id})
+        # Read up to the idle first: an answer before it would be read (and lost) meanwhile.
+        read_until(b, lambda: idle(shown(b, session_id)), "the turn ends")
+        assert b.answer(closing) == {}
+        b.request("session/status", {"sessionId": session_id})  # all sent before its answer
+
+        assert states(shown(b, session_id)) == [
+            {"state": "running"},
+            {"state": "idle", "stopReason": "cancelled"},
+        ]
+        ended = [e["data"]["reason"] for e in a.events(session_id) if e["type"] == "turn/end"]
+        assert ended == [{"kind": "cancelled"}]

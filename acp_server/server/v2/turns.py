@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from msgspec import UNSET, Struct, field
 
-from ...core.acp_updates import SessionNotification, UserMessageShown
+from ...core.acp_updates import SessionNotification, StateShown, UserMessageShown
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
 from ..errors import InvalidParams, echoed
 from ..params import check_session_id
-from ..protocol import Empty, Inbound, PromptRequest
+from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 
 if TYPE_CHECKING:
     from ..agent import AcpAgent
@@ -73,6 +73,7 @@ class V2Turns:
         route("session/prompt", self.prompt, PromptRequest, version=VERSION)
         route("tool_call/cancel", self.cancel_tool_call, CancelToolCallRequest, version=VERSION)
         route("terminal/cancel", self.cancel_terminal, CancelTerminalRequest, version=VERSION)
+        route("session/close", self.close, CloseSessionRequest, version=VERSION)
 
     async def prompt(self, request: PromptRequest) -> Any:
         from ...jsonrpc.runner import Then
@@ -114,6 +115,24 @@ class V2Turns:
             agent.connection.start_soon(run)
         else:
             services.start_soon(run)
+
+    async def close(self, request: CloseSessionRequest) -> Empty:
+        """v1's `session/close`, but a turn it cancels (no other client holds the session)
+        ends for this client idle `cancelled` before the answer, and nothing follows."""
+        agent = self.agent
+        session = agent.sessions.live.get(request.session_id)
+        if (
+            session is not None
+            and session.turn is not None
+            and set(session.clients) <= {agent.port}
+        ):
+            session.detach(agent.port)  # the turn's own updates stop reaching it here
+            cancelled = StateShown("idle", "cancelled")
+            with contextlib.suppress(*CLIENT_GONE):
+                await agent.port.notify(
+                    "session/update", SessionNotification(session.id, cancelled)
+                )
+        return await agent.close_session(request)
 
     async def cancel_tool_call(self, request: CancelToolCallRequest) -> Empty:
         """`tool_call/cancel`: the running tool call ends `cancelled`, the turn goes on."""
