@@ -362,3 +362,18 @@ def test_a_permission_request_has_the_calls_title_and_the_call_as_its_subject() 
         "subject": {"type": "tool_call", "toolCall": v1["toolCall"]},
         "options": v1["options"],
     }
+
+
+def test_a_form_elicitation_is_already_v2_shaped() -> None:
+    # What `agent.tools.elicitation.elicit` sends: the session (and call) it belongs to.
+    params = {
+        "sessionId": SESSION,
+        "toolCallId": "call_1",
+        "message": "Which colour?",
+        "mode": "form",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"colour": {"type": "string", "enum": ["red", "blue"]}},
+        },
+    }
+    check_v2("CreateElicitationRequest", params)
