@@ -49,10 +49,8 @@ class ConnectionPort:
         advertised = self._agent.client_capabilities
         session = self._agent.client_session_capabilities
         if self._v2:
+            # v2 has no `fs/*` or `terminal/*` client methods: the tools work locally.
             return ports.ClientCapabilities(
-                read_text_file=advertised.fs.read_text_file,
-                write_text_file=advertised.fs.write_text_file,
-                terminal=advertised.terminal,
                 compaction=True,
                 notices=True,
                 plan_operations=True,

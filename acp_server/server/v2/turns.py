@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from msgspec import UNSET, Struct, field
 
@@ -30,13 +30,34 @@ from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 from ..rpc import Then
 
 if TYPE_CHECKING:
-    from ..agent import AcpAgent
+    from ..attached import Attached
     from ..live import LiveSession
+    from ..port import ConnectionPort
+    from ..rpc import Connection
     from ..sessions import SessionRegistry
+    from ..turns import Conversations
 
 log = logging.getLogger(__name__)
 
 VERSION: Final = 2
+
+
+class Agent(Protocol):
+    """What the turn methods use of their connection's `AcpAgent`."""
+
+    connection: Connection
+    sessions: SessionRegistry
+    port: ConnectionPort
+    conversations: Conversations
+    turns_outlive: bool
+
+    def check_prompt(self, prompt: list[Any]) -> None: ...
+
+    def check_auth(self) -> None: ...
+
+    def attach(self, session: LiveSession) -> Attached: ...
+
+    async def close_session(self, request: CloseSessionRequest) -> Empty: ...
 
 
 class PromptReceipt(Struct, rename="camel", omit_defaults=True, gc=False):
@@ -67,7 +88,7 @@ def receipt_id(sessions: SessionRegistry, session: LiveSession) -> str:
 class V2Turns:
     """The v2 turn methods of one connection's agent."""
 
-    def __init__(self, agent: AcpAgent) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
     def install(self) -> None:
@@ -78,13 +99,10 @@ class V2Turns:
         route("session/close", self.close, CloseSessionRequest, version=VERSION)
 
     async def prompt(self, request: PromptRequest) -> Then:
-        from ..agent import auth_required  # the module whose agent installs these methods
-
         agent = self.agent
         agent.check_prompt(request.prompt)
         session = agent.sessions.get(check_session_id(request.session_id))
-        if agent.auth.needed():  # logged out since: answered now, not by a failed turn
-            raise auth_required(agent.auth.login_command())
+        agent.check_auth()  # logged out since: answered now, not by a failed turn
         agent.attach(session)  # a session live here may be driven from any connection
         message_id = receipt_id(agent.sessions, session)
         prompt = list(request.prompt)
@@ -157,6 +175,6 @@ class V2Turns:
         raise InvalidParams.at("$.terminalId", f"no such terminal: {echoed(request.terminal_id)}")
 
 
-def install(agent: AcpAgent) -> None:
+def install(agent: Agent) -> None:
     """Route the v2 turn methods on `agent`'s connection (v2 connections only)."""
     V2Turns(agent).install()
