@@ -25,6 +25,7 @@ from ...core.acp_updates import SessionNotification, StateShown, UserMessageShow
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
 from ..errors import InvalidParams, echoed
+from ..live import check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 from ..rpc import Then
@@ -143,6 +144,8 @@ class V2Turns:
         ends for this client idle `cancelled` before the answer, and nothing follows."""
         agent = self.agent
         session = agent.sessions.live.get(request.session_id)
+        if session is not None:
+            check_not_child(session.header)  # refused before anything is shown
         if (
             session is not None
             and session.turn is not None
@@ -157,7 +160,8 @@ class V2Turns:
         return await agent.close_session(request)
 
     async def cancel_tool_call(self, request: CancelToolCallRequest) -> Empty:
-        """`tool_call/cancel`: the running tool call ends `cancelled`, the turn goes on."""
+        """`tool_call/cancel`: the running tool call ends, its result saying it was cancelled
+        (status `failed`: v1's statuses have no `cancelled`); the turn goes on."""
         session = self.agent.sessions.get(check_session_id(request.session_id))
         turn = session.turn
         if turn is None or not turn.cancel_tool_call(request.tool_call_id):
