@@ -24,7 +24,7 @@ from msgspec import UNSET, Struct, field
 from ...core.acp_updates import SessionNotification, StateShown, UserMessageShown
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
-from ..errors import InvalidParams, echoed
+from ..errors import ConnectionClosed, InvalidParams, echoed
 from ..live import check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
@@ -134,10 +134,13 @@ class V2Turns:
                 log.info("session %s: turn of %s failed: %s", session.id, message_id, exc)
 
         services = agent.sessions.services
-        if services is None or not agent.turns_outlive:
-            agent.connection.start_soon(run)
-        else:
+        if services is not None and agent.turns_outlive:
             services.start_soon(run)
+            return
+        try:
+            agent.connection.start_soon(run)
+        except ConnectionClosed:  # its client went as it was answered: the prompt is dropped
+            log.info("session %s: %s not run, its client has gone", session.id, message_id)
 
     async def close(self, request: CloseSessionRequest) -> Empty:
         """v1's `session/close`, but a turn it cancels (no other client holds the session)
