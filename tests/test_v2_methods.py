@@ -193,7 +193,12 @@ def test_auth_login_without_a_key_is_auth_required(keyed: AcpProcess) -> None:
 def test_auth_login_with_an_unadvertised_method_names_the_field(keyed: AcpProcess) -> None:
     initialize_v2(keyed)
     error = keyed.error("auth/login", {"methodId": "terminal"})
-    assert (error["code"], error["data"]["path"]) == (-32602, "$.methodId")
+    assert error == {
+        "code": -32602,
+        "message": "Invalid params: 'terminal' is not a method for auth/login; it is 'agent' "
+        "(the terminal method runs `acp-server login` instead) - at `$.methodId`",
+        "data": {"path": "$.methodId"},
+    }
 
 
 def test_auth_logout_answers_an_empty_result(keyed: AcpProcess) -> None:
