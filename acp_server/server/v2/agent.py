@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from ...startup import handshake
 from ..protocol import InitializeRequest
 from ..rpc import Connection
+from . import resume
 
 VERSION = 2
 
@@ -27,6 +28,7 @@ class V2Methods:
 
     def install(self) -> None:
         """Route the methods v2 has in shapes of its own (on v2 connections only)."""
+        resume.install(self)
 
     def initialize(self, request: InitializeRequest) -> dict[str, Any]:
         """The v2 `initialize` answer: `info`, object capability markers, `authMethods`."""
