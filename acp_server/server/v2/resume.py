@@ -24,16 +24,18 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType, field
 
 from ...core.acp_updates import SessionNotification, SessionUpdate, StateShown, ToolPresenter
 from ...core.chunk_checks import KeptRecord
 from ...core.chunk_rows import StorageRecord
 from ...core.commands import COMMANDS
+from ...core.content import Meta_
 from ...core.events import ToolCall, TurnEnd
 from ...core.projection import project_load
+from ...core.structs import Model
 from ...core.v2_replay import (
     AfterMessage,
     Cursor,
@@ -50,6 +52,8 @@ from ..errors import InvalidParams
 from ..held_history import HeldHistory
 from ..live import LiveSession
 from ..rpc import Connection, Then
+from . import host
+from .protocol import Command, SessionConfigSelect, commands, config_options
 
 if TYPE_CHECKING:
     from ..agent import Reopened
@@ -82,7 +86,8 @@ REPLAY_PAGE: Final = _replay_page()
 
 
 class Agent(Protocol):
-    """What `session/resume` uses of its connection's `AcpAgent`."""
+    """What `session/resume` uses of its connection's `AcpAgent` (v1's resume path, which it
+    shares)."""
 
     connection: Connection
     sessions: SessionRegistry
@@ -101,12 +106,16 @@ class Agent(Protocol):
 Read = Callable[[int, int], Awaitable[list[StorageRecord]]]
 
 
-def install(methods: Any) -> None:
-    """Route v2's `session/resume` on the connection of `methods` (a `V2Methods`)."""
-    resume = Resume(methods.agent)
-    methods.agent.connection.route(
-        "session/resume", resume.resume, ResumeSessionRequest, version=VERSION
-    )
+def install(agent: host.Agent) -> None:
+    """Route v2's `session/resume` on `agent`'s connection."""
+    resume = Resume(cast(Agent, agent))
+    agent.connection.route("session/resume", resume.resume, ResumeSessionRequest, version=VERSION)
+
+
+class ResumeSessionResponse(Model):
+    config_options: list[SessionConfigSelect] | UnsetType = UNSET
+    available_commands: list[Command] | UnsetType = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class Resume:
@@ -129,10 +138,10 @@ class Resume:
             await self._replay_and_state(session, link, cursor)
             surface = agent.surface
             surface.restore(session)
-            response: dict[str, Any] = {
-                "configOptions": surface.options(session),
-                "availableCommands": commands(),
-            }
+            response = ResumeSessionResponse(
+                config_options=config_options(surface.options(session)),
+                available_commands=commands(COMMANDS),
+            )
             report = await agent.reporter(session, reopened.mcp, reopened.notice)
         except BaseException:
             link.release()
@@ -257,8 +266,3 @@ def _projected(page: list[StorageRecord], present: ToolPresenter) -> list[Sessio
 def _calls_mcp(records: list[StorageRecord]) -> bool:
     """Whether the records hold a call of an MCP server's tool (`mcp__<server>__<tool>`)."""
     return any(type(r) is ToolCall and r.data.name.startswith("mcp__") for r in records)
-
-
-def commands() -> list[dict[str, str]]:
-    """The session's commands as v2's `availableCommands` takes them."""
-    return [{"type": "command", "name": c.name, "description": c.description} for c in COMMANDS]
