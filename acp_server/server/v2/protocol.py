@@ -132,12 +132,18 @@ class SessionConfigSelect(Model, tag="select", tag_field="type"):
     category: str | UnsetType = UNSET
 
 
+class TextCommandInput(Model, tag="text", tag_field="type"):
+    """The text after the command's name is its input."""
+
+    hint: str
+
+
 class Command(Model, tag="command", tag_field="type"):
     """An `AvailableCommand` of v2 (a discriminated union: `type: "command"`)."""
 
     name: str
     description: str
-    input: Any = UNSET
+    input: TextCommandInput | UnsetType = UNSET
 
 
 def config_options(options: list[ConfigOption]) -> list[SessionConfigSelect]:
@@ -155,8 +161,15 @@ def config_options(options: list[ConfigOption]) -> list[SessionConfigSelect]:
 
 
 def commands(available: list[AvailableCommand] | tuple[AvailableCommand, ...]) -> list[Command]:
-    """v1's available commands in v2's shape (`input` is `{hint}` in both)."""
-    return [Command(command.name, command.description, command.input) for command in available]
+    """v1's available commands in v2's shape (v2 tags the `{hint}` input `type: "text"`)."""
+    return [
+        Command(
+            command.name,
+            command.description,
+            UNSET if command.input is UNSET else TextCommandInput(command.input.hint),
+        )
+        for command in available
+    ]
 
 
 class NewSessionResponse(Model):
