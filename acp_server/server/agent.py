@@ -522,12 +522,12 @@ class AcpAgent:
         failures: list[tuple[str, str]],
     ) -> None:
         if self.port.capabilities.notices:
-            await self.connection.notify_all(
+            await self.port.notify_all(
                 "session/update",
-                (
+                [
                     SessionNotification(session_id, NoticeShown(n.severity, n.title, n.description))
                     for n in notices
-                ),
+                ],
             )
             return
         if not failures:
@@ -535,17 +535,26 @@ class AcpAgent:
         lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
         # A paragraph of its own: it may come just before a turn's first words.
         update = AgentMessageChunk(TextContent("\n".join(lines) + "\n\n"))
-        await self.connection.notify("session/update", SessionNotification(session_id, update))
+        await self.port.notify("session/update", SessionNotification(session_id, update))
 
-    async def prompt(self, request: PromptRequest) -> PromptResponse:
-        too_big = oversized_block(request.prompt)
+    @staticmethod
+    def check_prompt(prompt: list[Any]) -> None:
+        """-32602 naming the first block of `prompt` over the size limit, if one is."""
+        too_big = oversized_block(prompt)
         if too_big is not None:
             index, size = too_big
             raise InvalidParams.at(
                 f"$.prompt[{index}]",
-                f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
+                f"the {prompt[index].__struct_config__.tag} block is {size} bytes; "
                 f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
             )
+
+    def attach(self, session: LiveSession) -> Attached:
+        """Attach this client to `session` (it drives it and is sent its updates)."""
+        return self._attach(session)
+
+    async def prompt(self, request: PromptRequest) -> PromptResponse:
+        self.check_prompt(request.prompt)
         session = self.sessions.get(check_session_id(request.session_id))
         self._attach(session)  # a session live here may be driven from any connection
         return PromptResponse(stop_reason=await self._outliving(session, request.prompt))
