@@ -57,6 +57,7 @@ from .protocol import Command, SessionConfigSelect, commands, config_options
 
 if TYPE_CHECKING:
     from ..agent import Reopened
+    from ..port import ConnectionPort
     from ..sessions import SessionRegistry
     from ..surface import Surface
     from ..turns import Conversations
@@ -90,6 +91,7 @@ class Agent(Protocol):
     shares)."""
 
     connection: Connection
+    port: ConnectionPort
     sessions: SessionRegistry
     surface: Surface
     conversations: Conversations
@@ -160,19 +162,20 @@ class Resume:
         dropped at the instant the replay's end is read, so the live updates held after it
         are those of events after the replay's last."""
         end = session.log.last_seq + 1
+        # Its state now: the live updates from `end` on, held, say what changes after.
         running = session.turn is not None
+        waiting = session.waiting_for_user > 0
         link.restart()  # no await since `end` was read
         stop_reason: str | None = None
         if cursor is not None:
             stop_reason = await self._replay(session, link, cursor, end)
         elif not running:
             stop_reason = await self._last_stop_reason(session, end)
-        state = (
-            StateShown(state="running")
-            if running
-            else StateShown(state="idle", stop_reason=UNSET if stop_reason is None else stop_reason)
-        )
-        await self.agent.connection.notify("session/update", SessionNotification(session.id, state))
+        if not running:
+            state = StateShown("idle", UNSET if stop_reason is None else stop_reason)
+        else:
+            state = StateShown("requires_action" if waiting else "running")
+        await self.agent.port.notify("session/update", SessionNotification(session.id, state))
 
     async def _reader(self, session: LiveSession) -> Read:
         """Reads the session's records `[lo, hi)`: from memory what its log holds, from the
@@ -245,7 +248,7 @@ class Resume:
                 updates = updates[start:]
             link.replayed(updates)
             if updates:
-                await self.agent.connection.notify_all(
+                await self.agent.port.notify_all(
                     "session/update",
                     [SessionNotification(session.id, u) for u in whole_messages(updates)],
                 )
