@@ -20,6 +20,10 @@ from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from prompt_harness import PromptServer
 from sdk_schema import check_v2
+from shared_sessions import WRITE, client, new_session, read_until
+from ws_server import Peer, listening
+
+from acp_server.client import default_answer
 
 pytestmark = pytest.mark.process
 
@@ -34,6 +38,7 @@ SCENARIO = Scenario(
             ],
         ),
         ("Third?", [Step(text="Three.")]),
+        ("Fourth?", [Step(text="Four.")]),  # a v2 turn after the three made over v1
     ]
 )
 PROMPTS = ["First?", "Second?", "Third?"]
@@ -98,6 +103,14 @@ class V2Client:
         assert all(f["method"] == "session/update" for f in before)
         assert all(f["params"]["sessionId"] == session_id for f in before)
         return response, [f["params"]["update"] for f in before]
+
+    def next_update(self) -> dict[str, Any]:
+        """The next `session/update`'s update (checked against the v2 schema)."""
+        frame = self.process.read_frame()
+        check_v2("AgentNotification", frame)
+        assert frame["method"] == "session/update"
+        update: dict[str, Any] = frame["params"]["update"]
+        return update
 
     def after_answer(self) -> list[dict[str, Any]]:
         """Every frame the server wrote after the last `session/resume` answer, until it
@@ -232,3 +245,115 @@ def test_a_cursor_the_agent_does_not_take_is_refused_naming_it(
     assert response["error"]["code"] == -32602
     assert response["error"]["data"] == {"path": path}
     assert messages(updates) == []
+
+
+def test_a_v1_session_takes_a_v2_turn_and_loads_back_over_v1(
+    tmp_path: Path, store_url: str
+) -> None:
+    session_id = record_v1(tmp_path, store_url)
+    v2 = V2Client(tmp_path, store_url)
+    v2.resume(session_id)
+    receipt, _ = v2.exchange("session/prompt", {"sessionId": session_id, "prompt": [TEXT4]})
+    message_id = receipt["result"]["messageId"]
+    update = v2.next_update()
+    while update.get("state") != "idle":  # the turn's updates, to its end
+        update = v2.next_update()
+    assert update == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert v2.process.finish() == 0
+
+    with PromptServer(tmp_path, SCENARIO, store=store_url) as v1:
+        loaded = v1.request(
+            "session/load", {"sessionId": session_id, "cwd": str(v1.workspace), "mcpServers": []}
+        )
+    shown = [
+        (u["sessionUpdate"], u["content"]["text"])
+        for u in loaded.updates
+        if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+    ]
+    assert shown[-2:] == [("user_message_chunk", "Fourth?"), ("agent_message_chunk", "Four.")]
+
+    again = V2Client(tmp_path, store_url)
+    _, updates = again.resume(session_id, replayFrom={"type": "start"})
+    assert messages(updates) == [
+        *WHOLE_HISTORY,
+        ("user_message", message_id, "Fourth?"),
+        ("agent_message", "assistant-3-0", "Four."),
+    ]
+
+
+TEXT4 = {"type": "text", "text": "Fourth?"}
+
+
+def test_resuming_a_session_whose_turn_waits_shows_it_requires_action_then_its_live_updates(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    fixture = write_fixture(
+        tmp_path / "fixture", Scenario([("go", [Step(calls=[WRITE]), Step(text="Done.")])])
+    )
+    with listening(tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10") as server:
+        maker = client(server)
+        maker.answer_server = False
+        session_id = new_session(maker, workspace)
+        prompter = v2_peer(server)
+        prompter.answer_server = False
+        prompter.answer(prompter.start("session/prompt", {"sessionId": session_id, "prompt": [GO]}))
+        read_until(prompter, lambda: bool(prompter.server_requests), "the permission request")
+
+        resumer = v2_peer(server)
+        resumer.answer_server = False
+        resumer.answer(
+            resumer.start(
+                "session/resume",
+                {"sessionId": session_id, "cwd": str(workspace), "replayFrom": {"type": "start"}},
+            )
+        )
+        before = peer_updates(resumer, session_id)
+        assert messages(before) == [("user_message", "user-0-0", "go")]
+        assert [u["toolCallId"] for u in before if u["sessionUpdate"] == "tool_call_update"] == [
+            "call_w"
+        ]
+        assert before[-1] == {"sessionUpdate": "state_update", "state": "requires_action"}
+
+        [asked] = prompter.server_requests
+        answer = default_answer(asked["method"], asked["params"])
+        prompter.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
+        read_until(
+            resumer,
+            lambda: peer_updates(resumer, session_id)[-1].get("state") == "idle",
+            "the turn ends",
+        )
+        after = peer_updates(resumer, session_id)[len(before) :]
+    states = [u for u in after if u["sessionUpdate"] == "state_update"]
+    assert states == [
+        {"sessionUpdate": "state_update", "state": "running"},
+        {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"},
+    ]
+    assert not any(u["sessionUpdate"] == "user_message" for u in after)  # no repeat
+    replies = [u for u in after if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(u["content"]["text"] for u in replies) == "Done."
+    finished = [u for u in after if u["sessionUpdate"] == "tool_call_update"]
+    assert finished[-1]["toolCallId"] == "call_w"
+    assert finished[-1]["status"] == "completed"
+
+
+GO = {"type": "text", "text": "go"}
+
+
+def v2_peer(server: Any) -> Peer:
+    peer: Peer = server.connect()
+    answer = peer.request("initialize", {"protocolVersion": 2, "info": INFO})
+    assert answer["protocolVersion"] == 2
+    return peer
+
+
+def peer_updates(peer: Peer, session_id: str) -> list[dict[str, Any]]:
+    """The `session/update`s `peer` was sent so far, each held to the v2 schema."""
+    updates = []
+    for note in peer.notifications:
+        if note["method"] == "session/update":
+            check_v2("UpdateSessionNotification", note["params"])
+            assert note["params"]["sessionId"] == session_id
+            updates.append(note["params"]["update"])
+    return updates
