@@ -14,7 +14,7 @@ updates after that event follow the answer, with no gap and no repeat (as v1's `
 does). Without `replayFrom` nothing is replayed, and the held live updates still follow the
 answer: nothing of the history comes before it.
 
-`REPLAY_PAGE` is 2,000 events, or the value of the environment variable
+`REPLAY_PAGE` is 200 events, or the value of the environment variable
 `ACP_SERVER_REPLAY_PAGE` (a positive integer), read once when this module is imported; it
 exists so that tests can replay a session bigger than a page without a huge one.
 """
@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 VERSION: Final = 2
 
 REPLAY_PAGE_ENV: Final = "ACP_SERVER_REPLAY_PAGE"
-DEFAULT_REPLAY_PAGE: Final = 2_000
+DEFAULT_REPLAY_PAGE: Final = 200
 
 
 def _replay_page() -> int:
