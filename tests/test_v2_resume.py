@@ -357,3 +357,24 @@ def peer_updates(peer: Peer, session_id: str) -> list[dict[str, Any]]:
             assert note["params"]["sessionId"] == session_id
             updates.append(note["params"]["update"])
     return updates
+
+
+def test_resume_takes_additional_directories_and_null_mcp_servers(tmp_path: Path) -> None:
+    session_id = record_v1(tmp_path)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    client = V2Client(tmp_path, None)
+    response, updates = client.resume(
+        session_id, additionalDirectories=[str(extra)], mcpServers=None
+    )
+    assert "result" in response
+    assert [u["sessionUpdate"] for u in updates] == ["state_update"]
+
+
+def test_a_system_prompt_of_an_unknown_mode_is_refused_naming_it(tmp_path: Path) -> None:
+    session_id = record_v1(tmp_path)
+    client = V2Client(tmp_path, None)
+    prompt = {"mode": "_nonsense", "content": [{"type": "text", "text": "Be brief."}]}
+    response, _ = client.resume(session_id, systemPrompt=prompt)
+    assert response["error"]["code"] == -32602
+    assert response["error"]["data"] == {"path": "$.systemPrompt.mode"}

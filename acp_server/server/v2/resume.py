@@ -40,7 +40,6 @@ from ...core.v2_replay import (
     AfterMessage,
     Cursor,
     CursorError,
-    ResumeSessionRequest,
     after_message,
     last_stop_reason,
     replay_cursor,
@@ -51,6 +50,7 @@ from ..attached import Attached
 from ..errors import InvalidParams
 from ..held_history import HeldHistory
 from ..live import LiveSession
+from ..protocol import Inbound, SystemPrompt
 from ..rpc import Connection, Then
 from . import host
 from .protocol import Command, SessionConfigSelect, commands, config_options
@@ -114,13 +114,32 @@ def install(agent: host.Agent) -> None:
     agent.connection.route("session/resume", resume.resume, ResumeSessionRequest, version=VERSION)
 
 
+class ResumeSessionRequest(Inbound):
+    """v2 `session/resume` params (SDK 2.4.0's schema; `systemPrompt` from its unstable one,
+    taken as v1 takes it). `mcpServers` and `additionalDirectories` may be null (the schema's
+    default on null: none); `replayFrom` is plain JSON, checked by `replay_cursor`."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] | UnsetType | None = UNSET
+    mcp_servers: list[dict[str, Any]] | UnsetType | None = UNSET
+    replay_from: Any = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ResumeSessionResponse(Model):
+    """v2's answer to `session/resume`: the session's options and commands (sent as no
+    update after it: nothing but notices may follow the answer)."""
+
     config_options: list[SessionConfigSelect] | UnsetType = UNSET
     available_commands: list[Command] | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class Resume:
+    """`session/resume` on one v2 connection."""
+
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
