@@ -378,3 +378,26 @@ def test_a_system_prompt_of_an_unknown_mode_is_refused_naming_it(tmp_path: Path)
     response, _ = client.resume(session_id, systemPrompt=prompt)
     assert response["error"]["code"] == -32602
     assert response["error"]["data"] == {"path": "$.systemPrompt.mode"}
+
+
+def test_the_kits_sequence_new_prompt_close_and_resume_on_one_connection(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    client = V2Client(tmp_path, None)
+    new, _ = client.exchange("session/new", {"cwd": client.workspace})
+    session_id = new["result"]["sessionId"]
+    client.resume(session_id)  # a live session, resumed at once
+    receipt, _ = client.exchange("session/prompt", {"sessionId": session_id, "prompt": [FIRST]})
+    update = client.next_update()
+    while update.get("state") != "idle":
+        update = client.next_update()
+    closed, _ = client.exchange("session/close", {"sessionId": session_id})
+    assert closed["result"] == {}
+    _, updates = client.resume(session_id, replayFrom={"type": "start"})
+    assert messages(updates) == [
+        ("user_message", receipt["result"]["messageId"], "First?"),
+        *WHOLE_HISTORY[1:3],
+    ]
+    assert client.after_answer() == []
+
+
+FIRST = {"type": "text", "text": "First?"}
