@@ -56,7 +56,6 @@ from . import host
 from .protocol import Command, SessionConfigSelect, commands, config_options
 
 if TYPE_CHECKING:
-    from ..agent import Reopened
     from ..port import ConnectionPort
     from ..sessions import SessionRegistry
     from ..surface import Surface
@@ -84,6 +83,22 @@ def _replay_page() -> int:
 
 REPLAY_PAGE: Final = _replay_page()
 """How many events a replay reads at a time (a page may carry more: a turn is never cut)."""
+
+
+class Reopened(Protocol):
+    """A session reopened on this connection (`AcpAgent.reopen`'s `Reopened`)."""
+
+    @property
+    def session(self) -> LiveSession: ...
+
+    @property
+    def link(self) -> Attached: ...
+
+    @property
+    def notice(self) -> Any: ...
+
+    @property
+    def mcp(self) -> Any: ...
 
 
 class Agent(Protocol):
