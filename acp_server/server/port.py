@@ -49,10 +49,8 @@ class ConnectionPort:
         advertised = self._agent.client_capabilities
         session = self._agent.client_session_capabilities
         if self._v2:
+            # v2 has no `fs/*` or `terminal/*` client methods: the tools work locally.
             return ports.ClientCapabilities(
-                read_text_file=advertised.fs.read_text_file,
-                write_text_file=advertised.fs.write_text_file,
-                terminal=advertised.terminal,
                 compaction=True,
                 notices=True,
                 plan_operations=True,
@@ -80,14 +78,21 @@ class ConnectionPort:
         return await self._agent.connection.request(method, params)
 
     async def notify(self, method: str, params: Any) -> None:
-        if method != UPDATE:
-            await self._agent.connection.notify(method, params)
+        connection = self._agent.connection
+        if method == UPDATE and isinstance(params, SessionNotification):
+            if not self._v2:
+                if type(params.update) not in V2_ONLY:
+                    await connection.notify(method, params)
+                return
+            shown = render(params.update, subagents=self.capabilities.subagents)
+            if len(shown) == 1:
+                await connection.notify(method, V2Notification(params.session_id, shown[0]))
+            elif shown:
+                await connection.notify_all(
+                    method, [V2Notification(params.session_id, u) for u in shown]
+                )
             return
-        shown = list(self._rendered([params]))
-        if len(shown) == 1:
-            await self._agent.connection.notify(method, shown[0])
-        elif shown:
-            await self._agent.connection.notify_all(method, shown)
+        await connection.notify(method, params)
 
     async def notify_all(self, method: str, params: Iterable[Any]) -> None:
         if method == UPDATE:

@@ -1,10 +1,11 @@
 """ACP v2 prompt turns: `session/prompt` answers at once with its receipt, the turn runs after.
 
-A v2 prompt, once accepted (the session live, its blocks within the size limit), is answered
-`{messageId}`: the id its user message is logged with, chosen now. The prompter is then shown
-its message whole (`user_message`), and the turn runs, as v1's does, in the registry's services
-where turns outlive their client, else on the connection; its course reaches every attached
-v2 client as `state_update`s (running, requires_action, idle with its stop reason).
+A v2 prompt, once accepted (its blocks within the size limit, the session live, the provider's
+key there), is answered `{messageId}`: the id its user message is logged with, chosen now. The
+prompter is then shown its message whole (`user_message`), and the turn runs, as v1's does, in
+the registry's services where turns outlive their client, else on the connection; its course
+reaches every attached v2 client as `state_update`s (running, requires_action, idle with its
+stop reason).
 `session/cancel` is v1's handler: the turn ends idle `cancelled`.
 
 The receipt id is `user-N-K`: N the session's turn count when the prompt was accepted, K the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from msgspec import UNSET, Struct, field
 
@@ -24,17 +25,40 @@ from ...core.acp_updates import SessionNotification, StateShown, UserMessageShow
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
 from ..errors import InvalidParams, echoed
+from ..live import check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
+from ..rpc import Then
 
 if TYPE_CHECKING:
-    from ..agent import AcpAgent
+    from ..attached import Attached
     from ..live import LiveSession
+    from ..port import ConnectionPort
+    from ..rpc import Connection
     from ..sessions import SessionRegistry
+    from ..turns import Conversations
 
 log = logging.getLogger(__name__)
 
 VERSION: Final = 2
+
+
+class Agent(Protocol):
+    """What the turn methods use of their connection's `AcpAgent`."""
+
+    connection: Connection
+    sessions: SessionRegistry
+    port: ConnectionPort
+    conversations: Conversations
+    turns_outlive: bool
+
+    def check_prompt(self, prompt: list[Any]) -> None: ...
+
+    def check_auth(self) -> None: ...
+
+    def attach(self, session: LiveSession) -> Attached: ...
+
+    async def close_session(self, request: CloseSessionRequest) -> Empty: ...
 
 
 class PromptReceipt(Struct, rename="camel", omit_defaults=True, gc=False):
@@ -65,7 +89,7 @@ def receipt_id(sessions: SessionRegistry, session: LiveSession) -> str:
 class V2Turns:
     """The v2 turn methods of one connection's agent."""
 
-    def __init__(self, agent: AcpAgent) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
     def install(self) -> None:
@@ -75,12 +99,11 @@ class V2Turns:
         route("terminal/cancel", self.cancel_terminal, CancelTerminalRequest, version=VERSION)
         route("session/close", self.close, CloseSessionRequest, version=VERSION)
 
-    async def prompt(self, request: PromptRequest) -> Any:
-        from ...jsonrpc.runner import Then
-
+    async def prompt(self, request: PromptRequest) -> Then:
         agent = self.agent
         agent.check_prompt(request.prompt)
         session = agent.sessions.get(check_session_id(request.session_id))
+        agent.check_auth()  # logged out since: answered now, not by a failed turn
         agent.attach(session)  # a session live here may be driven from any connection
         message_id = receipt_id(agent.sessions, session)
         prompt = list(request.prompt)
@@ -121,6 +144,8 @@ class V2Turns:
         ends for this client idle `cancelled` before the answer, and nothing follows."""
         agent = self.agent
         session = agent.sessions.live.get(request.session_id)
+        if session is not None:
+            check_not_child(session.header)  # refused before anything is shown
         if (
             session is not None
             and session.turn is not None
@@ -135,7 +160,8 @@ class V2Turns:
         return await agent.close_session(request)
 
     async def cancel_tool_call(self, request: CancelToolCallRequest) -> Empty:
-        """`tool_call/cancel`: the running tool call ends `cancelled`, the turn goes on."""
+        """`tool_call/cancel`: the running tool call ends, its result saying it was cancelled
+        (status `failed`: v1's statuses have no `cancelled`); the turn goes on."""
         session = self.agent.sessions.get(check_session_id(request.session_id))
         turn = session.turn
         if turn is None or not turn.cancel_tool_call(request.tool_call_id):
@@ -153,6 +179,6 @@ class V2Turns:
         raise InvalidParams.at("$.terminalId", f"no such terminal: {echoed(request.terminal_id)}")
 
 
-def install(agent: AcpAgent) -> None:
+def install(agent: Agent) -> None:
     """Route the v2 turn methods on `agent`'s connection (v2 connections only)."""
     V2Turns(agent).install()
