@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import anyio
 import msgspec
+from msgspec import UNSET
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.acp_updates import (
@@ -65,6 +66,7 @@ from .protocol import (
     CloseSessionRequest,
     DeleteSessionRequest,
     Empty,
+    ExistingSessionRequest,
     ForkedMeta,
     ForkSessionRequest,
     ForkSessionResponse,
@@ -103,12 +105,25 @@ from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
 from .v2 import protocol as v2
 from .v2.agent import V2Methods
+from .v2.resume import ResumeSessionRequest as V2ResumeRequest
 
 if TYPE_CHECKING:
     from ..agent.turn_env import StopReason
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
+
+
+class Reopened(NamedTuple):
+    """A session resumed or loaded on this connection (`AcpAgent.reopen`)."""
+
+    session: LiveSession
+    link: Attached
+    """This connection's attachment to it."""
+    notice: SessionNoticeData | None
+    """The notice of its system prompt's context, to report after the answer."""
+    mcp: McpReport
+
 
 AGENT_CAPABILITIES: Final = msgspec.convert(handshake.AGENT_CAPABILITIES, AgentCapabilities)
 AGENT_INFO: Final = msgspec.convert(handshake.AGENT_INFO, AgentInfo)
@@ -329,7 +344,7 @@ class AcpAgent:
         mcp = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
-        report = await self._reporter(session, mcp, notice)
+        report = await self.reporter(session, mcp, notice)
 
         def then() -> None:
             if self.connection.protocol_version < 2:  # v2 has the commands in the answer
@@ -392,32 +407,58 @@ class AcpAgent:
         return session
 
     async def resume_session(self, request: ResumeSessionRequest) -> Then:
-        check_session_id(request.session_id)
-        check_absolute(request.cwd, "$.cwd")
-        check_directories(request.additional_directories)
-        system_prompt = check_system_prompt(request.system_prompt)
-        running = self.sessions.live.get(request.session_id)
-        if system_prompt is not None and running is not None and running.turn is not None:
-            # Its event would land among the running step's chunks, which stay consecutive.
-            raise busy_error(request.session_id)
-        session = await self.sessions.resume(
-            request.session_id,
-            request.cwd,
-            additional_directories=request.additional_directories,
-            mcp_servers=check_mcp_servers(request.mcp_servers),
-        )
-        self._attach(session)
-        notice = await self.conversations.update_context(session, system_prompt)
-        self.conversations.bind(session)
-        mcp = await connect_mcp(self.sessions, session, self.config)
+        reopened = await self.reopen(request)
+        session = reopened.session
         self.surface.restore(session)
         await self.surface.announce(session, restored=True)
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, await self._reporter(session, mcp, notice))
+        return Then(response, await self.reporter(session, reopened.mcp, reopened.notice))
 
-    async def _reporter(
+    async def reopen(
+        self,
+        request: ExistingSessionRequest | V2ResumeRequest,
+        *,
+        tail: int | None = None,
+        hold: bool = False,
+    ) -> Reopened:
+        """What `session/resume` (v1 and v2) and `session/load` do alike: the session (opened
+        here with `tail` as `SessionRegistry.resume` takes it, or the one live here) attached
+        to this connection, its system prompt updated, bound, its MCP servers connecting.
+        With `hold` this client's updates of it wait (`Attached.hold`) from the moment it is
+        attached: the caller replays and releases them."""
+        check_session_id(request.session_id)
+        check_absolute(request.cwd, "$.cwd")
+        directories = request.additional_directories
+        check_directories(directories if directories is not None else UNSET)
+        system_prompt = check_system_prompt(request.system_prompt)
+        running = self.sessions.live.get(request.session_id)
+        if system_prompt is not None and running is not None and running.turn is not None:
+            # Its event would land among the running step's chunks, which stay consecutive.
+            raise busy_error(request.session_id)
+        servers = request.mcp_servers
+        session = await self.sessions.resume(
+            request.session_id,
+            request.cwd,
+            additional_directories=directories if directories is not None else [],
+            mcp_servers=check_mcp_servers(servers if servers is not None else []),
+            tail=tail,
+        )
+        link = self._attach(session)
+        if hold:
+            link.hold()  # its live updates wait for the replay
+        try:
+            notice = await self.conversations.update_context(session, system_prompt)
+            self.conversations.bind(session)
+            mcp = await connect_mcp(self.sessions, session, self.config)
+        except BaseException:
+            if hold:
+                link.release()
+            raise
+        return Reopened(session, link, notice, mcp)
+
+    async def reporter(
         self, session: LiveSession, mcp: McpReport, notice: SessionNoticeData | None = None
     ) -> Callable[[], None]:
         """What tells the user, after the answer, the `notice` of the session's system prompt
@@ -565,28 +606,14 @@ class AcpAgent:
         With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
         (SPEC 4.2), and the answer's `_meta["acp-server"]` says where the replay started.
         """
-        check_session_id(request.session_id)
-        check_absolute(request.cwd, "$.cwd")
-        check_directories(request.additional_directories)
         max_messages = replay_limit(request.meta)
-        system_prompt = check_system_prompt(request.system_prompt)
-        running = self.sessions.live.get(request.session_id)
-        if system_prompt is not None and running is not None and running.turn is not None:
-            # Its event would land among the running step's chunks, which stay consecutive.
-            raise busy_error(request.session_id)
-        session = await self.sessions.resume(
-            request.session_id,
-            request.cwd,
-            additional_directories=request.additional_directories,
-            mcp_servers=check_mcp_servers(request.mcp_servers),
+        reopened = await self.reopen(
+            request,
             # Its cost is every model call's: with prices, the whole log is read.
             tail=max_messages if self.surface.config.prices is None else None,
+            hold=True,
         )
-        link = self._attach(session)
-        link.hold()  # its live updates wait for the replay
-        notice = await self.conversations.update_context(session, system_prompt)
-        self.conversations.bind(session)
-        mcp = await connect_mcp(self.sessions, session, self.config)
+        session, link, notice, mcp = reopened
         cut = await self.conversations.replay(session, max_messages, link)
         surface = self.surface
         surface.restore(session)
@@ -596,7 +623,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, await self._reporter(session, mcp, notice))
+        return Then(response, await self.reporter(session, mcp, notice))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

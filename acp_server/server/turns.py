@@ -383,7 +383,7 @@ class Conversations:
             extra.extend(session.mcp.tools)
         return BUILTIN_TOOLS.extended(extra) if extra else BUILTIN_TOOLS
 
-    def _presenter(self, session: LiveSession) -> ToolPresenter:
+    def presenter(self, session: LiveSession) -> ToolPresenter:
         """The session's `ToolPresenter`, its registry looked up by the first call it shows: a
         replay without tool calls does not import the tools."""
         present: ToolPresenter | None = None
@@ -460,7 +460,7 @@ class Conversations:
             # Its MCP calls are shown as they were live (their servers' titles) once the
             # servers are there: bounded by their connect timeout.
             await mcp.wait_settled()
-        present = self._presenter(session)
+        present = self.presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
         if shapes.subagents:
