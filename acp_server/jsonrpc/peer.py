@@ -13,8 +13,13 @@ frames the byte stream into messages (stdio lines, WebSocket text messages) and 
 - `CancelRequested`: the other end's `$/cancel_request` naming a request of its own that is in
   flight (one for a request that is not is dropped).
 - `Invalid`: the message is no JSON-RPC message; the event holds the frame that answers it
-  (-32700 for what is not JSON text, -32600 for JSON that is no request, for a batch, for a
-  second request with an id still in flight, and for a message longer than the size limit).
+  (-32700 for what is not JSON text, -32600 for JSON that is no request, for a batch where
+  batches are not taken, for an empty one, for a second request with an id still in flight,
+  and for a message longer than the size limit).
+- `Batch`: a JSON array of messages, on a peer that takes batches (`batches`, which ACP v2
+  has and v1 has not): each element's event in order, an element that is no object being
+  `Invalid` with a null id. Whoever answers them answers the batch's requests together, in
+  one array (JSON-RPC 2.0's batch); a batch of notifications alone is answered by nothing.
 - None: a blank message (between lines), or an answer nobody waits for.
 
 Frames out: `answer`, `fail`, `request` (a new id of ours), `notify`, `cancel` (forgets one of
@@ -116,7 +121,13 @@ class Invalid(NamedTuple):
     answer: bytes
 
 
-Event = Request | Notification | Response | ErrorResponse | CancelRequested | Invalid
+class Batch(NamedTuple):
+    """A batch's messages, each as the event it is (see the module's docstring)."""
+
+    events: list[Request | Notification | Response | ErrorResponse | CancelRequested | Invalid]
+
+
+Event = Request | Notification | Response | ErrorResponse | CancelRequested | Invalid | Batch
 
 
 class _ErrorObject(msgspec.Struct, gc=False):
@@ -132,6 +143,8 @@ class _CancelRequestParams(msgspec.Struct, rename="camel", gc=False):
 
 
 _error_decoder: Final = msgspec.json.Decoder(_ErrorObject)
+_batch_decoder: Final = msgspec.json.Decoder(list[msgspec.Raw])
+_NOT_AN_OBJECT: Final = InvalidRequest("Invalid request: a batch element must be a JSON object")
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -169,6 +182,8 @@ class Peer:
         self._next_id = first_id
         self._outbound: dict[int, str] = {}  # our requests waiting for an answer: id -> method
         self._inbound: set[Any] = set()  # the other end's requests in flight (non-null ids)
+        self.batches = False
+        """Whether a JSON array is a batch of messages (else it is refused, one -32600)."""
 
     # -- in ---------------------------------------------------------------------------------
 
@@ -186,7 +201,8 @@ class Peer:
         try:
             envelope = envelope_decoder.decode(message)
         except msgspec.ValidationError:
-            return Invalid(self._non_object(message))
+            batch = self._batch(message) if self.batches else None
+            return batch if batch is not None else Invalid(self._non_object(message))
         except msgspec.DecodeError as exc:
             return Invalid(error_frame(None, ParseError(f"Parse error: {exc}")))
         except RecursionError:
@@ -218,6 +234,26 @@ class Peer:
                 )
             self._inbound.add(request_id)
         return Request(request_id, envelope.method, envelope)
+
+    def _batch(self, message: bytes) -> Batch | None:
+        """The batch `message` is, or None when it is no array of JSON values, or `[]` (both
+        answered as single messages)."""
+        try:
+            elements = _batch_decoder.decode(message)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if not elements:
+            return None
+        events: list[Any] = []
+        for raw in elements:
+            element = bytes(raw)
+            if not element.lstrip().startswith(b"{"):
+                events.append(Invalid(error_frame(None, _NOT_AN_OBJECT)))
+                continue
+            event = self.receive(element)
+            if event is not None:
+                events.append(event)
+        return Batch(events)
 
     def _non_object(self, message: bytes) -> bytes:
         try:
@@ -323,6 +359,7 @@ class Peer:
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "Batch",
     "CancelRequested",
     "ErrorResponse",
     "Event",

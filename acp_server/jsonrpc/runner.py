@@ -17,6 +17,10 @@ to finish, and the rest (and the background tasks of `start_soon`) are cancelled
 
 Every frame goes out through one `FrameSink`, in the order it is sent: a handler's
 notifications always reach the other end before its answer.
+
+A batch (where the peer takes them) is handled as its messages would be, its requests running
+concurrently as usual; their answers go out together, as one array frame, once the last is
+answered (the handlers' notifications meanwhile go out as they come, each a frame of its own).
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from msgspec import UNSET
 
 from .errors import ConnectionClosed, ErrorObject, InternalError, RequestCancelled, RpcError
 from .peer import (
+    Batch,
     CancelRequested,
     ErrorResponse,
+    Event,
     Invalid,
     Notification,
     Oversized,
@@ -85,6 +91,25 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+class _BatchAnswers:
+    """The answers of one batch, sent together once every request of it is answered."""
+
+    __slots__ = ("afters", "frames", "pending", "sealed")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.afters: list[Callable[[], None]] = []
+        self.pending = 0  # its requests running in tasks
+        self.sealed = False  # every message of the batch has been read
+
+    @property
+    def complete(self) -> bool:
+        return self.sealed and not self.pending
+
+    def frame(self) -> bytes:
+        return b"[" + b",".join(self.frames) + b"]"
+
+
 class Runner:
     """A `Peer` over a transport: `serve` the inbound messages, `request` and `notify` out."""
 
@@ -102,6 +127,7 @@ class Runner:
         self._task_group: TaskGroup | None = None
         self._reader_scope: anyio.CancelScope | None = None
         self._close_callbacks: list[Callable[[], None]] = []
+        self._batch: _BatchAnswers | None = None  # the batch being read
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -297,21 +323,68 @@ class Runner:
     async def _receive_safely(self, message: bytes | Oversized) -> bytes | None:
         try:
             event = self.peer.receive(message)
-            if isinstance(event, Request):
-                return self.request_received(event)
-            if isinstance(event, Notification):
-                return await self.notification_received(event)
-            if isinstance(event, Invalid):
-                return self.invalid_received(event)
-            if isinstance(event, (Response, ErrorResponse)):
-                self._answered(event)
-            elif isinstance(event, CancelRequested):
-                self.cancel_request(event.id)
-            return None
+            if isinstance(event, Batch):
+                await self._receive_batch(event)
+                return None
+            return await self._receive(event)
         except Exception:
             # A bug here must cost one message, never the connection.
             log.exception("internal error while reading a message")
             return error_frame(None, InternalError("Internal error while reading a message"))
+
+    async def _receive_batch(self, batch: Batch) -> None:
+        answers = self._batch = _BatchAnswers()
+        try:
+            for event in batch.events:
+                try:
+                    frame = await self._receive(event)
+                except Exception:
+                    log.exception("internal error while reading a message of a batch")
+                    frame = error_frame(
+                        None, InternalError("Internal error while reading a message")
+                    )
+                if frame is not None:
+                    answers.frames.append(frame)
+        finally:
+            self._batch = None
+        answers.sealed = True
+        if answers.complete and answers.frames:
+            await self._send_batch(answers)
+
+    async def _send_batch(self, answers: _BatchAnswers) -> None:
+        await self._sink.send(answers.frame())
+        for after in answers.afters:
+            after()
+
+    async def _deliver(
+        self, answers: _BatchAnswers | None, frame: bytes, after: Callable[[], None] | None
+    ) -> None:
+        """Send a request's answer, or keep it for its batch's array (sent with the last)."""
+        if answers is None:
+            await self._sink.send(frame)
+            if after is not None:
+                after()
+            return
+        answers.frames.append(frame)
+        if after is not None:
+            answers.afters.append(after)
+        answers.pending -= 1
+        if answers.complete:
+            await self._send_batch(answers)
+
+    async def _receive(self, event: Event | None) -> bytes | None:
+        """What one message (not a batch) is answered with now, if anything."""
+        if isinstance(event, Request):
+            return self.request_received(event)
+        if isinstance(event, Notification):
+            return await self.notification_received(event)
+        if isinstance(event, Invalid):
+            return self.invalid_received(event)
+        if isinstance(event, (Response, ErrorResponse)):
+            self._answered(event)
+        elif isinstance(event, CancelRequested):
+            self.cancel_request(event.id)
+        return None
 
     def _answered(self, event: Response | ErrorResponse) -> None:
         waiter = self._waiters.pop(event.id, None)
@@ -347,7 +420,10 @@ class Runner:
         if not self._scopes:
             self._idle = anyio.Event()
         self._scopes.add(scope)
-        task_group.start_soon(self._run, request_id, method, call, scope)
+        answers = self._batch
+        if answers is not None:
+            answers.pending += 1
+        task_group.start_soon(self._run, request_id, method, call, scope, answers)
 
     async def _run(
         self,
@@ -355,6 +431,7 @@ class Runner:
         method: str,
         call: Callable[[], Awaitable[Any]],
         scope: anyio.CancelScope,
+        answers: _BatchAnswers | None = None,
     ) -> None:
         frame: bytes | None = None
         after: Callable[[], None] | None = None
@@ -371,16 +448,15 @@ class Runner:
             if frame is None:  # cancelled by $/cancel_request or at shutdown
                 frame = self.peer.fail(request_id, RequestCancelled("Request cancelled"))
                 after = None
-            await self._sink.send(frame)
-            if after is not None:
-                after()
+            await self._deliver(answers, frame, after)
         except _GONE:
             log.debug("output closed before the answer to %r", request_id)
         except msgspec.EncodeError:  # a handler returned something unencodable: a bug
             log.exception("cannot encode the result of %s", method)
-            await self._sink.send(
-                self.peer.fail(request_id, InternalError(f"Internal error while handling {method}"))
+            failed = self.peer.fail(
+                request_id, InternalError(f"Internal error while handling {method}")
             )
+            await self._deliver(answers, failed, None)
         finally:
             if self._inflight.get(request_id) is scope:
                 del self._inflight[request_id]

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
-from msgspec import UNSET
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.acp_updates import (
@@ -93,6 +92,7 @@ from .protocol import (
     SetSessionTitleResponse,
     TerminalAuthMethod,
     UnarchiveSessionRequest,
+    lenient,
 )
 from .rpc import Connection, Then
 from .session_list import SessionList
@@ -101,6 +101,7 @@ from .surface import Surface, surface_config
 from .system_prompt import check_system_prompt, server_prompt
 from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
+from .v2 import protocol as v2
 from .v2.agent import V2Methods
 
 if TYPE_CHECKING:
@@ -108,8 +109,6 @@ if TYPE_CHECKING:
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 AGENT_CAPABILITIES: Final = msgspec.convert(handshake.AGENT_CAPABILITIES, AgentCapabilities)
 AGENT_INFO: Final = msgspec.convert(handshake.AGENT_INFO, AgentInfo)
@@ -236,7 +235,7 @@ class AcpAgent:
             session.attach(self.port, link)
         return link
 
-    def initialize(self, request: InitializeRequest) -> InitializeResponse | dict[str, Any]:
+    def initialize(self, request: InitializeRequest) -> InitializeResponse | v2.InitializeResponse:
         """The version the client asked for when we speak it, else the latest we speak below
         it (v1 for 0), else our latest (SPEC 4: `initialize` never fails on a version)."""
         self.client_protocol_version = request.protocol_version
@@ -244,15 +243,15 @@ class AcpAgent:
             self.connection.speak(2)
             return V2Methods(self).initialize(request)
         self.connection.speak(1)
-        self.client_capabilities = _lenient(
+        self.client_capabilities = lenient(
             request.client_capabilities, ClientCapabilities, ClientCapabilities()
         )
-        self.client_session_capabilities = _lenient(
+        self.client_session_capabilities = lenient(
             self.client_capabilities.session,
             ClientSessionCapabilities,
             ClientSessionCapabilities(),
         )
-        self.client_info = _lenient(request.client_info, Implementation, None)
+        self.client_info = lenient(request.client_info, Implementation, None)
         if request.protocol_version != PROTOCOL_VERSION:
             log.info(
                 "client asked for protocol version %d; answering %d",
@@ -334,7 +333,8 @@ class AcpAgent:
         report = await self._reporter(session, mcp, notice)
 
         def then() -> None:
-            self.connection.start_soon(_announce, surface, session, False)
+            if self.connection.protocol_version < 2:  # v2 has the commands in the answer
+                self.connection.start_soon(_announce, surface, session, False)
             report()
 
         return Then(response, then)
@@ -675,15 +675,3 @@ async def _announce(surface: Surface, session: LiveSession, restored: bool) -> N
         await surface.announce(session, restored=restored)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         log.debug("session %s: output closed before its commands could be sent", session.id)
-
-
-def _lenient(value: Any, kind: type[T], default: T) -> T:
-    # The schema marks these "default on error": a client sending a malformed capability object
-    # still gets a session, with the capability taken as absent.
-    if value is UNSET or value is None:
-        return default
-    try:
-        return msgspec.convert(value, kind)
-    except msgspec.ValidationError as exc:
-        log.warning("ignored a malformed %s from the client: %s", kind.__name__, exc)
-        return default

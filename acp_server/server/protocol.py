@@ -11,7 +11,8 @@ ACP's `_meta` is kept as `meta` (wire name `_meta`) wherever the schema has it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import logging
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType, field
@@ -19,6 +20,10 @@ from msgspec import UNSET, Meta, UnsetType, field
 from ..core.content import ContentBlock, Meta_
 from ..core.modes import ConfigOption, SessionModeState
 from ..core.structs import MAX_SAFE_INTEGER, Model
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ProtocolVersion = Annotated[int, Meta(ge=0, le=65535)]
 
@@ -88,6 +93,19 @@ class ClientCapabilities(Inbound):
     subagents: Any = UNSET
 
 
+def lenient(value: Any, kind: type[T], default: T) -> T:
+    """`value` as `kind`, or `default` when it is absent, null or malformed: the schema marks
+    the client's capabilities and info "default on error" (a client sending a malformed
+    capability object still gets a session, with the capability taken as absent)."""
+    if value is UNSET or value is None:
+        return default
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        log.warning("ignored a malformed %s from the client: %s", kind.__name__, exc)
+        return default
+
+
 def marker_advertised(marker: Any) -> bool:
     """Whether a capability marker (`{}` or an object with `_meta`) was advertised."""
     return isinstance(marker, dict)
@@ -112,6 +130,9 @@ class InitializeRequest(Inbound):
     # (see `agent.py`) instead of failing the handshake, so they are converted separately.
     client_capabilities: Any = UNSET
     client_info: Any = UNSET
+    # ACP v2's names for the two above (read by `v2.agent` when the version is 2 or later).
+    info: Any = UNSET
+    capabilities: Any = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 

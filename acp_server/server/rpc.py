@@ -329,6 +329,7 @@ class Connection(Runner):
     def speak(self, version: int) -> None:
         """From now on, serve the methods of ACP `version` (which `initialize` agreed on)."""
         self.protocol_version = version
+        self.peer.batches = version >= 2  # JSON-RPC batches: ACP v2 has them, v1 has not
         self._requests = self._request_tables[version]
         self._notifications = self._notification_tables[version]
 

@@ -110,21 +110,37 @@ def initialize_result(terminal_auth: bool, key_needed: bool) -> dict[str, Any]:
     }
 
 
-def initialize_result_v2() -> dict[str, Any]:
-    """The ACP v2 `initialize` result: `info`, and capabilities as object markers."""
-    return {
-        "protocolVersion": 2,
-        "info": AGENT_INFO,
-        "capabilities": {
-            "session": {
-                "prompt": {"image": {}, "audio": {}, "embeddedContext": {}},
-                "mcp": {"stdio": {}, "http": {}},
-                "delete": {},
-                "additionalDirectories": {},
-            },
-            "_meta": AGENT_CAPABILITIES["_meta"],
-        },
-    }
+AGENT_CAPABILITIES_V2: Final[dict[str, Any]] = {
+    # ACP v2's markers are objects; `session: {}` alone is the baseline session methods.
+    "session": {
+        "prompt": {"image": {}, "audio": {}, "embeddedContext": {}},
+        "mcp": {"stdio": {}, "http": {}},
+        "delete": {},
+        "additionalDirectories": {},
+        "systemPrompt": {"mode": {"override": {}}},
+        "fork": {},
+        "archive": {},
+        "status": {},
+        "title": {},
+    },
+    # v2's extension point, as v1's `agentCapabilities._meta`.
+    "_meta": AGENT_CAPABILITIES["_meta"],
+}
+AGENT_AUTH_V2: Final[dict[str, Any]] = {
+    "type": "agent",
+    "methodId": AGENT_AUTH["id"],
+    "name": AGENT_AUTH["name"],
+    "description": AGENT_AUTH["description"],
+}
+TERMINAL_AUTH_V2: Final[dict[str, Any]] = {
+    "type": "terminal",
+    "methodId": TERMINAL_AUTH["id"],
+    "name": TERMINAL_AUTH["name"],
+    "description": TERMINAL_AUTH["description"],
+    "env": [{"name": name, "value": value} for name, value in TERMINAL_AUTH["env"].items()],
+}
+"""The ACP v2 `initialize` answer's parts (`server.v2.agent` types them); v2 is never answered
+early, but its values live beside v1's."""
 
 
 # ---------------------------------------------------------------------------------------------
