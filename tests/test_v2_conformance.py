@@ -14,6 +14,7 @@ model call hangs until cancelled (as a user would run the kit with `--replay`: d
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from fixtures_builder import Scenario, Step, write_fixture
 from v2_kit import (
     MESSAGE_KINDS,
+    STANDARD_INIT,
     UPDATE_KINDS,
     KitClient,
     Turn,
@@ -43,8 +45,8 @@ class Agents:
         self.cwd.mkdir()
         self.clients: list[KitClient] = []
 
-    def spawn(self, *flags: str) -> KitClient:
-        client = KitClient(self.root / "sessions", *flags)
+    def spawn(self, *flags: str, env: dict[str, str] | None = None) -> KitClient:
+        client = KitClient(self.root / "sessions", *flags, env=env)
         self.clients.append(client)
         return client
 
@@ -175,6 +177,31 @@ def test_initialize_without_capabilities_is_answered(agents: Agents) -> None:
     finish_clean(client)
 
 
+def test_auth_methods_are_typed_and_terminal_ones_only_for_a_terminal_client(
+    agents: Agents,
+) -> None:
+    """ACP-AUTH-201, ACP-AUTH-202, ACP-AUTH-206, ACP-AUTH-207: a live provider without its key
+    advertises how to log in: unique ids, every `type` known, a `terminal` method only to a
+    client with `capabilities.auth.terminal`, its `args` strings and `env` unique
+    `{name, value}` pairs. (With the default provider nothing is advertised: `[]`.)"""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    flags = ("--provider", "openai", "--model", "gpt-test")
+    plain = agents.spawn(*flags, env=env)
+    methods = plain.initialize()["authMethods"]
+    assert [m["type"] for m in methods] == ["agent"]
+    finish_clean(plain)
+    terminal = agents.spawn(*flags, env=env)
+    methods = terminal.initialize(capabilities={"auth": {"terminal": {}}})["authMethods"]
+    assert [m["type"] for m in methods] == ["agent", "terminal"]
+    assert len({m["methodId"] for m in methods}) == 2
+    (entry,) = [m for m in methods if m["type"] == "terminal"]
+    assert all(isinstance(arg, str) for arg in entry.get("args", []))
+    names = [pair["name"] for pair in entry.get("env", [])]
+    assert len(names) == len(set(names))
+    assert all(set(pair) == {"name", "value"} for pair in entry.get("env", []))
+    finish_clean(terminal)
+
+
 # -- JSON-RPC envelope, unknown methods, transport --------------------------------------------
 
 
@@ -200,6 +227,44 @@ def test_notifications_nobody_knows_get_no_answer(agents: Agents) -> None:
     finish_clean(client)
 
 
+def test_ids_are_echoed_exactly(agents: Agents) -> None:
+    """ACP-JSONRPC-001: an integer id and a string id come back as sent."""
+    client = agents.spawn()
+    assert client.call("initialize", STANDARD_INIT, id=424242)["id"] == 424242
+    answer = client.call("session/new", {"cwd": str(agents.cwd)}, id="tck-string-id")
+    assert answer["id"] == "tck-string-id" and answer["result"]["sessionId"]
+    finish_clean(client)
+
+
+def test_session_new_without_cwd_is_an_error_of_one_line(agents: Agents) -> None:
+    """ACP-JSONRPC-002, ACP-ERROR-001: `session/new {}` gets a valid error envelope."""
+    client = agents.spawn()
+    client.initialize()
+    error = client.call("session/new", {})["error"]
+    assert error["code"] == -32602
+    finish_clean(client)
+
+
+def test_a_line_that_is_not_json_is_a_parse_error_and_the_agent_goes_on(agents: Agents) -> None:
+    """ACP-INFO-PARSE-001, ACP-INFO-INVALIDREQ-001: -32700 and -32600 with id null; then
+    `session/new` still works."""
+    client = agents.spawn()
+    client.initialize()
+    client.send_line("{not valid json at all", invalid=1)
+    assert client.response(None)["error"]["code"] == -32700
+    client.send_line('{"foo": "bar"}', invalid=1)
+    assert client.response(None)["error"]["code"] == -32600
+    assert client.new_session(agents.cwd)
+    finish_clean(client)
+
+
+def test_the_agent_exits_by_itself_at_the_end_of_its_input(agents: Agents) -> None:
+    """ACP-SHUTDOWN-001: after `session/new`, closing stdin ends the process with status 0,
+    with no signal (the kit allows 2 s; benchmarks are where time is measured)."""
+    client, _ = agents.session()
+    finish_clean(client)
+
+
 # -- batches ----------------------------------------------------------------------------------
 
 
@@ -214,7 +279,139 @@ def test_an_empty_batch_is_one_invalid_request_error(agents: Agents) -> None:
     finish_clean(client)
 
 
+def test_a_batch_of_notifications_gets_no_answer(agents: Agents) -> None:
+    """ACP-BATCH-202, ACP-JSONRPC-003: nothing at all comes back for it."""
+    client = agents.spawn()
+    client.initialize()
+    client.send_line('[{"jsonrpc":"2.0","method":"_tck/notify_only"}]')
+    assert client.call("_tck/unknown")["error"]["code"] == -32601
+    finish_clean(client)
+
+
+def test_a_batch_of_values_that_are_not_objects_gets_an_error_for_each(agents: Agents) -> None:
+    """ACP-BATCH-203, ACP-JSONRPC-005: `[17, true, null]` gets three -32600 errors with id
+    null; then `session/list` with no params is answered."""
+    client = agents.spawn()
+    client.initialize()
+    client.send_line("[17, true, null]", invalid=3)
+    reply = client.next_message()
+    errors = (
+        reply if isinstance(reply, list) else [reply, client.next_message(), client.next_message()]
+    )
+    assert [(e["id"], e["error"]["code"]) for e in errors] == [(None, -32600)] * 3
+    assert client.result("session/list") == {"sessions": []}
+    finish_clean(client)
+
+
+def test_a_batch_of_requests_is_answered_by_one_array(agents: Agents) -> None:
+    """ACP-BATCH-204, ACP-BATCH-205, ACP-JSONRPC-001: two `session/list` requests without
+    params in one array get one array line of two results, matched by id."""
+    client = agents.spawn()
+    client.initialize()
+    client.methods.update({"tck-batch-a": "session/list", "tck-batch-b": "session/list"})
+    client.send_line(
+        '[{"jsonrpc":"2.0","id":"tck-batch-a","method":"session/list"},'
+        '{"jsonrpc":"2.0","id":"tck-batch-b","method":"session/list"}]'
+    )
+    reply = client.next_message()
+    assert isinstance(reply, list)
+    assert sorted((r["id"], r["result"]) for r in reply) == [
+        ("tck-batch-a", {"sessions": []}),
+        ("tck-batch-b", {"sessions": []}),
+    ]
+    finish_clean(client)
+
+
 # -- sessions ---------------------------------------------------------------------------------
+
+
+def test_new_sessions_each_get_their_own_id(agents: Agents) -> None:
+    """ACP-SESSION-001, ACP-SESSION-002, ACP-SESSION-203, ACP-ADDDIRS-201, ACP-AUTH-205:
+    `session/new` with only `cwd`, with `mcpServers: []` and with `additionalDirectories`
+    each succeed (no -32000: no auth is advertised), with distinct ids."""
+    extra = agents.cwd / "extra"
+    extra.mkdir()
+    client = agents.spawn()
+    assert client.initialize()["authMethods"] == []
+    ids = [
+        client.new_session(agents.cwd),
+        client.new_session(agents.cwd),
+        client.new_session(agents.cwd, mcpServers=[]),
+        client.new_session(agents.cwd, additionalDirectories=[str(extra)]),
+    ]
+    assert len(set(ids)) == 4
+    finish_clean(client)
+
+
+def test_session_list_filters_by_the_cwd_string_given(agents: Agents) -> None:
+    """ACP-LIST-201..204: `{}` lists the session made (absolute cwd); a cwd with no session
+    lists none; the cwd filter answers entries whose cwd is that very string."""
+    client, session_id = agents.session()
+    everything = client.result("session/list", {})
+    assert [s["sessionId"] for s in everything["sessions"]] == [session_id]
+    assert all(os.path.isabs(s["cwd"]) for s in everything["sessions"])
+    assert client.result("session/list", {"cwd": str(agents.root / "no-session-here")}) == {
+        "sessions": []
+    }
+    here = client.result("session/list", {"cwd": str(agents.cwd)})["sessions"]
+    assert [(s["sessionId"], s["cwd"]) for s in here] == [(session_id, str(agents.cwd))]
+    finish_clean(client)
+
+
+def test_closing_an_idle_session_answers_an_empty_object(agents: Agents) -> None:
+    """ACP-CLOSE-201."""
+    client, session_id = agents.session()
+    assert client.result("session/close", {"sessionId": session_id}) == {}
+    finish_clean(client)
+
+
+def test_a_deleted_session_leaves_the_list(agents: Agents) -> None:
+    """ACP-DELETE-201, ACP-DELETE-202, ACP-DELETE-203: delete answers a result, the id leaves
+    `session/list`, and deleting an id never created is not an error."""
+    client, session_id = agents.session()
+    listed = client.result("session/list", {})["sessions"]
+    assert session_id in [s["sessionId"] for s in listed]
+    assert client.result("session/delete", {"sessionId": session_id}) == {}
+    assert client.result("session/list", {}) == {"sessions": []}
+    assert "result" in client.call("session/delete", {"sessionId": "tck-never-created"})
+    finish_clean(client)
+
+
+def test_setting_the_first_config_option_answers_every_option_with_it_changed(
+    agents: Agents,
+) -> None:
+    """ACP-CONFIG-201, -202, -204, -206: options with ids and names, each select's current
+    value among its values; setting `configOptions[0]` as the kit does answers a superset of
+    the ids with that value current, and any `config_option_update` carries them all."""
+    client = agents.spawn()
+    client.initialize()
+    created = client.result("session/new", {"cwd": str(agents.cwd)})
+    options = created["configOptions"]
+    ids = {option["configId"] for option in options}
+    for option in options:
+        assert option["configId"] and option["name"]
+        if option["type"] == "select":
+            values = [o["value"] for o in option["options"]]
+            assert option["currentValue"] in values
+    first = options[0]
+    if first["type"] == "boolean":
+        change = {"type": "boolean", "value": not first["currentValue"]}
+    else:
+        values = [o["value"] for o in first["options"] if o["value"] != first["currentValue"]]
+        change = {"type": "id", "value": values[0]}
+    answer = client.result(
+        "session/set_config_option",
+        {"sessionId": created["sessionId"], "configId": first["configId"], **change},
+    )
+    assert {option["configId"] for option in answer["configOptions"]} >= ids
+    changed = [o for o in answer["configOptions"] if o["configId"] == first["configId"]]
+    assert changed[0]["currentValue"] == change["value"]
+    assert client.finish() == 0
+    for message in client.unread:
+        update = message.get("params", {}).get("update", {}) if isinstance(message, dict) else {}
+        if update.get("sessionUpdate") == "config_option_update":
+            assert {o["configId"] for o in update["configOptions"]} >= ids
+    assert client.problems() == []
 
 
 # -- prompt turns -----------------------------------------------------------------------------

@@ -168,8 +168,8 @@ class Turn:
 class KitClient:
     """One agent process (`acp-server serve` with `flags`) and the kit's client of it."""
 
-    def __init__(self, sessions_dir: Path, *flags: str) -> None:
-        self.process = AcpProcess(sessions_dir, *flags)
+    def __init__(self, sessions_dir: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+        self.process = AcpProcess(sessions_dir, *flags, env=env)
         self.process.keep_setup_updates = True
         self.methods: dict[Any, str] = {}
         """The method of every request sent, by id."""
