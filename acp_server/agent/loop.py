@@ -111,11 +111,19 @@ class Turn:
     """
 
     def __init__(
-        self, env: TurnEnv, prompt: list[ContentBlock], *, compact: str | None = None
+        self,
+        env: TurnEnv,
+        prompt: list[ContentBlock],
+        *,
+        compact: str | None = None,
+        message_id: str | None = None,
     ) -> None:
         self.env = env
         self.prompt = prompt
         self.compact = compact
+        self.message_id = message_id
+        """The id of its user message, when the prompt was given one as it was accepted (a v2
+        prompt's receipt); else the turn's `user-N`."""
         self._turn_start = -1
         """The seq of this turn's `turn/start`, once written."""
         self._scope = anyio.CancelScope()
@@ -130,6 +138,10 @@ class Turn:
     def cancel(self) -> None:
         self._scope.cancel()
 
+    def cancel_tool_call(self, call_id: str) -> bool:
+        """End the tool call `call_id` only, if it runs now; the turn goes on."""
+        return self._calls.cancel(call_id)
+
     async def run(self) -> StopReason:
         rec = self.env.recorder
         state = self._state
@@ -137,7 +149,8 @@ class Turn:
         rec.append(
             UserMessageEvent,
             UserMessageData(
-                state.turn, UserMessage(user_message_id(state.turn), list(self.prompt))
+                state.turn,
+                UserMessage(self.message_id or user_message_id(state.turn), list(self.prompt)),
             ),
         )
         stop: StopReason | None = None

@@ -49,6 +49,9 @@ class ClientCapabilities(msgspec.Struct, frozen=True):
     """`subagents`: a `task` call's child is shown as `subagent_update` and `session_message`."""
     elicitation_form: bool = False
     """The client renders `elicitation/create` forms (`elicitation.form`)."""
+    shows_state: bool = False
+    """ACP v2: the session's state (`state_update`) and whole messages (`user_message`...),
+    the kinds v1 has no update for."""
 
 
 class ClientPort(Protocol):

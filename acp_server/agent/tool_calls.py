@@ -59,6 +59,9 @@ ChildTurn = Callable[[TurnEnv, list[ContentBlock]], Awaitable[StopReason]]
 """Runs a subagent's turn in its child session (the agent loop's own, handed in)."""
 
 
+CANCELLED_CALL = "The user cancelled this tool call before it finished."
+
+
 class ToolCalls:
     """The tool calls of one turn, run in its state and shown through its `show`."""
 
@@ -75,6 +78,8 @@ class ToolCalls:
         self._run_child = run_child
         self._children: dict[str, str] = {}
         """Call id -> child session id, for the `task` calls of this turn that started one."""
+        self._running: dict[str, anyio.CancelScope] = {}
+        """Call id -> the scope of the call running now (`cancel`)."""
         # The calls of this turn may run subagents when the session can create them; their
         # permission answers are logged in this turn's step.
         self._tools = replace(
@@ -109,16 +114,23 @@ class ToolCalls:
                 shown = UNSET if content is None else content
                 await self._show(tool_call_in_progress(call_id, name, shown))
 
-            outcome = await run_tool(
-                env.registry,
-                self._tools,
-                block.id,
-                block.name,
-                block.arguments,
-                title=announcement.title,
-                kind=announcement.kind,
-                on_started=on_started,
-            )
+            with anyio.CancelScope() as scope:
+                self._running[block.id] = scope
+                try:
+                    outcome = await run_tool(
+                        env.registry,
+                        self._tools,
+                        block.id,
+                        block.name,
+                        block.arguments,
+                        title=announcement.title,
+                        kind=announcement.kind,
+                        on_started=on_started,
+                    )
+                finally:
+                    del self._running[block.id]
+            if scope.cancelled_caught:
+                outcome = ToolOutcome([TextContent(CANCELLED_CALL)], True)
             checkpoints = await self._checkpoints(outcome.changes)
             result = self.log_result(
                 block.id,
@@ -133,6 +145,15 @@ class ToolCalls:
                 rec.append(PlanUpdate, PlanUpdateData(outcome.plan))
                 operations = env.client.capabilities.plan_operations
                 await self._show(plan_shown(outcome.plan, operations))
+
+    def cancel(self, call_id: str) -> bool:
+        """End the call `call_id` if it is running (the client's `tool_call/cancel`): its
+        result says it was cancelled, and the turn goes on. False when it is not running."""
+        scope = self._running.get(call_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
 
     async def _run_task(
         self, call_id: str, arguments: str, on_started: Callable[[], Awaitable[None]]

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import anyio
 import msgspec
+from msgspec import UNSET
 
 from ..agent.limits import DEFAULT_MAX_STEPS
 from ..core.acp_updates import (
@@ -33,6 +34,7 @@ from ..core.content import TextContent
 from ..core.events import SessionArchived, SessionNotice, SessionNoticeData, SessionTitle
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
+from ..core.v2_replay import ResumeSessionRequest as V2ResumeRequest
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
 from ..storage.errors import LogWriteFailed
@@ -65,6 +67,7 @@ from .protocol import (
     CloseSessionRequest,
     DeleteSessionRequest,
     Empty,
+    ExistingSessionRequest,
     ForkedMeta,
     ForkSessionRequest,
     ForkSessionResponse,
@@ -109,6 +112,18 @@ if TYPE_CHECKING:
     from ..providers.base import Provider
 
 log = logging.getLogger(__name__)
+
+
+class Reopened(NamedTuple):
+    """A session resumed or loaded on this connection (`AcpAgent.reopen`)."""
+
+    session: LiveSession
+    link: Attached
+    """This connection's attachment to it."""
+    notice: SessionNoticeData | None
+    """The notice of its system prompt's context, to report after the answer."""
+    mcp: McpReport
+
 
 AGENT_CAPABILITIES: Final = msgspec.convert(handshake.AGENT_CAPABILITIES, AgentCapabilities)
 AGENT_INFO: Final = msgspec.convert(handshake.AGENT_INFO, AgentInfo)
@@ -330,7 +345,7 @@ class AcpAgent:
         mcp = await connect_mcp(self.sessions, session, self.config)
         surface = self.surface
         response = answer(surface)
-        report = await self._reporter(session, mcp, notice)
+        report = await self.reporter(session, mcp, notice)
 
         def then() -> None:
             if self.connection.protocol_version < 2:  # v2 has the commands in the answer
@@ -394,32 +409,58 @@ class AcpAgent:
         return session
 
     async def resume_session(self, request: ResumeSessionRequest) -> Then:
-        check_session_id(request.session_id)
-        check_absolute(request.cwd, "$.cwd")
-        check_directories(request.additional_directories)
-        system_prompt = check_system_prompt(request.system_prompt)
-        running = self.sessions.live.get(request.session_id)
-        if system_prompt is not None and running is not None and running.turn is not None:
-            # Its event would land among the running step's chunks, which stay consecutive.
-            raise busy_error(request.session_id)
-        session = await self.sessions.resume(
-            request.session_id,
-            request.cwd,
-            additional_directories=request.additional_directories,
-            mcp_servers=check_mcp_servers(request.mcp_servers),
-        )
-        self._attach(session)
-        notice = await self.conversations.update_context(session, system_prompt)
-        self.conversations.bind(session)
-        mcp = await connect_mcp(self.sessions, session, self.config)
+        reopened = await self.reopen(request)
+        session = reopened.session
         self.surface.restore(session)
         await self.surface.announce(session, restored=True)
         response = ResumeSessionResponse(
             modes=self.surface.modes(session), config_options=self.surface.options(session)
         )
-        return Then(response, await self._reporter(session, mcp, notice))
+        return Then(response, await self.reporter(session, reopened.mcp, reopened.notice))
 
-    async def _reporter(
+    async def reopen(
+        self,
+        request: ExistingSessionRequest | V2ResumeRequest,
+        *,
+        tail: int | None = None,
+        hold: bool = False,
+    ) -> Reopened:
+        """What `session/resume` (v1 and v2) and `session/load` do alike: the session (opened
+        here with `tail` as `SessionRegistry.resume` takes it, or the one live here) attached
+        to this connection, its system prompt updated, bound, its MCP servers connecting.
+        With `hold` this client's updates of it wait (`Attached.hold`) from the moment it is
+        attached: the caller replays and releases them."""
+        check_session_id(request.session_id)
+        check_absolute(request.cwd, "$.cwd")
+        directories = request.additional_directories
+        check_directories(directories if directories is not None else UNSET)
+        system_prompt = check_system_prompt(request.system_prompt)
+        running = self.sessions.live.get(request.session_id)
+        if system_prompt is not None and running is not None and running.turn is not None:
+            # Its event would land among the running step's chunks, which stay consecutive.
+            raise busy_error(request.session_id)
+        servers = request.mcp_servers
+        session = await self.sessions.resume(
+            request.session_id,
+            request.cwd,
+            additional_directories=directories if directories is not None else [],
+            mcp_servers=check_mcp_servers(servers if servers is not None else []),
+            tail=tail,
+        )
+        link = self._attach(session)
+        if hold:
+            link.hold()  # its live updates wait for the replay
+        try:
+            notice = await self.conversations.update_context(session, system_prompt)
+            self.conversations.bind(session)
+            mcp = await connect_mcp(self.sessions, session, self.config)
+        except BaseException:
+            if hold:
+                link.release()
+            raise
+        return Reopened(session, link, notice, mcp)
+
+    async def reporter(
         self, session: LiveSession, mcp: McpReport, notice: SessionNoticeData | None = None
     ) -> Callable[[], None]:
         """What tells the user, after the answer, the `notice` of the session's system prompt
@@ -481,12 +522,12 @@ class AcpAgent:
         failures: list[tuple[str, str]],
     ) -> None:
         if self.port.capabilities.notices:
-            await self.connection.notify_all(
+            await self.port.notify_all(
                 "session/update",
-                (
+                [
                     SessionNotification(session_id, NoticeShown(n.severity, n.title, n.description))
                     for n in notices
-                ),
+                ],
             )
             return
         if not failures:
@@ -494,17 +535,26 @@ class AcpAgent:
         lines = [f"MCP server {name!r} is not available: {why}" for name, why in failures]
         # A paragraph of its own: it may come just before a turn's first words.
         update = AgentMessageChunk(TextContent("\n".join(lines) + "\n\n"))
-        await self.connection.notify("session/update", SessionNotification(session_id, update))
+        await self.port.notify("session/update", SessionNotification(session_id, update))
 
-    async def prompt(self, request: PromptRequest) -> PromptResponse:
-        too_big = oversized_block(request.prompt)
+    @staticmethod
+    def check_prompt(prompt: list[Any]) -> None:
+        """-32602 naming the first block of `prompt` over the size limit, if one is."""
+        too_big = oversized_block(prompt)
         if too_big is not None:
             index, size = too_big
             raise InvalidParams.at(
                 f"$.prompt[{index}]",
-                f"the {request.prompt[index].__struct_config__.tag} block is {size} bytes; "
+                f"the {prompt[index].__struct_config__.tag} block is {size} bytes; "
                 f"a prompt block may hold at most {MAX_BLOCK_BYTES} bytes (20 MiB)",
             )
+
+    def attach(self, session: LiveSession) -> Attached:
+        """Attach this client to `session` (it drives it and is sent its updates)."""
+        return self._attach(session)
+
+    async def prompt(self, request: PromptRequest) -> PromptResponse:
+        self.check_prompt(request.prompt)
         session = self.sessions.get(check_session_id(request.session_id))
         self._attach(session)  # a session live here may be driven from any connection
         return PromptResponse(stop_reason=await self._outliving(session, request.prompt))
@@ -553,28 +603,14 @@ class AcpAgent:
         With `_meta["acp-server"].replay.maxMessages` only the newest messages are replayed
         (SPEC 4.2), and the answer's `_meta["acp-server"]` says where the replay started.
         """
-        check_session_id(request.session_id)
-        check_absolute(request.cwd, "$.cwd")
-        check_directories(request.additional_directories)
         max_messages = replay_limit(request.meta)
-        system_prompt = check_system_prompt(request.system_prompt)
-        running = self.sessions.live.get(request.session_id)
-        if system_prompt is not None and running is not None and running.turn is not None:
-            # Its event would land among the running step's chunks, which stay consecutive.
-            raise busy_error(request.session_id)
-        session = await self.sessions.resume(
-            request.session_id,
-            request.cwd,
-            additional_directories=request.additional_directories,
-            mcp_servers=check_mcp_servers(request.mcp_servers),
+        reopened = await self.reopen(
+            request,
             # Its cost is every model call's: with prices, the whole log is read.
             tail=max_messages if self.surface.config.prices is None else None,
+            hold=True,
         )
-        link = self._attach(session)
-        link.hold()  # its live updates wait for the replay
-        notice = await self.conversations.update_context(session, system_prompt)
-        self.conversations.bind(session)
-        mcp = await connect_mcp(self.sessions, session, self.config)
+        session, link, notice, mcp = reopened
         cut = await self.conversations.replay(session, max_messages, link)
         surface = self.surface
         surface.restore(session)
@@ -584,7 +620,7 @@ class AcpAgent:
         )
         if max_messages is not None:
             response.meta = {"acp-server": ReplayedMeta(cut.start, cut.has_more)}
-        return Then(response, await self._reporter(session, mcp, notice))
+        return Then(response, await self.reporter(session, mcp, notice))
 
     async def list_sessions(self, request: ListSessionsRequest) -> ListSessionsResponse:
         cwd = request.cwd if isinstance(request.cwd, str) else None

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import anyio
 
 from ..agent import ports
 from ..core.acp_updates import (
+    V2_ONLY,
     CompactionShown,
     CompactionSummaryChunk,
     NoticeShown,
@@ -33,6 +34,7 @@ from ..core.acp_updates import (
     SessionMessageShown,
     SessionNotification,
     SessionUpdate,
+    StateShown,
     SubagentUpdated,
     ToolCallStarted,
     ToolCallUpdated,
@@ -49,6 +51,10 @@ DETACHED: Final = ports.ClientCapabilities()
 """What a turn whose prompting client has gone may ask of a client: nothing but permission."""
 
 PERMISSION: Final = "session/request_permission"
+
+WAITS_FOR_USER: Final = (PERMISSION, "elicitation/create")
+"""The requests during which the session's foreground work waits for the user
+(`requires_action`, and `running` again once answered)."""
 
 CLIENT_GONE: Final = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionClosed)
 
@@ -67,6 +73,8 @@ def shown_to(caps: ports.ClientCapabilities, note: SessionNotification, session_
         return caps.compaction
     if kind in (PlanUpdated, PlanRemoved):
         return caps.plan_operations
+    if kind in V2_ONLY:
+        return caps.shows_state
     return True
 
 
@@ -200,6 +208,25 @@ class SessionPort:
                 log.debug("session %s: its prompting client has gone", self._session.id)
 
     async def request(self, method: str, params: Any) -> Any:
+        if method not in WAITS_FOR_USER:
+            return await self._request(method, params)
+        await self._show_state("requires_action")
+        try:
+            answer = await self._request(method, params)
+        except anyio.get_cancelled_exc_class():
+            raise  # the turn ends: its idle says so
+        except BaseException:
+            await self._show_state("running")
+            raise
+        await self._show_state("running")
+        return answer
+
+    async def _show_state(self, state: Literal["running", "requires_action"]) -> None:
+        await self.notify(
+            "session/update", SessionNotification(self._session.id, StateShown(state))
+        )
+
+    async def _request(self, method: str, params: Any) -> Any:
         if method == PERMISSION:
             return await ask_attached(self._session, method, params, self._permission_timeout)
         if not self._attached():

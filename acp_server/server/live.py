@@ -21,7 +21,12 @@ from msgspec import UNSET, UnsetType
 
 from ..agent.ports import ClientPort
 from ..agent.recorder import SessionRecorder
-from ..core.acp_updates import SessionNotification, SessionUpdate, UserMessageChunk
+from ..core.acp_updates import (
+    SessionNotification,
+    SessionUpdate,
+    UserMessageChunk,
+    UserMessageShown,
+)
 from ..core.event_log import EventLog
 from ..core.events import SessionContextData, SessionEvent, SessionTitleData, UserMessageEvent
 from ..core.header import SessionHeader
@@ -154,16 +159,18 @@ class LiveSession:
 
     def _logged(self, event: SessionEvent) -> None:
         # A prompt is not echoed to the client that sent it; the others are shown it, at its
-        # place in the log (the same instant: no other update can come between).
+        # place in the log (the same instant: no other update can come between): whole to a
+        # client that shows whole messages (v2), else as chunks.
         if type(event) is UserMessageEvent and self.prompter is not None:
             message = event.data.message
-            self.mirror(
-                (
-                    SessionNotification(self.id, UserMessageChunk(block, message.id))
-                    for block in message.content
-                ),
-                self.prompter,
-            )
+            whole = [SessionNotification(self.id, UserMessageShown(message.id, message.content))]
+            chunks = [
+                SessionNotification(self.id, UserMessageChunk(block, message.id))
+                for block in message.content
+            ]
+            for client, link in list(self.clients.items()):
+                if client is not self.prompter:
+                    link.post(whole if link.port.capabilities.shows_state else chunks, self.id)
 
     @contextlib.contextmanager
     def activity(self) -> Iterator[None]:

@@ -1,14 +1,22 @@
 """`ConnectionPort`: how the agent loop and its tools reach the client over one connection
 (the `ClientPort` of `agent.ports`): outbound requests and notifications, and the capabilities
 the client advertised in `initialize`, read from the connection's agent as they are now.
+
+It is the one place the server's updates reach a connection, so it renders them for the
+version the connection speaks: a v1 connection is sent every `SessionUpdate` as it is but the
+kinds only v2 has (`V2_ONLY`); a v2 connection is sent each in v2's shapes (`core.acp_v2`), and
+its permission requests in v2's shape. What v2 makes baseline (notices, compactions, plan
+operations) a v2 client is shown without advertising it; subagent sessions it is not shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from ..agent import ports
+from ..core.acp_updates import V2_ONLY, SessionNotification
+from ..core.acp_v2 import V2Notification, permission_request, render
 from .protocol import (
     ClientCapabilities,
     ClientSessionCapabilities,
@@ -16,6 +24,9 @@ from .protocol import (
     marker_advertised,
 )
 from .rpc import Connection
+
+UPDATE = "session/update"
+PERMISSION = "session/request_permission"
 
 
 class PortOwner(Protocol):
@@ -37,6 +48,17 @@ class ConnectionPort:
     def capabilities(self) -> ports.ClientCapabilities:
         advertised = self._agent.client_capabilities
         session = self._agent.client_session_capabilities
+        if self._v2:
+            return ports.ClientCapabilities(
+                read_text_file=advertised.fs.read_text_file,
+                write_text_file=advertised.fs.write_text_file,
+                terminal=advertised.terminal,
+                compaction=True,
+                notices=True,
+                plan_operations=True,
+                elicitation_form=form_elicitation(advertised),
+                shows_state=True,
+            )
         return ports.ClientCapabilities(
             read_text_file=advertised.fs.read_text_file,
             write_text_file=advertised.fs.write_text_file,
@@ -48,11 +70,46 @@ class ConnectionPort:
             elicitation_form=form_elicitation(advertised),
         )
 
+    @property
+    def _v2(self) -> bool:
+        return self._agent.connection.protocol_version >= 2
+
     async def request(self, method: str, params: Any) -> Any:
+        if method == PERMISSION and self._v2 and isinstance(params, dict):
+            params = permission_request(params)
         return await self._agent.connection.request(method, params)
 
     async def notify(self, method: str, params: Any) -> None:
-        await self._agent.connection.notify(method, params)
+        if method != UPDATE:
+            await self._agent.connection.notify(method, params)
+            return
+        shown = list(self._rendered([params]))
+        if len(shown) == 1:
+            await self._agent.connection.notify(method, shown[0])
+        elif shown:
+            await self._agent.connection.notify_all(method, shown)
 
     async def notify_all(self, method: str, params: Iterable[Any]) -> None:
+        if method == UPDATE:
+            params = self._rendered(params)
         await self._agent.connection.notify_all(method, params)
+
+    def _rendered(self, notes: Iterable[Any]) -> Iterable[Any]:
+        """`session/update` params as this connection's version shows them (read lazily, maybe
+        in the writer's thread: what they depend on is read now)."""
+        if self._v2:
+            return _v2_notes(notes, self.capabilities.subagents)
+        return (
+            n
+            for n in notes
+            if not (isinstance(n, SessionNotification) and type(n.update) in V2_ONLY)
+        )
+
+
+def _v2_notes(notes: Iterable[Any], subagents: bool) -> Iterator[Any]:
+    for note in notes:
+        if not isinstance(note, SessionNotification):
+            yield note
+            continue
+        for update in render(note.update, subagents=subagents):
+            yield V2Notification(note.session_id, update)

@@ -88,6 +88,8 @@ class SessionRegistry:
         self.new_id = new_id
         self.page_size = page_size
         self.live: dict[str, LiveSession] = {}
+        self.prompts_accepted: dict[str, int] = {}
+        """Session id -> the v2 prompts accepted for it in this process (their receipt ids)."""
         self._locks: dict[str, _IdLock] = {}
         self.event_listeners: list[Callable[[str, SessionEvent], None]] = []
         """Called with (session id, event) for every event any live session appends."""

@@ -217,6 +217,7 @@ class Surface:
         call: CommandCall,
         prompt: list[ContentBlock],
         answer: Callable[[int], Awaitable[tuple[str, bool]]] | None = None,
+        message_id: str | None = None,
     ) -> None:
         """A command's turn, in the log and on the wire; it never calls the model. `answer`
         runs a command that needs more than the session (`/rewind`: the store, the client)
@@ -227,7 +228,8 @@ class Surface:
         with session.activity():
             rec.append(TurnStart, TurnStartData(turn))
             rec.append(
-                UserMessageEvent, UserMessageData(turn, UserMessage(user_message_id(turn), prompt))
+                UserMessageEvent,
+                UserMessageData(turn, UserMessage(message_id or user_message_id(turn), prompt)),
             )
             if answer is not None:
                 text, failed = await answer(turn)

@@ -20,9 +20,11 @@ import anyio
 from ..agent.failures import ModelRequestFailed
 from ..agent.ports import ClientCapabilities, ClientPort
 from ..core.acp_updates import (
+    ErrorObject,
     NoticeShown,
     SessionNotification,
     SessionUpdate,
+    StateShown,
     ToolPresentation,
     ToolPresenter,
 )
@@ -35,8 +37,8 @@ from ..core.projection import TailCut, project_load, tail_start
 from ..core.prompt_queue import MAX_QUEUED, QueueFull
 from ..core.subagent_updates import child_replay, with_children
 from ..storage.errors import LogError
-from .attached import DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached, SessionPort
-from .errors import InvalidParams, SessionInUse
+from .attached import CLIENT_GONE, DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached, SessionPort
+from .errors import InvalidParams, SessionInUse, to_rpc_error
 from .live import LiveSession, Queued
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
@@ -109,18 +111,48 @@ class Conversations:
 
     # -- prompt turns --------------------------------------------------------------------------
 
-    async def prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
+    async def prompt(
+        self, session: LiveSession, prompt: list[ContentBlock], message_id: str | None = None
+    ) -> StopReason:
         """Run one turn for this connection's client; while another prompt is being answered
-        it waits in the session's queue (`cancelled` when `session/cancel` withdraws it)."""
+        it waits in the session's queue (`cancelled` when `session/cancel` withdraws it).
+        `message_id`: the id its user message is logged with (a v2 prompt's receipt), by
+        default the turn's `user-N`.
+
+        Every attached client that shows state (v2) is told the turn runs, then that the
+        session is idle again and why: its stop reason, or `error` with the error."""
         if not await self._take_turn(session):
             return "cancelled"
         try:
-            return await self._answer(session, prompt)
+            await self.show_state(session, StateShown("running"))
+            ended = StateShown("idle", "cancelled")
+            try:
+                stop = await self._answer(session, prompt, message_id)
+            except Exception as exc:
+                error = to_rpc_error(exc, "session/prompt")
+                ended = StateShown("idle", "error", ErrorObject(error.code, error.message))
+                raise
+            else:
+                ended = StateShown("idle", stop)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.show_state(session, ended)
+            return stop
         finally:
             self._pass_turn(session)
             if not session.busy:
                 with anyio.CancelScope(shield=True):  # its clients may all have gone
                     await self.sessions.release_if_unused(session)
+
+    async def show_state(self, session: LiveSession, state: StateShown) -> None:
+        """`state` of the session to every client attached to it: this client's own stream
+        first-hand (in order with its turn's updates), the others through their queues."""
+        session.show_all(state, self.client)
+        if self.client in session.clients:
+            try:
+                await self.client.notify("session/update", SessionNotification(session.id, state))
+            except CLIENT_GONE:
+                log.debug("session %s: its prompting client has gone", session.id)
 
     async def _take_turn(self, session: LiveSession) -> bool:
         """Wait until this client's prompt may run in `session` (at once when nothing runs or
@@ -160,7 +192,9 @@ class Conversations:
             session.prompter = queued.client
             queued.go.set()
 
-    async def _answer(self, session: LiveSession, prompt: list[ContentBlock]) -> StopReason:
+    async def _answer(
+        self, session: LiveSession, prompt: list[ContentBlock], message_id: str | None
+    ) -> StopReason:
         from ..agent.loop import Turn  # the loop and its tools, imported by the first prompt
 
         command = parse_command(prompt)
@@ -180,9 +214,9 @@ class Conversations:
                 await self.sessions.whole(session)
             if command.name == "rewind":
                 answer = partial(self._rewind, session, command.argument)
-            await self.surface.run_command(session, command, prompt, answer)
+            await self.surface.run_command(session, command, prompt, answer, message_id)
             return "end_turn"
-        turn = Turn(self._env(session), prompt, compact=compact)
+        turn = Turn(self._env(session), prompt, compact=compact, message_id=message_id)
         session.turn = turn
         failure: Exception | None = None
         try:
@@ -192,7 +226,9 @@ class Conversations:
                     # first, or say why it still cannot be written.
                     await self.sessions.reopen(session)
                     self.bind(session)
-                    turn = session.turn = Turn(self._env(session), prompt, compact=compact)
+                    turn = session.turn = Turn(
+                        self._env(session), prompt, compact=compact, message_id=message_id
+                    )
                 await self._refresh_context(session)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)
@@ -343,7 +379,7 @@ class Conversations:
             extra.extend(session.mcp.tools)
         return BUILTIN_TOOLS.extended(extra) if extra else BUILTIN_TOOLS
 
-    def _presenter(self, session: LiveSession) -> ToolPresenter:
+    def presenter(self, session: LiveSession) -> ToolPresenter:
         """The session's `ToolPresenter`, its registry looked up by the first call it shows: a
         replay without tool calls does not import the tools."""
         present: ToolPresenter | None = None
@@ -420,7 +456,7 @@ class Conversations:
             # Its MCP calls are shown as they were live (their servers' titles) once the
             # servers are there: bounded by their connect timeout.
             await mcp.wait_settled()
-        present = self._presenter(session)
+        present = self.presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
         if shapes.subagents:

@@ -87,7 +87,7 @@ class V2Methods:
             SetSessionConfigOptionRequest,
             version=VERSION,
         )
-        turns.install(agent)
+        turns.install(agent)  # type: ignore[arg-type]  # the agent is an `AcpAgent`
         resume.install(agent)
 
     def initialize(self, request: InitializeRequest) -> InitializeResponse:
