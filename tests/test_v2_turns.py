@@ -21,6 +21,7 @@ from shared_sessions import AGENT, LONG, USER, WRITE, client, new_session, read_
 from ws_server import Listening, Peer, PeerError, listening
 
 from acp_server.agent.tool_calls import CANCELLED_CALL
+from acp_server.server.errors import ModelRequestError
 
 pytestmark = pytest.mark.process
 
@@ -335,3 +336,39 @@ def test_closing_a_session_whose_turn_runs_ends_it_idle_cancelled_before_the_ans
         ]
         ended = [e["data"]["reason"] for e in a.events(session_id) if e["type"] == "turn/end"]
         assert ended == [{"kind": "cancelled"}]
+
+
+def test_a_failed_turn_ends_idle_error_with_the_error(tmp_path: Path, workspace: Path) -> None:
+    # SDK 2.4.0's `stopReason: "error"` (the conformance kit's draft has no such stop reason).
+    with serving(tmp_path, Scenario([("go", [Step(text="Once.")])])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+        b.answer(prompt(b, session_id, "go"))
+        read_to_idle(b, session_id)
+        b.answer(prompt(b, session_id, "again"))  # the recording has one model call only
+        updates = read_to_idle(b, session_id, 2)
+
+        ended = states(updates)[-1]
+        assert (ended["state"], ended["stopReason"], ended["error"]["code"]) == (
+            "idle",
+            "error",
+            ModelRequestError.CODE,
+        )
+        assert "exhausted" in ended["error"]["message"]
+
+
+def test_a_command_is_a_turn_too(tmp_path: Path, workspace: Path) -> None:
+    with serving(tmp_path, Scenario([])) as server:
+        a = client(server)
+        session_id = new_session(a, workspace)
+        b = v2_client(server)
+        assert b.answer(prompt(b, session_id, "/stats")) == {"messageId": "user-0-0"}
+        updates = read_to_idle(b, session_id)
+
+        assert states(updates) == [
+            {"state": "running"},
+            {"state": "idle", "stopReason": "end_turn"},
+        ]
+        answer = [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+        assert [u["messageId"] for u in answer] == ["command-0"]

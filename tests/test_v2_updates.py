@@ -1,5 +1,6 @@
 """What a v2 connection is sent for each update the server shows (`core.acp_v2`): every kind
-rendered, each result held to the SDK 2.4.0 v2 schema (`UpdateSessionNotification`)."""
+rendered, each result held to the SDK 2.4.0 v2 schema (`UpdateSessionNotification`); and the
+one place that renders them per connection (`server.port.ConnectionPort`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from acp_server.core.acp_updates import (
     PlanUpdated,
     SessionInfoUpdate,
     SessionMessageShown,
+    SessionNotification,
     SessionUpdate,
     StateShown,
     SubagentUpdated,
@@ -51,6 +53,8 @@ from acp_server.core.acp_v2 import (
 from acp_server.core.content import ResourceLink, TextContent
 from acp_server.core.events import PlanEntry, ToolCallLocation
 from acp_server.core.modes import ConfigOption, ConfigSelectOption
+from acp_server.server.port import ConnectionPort
+from acp_server.server.protocol import ClientCapabilities, ClientSessionCapabilities
 
 SESSION = "sess_v2"
 
@@ -362,3 +366,119 @@ def test_a_permission_request_has_the_calls_title_and_the_call_as_its_subject() 
         "subject": {"type": "tool_call", "toolCall": v1["toolCall"]},
         "options": v1["options"],
     }
+
+
+def test_a_form_elicitation_is_already_v2_shaped() -> None:
+    # What `agent.tools.elicitation.elicit` sends: the session (and call) it belongs to.
+    params = {
+        "sessionId": SESSION,
+        "toolCallId": "call_1",
+        "message": "Which colour?",
+        "mode": "form",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"colour": {"type": "string", "enum": ["red", "blue"]}},
+        },
+    }
+    check_v2("CreateElicitationRequest", params)
+
+
+class FakeConnection:
+    """What the port writes to: each (method, params) sent, as plain JSON values."""
+
+    def __init__(self, version: int) -> None:
+        self.protocol_version = version
+        self.sent: list[tuple[str, Any]] = []
+        self.asked: list[tuple[str, Any]] = []
+
+    async def notify(self, method: str, params: Any) -> None:
+        self.sent.append((method, msgspec.to_builtins(params)))
+
+    async def notify_all(self, method: str, params: Any) -> None:
+        for one in params:
+            await self.notify(method, one)
+
+    async def request(self, method: str, params: Any) -> Any:
+        self.asked.append((method, params))
+        return {}
+
+
+class FakeAgent:
+    def __init__(self, version: int) -> None:
+        self.connection = FakeConnection(version)
+        self.client_capabilities = ClientCapabilities()
+        self.client_session_capabilities = ClientSessionCapabilities()
+
+
+def port(version: int) -> tuple[ConnectionPort, FakeConnection]:
+    agent = FakeAgent(version)
+    return ConnectionPort(agent), agent.connection  # type: ignore[arg-type]
+
+
+STREAM = [
+    SessionNotification(SESSION, StateShown("running")),
+    SessionNotification(SESSION, AgentMessageChunk(TextContent("Hi"), "assistant-0-0")),
+    SessionNotification(SESSION, CurrentModeUpdate("ask")),
+    SessionNotification(SESSION, StateShown("idle", "end_turn")),
+]
+
+
+@pytest.mark.anyio
+async def test_a_v1_connection_is_never_sent_the_v2_only_kinds() -> None:
+    v1, wire_ = port(1)
+    await v1.notify("session/update", STREAM[0])
+    await v1.notify_all("session/update", STREAM)
+
+    assert [params["update"]["sessionUpdate"] for _, params in wire_.sent] == [
+        "agent_message_chunk",
+        "current_mode_update",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_v2_connection_is_sent_each_update_in_v2s_shape() -> None:
+    v2, wire_ = port(2)
+    await v2.notify("session/update", STREAM[0])
+    await v2.notify_all("session/update", STREAM[1:])
+
+    for _, params in wire_.sent:
+        check_v2("UpdateSessionNotification", params)
+    assert [params["update"]["sessionUpdate"] for _, params in wire_.sent] == [
+        "state_update",
+        "agent_message_chunk",
+        "state_update",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_v2_connection_is_asked_permission_in_v2s_shape_and_v1_as_before() -> None:
+    v1_params = {
+        "sessionId": SESSION,
+        "toolCall": {"toolCallId": "call_1", "title": "Write a.txt"},
+        "options": [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}],
+    }
+    v1, v1_wire = port(1)
+    v2, v2_wire = port(2)
+    await v1.request("session/request_permission", v1_params)
+    await v2.request("session/request_permission", v1_params)
+
+    assert v1_wire.asked == [("session/request_permission", v1_params)]
+    assert v2_wire.asked == [("session/request_permission", permission_request(v1_params))]
+
+
+def test_a_v2_client_is_shown_what_v2_makes_baseline_and_never_fs_or_terminal() -> None:
+    v2, _ = port(2)
+    caps = v2.capabilities
+    assert (caps.notices, caps.compaction, caps.plan_operations, caps.shows_state) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    assert (caps.read_text_file, caps.write_text_file, caps.terminal, caps.subagents) == (
+        False,
+        False,
+        False,
+        False,
+    )
+    assert port(1)[0].capabilities.shows_state is False

@@ -80,14 +80,21 @@ class ConnectionPort:
         return await self._agent.connection.request(method, params)
 
     async def notify(self, method: str, params: Any) -> None:
-        if method != UPDATE:
-            await self._agent.connection.notify(method, params)
+        connection = self._agent.connection
+        if method == UPDATE and isinstance(params, SessionNotification):
+            if not self._v2:
+                if type(params.update) not in V2_ONLY:
+                    await connection.notify(method, params)
+                return
+            shown = render(params.update, subagents=self.capabilities.subagents)
+            if len(shown) == 1:
+                await connection.notify(method, V2Notification(params.session_id, shown[0]))
+            elif shown:
+                await connection.notify_all(
+                    method, [V2Notification(params.session_id, u) for u in shown]
+                )
             return
-        shown = list(self._rendered([params]))
-        if len(shown) == 1:
-            await self._agent.connection.notify(method, shown[0])
-        elif shown:
-            await self._agent.connection.notify_all(method, shown)
+        await connection.notify(method, params)
 
     async def notify_all(self, method: str, params: Iterable[Any]) -> None:
         if method == UPDATE:

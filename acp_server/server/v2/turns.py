@@ -1,10 +1,11 @@
 """ACP v2 prompt turns: `session/prompt` answers at once with its receipt, the turn runs after.
 
-A v2 prompt, once accepted (the session live, its blocks within the size limit), is answered
-`{messageId}`: the id its user message is logged with, chosen now. The prompter is then shown
-its message whole (`user_message`), and the turn runs, as v1's does, in the registry's services
-where turns outlive their client, else on the connection; its course reaches every attached
-v2 client as `state_update`s (running, requires_action, idle with its stop reason).
+A v2 prompt, once accepted (its blocks within the size limit, the session live, the provider's
+key there), is answered `{messageId}`: the id its user message is logged with, chosen now. The
+prompter is then shown its message whole (`user_message`), and the turn runs, as v1's does, in
+the registry's services where turns outlive their client, else on the connection; its course
+reaches every attached v2 client as `state_update`s (running, requires_action, idle with its
+stop reason).
 `session/cancel` is v1's handler: the turn ends idle `cancelled`.
 
 The receipt id is `user-N-K`: N the session's turn count when the prompt was accepted, K the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET, Struct, field
 
@@ -26,6 +27,7 @@ from ..attached import CLIENT_GONE
 from ..errors import InvalidParams, echoed
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
+from ..rpc import Then
 
 if TYPE_CHECKING:
     from ..agent import AcpAgent
@@ -75,12 +77,14 @@ class V2Turns:
         route("terminal/cancel", self.cancel_terminal, CancelTerminalRequest, version=VERSION)
         route("session/close", self.close, CloseSessionRequest, version=VERSION)
 
-    async def prompt(self, request: PromptRequest) -> Any:
-        from ...jsonrpc.runner import Then
+    async def prompt(self, request: PromptRequest) -> Then:
+        from ..agent import auth_required  # the module whose agent installs these methods
 
         agent = self.agent
         agent.check_prompt(request.prompt)
         session = agent.sessions.get(check_session_id(request.session_id))
+        if agent.auth.needed():  # logged out since: answered now, not by a failed turn
+            raise auth_required(agent.auth.login_command())
         agent.attach(session)  # a session live here may be driven from any connection
         message_id = receipt_id(agent.sessions, session)
         prompt = list(request.prompt)
