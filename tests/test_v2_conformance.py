@@ -22,12 +22,15 @@ from typing import Any
 import pytest
 from fixtures_builder import Scenario, Step, write_fixture
 from v2_kit import (
+    CANCEL_PROMPT,
     MESSAGE_KINDS,
     STANDARD_INIT,
     UPDATE_KINDS,
     KitClient,
     Turn,
 )
+
+from acp_server.providers.bundled import EXPLANATION
 
 pytestmark = pytest.mark.process
 
@@ -265,6 +268,18 @@ def test_the_agent_exits_by_itself_at_the_end_of_its_input(agents: Agents) -> No
     finish_clean(client)
 
 
+def test_text_beyond_ascii_goes_through_in_one_json_message_per_line(agents: Agents) -> None:
+    """ACP-TRANSPORT-201, ACP-TRANSPORT-002, ACP-TRANSPORT-203: a turn on "hello é中文 😀";
+    every stdout line UTF-8 and one JSON-RPC message; the prompt echoed exactly."""
+    client, session_id = agents.session()
+    prompt = [{"type": "text", "text": "hello é中文 😀"}]
+    turn = client.prompt_turn(session_id, prompt)
+    assert_turn_ended(turn, "end_turn")
+    echoed = [u for u in turn.updates if u["sessionUpdate"] == "user_message"]
+    assert [u["content"] for u in echoed] == [prompt]
+    finish_clean(client)
+
+
 # -- batches ----------------------------------------------------------------------------------
 
 
@@ -417,6 +432,74 @@ def test_setting_the_first_config_option_answers_every_option_with_it_changed(
 # -- prompt turns -----------------------------------------------------------------------------
 
 
+def test_a_prompt_is_answered_with_a_receipt_then_runs_from_running_to_idle(
+    agents: Agents,
+) -> None:
+    """ACP-PROMPT-201, -203, -205, ACP-STATE-201..203, ACP-PATCH-201, ACP-ENUM-202,
+    ACP-CLIENTCAP-201, -202, ACP-META-201, ACP-SCHEMA-001: the receipt's `messageId` is the
+    echoed user message's; `running`, the answer, then idle `end_turn`; every update for the
+    prompted session, of a known kind, messages with ids; no request to the client."""
+    client, session_id = agents.session()
+    turn = client.prompt_turn(session_id, HI)
+    assert_turn_ended(turn, "end_turn")
+    receipt = turn.response["result"]["messageId"]
+    assert [u for u in turn.updates if u["sessionUpdate"] == "user_message"] == [
+        {"sessionUpdate": "user_message", "messageId": receipt, "content": HI}
+    ]
+    assert set(turn.update_sessions) == {session_id}
+    assert turn.calls == []
+    answer = [
+        u for u in turn.updates if u["sessionUpdate"] in ("agent_message_chunk", "agent_message")
+    ]
+    text = "".join(
+        u["content"]["text"]
+        if u["sessionUpdate"] == "agent_message_chunk"
+        else u["content"][0]["text"]
+        for u in answer
+    )
+    assert text == EXPLANATION
+    assert len({u["messageId"] for u in answer}) == 1 and answer[0]["messageId"] != receipt
+    finish_clean(client)
+
+
+def test_two_turns_get_two_receipt_ids(agents: Agents) -> None:
+    """ACP-PATCH-203."""
+    client, session_id = agents.session()
+    first = client.prompt_turn(session_id, HI)
+    second = client.prompt_turn(session_id, HI)
+    assert_turn_ended(first, "end_turn")
+    assert_turn_ended(second, "end_turn")
+    assert first.response["result"]["messageId"] != second.response["result"]["messageId"]
+    finish_clean(client)
+
+
+def test_prompts_with_meta_links_and_every_advertised_content_run_to_idle(
+    agents: Agents,
+) -> None:
+    """ACP-META-001, ACP-PROMPT-003, ACP-PROMPTCAP-001..003: `_meta` on the prompt, a link to
+    a file that does not exist, an image, audio and an embedded resource."""
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    wav = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQgAAAAAAAAAAAAAAA=="
+    prompts = [
+        [{"type": "text", "text": "have a look at this"},
+         {"type": "resource_link", "uri": "file:///tmp/tck-example.txt", "name": "example.txt"}],
+        [{"type": "text", "text": "describe this image"},
+         {"type": "image", "data": png, "mimeType": "image/png"}],
+        [{"type": "text", "text": "describe this audio"},
+         {"type": "audio", "data": wav, "mimeType": "audio/wav"}],
+        [{"type": "text", "text": "use this context"},
+         {"type": "resource", "resource": {"uri": f"file://{agents.cwd}/context.txt",
+                                           "text": "some embedded context",
+                                           "mimeType": "text/plain"}}],
+    ]  # fmt: skip
+    client, session_id = agents.session()
+    meta = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tck": True}
+    assert_turn_ended(client.prompt_turn(session_id, HI, meta=meta), "end_turn")
+    for prompt in prompts:
+        assert_turn_ended(client.prompt_turn(session_id, prompt), "end_turn")
+    finish_clean(client)
+
+
 # -- cancel -----------------------------------------------------------------------------------
 
 
@@ -425,6 +508,52 @@ def cancel(session_id: str, **meta: Any) -> Any:
     if meta:
         params["_meta"] = meta
     return lambda client: client.notify("session/cancel", params)
+
+
+@pytest.mark.parametrize("meta", [{}, {"tck": True}], ids=["plain", "with-meta"])
+def test_cancel_while_running_ends_the_turn_idle_cancelled_and_nothing_after(
+    agents: Agents, meta: dict[str, Any]
+) -> None:
+    """ACP-CANCEL-201, -202, -203, -205, -206, -207: the kit cancels when `running` shows;
+    the prompt's answer is no error, the turn ends idle `cancelled`, no state update follows
+    and no response but the prompt's own is sent between the cancel and the idle."""
+    client, session_id = agents.hanging()
+    turn = client.prompt_turn(
+        session_id, [{"type": "text", "text": CANCEL_PROMPT}], on_running=cancel(session_id, **meta)
+    )
+    assert_turn_ended(turn, "cancelled")
+    assert turn.other_responses == []
+    assert client.finish() == 0
+    late = [m for m in client.unread if isinstance(m, dict) and m.get("method") == "session/update"]
+    assert [
+        m["params"]["update"]["sessionUpdate"]
+        for m in late
+        if m["params"]["update"]["sessionUpdate"] == "state_update"
+    ] == []
+    assert client.problems() == []
+
+
+def test_closing_a_busy_session_ends_its_turn_idle_cancelled(agents: Agents) -> None:
+    """ACP-CANCEL-208, ACP-CLOSE-202: `session/close` sent when `running` shows ends the turn
+    with idle `cancelled`, and the close answers `{}`."""
+    client, session_id = agents.hanging()
+    turn = client.prompt_turn(
+        session_id,
+        [{"type": "text", "text": CANCEL_PROMPT}],
+        on_running=lambda c: c.send("session/close", {"sessionId": session_id}),
+    )
+    assert_turn_ended(turn, "cancelled")
+    closed = turn.other_responses or [client.response(client._next_id)]
+    assert [frame["result"] for frame in closed] == [{}]
+    finish_clean(client)
+
+
+def test_a_cancel_with_nothing_running_gets_no_answer(agents: Agents) -> None:
+    """ACP-JSONRPC-003, ACP-INFO-CANCEL-201: `session/cancel` is a notification."""
+    client, session_id = agents.session()
+    client.notify("session/cancel", {"sessionId": session_id})
+    assert client.result("session/list", {})["sessions"][0]["sessionId"] == session_id
+    finish_clean(client)
 
 
 # -- resume -----------------------------------------------------------------------------------
@@ -441,3 +570,50 @@ def history_before(client: KitClient, answer_id: Any) -> list[dict[str, Any]]:
             return updates
         if message.get("method") == "session/update":
             updates.append(message["params"]["update"])
+
+
+def test_resuming_a_live_session_without_replay_sends_no_history(agents: Agents) -> None:
+    """ACP-RESUME-201, -203, ACP-CONFIG-203, ACP-ADDDIRS-202: the kit resumes the session it
+    just made, on the same connection, again and again, with `additionalDirectories` too; no
+    message of the history is sent, and the result is a `ResumeSessionResponse`."""
+    extra = agents.cwd / "extra"
+    extra.mkdir()
+    client, session_id = agents.session()
+    assert_turn_ended(client.prompt_turn(session_id, HI), "end_turn")
+    for extra_params in ({}, {}, {"additionalDirectories": [str(extra)]}):
+        params = {"sessionId": session_id, "cwd": str(agents.cwd), **extra_params}
+        updates = history_before(client, client.send("session/resume", params))
+        assert [u for u in updates if u["sessionUpdate"] in MESSAGE_KINDS] == []
+    finish_clean(client)
+
+
+def test_resuming_from_the_start_replays_the_history_before_the_answer(agents: Agents) -> None:
+    """ACP-RESUME-202, -204, -205: after a "remember this" turn, `replayFrom: {"type":
+    "start"}` replays the messages before its answer, the user's with its receipt's id, any
+    chunk after its whole message with `content: []`; nothing for the session follows."""
+    client, session_id = agents.session()
+    turn = client.prompt_turn(session_id, [{"type": "text", "text": "remember this"}])
+    receipt = turn.response["result"]["messageId"]
+    params = {"sessionId": session_id, "cwd": str(agents.cwd), "replayFrom": {"type": "start"}}
+    updates = history_before(client, client.send("session/resume", params))
+    users = [u for u in updates if u["sessionUpdate"] == "user_message"]
+    assert users == [
+        {"sessionUpdate": "user_message", "messageId": receipt,
+         "content": [{"type": "text", "text": "remember this"}]}
+    ]  # fmt: skip
+    wholes: set[tuple[str, str]] = set()
+    for update in updates:
+        kind = update["sessionUpdate"]
+        if kind in MESSAGE_KINDS and not kind.endswith("_chunk"):
+            wholes.add((kind, update["messageId"]))
+        elif kind in MESSAGE_KINDS:
+            assert (kind.removesuffix("_chunk"), update["messageId"]) in wholes, update
+    assert client.finish() == 0
+    assert [
+        m
+        for m in client.unread
+        if isinstance(m, dict)
+        and m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] != "notice"
+    ] == []
+    assert client.problems() == []
