@@ -127,15 +127,9 @@ const isState = (sessionId, state, stopReason) => (u) =>
   u.state === state &&
   (stopReason === undefined || u.stopReason === stopReason);
 
-/** Resume `sessionId` with `replayFrom` (if given): the message updates before its answer. */
-async function resume(agent, state, sessionId, replayFrom) {
-  const before = state.updates.length;
-  const params = { sessionId, cwd: config.workspace };
-  if (replayFrom !== undefined) params.replayFrom = replayFrom;
-  const result = await agent.request(methods.agent.session.resume, params);
-  const updates = state.updates.slice(before).filter((u) => u.sessionId === sessionId);
+/** A resume's replay as the raw frames show it: the message updates and states of `sessionId`. */
+function replayOf(updates) {
   return {
-    result,
     messages: updates.filter((u) => MESSAGE_KINDS.has(u.sessionUpdate) || u.sessionUpdate.endsWith("_chunk")).map(message),
     states: updates.filter((u) => u.sessionUpdate === "state_update").map((u) => [u.state, u.stopReason ?? null]),
   };
@@ -205,23 +199,32 @@ async function main() {
   connection = app.connect(server.stream);
   ({ agent } = connection);
   await agent.request(methods.agent.initialize, initParams);
-  const fromStart = await resume(agent, state, sessionId, { type: "start" });
-  const fromMessage = await resume(agent, state, sessionId, {
-    type: "_after_message",
-    messageId: first.messageId,
-  });
-  const plain = await resume(agent, state, sessionId);
+  const replays = [{ type: "start" }, { type: "_after_message", messageId: first.messageId }, undefined];
+  for (const replayFrom of replays) {
+    const params = { sessionId, cwd };
+    if (replayFrom !== undefined) params.replayFrom = replayFrom;
+    await agent.request(methods.agent.session.resume, params);
+  }
   const closed = await agent.request(methods.agent.session.close, { sessionId });
   ended = await finish(server);
   const sent = validate("v2-second", ended);
 
-  // Replay order on the raw frames: nothing of the session but a notice after each answer.
+  // Each replay on the raw frames (handlers may run after the answer resolved): the session's
+  // updates between the previous resume's answer and its own; after the last, nothing but a
+  // notice.
   const answers = [...sent].filter(([, m]) => m === "session/resume").map(([id]) => id);
-  const lastAnswer = ended.frames.findIndex((f) => !("method" in f) && f.id === answers[answers.length - 1]);
-  const afterAnswers = ended.frames
-    .slice(lastAnswer + 1)
-    .filter((f) => f.method === "session/update" && f.params.update.sessionUpdate !== "notice")
-    .map((f) => f.params.update.sessionUpdate);
+  const answeredAt = answers.map((id) => ended.frames.findIndex((f) => !("method" in f) && f.id === id));
+  const updatesBetween = (from, to) =>
+    ended.frames
+      .slice(from, to)
+      .filter((f) => f.method === "session/update" && f.params.sessionId === sessionId)
+      .map((f) => f.params.update);
+  const [fromStart, fromMessage, plain] = answeredAt.map((at, k) =>
+    replayOf(updatesBetween(k === 0 ? 0 : answeredAt[k - 1] + 1, at)),
+  );
+  const afterAnswers = updatesBetween(answeredAt[answeredAt.length - 1] + 1)
+    .filter((u) => u.sessionUpdate !== "notice")
+    .map((u) => u.sessionUpdate);
 
   console.log(
     JSON.stringify({
