@@ -120,5 +120,7 @@ def test_typescript_sdk_v2_client_runs_new_prompt_cancel_resume_and_close(
     assert resumed["fromStart"]["messages"] == history
     assert resumed["fromMessage"]["messages"] == history[1:]
     assert resumed["plain"]["messages"] == []
+    for replay in ("fromStart", "fromMessage", "plain"):
+        assert resumed[replay]["states"] == [["idle", "cancelled"]], resumed
     assert resumed["afterAnswers"] == []
     assert resumed["closed"] == {}
