@@ -25,12 +25,13 @@ from v2_kit import (
     CANCEL_PROMPT,
     MESSAGE_KINDS,
     STANDARD_INIT,
+    STOP_REASONS,
     UPDATE_KINDS,
     KitClient,
     Turn,
 )
 
-from acp_server.providers.bundled import EXPLANATION
+from acp_server.providers.bundled import DEMO_PROJECT, EXPLANATION
 
 pytestmark = pytest.mark.process
 
@@ -497,6 +498,76 @@ def test_prompts_with_meta_links_and_every_advertised_content_run_to_idle(
     assert_turn_ended(client.prompt_turn(session_id, HI, meta=meta), "end_turn")
     for prompt in prompts:
         assert_turn_ended(client.prompt_turn(session_id, prompt), "end_turn")
+    finish_clean(client)
+
+
+TOOL_KINDS = {
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+}
+TOOL_STATUSES = {"pending", "in_progress", "completed", "failed", "cancelled"}
+
+
+def demo_session(agents: Agents) -> tuple[KitClient, str]:
+    """A session in the demo's project, where the default provider plays the demo recording:
+    tool calls, a plan and two permission requests (the kit's own "hi" turns, in a directory
+    without it, make none, and the kit skips the rows below)."""
+    (agents.cwd / "hello.py").write_bytes(DEMO_PROJECT["hello.py"])
+    return agents.session()
+
+
+def test_a_turn_with_tools_asks_permission_in_v2_shapes_and_reaches_idle(agents: Agents) -> None:
+    """ACP-PERM-201, ACP-PATCH-204, -205, -208, -209, ACP-ENUM-201, ACP-CLIENTCAP-202: each
+    permission has a title and options; after `requires_action`, `running` again; tool calls
+    keep their id, title first, name never changing, known kinds and statuses; the plan has
+    its id; no `fs/*` or `terminal/*` call to a v2 client."""
+    client, session_id = demo_session(agents)
+    turn = client.prompt_turn(session_id, HI)
+    assert_turn_ended(turn, "end_turn")
+    assert [call["method"] for call in turn.calls] == ["session/request_permission"] * 2
+    for call in turn.calls:
+        assert call["params"]["title"]
+        assert all(o["optionId"] and o["name"] and o["kind"] for o in call["params"]["options"])
+    states = [s["state"] for s in turn.states]
+    assert states.count("requires_action") == 2
+    assert states[len(states) - 1 - states[::-1].index("requires_action") + 1] == "running"
+    first_seen: dict[str, dict[str, Any]] = {}
+    for update in turn.updates:
+        if update["sessionUpdate"] == "tool_call_update":
+            call_id = update["toolCallId"]
+            first = first_seen.setdefault(call_id, update)
+            assert first["title"]
+            assert update.get("name", first.get("name")) == first.get("name")
+            assert update.get("kind", "other") in TOOL_KINDS
+            assert update.get("status", "pending") in TOOL_STATUSES
+        if update["sessionUpdate"] == "plan_update":
+            assert update["plan"]["planId"]
+            for entry in update["plan"].get("entries", []):
+                assert entry["priority"] in {"high", "medium", "low"}
+                assert entry["status"] in {"pending", "in_progress", "completed", "cancelled"}
+    assert len(first_seen) == 5
+    assert "plan_update" in turn.kinds()
+    finish_clean(client)
+
+
+def test_a_permission_answered_with_an_unknown_outcome_still_ends_the_turn(
+    agents: Agents,
+) -> None:
+    """ACP-ENUM-203: the kit answers `{"outcome": "_tck/unknown"}`; the prompt is not refused
+    with -32602 and the turn reaches its idle."""
+    client, session_id = demo_session(agents)
+    client.permission_outcome = {"outcome": "_tck/unknown"}
+    turn = client.prompt_turn(session_id, HI)
+    assert "result" in turn.response
+    assert turn.idle is not None and turn.idle["stopReason"] in STOP_REASONS
     finish_clean(client)
 
 

@@ -178,6 +178,9 @@ class KitClient:
         self.unread: list[dict[str, Any]] = []
         """Messages read while waiting for something else, not yet consumed."""
         self._next_id = 0
+        self.permission_outcome: dict[str, Any] | None = None
+        """The outcome every permission is answered with, instead of the first option (the
+        kit's ENUM-203 answers `{"outcome": "_tck/unknown"}`)."""
 
     def __enter__(self) -> KitClient:
         return self
@@ -308,7 +311,7 @@ class KitClient:
                 if cancelled
                 else {"outcome": "selected", "optionId": options[0]["optionId"]}
             )
-            reply["result"] = {"outcome": outcome}
+            reply["result"] = {"outcome": self.permission_outcome or outcome}
         else:
             reply["error"] = {"code": -32601, "message": "Method not found"}
         self.process.send(reply)
