@@ -193,7 +193,12 @@ def test_auth_login_without_a_key_is_auth_required(keyed: AcpProcess) -> None:
 def test_auth_login_with_an_unadvertised_method_names_the_field(keyed: AcpProcess) -> None:
     initialize_v2(keyed)
     error = keyed.error("auth/login", {"methodId": "terminal"})
-    assert (error["code"], error["data"]["path"]) == (-32602, "$.methodId")
+    assert error == {
+        "code": -32602,
+        "message": "Invalid params: 'terminal' is not a method for auth/login; it is 'agent' "
+        "(the terminal method runs `acp-server login` instead) - at `$.methodId`",
+        "data": {"path": "$.methodId"},
+    }
 
 
 def test_auth_logout_answers_an_empty_result(keyed: AcpProcess) -> None:
@@ -244,8 +249,10 @@ def test_a_v2_client_is_not_sent_the_commands_again_after_session_new(
         {"mcpServers": []},
         {"additionalDirectories": ["EXTRA"]},
         {"_meta": {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
+        {"mcpServers": [{"type": "stdio", "name": "s", "command": "/bin/nonexistent", "args": []}]},
+        {"mcpServers": [{"type": "http", "name": "h", "url": "http://127.0.0.1:1/nonexistent"}]},
     ],
-    ids=["cwd-only", "no-mcp-servers", "additional-directories", "meta"],
+    ids=["cwd-only", "no-mcp-servers", "additional-directories", "meta", "mcp-stdio", "mcp-http"],
 )
 def test_session_new_takes_the_kits_params(
     shared: AcpProcess, tmp_path: Path, params: dict[str, Any]
@@ -253,7 +260,15 @@ def test_session_new_takes_the_kits_params(
     (tmp_path / "extra").mkdir()
     if "additionalDirectories" in params:
         params = {"additionalDirectories": [str(tmp_path / "extra")]}
-    assert new_session(shared, tmp_path, **params)["sessionId"]
+    session_id = new_session(shared, tmp_path, **params)["sessionId"]
+    if params.get("mcpServers"):
+        # The server that cannot start is told of, in v2's shape, once it has settled.
+        frame = shared.read_frame()
+        check_v2("UpdateSessionNotification", frame["params"])
+        assert (frame["params"]["sessionId"], frame["params"]["update"]["sessionUpdate"]) == (
+            session_id,
+            "notice",
+        )
 
 
 def test_two_new_sessions_have_different_ids(shared: AcpProcess, tmp_path: Path) -> None:

@@ -349,7 +349,10 @@ class Runner:
             self._batch = None
         answers.sealed = True
         if answers.complete and answers.frames:
-            await self._send_batch(answers)
+            try:
+                await self._send_batch(answers)
+            except _GONE:  # as for a request's answer: the next answer ends the reading
+                log.debug("output closed before the answers of a batch")
 
     async def _send_batch(self, answers: _BatchAnswers) -> None:
         await self._sink.send(answers.frame())

@@ -33,7 +33,8 @@ from typing import Any, Final
 from .. import __version__
 
 PROTOCOL_VERSION: Final = 1
-"""The only ACP version this server speaks; `initialize` answers it whatever the client asks."""
+"""ACP v1, which `initialize` answers for versions up to 1 (here, early); 2 and later are
+answered v2 by the connection (`server.v2`)."""
 
 LOGIN_ENV: Final = "ACP_SERVER_LOGIN"
 """Set by a client running the terminal auth method (SPEC 4.4): `acp-server` logs in instead of

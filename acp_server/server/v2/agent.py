@@ -19,11 +19,12 @@ from msgspec import UNSET
 
 from ...core.commands import COMMANDS
 from ...startup import handshake
-from ..errors import InvalidParams
+from ..errors import InvalidParams, echoed
 from ..protocol import (
     AuthenticateRequest,
     ClientCapabilities,
     ClientSessionCapabilities,
+    Empty,
     ForkSessionRequest,
     Implementation,
     InitializeRequest,
@@ -76,7 +77,7 @@ class V2Methods:
         """Route the methods v2 has in shapes of its own (on v2 connections only)."""
         agent = self.agent
         route = agent.connection.route
-        route("auth/login", agent.authenticate, AuthenticateRequest, version=VERSION)
+        route("auth/login", self.login, AuthenticateRequest, version=VERSION)
         route("auth/logout", agent.logout, LogoutRequest, version=VERSION)
         route("session/new", self.new_session, NewSessionRequest, version=VERSION)
         route("session/fork", self.fork_session, ForkSessionRequest, version=VERSION)
@@ -123,6 +124,16 @@ class V2Methods:
             capabilities=AGENT_CAPABILITIES,
             auth_methods=methods,
         )
+
+    def login(self, request: AuthenticateRequest) -> Empty:
+        """`auth/login`: v1's `authenticate`, for the one method a client may pass to it."""
+        if request.method_id != AGENT_AUTH.method_id:
+            raise InvalidParams.at(
+                "$.methodId",
+                f"{echoed(request.method_id)} is not a method for auth/login; it is "
+                f"{AGENT_AUTH.method_id!r} (the terminal method runs `acp-server login` instead)",
+            )
+        return self.agent.authenticate(request)
 
     async def new_session(self, request: NewSessionRequest) -> Then:
         opened = await self.agent.new_session(request)

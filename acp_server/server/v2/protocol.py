@@ -30,16 +30,12 @@ class ClientAuthCapabilities(Inbound):
     """`{}` (an object): the client can run `terminal` auth methods."""
 
 
-class ElicitationCapabilities(Inbound):
-    form: Any = None
-    url: Any = None
-
-
 class ClientCapabilities(Inbound):
     """What a v2 client can do for us: v2 has no client `fs/*` or `terminal/*` methods."""
 
     auth: Any = None
     elicitation: Any = None
+    """`{"form": {}}` for form elicitation (read by the port as v1's is)."""
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
