@@ -154,11 +154,11 @@ def test_a_v1_client_of_the_same_session_never_sees_the_v2_only_kinds(
 def test_another_v2_client_is_shown_the_prompt_whole_and_the_turns_states(
     tmp_path: Path, workspace: Path
 ) -> None:
-    with serving(tmp_path, Scenario([("go", [Step(text="Hello there.")])])) as server:
+    scenario = Scenario([("go", [Step(text="Hello there.")]), ("hello", [Step(text="Hi.")])])
+    with serving(tmp_path, scenario) as server:
         a = client(server)
         session_id = new_session(a, workspace)
         b, c = v2_client(server), v2_client(server)
-        c.request("session/status", {"sessionId": session_id})
         c_prompt = prompt(c, session_id, "hello")  # attaches C; it waits behind B's turn
         b_id = b.answer(prompt(b, session_id, "go"))["messageId"]
         c_id = c.answer(c_prompt)["messageId"]
@@ -169,6 +169,12 @@ def test_another_v2_client_is_shown_the_prompt_whole_and_the_turns_states(
         whole = [u for u in watched if u["sessionUpdate"] == "user_message"]
         assert {u["messageId"] for u in whole} == {b_id, c_id}
         assert [u for u in watched if u["sessionUpdate"] == "user_message_chunk"] == []
+        assert states(watched) == [
+            {"state": "running"},
+            {"state": "idle", "stopReason": "end_turn"},
+            {"state": "running"},
+            {"state": "idle", "stopReason": "end_turn"},
+        ]
 
 
 def test_two_turns_have_different_receipts(tmp_path: Path, workspace: Path) -> None:

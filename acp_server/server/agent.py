@@ -309,8 +309,7 @@ class AcpAgent:
 
     async def new_session(self, request: NewSessionRequest) -> Then:
         check_absolute(request.cwd, "$.cwd")
-        if self.auth.needed():
-            raise auth_required(self.auth.login_command())
+        self.check_auth()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
         system_prompt = check_system_prompt(request.system_prompt)
@@ -362,8 +361,7 @@ class AcpAgent:
         `session/forked`; without one the fork keeps the prefix's."""
         check_session_id(request.session_id)
         check_absolute(request.cwd, "$.cwd")
-        if self.auth.needed():
-            raise auth_required(self.auth.login_command())
+        self.check_auth()
         check_directories(request.additional_directories)
         servers = check_mcp_servers(request.mcp_servers)
         system_prompt = check_system_prompt(request.system_prompt)
@@ -536,6 +534,11 @@ class AcpAgent:
         # A paragraph of its own: it may come just before a turn's first words.
         update = AgentMessageChunk(TextContent("\n".join(lines) + "\n\n"))
         await self.port.notify("session/update", SessionNotification(session_id, update))
+
+    def check_auth(self) -> None:
+        """-32000 when the provider needs its key and has none (SPEC 4.4)."""
+        if self.auth.needed():
+            raise auth_required(self.auth.login_command())
 
     @staticmethod
     def check_prompt(prompt: list[Any]) -> None:

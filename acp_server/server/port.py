@@ -26,6 +26,7 @@ from .protocol import (
 from .rpc import Connection
 
 UPDATE = "session/update"
+_V2_ONLY = frozenset(V2_ONLY)
 PERMISSION = "session/request_permission"
 
 
@@ -49,10 +50,8 @@ class ConnectionPort:
         advertised = self._agent.client_capabilities
         session = self._agent.client_session_capabilities
         if self._v2:
+            # v2 has no `fs/*` or `terminal/*` client methods: the tools work locally.
             return ports.ClientCapabilities(
-                read_text_file=advertised.fs.read_text_file,
-                write_text_file=advertised.fs.write_text_file,
-                terminal=advertised.terminal,
                 compaction=True,
                 notices=True,
                 plan_operations=True,
@@ -82,8 +81,8 @@ class ConnectionPort:
     async def notify(self, method: str, params: Any) -> None:
         connection = self._agent.connection
         if method == UPDATE and isinstance(params, SessionNotification):
-            if not self._v2:
-                if type(params.update) not in V2_ONLY:
+            if connection.protocol_version < 2:  # every streamed chunk: kept short
+                if type(params.update) not in _V2_ONLY:
                     await connection.notify(method, params)
                 return
             shown = render(params.update, subagents=self.capabilities.subagents)
@@ -109,7 +108,7 @@ class ConnectionPort:
         return (
             n
             for n in notes
-            if not (isinstance(n, SessionNotification) and type(n.update) in V2_ONLY)
+            if not (isinstance(n, SessionNotification) and type(n.update) in _V2_ONLY)
         )
 
 

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RUNNING = StateShown("running")
+
 
 def kept_from_tools() -> KeptFromTools:
     """What no tool may reach (SPEC 4.4), as it is now: the stored credentials' directory
@@ -124,7 +126,6 @@ class Conversations:
         if not await self._take_turn(session):
             return "cancelled"
         try:
-            await self.show_state(session, StateShown("running"))
             ended = StateShown("idle", "cancelled")
             try:
                 stop = await self._answer(session, prompt, message_id)
@@ -206,6 +207,7 @@ class Conversations:
             # and the model writes AGENTS.md with the write tool, asking as the mode says.
             prompt = [TextContent(init_request(command.argument))]
         elif command is not None:
+            await self.show_state(session, RUNNING)
             if session.writer.failure is not None:
                 await self.sessions.reopen(session)
                 self.bind(session)
@@ -220,6 +222,8 @@ class Conversations:
         session.turn = turn
         failure: Exception | None = None
         try:
+            # Once the turn can be cancelled: a cancel sent as soon as it is seen running ends it.
+            await self.show_state(session, RUNNING)
             with session.activity():  # closing the session waits for all of it
                 if session.writer.failure is not None:
                     # A write failed earlier (or the log is read-only): continue the log anew

@@ -17,26 +17,48 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from msgspec import UNSET, Struct, field
 
 from ...core.acp_updates import SessionNotification, StateShown, UserMessageShown
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
-from ..errors import InvalidParams, echoed
+from ..errors import ConnectionClosed, InvalidParams, echoed
+from ..live import check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 from ..rpc import Then
 
 if TYPE_CHECKING:
-    from ..agent import AcpAgent
+    from ..attached import Attached
     from ..live import LiveSession
+    from ..port import ConnectionPort
+    from ..rpc import Connection
     from ..sessions import SessionRegistry
+    from ..turns import Conversations
 
 log = logging.getLogger(__name__)
 
 VERSION: Final = 2
+
+
+class Agent(Protocol):
+    """What the turn methods use of their connection's `AcpAgent`."""
+
+    connection: Connection
+    sessions: SessionRegistry
+    port: ConnectionPort
+    conversations: Conversations
+    turns_outlive: bool
+
+    def check_prompt(self, prompt: list[Any]) -> None: ...
+
+    def check_auth(self) -> None: ...
+
+    def attach(self, session: LiveSession) -> Attached: ...
+
+    async def close_session(self, request: CloseSessionRequest) -> Empty: ...
 
 
 class PromptReceipt(Struct, rename="camel", omit_defaults=True, gc=False):
@@ -67,7 +89,7 @@ def receipt_id(sessions: SessionRegistry, session: LiveSession) -> str:
 class V2Turns:
     """The v2 turn methods of one connection's agent."""
 
-    def __init__(self, agent: AcpAgent) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
     def install(self) -> None:
@@ -78,13 +100,10 @@ class V2Turns:
         route("session/close", self.close, CloseSessionRequest, version=VERSION)
 
     async def prompt(self, request: PromptRequest) -> Then:
-        from ..agent import auth_required  # the module whose agent installs these methods
-
         agent = self.agent
         agent.check_prompt(request.prompt)
         session = agent.sessions.get(check_session_id(request.session_id))
-        if agent.auth.needed():  # logged out since: answered now, not by a failed turn
-            raise auth_required(agent.auth.login_command())
+        agent.check_auth()  # logged out since: answered now, not by a failed turn
         agent.attach(session)  # a session live here may be driven from any connection
         message_id = receipt_id(agent.sessions, session)
         prompt = list(request.prompt)
@@ -115,16 +134,21 @@ class V2Turns:
                 log.info("session %s: turn of %s failed: %s", session.id, message_id, exc)
 
         services = agent.sessions.services
-        if services is None or not agent.turns_outlive:
-            agent.connection.start_soon(run)
-        else:
+        if services is not None and agent.turns_outlive:
             services.start_soon(run)
+            return
+        try:
+            agent.connection.start_soon(run)
+        except ConnectionClosed:  # its client went as it was answered: the prompt is dropped
+            log.info("session %s: %s not run, its client has gone", session.id, message_id)
 
     async def close(self, request: CloseSessionRequest) -> Empty:
         """v1's `session/close`, but a turn it cancels (no other client holds the session)
         ends for this client idle `cancelled` before the answer, and nothing follows."""
         agent = self.agent
         session = agent.sessions.live.get(request.session_id)
+        if session is not None:
+            check_not_child(session.header)  # refused before anything is shown
         if (
             session is not None
             and session.turn is not None
@@ -139,7 +163,8 @@ class V2Turns:
         return await agent.close_session(request)
 
     async def cancel_tool_call(self, request: CancelToolCallRequest) -> Empty:
-        """`tool_call/cancel`: the running tool call ends `cancelled`, the turn goes on."""
+        """`tool_call/cancel`: the running tool call ends, its result saying it was cancelled
+        (status `failed`: v1's statuses have no `cancelled`); the turn goes on."""
         session = self.agent.sessions.get(check_session_id(request.session_id))
         turn = session.turn
         if turn is None or not turn.cancel_tool_call(request.tool_call_id):
@@ -157,6 +182,6 @@ class V2Turns:
         raise InvalidParams.at("$.terminalId", f"no such terminal: {echoed(request.terminal_id)}")
 
 
-def install(agent: AcpAgent) -> None:
+def install(agent: Agent) -> None:
     """Route the v2 turn methods on `agent`'s connection (v2 connections only)."""
     V2Turns(agent).install()
