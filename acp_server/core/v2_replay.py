@@ -1,4 +1,4 @@
-"""ACP v2's `session/resume` replay, its pure parts: the request, its `replayFrom` cursor,
+"""ACP v2's `session/resume` replay, its pure parts: the request's `replayFrom` cursor,
 the page cuts of a replay read in pages, and the load projection's chunks folded into the
 whole messages v2 replays.
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import msgspec
-from msgspec import UNSET, UnsetType, field
+from msgspec import UNSET
 
 from .acp_updates import (
     AgentMessageChunk,
@@ -40,20 +40,6 @@ from .events import (
 AFTER_MESSAGE: Final = "_after_message"
 """Our cursor (v2 reserves `_`-prefixed types for an implementation's own): replay every
 message after the one it names by `messageId`."""
-
-
-class ResumeSessionRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
-    """v2 `session/resume` params (SDK 2.4.0's schema; `systemPrompt` from its unstable one,
-    taken as v1 takes it). `mcpServers` and `additionalDirectories` may be null (the
-    schema's default on null: none); `replayFrom` is checked by `replay_cursor`."""
-
-    session_id: str
-    cwd: str
-    additional_directories: list[str] | UnsetType | None = UNSET
-    mcp_servers: list[dict[str, Any]] | UnsetType | None = UNSET
-    replay_from: Any = UNSET
-    system_prompt: Any = UNSET
-    meta: dict[str, Any] | UnsetType | None = field(default=UNSET, name="_meta")
 
 
 class FromStart(msgspec.Struct, frozen=True):

@@ -34,7 +34,6 @@ from ..core.content import TextContent
 from ..core.events import SessionArchived, SessionNotice, SessionNoticeData, SessionTitle
 from ..core.lifecycle import TitleError, archive_change, normalized_title, title_change
 from ..core.prompt_limits import MAX_BLOCK_BYTES, oversized_block
-from ..core.v2_replay import ResumeSessionRequest as V2ResumeRequest
 from ..startup import handshake
 from ..startup.handshake import PROTOCOL_VERSION
 from ..storage.errors import LogWriteFailed
@@ -106,6 +105,7 @@ from .titles import Titles, title_mode
 from .turns import Conversations, busy_error
 from .v2 import protocol as v2
 from .v2.agent import V2Methods
+from .v2.resume import ResumeSessionRequest as V2ResumeRequest
 
 if TYPE_CHECKING:
     from ..agent.turn_env import StopReason

@@ -161,6 +161,8 @@ class SharedSession(Protocol):
     clients: dict[ports.ClientPort, Attached]
     attached: anyio.Event
     """Set when a client attaches (then replaced)."""
+    waiting_for_user: int
+    """How many requests of its running turn wait for the user."""
 
     def mirror(self, notes: Iterable[SessionNotification], source: ports.ClientPort) -> None:
         """Send `notes` to every attached client but `source`."""
@@ -210,14 +212,18 @@ class SessionPort:
     async def request(self, method: str, params: Any) -> Any:
         if method not in WAITS_FOR_USER:
             return await self._request(method, params)
-        await self._show_state("requires_action")
+        self._session.waiting_for_user += 1  # a resume's state says `requires_action`
         try:
-            answer = await self._request(method, params)
-        except anyio.get_cancelled_exc_class():
-            raise  # the turn ends: its idle says so
-        except BaseException:
-            await self._show_state("running")
-            raise
+            await self._show_state("requires_action")
+            try:
+                answer = await self._request(method, params)
+            except anyio.get_cancelled_exc_class():
+                raise  # the turn ends: its idle says so
+            except BaseException:
+                await self._show_state("running")
+                raise
+        finally:
+            self._session.waiting_for_user -= 1
         await self._show_state("running")
         return answer
 

@@ -69,6 +69,9 @@ class LiveSession:
         """The session's log: its writer, its events so far (rows kept packed), its listeners."""
         self.turn: Turn | None = None
         """The prompt turn running now, if any: at most one at a time."""
+        self.waiting_for_user = 0
+        """How many of the running turn's requests wait for the user (a permission, an
+        elicitation): while any does, its state is `requires_action`."""
         self.allowed_always: set[str] = set()
         """Tools the user allowed for the rest of the session (`allow_always`)."""
         self.parent_id: str | None = (

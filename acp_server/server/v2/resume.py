@@ -14,7 +14,7 @@ updates after that event follow the answer, with no gap and no repeat (as v1's `
 does). Without `replayFrom` nothing is replayed, and the held live updates still follow the
 answer: nothing of the history comes before it.
 
-`REPLAY_PAGE` is 2,000 events, or the value of the environment variable
+`REPLAY_PAGE` is 200 events, or the value of the environment variable
 `ACP_SERVER_REPLAY_PAGE` (a positive integer), read once when this module is imported; it
 exists so that tests can replay a session bigger than a page without a huge one.
 """
@@ -40,7 +40,6 @@ from ...core.v2_replay import (
     AfterMessage,
     Cursor,
     CursorError,
-    ResumeSessionRequest,
     after_message,
     last_stop_reason,
     replay_cursor,
@@ -51,12 +50,13 @@ from ..attached import Attached
 from ..errors import InvalidParams
 from ..held_history import HeldHistory
 from ..live import LiveSession
+from ..protocol import Inbound, SystemPrompt
 from ..rpc import Connection, Then
 from . import host
 from .protocol import Command, SessionConfigSelect, commands, config_options
 
 if TYPE_CHECKING:
-    from ..agent import Reopened
+    from ..port import ConnectionPort
     from ..sessions import SessionRegistry
     from ..surface import Surface
     from ..turns import Conversations
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 VERSION: Final = 2
 
 REPLAY_PAGE_ENV: Final = "ACP_SERVER_REPLAY_PAGE"
-DEFAULT_REPLAY_PAGE: Final = 2_000
+DEFAULT_REPLAY_PAGE: Final = 200
 
 
 def _replay_page() -> int:
@@ -85,11 +85,28 @@ REPLAY_PAGE: Final = _replay_page()
 """How many events a replay reads at a time (a page may carry more: a turn is never cut)."""
 
 
+class Reopened(Protocol):
+    """A session reopened on this connection (`AcpAgent.reopen`'s `Reopened`)."""
+
+    @property
+    def session(self) -> LiveSession: ...
+
+    @property
+    def link(self) -> Attached: ...
+
+    @property
+    def notice(self) -> Any: ...
+
+    @property
+    def mcp(self) -> Any: ...
+
+
 class Agent(Protocol):
     """What `session/resume` uses of its connection's `AcpAgent` (v1's resume path, which it
     shares)."""
 
     connection: Connection
+    port: ConnectionPort
     sessions: SessionRegistry
     surface: Surface
     conversations: Conversations
@@ -112,13 +129,32 @@ def install(agent: host.Agent) -> None:
     agent.connection.route("session/resume", resume.resume, ResumeSessionRequest, version=VERSION)
 
 
+class ResumeSessionRequest(Inbound):
+    """v2 `session/resume` params (SDK 2.4.0's schema; `systemPrompt` from its unstable one,
+    taken as v1 takes it). `mcpServers` and `additionalDirectories` may be null (the schema's
+    default on null: none); `replayFrom` is plain JSON, checked by `replay_cursor`."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] | UnsetType | None = UNSET
+    mcp_servers: list[dict[str, Any]] | UnsetType | None = UNSET
+    replay_from: Any = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
+    meta: Meta_ = field(default=UNSET, name="_meta")
+
+
 class ResumeSessionResponse(Model):
+    """v2's answer to `session/resume`: the session's options and commands (sent as no
+    update after it: nothing but notices may follow the answer)."""
+
     config_options: list[SessionConfigSelect] | UnsetType = UNSET
     available_commands: list[Command] | UnsetType = UNSET
     meta: Meta_ = field(default=UNSET, name="_meta")
 
 
 class Resume:
+    """`session/resume` on one v2 connection."""
+
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
@@ -160,19 +196,20 @@ class Resume:
         dropped at the instant the replay's end is read, so the live updates held after it
         are those of events after the replay's last."""
         end = session.log.last_seq + 1
+        # Its state now: the live updates from `end` on, held, say what changes after.
         running = session.turn is not None
+        waiting = session.waiting_for_user > 0
         link.restart()  # no await since `end` was read
         stop_reason: str | None = None
         if cursor is not None:
             stop_reason = await self._replay(session, link, cursor, end)
         elif not running:
             stop_reason = await self._last_stop_reason(session, end)
-        state = (
-            StateShown(state="running")
-            if running
-            else StateShown(state="idle", stop_reason=UNSET if stop_reason is None else stop_reason)
-        )
-        await self.agent.connection.notify("session/update", SessionNotification(session.id, state))
+        if not running:
+            state = StateShown("idle", UNSET if stop_reason is None else stop_reason)
+        else:
+            state = StateShown("requires_action" if waiting else "running")
+        await self.agent.port.notify("session/update", SessionNotification(session.id, state))
 
     async def _reader(self, session: LiveSession) -> Read:
         """Reads the session's records `[lo, hi)`: from memory what its log holds, from the
@@ -245,7 +282,7 @@ class Resume:
                 updates = updates[start:]
             link.replayed(updates)
             if updates:
-                await self.agent.connection.notify_all(
+                await self.agent.port.notify_all(
                     "session/update",
                     [SessionNotification(session.id, u) for u in whole_messages(updates)],
                 )
