@@ -250,14 +250,16 @@ def test_session_new_without_cwd_is_an_error_of_one_line(agents: Agents) -> None
 
 
 def test_a_line_that_is_not_json_is_a_parse_error_and_the_agent_goes_on(agents: Agents) -> None:
-    """ACP-INFO-PARSE-001, ACP-INFO-INVALIDREQ-001: -32700 and -32600 with id null; then
-    `session/new` still works."""
+    """ACP-INFO-PARSE-001, ACP-INFO-INVALIDREQ-001, ACP-INFO-BATCH-201: -32700, -32600 and
+    (for a truncated batch) -32700, each with id null; then `session/new` still works."""
     client = agents.spawn()
     client.initialize()
     client.send_line("{not valid json at all", invalid=1)
     assert client.response(None)["error"]["code"] == -32700
     client.send_line('{"foo": "bar"}', invalid=1)
     assert client.response(None)["error"]["code"] == -32600
+    client.send_line('[{"jsonrpc": "2.0", "id": 1, "method": ', invalid=1)
+    assert client.response(None)["error"]["code"] == -32700
     assert client.new_session(agents.cwd)
     finish_clean(client)
 
@@ -356,6 +358,27 @@ def test_new_sessions_each_get_their_own_id(agents: Agents) -> None:
         client.new_session(agents.cwd, additionalDirectories=[str(extra)]),
     ]
     assert len(set(ids)) == 4
+    finish_clean(client)
+
+
+def test_mcp_servers_that_cannot_start_do_not_stop_a_session(agents: Agents) -> None:
+    """ACP-MCP-201, ACP-MCP-202 (the kit records whether they are accepted): a stdio server
+    whose command does not exist and an http server nobody listens on."""
+    client = agents.spawn()
+    client.initialize()
+    stdio = {"type": "stdio", "name": "tck-stdio", "command": "/bin/nonexistent-tck-mcp-server"}
+    http = {"type": "http", "name": "tck-http", "url": "http://127.0.0.1:1/tck-nonexistent"}
+    for server in ({**stdio, "args": []}, http):
+        assert client.new_session(agents.cwd, mcpServers=[server])
+    finish_clean(client)
+
+
+def test_a_prompt_for_a_session_nobody_made_is_refused_naming_it(agents: Agents) -> None:
+    """ACP-INFO-UNKNOWNSESSION-001: -32002 with `data.sessionId` (the SDK's convention)."""
+    client, _ = agents.session()
+    prompt = {"sessionId": "tck-does-not-exist", "prompt": HI}
+    error = client.call("session/prompt", prompt)["error"]
+    assert (error["code"], error["data"]["sessionId"]) == (-32002, "tck-does-not-exist")
     finish_clean(client)
 
 
@@ -525,7 +548,7 @@ def demo_session(agents: Agents) -> tuple[KitClient, str]:
 
 
 def test_a_turn_with_tools_asks_permission_in_v2_shapes_and_reaches_idle(agents: Agents) -> None:
-    """ACP-PERM-201, ACP-PATCH-204, -205, -208, -209, ACP-ENUM-201, ACP-CLIENTCAP-202: each
+    """ACP-PERM-201, ACP-PATCH-204, -205, -208, -209, ACP-ENUM-201, -202, ACP-CLIENTCAP-202: each
     permission has a title and options; after `requires_action`, `running` again; tool calls
     keep their id, title first, name never changing, known kinds and statuses; the plan has
     its id; no `fs/*` or `terminal/*` call to a v2 client."""
@@ -548,6 +571,8 @@ def test_a_turn_with_tools_asks_permission_in_v2_shapes_and_reaches_idle(agents:
             assert update.get("name", first.get("name")) == first.get("name")
             assert update.get("kind", "other") in TOOL_KINDS
             assert update.get("status", "pending") in TOOL_STATUSES
+            for content in update.get("content") or []:
+                assert content["type"] in {"content", "diff", "terminal"}
         if update["sessionUpdate"] == "plan_update":
             assert update["plan"]["planId"]
             for entry in update["plan"].get("entries", []):

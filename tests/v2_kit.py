@@ -15,7 +15,8 @@ and, once the process has ended (`finish`), its checks of everything the agent w
 - the agent calls only the methods a v2 client has (the kit's `CLIENT_METHODS`, `$/cancel_request`)
   and answers only what was asked: every response names an id this client sent as a request,
   once (`null` only for lines sent as invalid on purpose), so a notification is never answered;
-- an error's `code` is an integer and its `message` one non-empty line.
+- an error's `code` is an integer and its `message` one non-empty line;
+- every `_meta`, anywhere, is an object or null.
 
 Where the kit waits out a quiet period ("nothing within 2 s"), these checks look at the whole of
 stdout once the process has exited instead: nothing can arrive later than that.
@@ -133,6 +134,16 @@ def violations_of(definition: str, value: Any) -> list[str]:
         f"{definition} {list(error.path)}: {error.message}"
         for error in _validator(definition).iter_errors(value)
     ]
+
+
+def bad_metas(value: Any) -> list[Any]:
+    """Every `_meta` below `value` that is neither an object nor null (the kit's META-201)."""
+    if isinstance(value, list):
+        return [bad for item in value for bad in bad_metas(item)]
+    if not isinstance(value, dict):
+        return []
+    found = [value["_meta"]] if not isinstance(value.get("_meta", {}), dict | None) else []
+    return found + [bad for item in value.values() for bad in bad_metas(item)]
 
 
 @dataclass
@@ -337,6 +348,7 @@ class KitClient:
                 continue
             if isinstance(value, list) and not value:
                 found.append("an empty array")
+            found += [f"a _meta that is not an object: {raw[:200]!r}" for _ in bad_metas(value)]
             elements = value if isinstance(value, list) else [value]
             for message in elements:
                 if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
