@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType, field
@@ -153,22 +153,27 @@ class V2Notification(Struct, rename="camel", gc=False):
     update: V2SessionUpdate
 
 
-_PASSED: Final = (
-    UsageShown,
-    NoticeShown,
-    CompactionShown,
-    CompactionSummaryChunk,
-    SessionInfoUpdate,
-    PlanUpdated,
-    PlanRemoved,
-    StateShown,
-    UserMessageShown,
-    AgentMessageShown,
-    AgentThoughtShown,
+_PASSED: Final = frozenset(
+    {
+        UsageShown,
+        NoticeShown,
+        CompactionShown,
+        CompactionSummaryChunk,
+        SessionInfoUpdate,
+        PlanUpdated,
+        PlanRemoved,
+        StateShown,
+        UserMessageShown,
+        AgentMessageShown,
+        AgentThoughtShown,
+    }
 )
 """The kinds whose v1 shape is v2's."""
 
-_CHUNKS: Final = (UserMessageChunk, AgentMessageChunk, AgentThoughtChunk)
+_CHUNKS: Final = frozenset({UserMessageChunk, AgentMessageChunk, AgentThoughtChunk})
+
+SUBAGENT_KINDS: Final = frozenset({SubagentUpdated, SessionMessageShown})
+"""The kinds only a client shown subagents is sent (the `subagents` of `render`)."""
 
 
 def render(update: SessionUpdate, *, subagents: bool = False) -> list[V2SessionUpdate]:
@@ -177,7 +182,8 @@ def render(update: SessionUpdate, *, subagents: bool = False) -> list[V2SessionU
     kind = type(update)
     if kind in _PASSED:
         return [update]
-    if isinstance(update, _CHUNKS):
+    if kind in _CHUNKS:
+        update = cast("UserMessageChunk | AgentMessageChunk | AgentThoughtChunk", update)
         if update.message_id is UNSET:
             return [type(update)(update.content, content_message_id(update.content))]
         return [update]
@@ -293,6 +299,7 @@ def permission_request(params: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "SUBAGENT_KINDS",
     "AvailableCommandsUpdateV2",
     "CommandInputV2",
     "CommandV2",

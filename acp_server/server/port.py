@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..agent import ports
 from ..core.acp_updates import V2_ONLY, SessionNotification
-from ..core.acp_v2 import V2Notification, permission_request, render
+from ..core.acp_v2 import SUBAGENT_KINDS, V2Notification, permission_request, render
 from .protocol import (
     ClientCapabilities,
     ClientSessionCapabilities,
@@ -85,7 +85,9 @@ class ConnectionPort:
                 if type(params.update) not in _V2_ONLY:
                     await connection.notify(method, params)
                 return
-            shown = render(params.update, subagents=self.capabilities.subagents)
+            update = params.update
+            subagents = type(update) in SUBAGENT_KINDS and self.capabilities.subagents
+            shown = render(update, subagents=subagents)
             if len(shown) == 1:
                 await connection.notify(method, V2Notification(params.session_id, shown[0]))
             elif shown:
