@@ -4,6 +4,7 @@ v2's own update kinds (notices, compaction, plan operations) without advertising
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -20,15 +21,18 @@ from acp_server.server.protocol import (
 )
 from acp_server.server.v2.agent import V2Methods
 
-V2_BASELINE = PortCapabilities(compaction=True, notices=True, plan_operations=True)
-"""What every v2 client takes: its updates are v2's own kinds."""
+V2_BASELINE = PortCapabilities(
+    compaction=True, notices=True, plan_operations=True, shows_state=True
+)
+"""What every v2 client takes: its updates are v2's own kinds, `state_update` among them."""
 
 
 class _Agent:
     """The part of `AcpAgent` that `initialize` and the port use."""
 
     def __init__(self) -> None:
-        self.connection: Any = None
+        # The port renders by the connection's version (a v2 one here).
+        self.connection: Any = SimpleNamespace(protocol_version=2)
         self.auth = NoAuth()
         self.client_capabilities = ClientCapabilities()
         self.client_session_capabilities = ClientSessionCapabilities()
