@@ -16,7 +16,9 @@ and, once the process has ended (`finish`), its checks of everything the agent w
   and answers only what was asked: every response names an id this client sent as a request,
   once (`null` only for lines sent as invalid on purpose), so a notification is never answered;
 - an error's `code` is an integer and its `message` one non-empty line;
-- every `_meta`, anywhere, is an object or null.
+- every `_meta`, anywhere, is an object or null;
+- the root keys of every params and result are ones its definition names;
+- every update's kind, state and stop reason is one the kit's pin has (or `_`-prefixed).
 
 Where the kit waits out a quiet period ("nothing within 2 s"), these checks look at the whole of
 stdout once the process has exited instead: nothing can arrive later than that.
@@ -129,11 +131,19 @@ def _validator(definition: str) -> Draft202012Validator:
 
 
 def violations_of(definition: str, value: Any) -> list[str]:
-    """Why `value` is not a valid `definition` of the v2 schema (empty when it is)."""
-    return [
+    """Why `value` is not a valid `definition` of the v2 schema (empty when it is), root keys
+    the definition does not name included (the kit's SCHEMA-002 judges those against its pin:
+    the schema itself lets unknown keys through)."""
+    found = [
         f"{definition} {list(error.path)}: {error.message}"
         for error in _validator(definition).iter_errors(value)
     ]
+    named = _schema(SCHEMA_V2)["$defs"][definition].get("properties")
+    if isinstance(value, dict) and named is not None:
+        found += [
+            f"{definition}: a root key it does not name: {key}" for key in value if key not in named
+        ]
+    return found
 
 
 def bad_metas(value: Any) -> list[Any]:
@@ -144,6 +154,21 @@ def bad_metas(value: Any) -> list[Any]:
         return []
     found = [value["_meta"]] if not isinstance(value.get("_meta", {}), dict | None) else []
     return found + [bad for item in value.values() for bad in bad_metas(item)]
+
+
+def update_problems(update: dict[str, Any]) -> list[str]:
+    """What the kit's enum rows (ENUM-202, STATE-203) hold against one update, which the
+    schema's open unions let through: its kind, state and stop reason must be the pin's own or
+    `_`-prefixed."""
+    kind, state, reason = (update.get(k) for k in ("sessionUpdate", "state", "stopReason"))
+    found = []
+    if kind not in UPDATE_KINDS and not str(kind).startswith("_"):
+        found.append(f"an update kind the kit does not know: {update}")
+    if kind == "state_update" and state not in ("running", "idle", "requires_action"):
+        found.append(f"a state the kit does not know: {update}")
+    if reason is not None and reason not in STOP_REASONS and not str(reason).startswith("_"):
+        found.append(f"a stop reason the kit does not know: {update}")
+    return found
 
 
 @dataclass
@@ -362,6 +387,8 @@ class KitClient:
                         found.append(f"a method v2 clients do not have: {method}")
                     elif method in params:
                         found += violations_of(params[method], message.get("params"))
+                    if method == "session/update":
+                        found += update_problems(message["params"]["update"])
                     continue
                 request_id = message.get("id")
                 if request_id is None:
