@@ -206,6 +206,21 @@ def test_auth_methods_are_typed_and_terminal_ones_only_for_a_terminal_client(
     finish_clean(terminal)
 
 
+def test_logging_in_with_the_advertised_method_lets_a_session_start_and_logout_answers(
+    agents: Agents,
+) -> None:
+    """ACP-AUTH-204, ACP-AUTH-203 (run by the kit with `--auth-method agent --allow-logout`):
+    with the provider's key in its environment, `auth/login` with the advertised id answers a
+    result, `session/new` then succeeds, and `auth/logout {}` answers a result object."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
+    client = agents.spawn("--provider", "openai", "--model", "gpt-test", env=env)
+    (method,) = client.initialize()["authMethods"]
+    assert client.result("auth/login", {"methodId": method["methodId"]}) == {}
+    assert client.new_session(agents.cwd)
+    assert client.result("auth/logout", {}) == {}
+    finish_clean(client)
+
+
 # -- JSON-RPC envelope, unknown methods, transport --------------------------------------------
 
 
