@@ -475,7 +475,8 @@ def test_a_prompt_is_answered_with_a_receipt_then_runs_from_running_to_idle(
     agents: Agents,
 ) -> None:
     """ACP-PROMPT-201, -203, -205, ACP-STATE-201..203, ACP-PATCH-201, ACP-ENUM-202,
-    ACP-CLIENTCAP-201, -202, ACP-META-201, ACP-SCHEMA-001: the receipt's `messageId` is the
+    ACP-CLIENTCAP-201, -202, ACP-META-201, ACP-SCHEMA-001, ACP-SCHEMA-002 (root keys held to
+    SDK 2.4.0's definitions: the kit's pin could not be read): the receipt's `messageId` is the
     echoed user message's; `running`, the answer, then idle `end_turn`; every update for the
     prompted session, of a known kind, messages with ids; no request to the client."""
     client, session_id = agents.session()
