@@ -24,14 +24,14 @@ from acp_server.server.v2.agent import V2Methods
 V2_BASELINE = PortCapabilities(
     compaction=True, notices=True, plan_operations=True, shows_state=True
 )
-"""What every v2 client takes: its updates are v2's own kinds, `state_update` among them."""
+"""What every v2 client takes: its updates are v2's own kinds, with its state and whole
+messages."""
 
 
 class _Agent:
     """The part of `AcpAgent` that `initialize` and the port use."""
 
     def __init__(self) -> None:
-        # The port renders by the connection's version (a v2 one here).
         self.connection: Any = SimpleNamespace(protocol_version=2)
         self.auth = NoAuth()
         self.client_capabilities = ClientCapabilities()

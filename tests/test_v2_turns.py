@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from sdk_schema import check_v2
 from shared_sessions import AGENT, LONG, USER, WRITE, client, new_session, read_until, texts
@@ -24,6 +25,8 @@ from acp_server.agent.tool_calls import CANCELLED_CALL
 from acp_server.server.errors import ModelRequestError
 
 pytestmark = pytest.mark.process
+
+GO = [{"type": "text", "text": "go"}]
 
 V2_ONLY = {"state_update", "user_message", "agent_message", "agent_thought"}
 MESSAGE_KINDS = {
@@ -378,3 +381,63 @@ def test_a_command_is_a_turn_too(tmp_path: Path, workspace: Path) -> None:
         ]
         answer = [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
         assert [u["messageId"] for u in answer] == ["command-0"]
+
+
+# Over stdio: one v2 client, no services (its turns run on its connection).
+
+
+@contextmanager
+def stdio(tmp_path: Path, scenario: Scenario) -> Iterator[AcpProcess]:
+    fixture = write_fixture(tmp_path / "fixture", scenario)
+    with AcpProcess(tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10") as process:
+        answer = process.result(
+            "initialize", {"protocolVersion": 2, "info": {"name": "test", "version": "0"}}
+        )
+        assert answer["protocolVersion"] == 2
+        yield process
+
+
+def read_updates_to_idle(server: AcpProcess, session_id: str) -> list[dict[str, Any]]:
+    """The `session/update`s read up to the first idle state, each held to the v2 schema."""
+    updates: list[dict[str, Any]] = []
+    while not idle(updates):
+        frame = server.read_frame()
+        assert frame.get("method") == "session/update", frame
+        check_v2("UpdateSessionNotification", frame["params"])
+        assert frame["params"]["sessionId"] == session_id
+        updates.append(frame["params"]["update"])
+    return updates
+
+
+def test_over_stdio_a_v2_turn_is_its_receipt_message_running_replies_and_idle(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with stdio(tmp_path, Scenario([("go", [Step(text="Hello there.")])])) as server:
+        session_id = server.result("session/new", {"cwd": str(workspace)})["sessionId"]
+        assert server.result("session/prompt", {"sessionId": session_id, "prompt": GO}) == {
+            "messageId": "user-0-0"
+        }
+        updates = read_updates_to_idle(server, session_id)
+
+        assert [u["sessionUpdate"] for u in updates[:2]] == ["user_message", "state_update"]
+        assert updates[0]["messageId"] == "user-0-0"
+        assert states(updates) == [
+            {"state": "running"},
+            {"state": "idle", "stopReason": "end_turn"},
+        ]
+        assert texts(updates) == {AGENT: "Hello there."}
+
+
+def test_over_stdio_a_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, workspace: Path) -> None:
+    with stdio(tmp_path, Scenario([("go", [Step(text=LONG)])])) as server:
+        session_id = server.result("session/new", {"cwd": str(workspace)})["sessionId"]
+        server.result("session/prompt", {"sessionId": session_id, "prompt": GO})
+        seen: list[dict[str, Any]] = []
+        while not texts(seen):
+            seen.append(server.read_frame()["params"]["update"])
+        server.notify("session/cancel", {"sessionId": session_id})
+        seen += read_updates_to_idle(server, session_id)
+
+        assert states(seen) == [{"state": "running"}, {"state": "idle", "stopReason": "cancelled"}]
+        # The next frame is this answer (`response` fails on any other): nothing followed idle.
+        assert "result" in server.request("session/list", {})

@@ -466,19 +466,8 @@ async def test_a_v2_connection_is_asked_permission_in_v2s_shape_and_v1_as_before
     assert v2_wire.asked == [("session/request_permission", permission_request(v1_params))]
 
 
-def test_a_v2_client_is_shown_what_v2_makes_baseline_and_never_fs_or_terminal() -> None:
-    v2, _ = port(2)
-    caps = v2.capabilities
-    assert (caps.notices, caps.compaction, caps.plan_operations, caps.shows_state) == (
-        True,
-        True,
-        True,
+def test_only_a_v2_connection_shows_state_and_whole_messages() -> None:
+    assert (port(1)[0].capabilities.shows_state, port(2)[0].capabilities.shows_state) == (
+        False,
         True,
     )
-    assert (caps.read_text_file, caps.write_text_file, caps.terminal, caps.subagents) == (
-        False,
-        False,
-        False,
-        False,
-    )
-    assert port(1)[0].capabilities.shows_state is False

@@ -5,8 +5,9 @@ the client advertised in `initialize`, read from the connection's agent as they 
 It is the one place the server's updates reach a connection, so it renders them for the
 version the connection speaks: a v1 connection is sent every `SessionUpdate` as it is but the
 kinds only v2 has (`V2_ONLY`); a v2 connection is sent each in v2's shapes (`core.acp_v2`), and
-its permission requests in v2's shape. What v2 makes baseline (notices, compactions, plan
-operations) a v2 client is shown without advertising it; subagent sessions it is not shown.
+its permission requests in v2's shape. The capabilities are what `initialize` kept of the
+client, whatever its version (v2's `initialize` keeps them in v1's terms: no `fs/*` or
+`terminal/*` methods, v2's baseline updates), and whether it is shown v2's own kinds.
 """
 
 from __future__ import annotations
@@ -49,15 +50,6 @@ class ConnectionPort:
     def capabilities(self) -> ports.ClientCapabilities:
         advertised = self._agent.client_capabilities
         session = self._agent.client_session_capabilities
-        if self._v2:
-            # v2 has no `fs/*` or `terminal/*` client methods: the tools work locally.
-            return ports.ClientCapabilities(
-                compaction=True,
-                notices=True,
-                plan_operations=True,
-                elicitation_form=form_elicitation(advertised),
-                shows_state=True,
-            )
         return ports.ClientCapabilities(
             read_text_file=advertised.fs.read_text_file,
             write_text_file=advertised.fs.write_text_file,
@@ -67,6 +59,7 @@ class ConnectionPort:
             plan_operations=marker_advertised(advertised.plan),
             subagents=marker_advertised(advertised.subagents),
             elicitation_form=form_elicitation(advertised),
+            shows_state=self._v2,
         )
 
     @property

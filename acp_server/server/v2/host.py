@@ -3,13 +3,14 @@ where the meaning is the same (a protocol: the v2 modules never import the agent
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..auth import Auth
 from ..protocol import (
     AuthenticateRequest,
     ClientCapabilities,
     ClientSessionCapabilities,
+    CloseSessionRequest,
     Empty,
     ForkSessionRequest,
     Implementation,
@@ -22,6 +23,13 @@ from ..protocol import (
 )
 from ..rpc import Connection, Then
 
+if TYPE_CHECKING:
+    from ..attached import Attached
+    from ..live import LiveSession
+    from ..port import ConnectionPort
+    from ..sessions import SessionRegistry
+    from ..turns import Conversations
+
 
 class Agent(Protocol):
     """The connection's agent: its v1 handlers, and what the client told it in `initialize`."""
@@ -31,6 +39,10 @@ class Agent(Protocol):
     client_capabilities: ClientCapabilities
     client_session_capabilities: ClientSessionCapabilities
     client_info: Implementation | None
+    sessions: SessionRegistry
+    port: ConnectionPort
+    conversations: Conversations
+    turns_outlive: bool
 
     def authenticate(self, request: AuthenticateRequest) -> Empty: ...
 
@@ -45,3 +57,11 @@ class Agent(Protocol):
     async def set_config_option(
         self, request: SetSessionConfigOptionRequest
     ) -> SetSessionConfigOptionResponse: ...
+
+    def check_prompt(self, prompt: list[Any]) -> None: ...
+
+    def check_auth(self) -> None: ...
+
+    def attach(self, session: LiveSession) -> Attached: ...
+
+    async def close_session(self, request: CloseSessionRequest) -> Empty: ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET, Struct, field
 
@@ -29,36 +29,15 @@ from ..live import check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 from ..rpc import Then
+from .host import Agent
 
 if TYPE_CHECKING:
-    from ..attached import Attached
     from ..live import LiveSession
-    from ..port import ConnectionPort
-    from ..rpc import Connection
     from ..sessions import SessionRegistry
-    from ..turns import Conversations
 
 log = logging.getLogger(__name__)
 
 VERSION: Final = 2
-
-
-class Agent(Protocol):
-    """What the turn methods use of their connection's `AcpAgent`."""
-
-    connection: Connection
-    sessions: SessionRegistry
-    port: ConnectionPort
-    conversations: Conversations
-    turns_outlive: bool
-
-    def check_prompt(self, prompt: list[Any]) -> None: ...
-
-    def check_auth(self) -> None: ...
-
-    def attach(self, session: LiveSession) -> Attached: ...
-
-    async def close_session(self, request: CloseSessionRequest) -> Empty: ...
 
 
 class PromptReceipt(Struct, rename="camel", omit_defaults=True, gc=False):
