@@ -88,7 +88,7 @@ class V2Methods:
             SetSessionConfigOptionRequest,
             version=VERSION,
         )
-        turns.install(agent)  # type: ignore[arg-type]  # the agent is an `AcpAgent`
+        turns.install(agent)
         resume.install(agent)
 
     def initialize(self, request: InitializeRequest) -> InitializeResponse:
