@@ -27,7 +27,6 @@ with a warning.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from typing import Any, Final
 
@@ -63,6 +62,7 @@ from .held_history import HeldHistory
 from .protocol import Empty
 from .rpc import Connection, Then
 from .sessions import SessionRegistry
+from .tunables import env_int
 
 log = logging.getLogger(__name__)
 
@@ -70,22 +70,7 @@ FOLLOW_BUFFER_ENV: Final = "ACP_SERVER_FOLLOW_BUFFER"
 DEFAULT_FOLLOW_BUFFER: Final = 10_000
 
 
-def _follow_buffer() -> int:
-    raw = os.environ.get(FOLLOW_BUFFER_ENV)
-    if raw is None:
-        return DEFAULT_FOLLOW_BUFFER
-    if raw.strip().isdigit():
-        return int(raw)
-    log.warning(
-        "%s=%r is not a non-negative integer: using %d",
-        FOLLOW_BUFFER_ENV,
-        raw,
-        DEFAULT_FOLLOW_BUFFER,
-    )
-    return DEFAULT_FOLLOW_BUFFER
-
-
-FOLLOW_BUFFER: Final = _follow_buffer()
+FOLLOW_BUFFER: Final = env_int(FOLLOW_BUFFER_ENV, DEFAULT_FOLLOW_BUFFER, minimum=0)
 """Events a follower may fall behind by before its subscription is ended."""
 
 

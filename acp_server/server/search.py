@@ -16,8 +16,6 @@ refusal without a slow query; an invalid value is ignored with a warning.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import re
 import time
 from collections.abc import Callable
@@ -37,6 +35,7 @@ from ..core.paging import clip_records
 from ..storage.api import HistorySource
 from ..storage.errors import SessionNotFound
 from .errors import InvalidParams, UnknownSession
+from .tunables import env_seconds
 
 log = logging.getLogger(__name__)
 
@@ -48,26 +47,7 @@ SEARCH_BATCH: Final = 8192
 packed in rows, which are not searched."""
 
 
-def _search_seconds() -> float:
-    raw = os.environ.get(SEARCH_SECONDS_ENV)
-    if raw is None:
-        return DEFAULT_SEARCH_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if math.isfinite(value) and value >= 0:
-        return value
-    log.warning(
-        "%s=%r is not a non-negative number: using %g",
-        SEARCH_SECONDS_ENV,
-        raw,
-        DEFAULT_SEARCH_SECONDS,
-    )
-    return DEFAULT_SEARCH_SECONDS
-
-
-SEARCH_SECONDS: Final = _search_seconds()
+SEARCH_SECONDS: Final = env_seconds(SEARCH_SECONDS_ENV, DEFAULT_SEARCH_SECONDS)
 """How long one `session.search` may take."""
 
 

@@ -19,7 +19,7 @@ from ...core.acp_updates import AvailableCommand
 from ...core.content import Meta_
 from ...core.modes import ConfigOption, ConfigSelectOption
 from ...core.structs import Model
-from ..protocol import Empty, Inbound
+from ..protocol import Empty, Inbound, SystemPromptCapabilities
 
 # ---------------------------------------------------------------------------------------------
 # initialize.
@@ -48,14 +48,6 @@ class PromptCapabilities(Model):
 class McpCapabilities(Model):
     stdio: Empty | UnsetType = UNSET
     http: Empty | UnsetType = UNSET
-
-
-class SystemPromptModes(Model):
-    override: Empty | UnsetType = UNSET
-
-
-class SystemPromptCapabilities(Model):
-    mode: SystemPromptModes | UnsetType = UNSET
 
 
 class SessionCapabilities(Model):

@@ -22,7 +22,6 @@ exists so that tests can replay a session bigger than a page without a huge one.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -52,6 +51,7 @@ from ..held_history import HeldHistory
 from ..live import LiveSession
 from ..protocol import Inbound, SystemPrompt
 from ..rpc import Connection, Then
+from ..tunables import env_int
 from . import host
 from .protocol import Command, SessionConfigSelect, commands, config_options
 
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from ..surface import Surface
     from ..turns import Conversations
 
+
 log = logging.getLogger(__name__)
 
 VERSION: Final = 2
@@ -69,19 +70,7 @@ REPLAY_PAGE_ENV: Final = "ACP_SERVER_REPLAY_PAGE"
 DEFAULT_REPLAY_PAGE: Final = 200
 
 
-def _replay_page() -> int:
-    raw = os.environ.get(REPLAY_PAGE_ENV)
-    if raw is None:
-        return DEFAULT_REPLAY_PAGE
-    if raw.strip().isdigit() and int(raw) > 0:
-        return int(raw)
-    log.warning(
-        "%s=%r is not a positive integer: using %d", REPLAY_PAGE_ENV, raw, DEFAULT_REPLAY_PAGE
-    )
-    return DEFAULT_REPLAY_PAGE
-
-
-REPLAY_PAGE: Final = _replay_page()
+REPLAY_PAGE: Final = env_int(REPLAY_PAGE_ENV, DEFAULT_REPLAY_PAGE, minimum=1)
 """How many events a replay reads at a time (a page may carry more: a turn is never cut)."""
 
 
