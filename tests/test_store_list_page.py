@@ -335,6 +335,25 @@ async def test_jsonl_a_session_made_outside_the_store_makes_the_index_stale(
     assert await page_ids(store) == ["outside", "s001", "s000"]
 
 
+async def test_jsonl_a_session_made_during_the_rebuild_leaves_the_page_as_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await jsonl_store(tmp_path, 2)
+    (tmp_path / INDEX_NAME).unlink()
+    real = store.list_index.scan
+
+    def scanned_then_made() -> Iterator[Created]:
+        lines = list(real())
+        # Another process makes a session once the rebuild has read the root.
+        SessionStore(tmp_path).create(header("meanwhile", 5000)).close()
+        return iter(lines)
+
+    monkeypatch.setattr(store.list_index, "scan", scanned_then_made)
+    assert await page_ids(store) == ["s001", "s000"]
+    monkeypatch.setattr(store.list_index, "scan", real)
+    assert await page_ids(store) == ["meanwhile", "s001", "s000"]  # stale again: rebuilt
+
+
 async def test_jsonl_a_session_removed_outside_the_store_leaves_the_pages(tmp_path: Path) -> None:
     store = await jsonl_store(tmp_path, 3)
     assert await page_ids(store) == ["s002", "s001", "s000"]

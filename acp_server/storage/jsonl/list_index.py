@@ -230,7 +230,9 @@ class ListIndex:
                 except (StaleIndex, msgspec.DecodeError, msgspec.ValidationError):
                     log.info("%s: rebuilding the list index: %s", self.path, why)
                     self._rebuild(fd)
-                return self._read(fd, cwd, after, archived, count)
+                # A session made during the rebuild changes the root again: the index just
+                # built is still the root as the rebuild scanned it, so it is read as it is.
+                return self._read(fd, cwd, after, archived, count, current=False)
         finally:
             os.close(fd)  # releases the lock
 
@@ -241,12 +243,16 @@ class ListIndex:
         after: ListPosition | None,
         archived: ArchiveFilter,
         count: int,
+        *,
+        current: bool = True,
     ) -> list[Created]:
+        """The index's page; `StaleIndex` if there is none, or (`current`) if the root has
+        changed since the index recorded it."""
         size = os.fstat(fd).st_size
         last = _last_line(fd, size)
         if last is None:
             raise StaleIndex("no index yet")
-        if last.stamp != root_stamp(self.root):
+        if current and last.stamp != root_stamp(self.root):
             raise StaleIndex("the sessions directory changed since the index recorded it")
         return read_back(_lines_back(fd, size), cwd, after, archived, count)
 
