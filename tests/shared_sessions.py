@@ -4,12 +4,14 @@ sent. Each client is a `ws_server.Peer`, over a WebSocket or an attach relay."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fixtures_builder import ToolUse, args
+from fixtures_builder import Scenario, ToolUse, args, write_fixture
 from polling import wait_until
-from ws_server import Listening, Peer
+from ws_server import Listening, Peer, listening
 
 LONG = " ".join(f"word{n}" for n in range(120))
 """A reply that takes a while to stream at `--pace-ms 10` (about 400 chunks)."""
@@ -31,6 +33,16 @@ QUEUED = {
     "description": "It runs when the running turn ends (1 prompt is waiting).",
 }
 """The notice every attached client is sent when one prompt waits for the running turn."""
+
+
+@contextmanager
+def serving(tmp_path: Path, scenario: Scenario, *flags: str) -> Iterator[Listening]:
+    """`serve --listen` replaying `scenario`, slowed to 10 ms a chunk, with `flags` added."""
+    fixture = write_fixture(tmp_path / "fixture", scenario)
+    with listening(
+        tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10", *flags
+    ) as server:
+        yield server
 
 
 def client(server: Listening, capabilities: dict[str, Any] | None = None) -> Peer:

@@ -7,13 +7,11 @@ WebSocket clients."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_builder import Scenario, Step, write_fixture
+from fixtures_builder import Scenario, Step
 from polling import wait_until
 from shared_sessions import (
     AGENT,
@@ -29,11 +27,12 @@ from shared_sessions import (
     prompt,
     queued_notices,
     read_until,
+    serving,
     texts,
     updates,
     withdrawn,
 )
-from ws_server import Listening, Peer, PeerError, listening
+from ws_server import Listening, Peer, PeerError
 
 pytestmark = pytest.mark.process
 
@@ -43,15 +42,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path
-
-
-@contextmanager
-def serving(tmp_path: Path, scenario: Scenario, *flags: str) -> Iterator[Listening]:
-    fixture = write_fixture(tmp_path / "fixture", scenario)
-    with listening(
-        tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10", *flags
-    ) as server:
-        yield server
 
 
 def loaded_texts(server: Listening, session_id: str, workspace: Path) -> dict[tuple[str, str], str]:

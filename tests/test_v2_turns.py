@@ -18,8 +18,18 @@ import pytest
 from acp_process import AcpProcess
 from fixtures_builder import Scenario, Step, ToolUse, args, write_fixture
 from sdk_schema import check_v2
-from shared_sessions import AGENT, LONG, USER, WRITE, client, new_session, read_until, texts
-from ws_server import Listening, Peer, PeerError, listening
+from shared_sessions import (
+    AGENT,
+    LONG,
+    USER,
+    WRITE,
+    client,
+    new_session,
+    read_until,
+    serving,
+    texts,
+)
+from ws_server import Listening, Peer, PeerError
 
 from acp_server.agent.tool_calls import CANCELLED_CALL
 from acp_server.server.errors import ModelRequestError
@@ -44,13 +54,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path
-
-
-@contextmanager
-def serving(tmp_path: Path, scenario: Scenario) -> Iterator[Listening]:
-    fixture = write_fixture(tmp_path / "fixture", scenario)
-    with listening(tmp_path / "sessions", "--replay", str(fixture), "--pace-ms", "10") as server:
-        yield server
 
 
 def v2_client(server: Listening) -> Peer:
