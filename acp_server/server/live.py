@@ -28,7 +28,13 @@ from ..core.acp_updates import (
     UserMessageShown,
 )
 from ..core.event_log import EventLog
-from ..core.events import SessionContextData, SessionEvent, SessionTitleData, UserMessageEvent
+from ..core.events import (
+    SessionContextData,
+    SessionEvent,
+    SessionTitleData,
+    ToolCall,
+    UserMessageEvent,
+)
 from ..core.header import SessionHeader
 from ..core.modes import Settings
 from ..core.prompt_queue import PromptQueue
@@ -190,6 +196,16 @@ class LiveSession:
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
+
+    async def mcp_settled_for(self, records: Iterable[object]) -> None:
+        """Wait, when `records` call an MCP server's tool (`mcp__<server>__<tool>`), for the
+        session's MCP servers to settle, so that a replay shows those calls as they were live
+        (their servers' titles); bounded by the servers' connect timeout."""
+        mcp = self.mcp
+        if mcp is None or mcp.settled.is_set():
+            return
+        if any(type(r) is ToolCall and r.data.name.startswith("mcp__") for r in records):
+            await mcp.wait_settled()
 
 
 async def close_mcp(session: LiveSession) -> None:

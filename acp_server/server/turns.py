@@ -10,7 +10,7 @@ gets the session's live updates (`attached`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,7 @@ from ..core.acp_updates import (
 from ..core.chunk_checks import KeptRecord
 from ..core.commands import init_request, parse_command
 from ..core.content import ContentBlock, TextContent
-from ..core.events import SessionNotice, SessionNoticeData, SubagentStart, ToolCall
+from ..core.events import SessionNotice, SessionNoticeData, SubagentStart
 from ..core.header import SESSION_FORMAT_VERSION, SessionHeader
 from ..core.projection import TailCut, project_load, tail_start
 from ..core.prompt_queue import MAX_QUEUED, QueueFull
@@ -455,11 +455,7 @@ class Conversations:
         self, session: LiveSession, records: Sequence[KeptRecord], shapes: ClientCapabilities
     ) -> list[SessionUpdate]:
         """Send the replay of `records`; the session's own updates it sent."""
-        mcp = session.mcp
-        if mcp is not None and not mcp.settled.is_set() and _calls_mcp(records):
-            # Its MCP calls are shown as they were live (their servers' titles) once the
-            # servers are there: bounded by their connect timeout.
-            await mcp.wait_settled()
+        await session.mcp_settled_for(records)
         present = self.presenter(session)
         replays: dict[str, list[SessionUpdate]] = {}
         foreign: set[str] = set()
@@ -511,11 +507,6 @@ class Conversations:
             session_id=child_id,
         )
         return child_replay(parent_id, child_id, updates)
-
-
-def _calls_mcp(records: Iterable[object]) -> bool:
-    """Whether the records hold a call of an MCP server's tool (`mcp__<server>__<tool>`)."""
-    return any(type(r) is ToolCall and r.data.name.startswith("mcp__") for r in records)
 
 
 def busy_error(session_id: str) -> SessionInUse:

@@ -32,7 +32,7 @@ from ...core.chunk_checks import KeptRecord
 from ...core.chunk_rows import StorageRecord
 from ...core.commands import COMMANDS
 from ...core.content import Meta_
-from ...core.events import ToolCall, TurnEnd
+from ...core.events import TurnEnd
 from ...core.projection import project_load
 from ...core.structs import Model
 from ...core.v2_replay import (
@@ -250,17 +250,11 @@ class Resume:
         last turn it read. A message the log does not have is refused before anything is
         sent."""
         present = self.agent.conversations.presenter(session)
-        mcp_waited = False
         found = not isinstance(cursor, AfterMessage)
         stop_reason: str | None = None
         async for page in self._pages(session, end):
             stop_reason = last_stop_reason(page, stop_reason)
-            mcp = session.mcp
-            if not mcp_waited and mcp is not None and _calls_mcp(page):
-                # Its MCP calls are shown as they were live (their servers' titles) once the
-                # servers are there: bounded by their connect timeout.
-                await mcp.wait_settled()
-                mcp_waited = True
+            await session.mcp_settled_for(page)
             updates = _projected(page, present)
             if not found:
                 assert isinstance(cursor, AfterMessage)
@@ -287,8 +281,3 @@ class Resume:
 def _projected(page: list[StorageRecord], present: ToolPresenter) -> list[SessionUpdate]:
     records: list[KeptRecord] = list(page)
     return project_load(records, present)
-
-
-def _calls_mcp(records: list[StorageRecord]) -> bool:
-    """Whether the records hold a call of an MCP server's tool (`mcp__<server>__<tool>`)."""
-    return any(type(r) is ToolCall and r.data.name.startswith("mcp__") for r in records)
