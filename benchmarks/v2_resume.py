@@ -4,7 +4,7 @@ The session is `huge.py`'s (same shape, fixed seed), written through each engine
 each in a fresh `acp-server serve --store URL` over stdio:
 
 - v2 resume: `initialize` for version 2, then `session/resume` with `replayFrom: {"type":
-  "start"}`: the time from the request to its answer, the updates before it and their bytes,
+  "start"}`: the time from the spawn to its answer (the thread loaded) and from the request, the updates before it and their bytes,
   and the server's peak RSS (`VmHWM`, read after the answer). The replay is read in pages
   (`ACP_SERVER_REPLAY_PAGE` events, 200 by default) of whole turns, each sent before the next
   is read;
@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ def replay(url: str, env: dict[str, str], cwd: str, version: int) -> dict[str, A
             method = "session/load"
             params = {"sessionId": SESSION_ID, "cwd": cwd, "mcpServers": []}
         elapsed, _, before = server.call(method, params)
+        from_spawn = time.perf_counter() - server.spawned
         rss = server.peak_rss_bytes()
         server.close()
     finally:
@@ -70,6 +72,7 @@ def replay(url: str, env: dict[str, str], cwd: str, version: int) -> dict[str, A
             server.process.kill()
             server.process.wait()
     return {
+        "fromSpawnMs": round(from_spawn * 1000, 1),
         "requestMs": round(elapsed * 1000, 1),
         "updates": before.frames,
         "updateBytes": before.bytes,
