@@ -190,6 +190,8 @@ class PromptServer:
             replay = ("--replay", str(write_fixture(self.tmp / "fixture", scenario)))
         self.client = client if client is not None else FakeClient()
         self.methods: dict[Any, str] = {}
+        self.answered_early: dict[Any, Answered] = {}
+        """Responses read while waiting for another request's (by id)."""
         if titles is not None:
             flags = ("--titles", titles, *flags)
         # A store URL replaces the sessions directory (`--store`; `log` then reads nothing).
@@ -212,15 +214,20 @@ class PromptServer:
         return request_id
 
     def read_until_response(
-        self, request_id: int, *, answer: bool = True, timeout: float = TIMEOUT
+        self, request_id: Any, *, answer: bool = True, timeout: float = TIMEOUT
     ) -> Answered:
         """Read frames until the response to `request_id`, answering the server's requests
         with the fake client unless `answer` is false (then they are only collected)."""
+        if request_id in self.answered_early:
+            return self.answered_early.pop(request_id)
         frames: list[dict[str, Any]] = []
         while True:
             frame = self.process.read_frame(timeout)
             if frame.get("id") == request_id and "method" not in frame:
                 return Answered(frame, frames, self.normalize)
+            if "method" not in frame and frame.get("id") in self.methods:
+                # Another request of ours answered first: kept for its own read.
+                self.answered_early[frame["id"]] = Answered(frame, list(frames), self.normalize)
             frames.append(frame)
             if "method" in frame and "id" in frame and answer:
                 self.reply(frame["id"], self.client.answer(frame))

@@ -14,7 +14,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from acp_server.jsonrpc.errors import ConnectionClosed, RpcError
 from acp_server.jsonrpc.peer import Notification, Peer, Request
-from acp_server.jsonrpc.runner import Runner
+from acp_server.jsonrpc.runner import Runner, Then
 
 pytestmark = pytest.mark.anyio
 
@@ -169,3 +169,53 @@ async def test_the_end_of_input_fails_every_waiter() -> None:
         await a.call("late")
     a_out.close()
     b_in.close()
+
+
+async def test_a_requests_handler_runs_to_its_first_wait_before_the_next_message_is_read() -> None:
+    # A request and a notification read at once (one chunk of input): what the handler does
+    # before its first wait (a prompt taking its place in a session's queue) comes before the
+    # notification (a `session/cancel` that must find it).
+    output, _answers = anyio.create_memory_object_stream[bytes](10)
+    end = End(_Sink(output), 100)
+    release = anyio.Event()
+    seen_at_start: list[list[tuple[str, Any]]] = []
+
+    async def held(params: Any) -> Any:
+        seen_at_start.append(list(end.notifications))
+        await release.wait()
+        return 0
+
+    end.handlers["held"] = held
+
+    async def request_then_notification() -> AsyncIterator[bytes]:
+        yield b'{"jsonrpc":"2.0","id":1,"method":"held"}'
+        yield b'{"jsonrpc":"2.0","method":"after","params":[2]}'
+        release.set()
+
+    with output, _answers, anyio.fail_after(DEADLINE):
+        await end.serve(request_then_notification())
+    assert seen_at_start == [[]]
+    assert end.notifications == [("after", [2])]
+
+
+class _Closed(_Sink):
+    async def send(self, frame: bytes) -> None:
+        raise anyio.ClosedResourceError
+
+
+async def test_an_answer_that_cannot_be_sent_calls_unsent_instead_of_after() -> None:
+    output, _answers = anyio.create_memory_object_stream[bytes](10)
+    end = End(_Closed(output), 100)
+    called: list[str] = []
+
+    async def receipt(params: Any) -> Any:
+        return Then(0, lambda: called.append("after"), lambda: called.append("unsent"))
+
+    end.handlers["receipt"] = receipt
+
+    async def one_request() -> AsyncIterator[bytes]:
+        yield b'{"jsonrpc":"2.0","id":1,"method":"receipt"}'
+
+    with output, _answers, anyio.fail_after(DEADLINE):
+        await end.serve(one_request())
+    assert called == ["unsent"]

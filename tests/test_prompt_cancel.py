@@ -269,6 +269,34 @@ def test_a_cancel_answers_the_running_prompt_and_the_one_queued_behind_it_cancel
         ]
 
 
+def test_a_cancel_read_with_its_prompt_cancels_that_prompts_turn(tmp_path: Path) -> None:
+    # Both lines in one write: the server reads them together, and the cancel, sent after the
+    # prompt, must still find the prompt's turn (it begins cancelled).
+    scenario = Scenario([("wait", [Step(text="never streamed")])])
+    with PromptServer(tmp_path, scenario) as server:
+        session = server.new_session()
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": "prompt",
+            "method": "session/prompt",
+            "params": server.prompt_params(session, "wait"),
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
+        server.methods["prompt"] = "session/prompt"
+        server.process.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in (prompt, cancel)))
+        answered = server.read_until_response("prompt")
+
+        assert answered.stop_reason == "cancelled"
+        assert answered.updates == []
+        assert server.log(session) == [
+            *turn_opening(0, "wait"),
+            # Cancelled before its model request went out: the step holds no message.
+            {"type": "step/start", "data": {"turn": 0, "step": 0}},
+            {"type": "step/end", "data": {"turn": 0, "step": 0}},
+            {"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "cancelled"}}},
+        ]
+
+
 # -- cancel while a permission request is pending ------------------------------------------------
 
 WRITE = ToolUse("call_write", "write_file", args(path="notes.txt", content="x"))

@@ -8,6 +8,7 @@ attaches its client)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -444,3 +445,35 @@ def test_over_stdio_a_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, worksp
         assert states(seen) == [{"state": "running"}, {"state": "idle", "stopReason": "cancelled"}]
         # The next frame is this answer (`response` fails on any other): nothing followed idle.
         assert "result" in server.request("session/list", {})
+
+
+def test_over_stdio_a_cancel_read_with_its_prompt_ends_that_turn_cancelled(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with stdio(tmp_path, Scenario([("go", [Step(text=LONG)])])) as server:
+        session_id = server.result("session/new", {"cwd": str(workspace)})["sessionId"]
+        prompt_ = {
+            "jsonrpc": "2.0",
+            "id": "go",
+            "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": GO},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        server.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in (prompt_, cancel)))
+        assert server.read_frame() == {
+            "jsonrpc": "2.0",
+            "id": "go",
+            "result": {"messageId": "user-0-0"},
+        }
+        updates = read_updates_to_idle(server, session_id)
+
+        assert updates[0] == {
+            "sessionUpdate": "user_message",
+            "messageId": "user-0-0",
+            "content": GO,
+        }
+        assert states(updates) == [
+            {"state": "running"},
+            {"state": "idle", "stopReason": "cancelled"},
+        ]
+        assert texts(updates) == {}

@@ -5,7 +5,10 @@ says what to do with the other end's calls (`request_received`, `notification_re
 
 - a request may be answered at once (a frame returned), or run in a task of its own with
   `run_request`, inside a cancel scope that the other end's `$/cancel_request` cancels; a
-  cancelled request is answered -32800, so a long request never holds up anything else;
+  cancelled request is answered -32800, so a long request never holds up anything else. Its
+  handler runs up to its first wait before the next message is read: what it does at once
+  (a prompt taking its place in a session's queue) comes before anything sent after it (a
+  `session/cancel`), as the other end sent them;
 - a notification is handled during the read, in wire order.
 
 Our own requests (`call`) get ids from the peer; the answer is routed back by id to the
@@ -69,13 +72,21 @@ class FrameSink(Protocol):
 
 
 class Then(NamedTuple):
-    """A handler's result, and what to do once the answer is queued for the other end.
+    """A handler's result, what to do once the answer is queued for the other end, and what
+    to do instead if it never is (the other end went, the request was cancelled, the result
+    could not be encoded): exactly one of the two is called.
 
     `session.follow` uses it: its notifications must reach the client after its result.
     """
 
     result: Any
     after: Callable[[], None]
+    unsent: Callable[[], None] | None = None
+
+
+def _unsent(then: Then | None) -> None:
+    if then is not None and then.unsent is not None:
+        then.unsent()
 
 
 class _Waiter:
@@ -94,11 +105,11 @@ class _Waiter:
 class _BatchAnswers:
     """The answers of one batch, sent together once every request of it is answered."""
 
-    __slots__ = ("afters", "frames", "pending", "sealed")
+    __slots__ = ("frames", "pending", "sealed", "thens")
 
     def __init__(self) -> None:
         self.frames: list[bytes] = []
-        self.afters: list[Callable[[], None]] = []
+        self.thens: list[Then] = []
         self.pending = 0  # its requests running in tasks
         self.sealed = False  # every message of the batch has been read
 
@@ -128,6 +139,7 @@ class Runner:
         self._reader_scope: anyio.CancelScope | None = None
         self._close_callbacks: list[Callable[[], None]] = []
         self._batch: _BatchAnswers | None = None  # the batch being read
+        self._began: anyio.Event | None = None  # set once the request last run has begun
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -355,22 +367,31 @@ class Runner:
                 log.debug("output closed before the answers of a batch")
 
     async def _send_batch(self, answers: _BatchAnswers) -> None:
-        await self._sink.send(answers.frame())
-        for after in answers.afters:
-            after()
+        try:
+            await self._sink.send(answers.frame())
+        except _GONE:
+            for then in answers.thens:
+                _unsent(then)
+            raise
+        for then in answers.thens:
+            then.after()
 
     async def _deliver(
-        self, answers: _BatchAnswers | None, frame: bytes, after: Callable[[], None] | None
+        self, answers: _BatchAnswers | None, frame: bytes, then: Then | None
     ) -> None:
         """Send a request's answer, or keep it for its batch's array (sent with the last)."""
         if answers is None:
-            await self._sink.send(frame)
-            if after is not None:
-                after()
+            try:
+                await self._sink.send(frame)
+            except _GONE:
+                _unsent(then)
+                raise
+            if then is not None:
+                then.after()
             return
         answers.frames.append(frame)
-        if after is not None:
-            answers.afters.append(after)
+        if then is not None:
+            answers.thens.append(then)
         answers.pending -= 1
         if answers.complete:
             await self._send_batch(answers)
@@ -378,7 +399,11 @@ class Runner:
     async def _receive(self, event: Event | None) -> bytes | None:
         """What one message (not a batch) is answered with now, if anything."""
         if isinstance(event, Request):
-            return self.request_received(event)
+            frame = self.request_received(event)
+            began, self._began = self._began, None
+            if began is not None:
+                await began.wait()  # its handler has run up to its first wait
+            return frame
         if isinstance(event, Notification):
             return await self.notification_received(event)
         if isinstance(event, Invalid):
@@ -426,7 +451,8 @@ class Runner:
         answers = self._batch
         if answers is not None:
             answers.pending += 1
-        task_group.start_soon(self._run, request_id, method, call, scope, answers)
+        self._began = began = anyio.Event()
+        task_group.start_soon(self._run, request_id, method, call, scope, began, answers)
 
     async def _run(
         self,
@@ -434,10 +460,12 @@ class Runner:
         method: str,
         call: Callable[[], Awaitable[Any]],
         scope: anyio.CancelScope,
+        began: anyio.Event,
         answers: _BatchAnswers | None = None,
     ) -> None:
         frame: bytes | None = None
-        after: Callable[[], None] | None = None
+        then: Then | None = None
+        began.set()  # the reader goes on once `call` waits (nothing runs in between)
         try:
             with scope:
                 try:
@@ -446,16 +474,18 @@ class Runner:
                     frame = self.peer.fail(request_id, self.error_for(exc, method))
                 else:
                     if isinstance(result, Then):
-                        result, after = result
+                        then, result = result, result.result
                     frame = self.peer.answer(request_id, result)
             if frame is None:  # cancelled by $/cancel_request or at shutdown
                 frame = self.peer.fail(request_id, RequestCancelled("Request cancelled"))
-                after = None
-            await self._deliver(answers, frame, after)
+                _unsent(then)
+                then = None
+            await self._deliver(answers, frame, then)
         except _GONE:
             log.debug("output closed before the answer to %r", request_id)
         except msgspec.EncodeError:  # a handler returned something unencodable: a bug
             log.exception("cannot encode the result of %s", method)
+            _unsent(then)
             failed = self.peer.fail(
                 request_id, InternalError(f"Internal error while handling {method}")
             )

@@ -43,7 +43,7 @@ from .config import ServeConfig
 from .errors import AuthRequired, ConnectionClosed, InvalidParams, echoed
 from .history import History
 from .listing import archive_filter
-from .live import LiveSession
+from .live import LiveSession, Place
 from .mcp_connect import McpReport, connect_mcp, unavailable
 from .params import (
     check_absolute,
@@ -560,15 +560,16 @@ class AcpAgent:
         self.check_prompt(request.prompt)
         session = self.sessions.get(check_session_id(request.session_id))
         self._attach(session)  # a session live here may be driven from any connection
-        return PromptResponse(stop_reason=await self._outliving(session, request.prompt))
+        place = self.conversations.admit(session)  # before any wait: a cancel after finds it
+        return PromptResponse(stop_reason=await self._outliving(session, request.prompt, place))
 
-    async def _outliving(self, session: LiveSession, prompt: list[Any]) -> StopReason:
+    async def _outliving(self, session: LiveSession, prompt: list[Any], place: Place) -> StopReason:
         """The prompt's turn, run in the registry's services so that it goes on when this
         client goes (`turns_outlive`); this request waits for its outcome, and its
         `$/cancel_request` cancels it."""
         services = self.sessions.services
         if services is None or not self.turns_outlive:
-            return await self.conversations.prompt(session, prompt)
+            return await self.conversations.prompt(session, prompt, place=place)
         outcome: list[StopReason] = []
         failure: list[Exception] = []
         done = anyio.Event()
@@ -577,13 +578,17 @@ class AcpAgent:
         async def run() -> None:
             try:
                 with scope:
-                    outcome.append(await self.conversations.prompt(session, prompt))
+                    outcome.append(await self.conversations.prompt(session, prompt, place=place))
             except Exception as exc:
                 failure.append(exc)
             finally:
                 done.set()  # also when the process's shutdown cancelled it
 
-        services.start_soon(run)
+        try:
+            services.start_soon(run)
+        except BaseException:  # the services have ended: the process is shutting down
+            self.conversations.leave(session, place)
+            raise
         with anyio.CancelScope() as waiting:
             self._waiting.add(waiting)
             try:

@@ -107,9 +107,12 @@ class LiveSession:
         """Set when a client attaches (then replaced): what a request waiting for a client
         waits on."""
         self.prompter: ClientPort | None = None
-        """The client whose prompt the running turn answers: its stream is the turn's own, the
-        other attached clients get it mirrored (`mirror`)."""
-        self.queue: PromptQueue[Queued] = PromptQueue()
+        """The client whose prompt holds the turn (its turn running or about to): its stream
+        is the turn's own, the other attached clients get it mirrored (`mirror`)."""
+        self.cancelled_early = False
+        """A cancel came for the prompt holding the turn before its turn began: it begins
+        cancelled (`begin`)."""
+        self.queue: PromptQueue[Place] = PromptQueue()
         """The prompts waiting for the running turn to end (SPEC 4)."""
         self.rest: Callable[[], Awaitable[None]] | None = None
         """Reads into its log what a load for a tail left in the store (`log.base`), for what
@@ -136,9 +139,18 @@ class LiveSession:
         return self.recorder.log
 
     def cancel(self) -> None:
-        """Cancel the running prompt turn, if any (`session/cancel`, and closing the session)."""
+        """Cancel the running prompt turn, if any (`session/cancel`, and closing the session);
+        a prompt holding the turn whose turn has not begun yet begins it cancelled."""
         if self.turn is not None:
             self.turn.cancel()
+        elif self.prompter is not None:
+            self.cancelled_early = True
+
+    def begin(self, turn: Turn) -> None:
+        """`turn` is the running turn from now; cancelled at once if a cancel came first."""
+        self.turn = turn
+        if self.cancelled_early:
+            turn.cancel()
 
     def attach(self, client: ClientPort, link: Attached) -> None:
         """`client` is attached: it drives the session and is sent its updates from now on."""
@@ -152,8 +164,14 @@ class LiveSession:
 
     @property
     def busy(self) -> bool:
-        """Whether work keeps it live without a client: a turn running or prompts queued."""
-        return self.turn is not None or len(self.queue) > 0 or self._active > 0
+        """Whether work keeps it live without a client: a prompt holding the turn (its turn
+        running or about to) or prompts queued."""
+        return (
+            self.prompter is not None
+            or self.turn is not None
+            or len(self.queue) > 0
+            or self._active > 0
+        )
 
     def mirror(self, notes: Iterable[SessionNotification], source: ClientPort | None) -> None:
         """Send `notes` to every attached client but `source` (whose own stream has them)."""
@@ -215,9 +233,10 @@ async def close_mcp(session: LiveSession) -> None:
         await servers.aclose()
 
 
-class Queued:
-    """A prompt waiting in a session's queue: woken (`go`) when its turn may run, or told it
-    was withdrawn (`session/cancel` from its client)."""
+class Place:
+    """A prompt's place in its session's turn order, taken as the prompt is received: it
+    holds the turn (`go` set at once) or waits in the queue until woken, or is told it was
+    withdrawn (`session/cancel` from its client, the session closing)."""
 
     def __init__(self, client: ClientPort) -> None:
         self.client = client

@@ -39,7 +39,7 @@ from ..core.subagent_updates import child_replay, with_children
 from ..storage.errors import LogError
 from .attached import CLIENT_GONE, DEFAULT_DETACHED_PERMISSION_TIMEOUT, Attached, SessionPort
 from .errors import InvalidParams, SessionInUse, to_rpc_error
-from .live import LiveSession, Queued
+from .live import LiveSession, Place
 from .sessions import SessionRegistry
 from .surface import Surface, SurfaceConfig
 from .system_prompt import forget_context, system_for, update_context
@@ -114,16 +114,23 @@ class Conversations:
     # -- prompt turns --------------------------------------------------------------------------
 
     async def prompt(
-        self, session: LiveSession, prompt: list[ContentBlock], message_id: str | None = None
+        self,
+        session: LiveSession,
+        prompt: list[ContentBlock],
+        message_id: str | None = None,
+        place: Place | None = None,
     ) -> StopReason:
-        """Run one turn for this connection's client; while another prompt is being answered
-        it waits in the session's queue (`cancelled` when `session/cancel` withdraws it).
-        `message_id`: the id its user message is logged with (a v2 prompt's receipt), by
-        default the turn's `user-N`.
+        """Run one turn for this connection's client, once its `place` (taken by `admit` as
+        the prompt was received; by default now) holds the turn: while another prompt is
+        being answered it waits in the session's queue (`cancelled` when `session/cancel`
+        withdraws it). `message_id`: the id its user message is logged with (a v2 prompt's
+        receipt), by default the turn's `user-N`.
 
         Every attached client that shows state (v2) is told the turn runs, then that the
         session is idle again and why: its stop reason, or `error` with the error."""
-        if not await self._take_turn(session):
+        if place is None:
+            place = self.admit(session)
+        if not await self._wait_turn(session, place):
             return "cancelled"
         try:
             ended = StateShown("idle", "cancelled")
@@ -155,16 +162,19 @@ class Conversations:
             except CLIENT_GONE:
                 log.debug("session %s: its prompting client has gone", session.id)
 
-    async def _take_turn(self, session: LiveSession) -> bool:
-        """Wait until this client's prompt may run in `session` (at once when nothing runs or
-        waits); False when it was withdrawn meanwhile. A queue already `MAX_QUEUED` long
-        refuses it."""
+    def admit(self, session: LiveSession) -> Place:
+        """This client's prompt takes its place in the session's turn order, as it is
+        received (before any wait, so that a `session/cancel` read after it finds it): the
+        turn at once when nothing runs or waits, else last in the queue, which every other
+        attached client is told. A queue already `MAX_QUEUED` long refuses it. The place is
+        then `prompt`'s to run, or `leave`'s."""
+        place = Place(self.client)
         if session.prompter is None and not len(session.queue):
             session.prompter = self.client
-            return True
-        queued = Queued(self.client)
+            place.go.set()
+            return place
         try:
-            waiting = session.queue.admit(self.client, queued)
+            waiting = session.queue.admit(self.client, place)
         except QueueFull:
             raise InvalidParams.at(
                 "$.sessionId",
@@ -176,22 +186,32 @@ class Conversations:
             "info", "Prompt queued", f"It runs when the running turn ends ({ahead} waiting)."
         )
         session.show_all(queued_notice)
+        return place
+
+    def leave(self, session: LiveSession, place: Place) -> None:
+        """A prompt whose turn will not run (its request cancelled, its task never started)
+        gives up its `place`: out of the queue, or the turn it holds goes to the next."""
+        if not session.queue.remove(place) and place.go.is_set() and not place.withdrawn:
+            self._pass_turn(session)
+
+    async def _wait_turn(self, session: LiveSession, place: Place) -> bool:
+        """Wait until `place` holds the turn; False when it was withdrawn meanwhile."""
         try:
-            await queued.go.wait()
+            await place.go.wait()
         except BaseException:
-            if not session.queue.remove(queued) and queued.go.is_set() and not queued.withdrawn:
-                self._pass_turn(session)  # handed the turn as this was cancelled: pass it on
+            self.leave(session, place)
             raise
-        return not queued.withdrawn
+        return not place.withdrawn
 
     @staticmethod
     def _pass_turn(session: LiveSession) -> None:
         """The prompt being answered is done: the oldest waiting one runs next."""
         session.prompter = None
-        queued = session.queue.pop_next()
-        if queued is not None:
-            session.prompter = queued.client
-            queued.go.set()
+        session.cancelled_early = False
+        place = session.queue.pop_next()
+        if place is not None:
+            session.prompter = place.client
+            place.go.set()
 
     async def _answer(
         self, session: LiveSession, prompt: list[ContentBlock], message_id: str | None
@@ -219,7 +239,7 @@ class Conversations:
             await self.surface.run_command(session, command, prompt, answer, message_id)
             return "end_turn"
         turn = Turn(self._env(session), prompt, compact=compact, message_id=message_id)
-        session.turn = turn
+        session.begin(turn)
         failure: Exception | None = None
         try:
             # Once the turn can be cancelled: a cancel sent as soon as it is seen running ends it.
@@ -230,9 +250,8 @@ class Conversations:
                     # first, or say why it still cannot be written.
                     await self.sessions.reopen(session)
                     self.bind(session)
-                    turn = session.turn = Turn(
-                        self._env(session), prompt, compact=compact, message_id=message_id
-                    )
+                    turn = Turn(self._env(session), prompt, compact=compact, message_id=message_id)
+                    session.begin(turn)
                 await self._refresh_context(session)
                 async with anyio.create_task_group() as flushing:
                     flushing.start_soon(session.recorder.run_flusher)

@@ -25,7 +25,7 @@ from ...core.acp_updates import SessionNotification, StateShown, UserMessageShow
 from ...core.content import ContentBlock, Meta_
 from ..attached import CLIENT_GONE
 from ..errors import ConnectionClosed, InvalidParams, echoed
-from ..live import check_not_child
+from ..live import Place, check_not_child
 from ..params import check_session_id
 from ..protocol import CloseSessionRequest, Empty, Inbound, PromptRequest
 from ..rpc import Then
@@ -84,15 +84,21 @@ class V2Turns:
         session = agent.sessions.get(check_session_id(request.session_id))
         agent.check_auth()  # logged out since: answered now, not by a failed turn
         agent.attach(session)  # a session live here may be driven from any connection
+        place = agent.conversations.admit(session)  # before any wait: a cancel after finds it
         message_id = receipt_id(agent.sessions, session)
         prompt = list(request.prompt)
 
         def then() -> None:
-            self._start(session, prompt, message_id)
+            self._start(session, prompt, message_id, place)
 
-        return Then(PromptReceipt(message_id), then)
+        def unsent() -> None:  # no receipt, no turn
+            agent.conversations.leave(session, place)
 
-    def _start(self, session: LiveSession, prompt: list[ContentBlock], message_id: str) -> None:
+        return Then(PromptReceipt(message_id), then, unsent)
+
+    def _start(
+        self, session: LiveSession, prompt: list[ContentBlock], message_id: str, place: Place
+    ) -> None:
         """Run the accepted prompt's turn: where turns outlive their client, in the registry's
         services (it goes on when this client goes), else on this connection."""
         agent = self.agent
@@ -106,20 +112,21 @@ class V2Turns:
                         "session/update",
                         SessionNotification(session.id, UserMessageShown(message_id, prompt)),
                     )
-                await agent.conversations.prompt(session, prompt, message_id)
+                await agent.conversations.prompt(session, prompt, message_id, place)
             except CLIENT_GONE:
                 pass
             except Exception as exc:  # its idle `error` said so; the log has the rest
                 log.info("session %s: turn of %s failed: %s", session.id, message_id, exc)
 
         services = agent.sessions.services
-        if services is not None and agent.turns_outlive:
-            services.start_soon(run)
-            return
         try:
-            agent.connection.start_soon(run)
-        except ConnectionClosed:  # its client went as it was answered: the prompt is dropped
+            if services is not None and agent.turns_outlive:
+                services.start_soon(run)
+            else:
+                agent.connection.start_soon(run)
+        except (ConnectionClosed, RuntimeError):  # its client went as it was answered
             log.info("session %s: %s not run, its client has gone", session.id, message_id)
+            agent.conversations.leave(session, place)
 
     async def close(self, request: CloseSessionRequest) -> Empty:
         """v1's `session/close`, but a turn it cancels (no other client holds the session)
