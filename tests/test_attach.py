@@ -19,6 +19,9 @@ from polling import TIMEOUT, wait_until
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from acp_server.providers.credentials import KeyName, load_keys
+from acp_server.startup import attach, handshake
+
 pytestmark = pytest.mark.process
 
 __all__ = ["places"]  # the fixture
@@ -223,6 +226,26 @@ def test_the_relay_imports_the_standard_library_only(places: Places, tmp_path: P
     assert {"asyncio", "anyio", "msgspec", "subprocess", "threading"} & others == set()
     interpreter = _imports([sys.executable, "-X", "importtime", "-c", "pass"])
     assert others - interpreter - {n.lstrip("_") for n in sys.stdlib_module_names} == set()
+
+
+def test_the_terminal_auth_method_on_an_attach_command_line_logs_in_and_starts_no_server(
+    places: Places, tmp_path: Path
+) -> None:
+    config = tmp_path / "config"
+    key = "sk-test-0123456789abcdefghijklmnop"
+    env = {n: v for n, v in os.environ.items() if n not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env |= {**places.env, "ACP_SERVER_CONFIG_DIR": str(config), "ACP_SERVER_LOGIN": "1"}
+    flags = ["--provider=anthropic", "--model", "m", "--sessions-dir", str(tmp_path / "s")]
+    done = subprocess.run(
+        [*ATTACH, *flags], input=f"{key}\n".encode(), capture_output=True, env=env, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr
+    keys = load_keys(config / "credentials.json")
+    assert {name: secret.reveal() for name, secret in keys.items()} == {
+        KeyName("anthropic", None): key
+    }
+    assert places.status() == []
+    assert attach.LOGIN_ENV == handshake.LOGIN_ENV
 
 
 PEER_PROGRAM = """

@@ -11,12 +11,14 @@ from acp_server.startup.attach_flags import (
     PATH,
     REPEATED,
     SERVE_FLAGS,
+    STORE_SCHEMES,
     SWITCH,
     VALUE,
     normalise,
     resolve,
 )
 from acp_server.startup.attach_places import KEY_VARIABLES, server_environment
+from acp_server.storage.engines import ENGINES
 
 CWD = "/home/me/project"
 
@@ -102,6 +104,20 @@ def test_the_environments_standbys_are_folded_in_as_the_flag_unless_it_is_given(
         "--store-read",
         "postgresql://db3/acp",
     ]
+
+
+def test_the_store_schemes_are_the_engines() -> None:
+    assert frozenset(ENGINES) == STORE_SCHEMES
+
+
+def test_a_store_url_without_its_slashes_is_passed_on_for_the_server_to_refuse() -> None:
+    for store in ("sqlite:a.db", "SQLite:a.db", "postgresql:db", "file:dir"):
+        assert normalise(["--store", store], {}, CWD).argv() == ["--store", store]
+    assert normalise([], {"ACP_SERVER_STORE": "sqlite:a.db"}, CWD).argv() == [
+        "--store",
+        "sqlite:a.db",
+    ]
+    assert normalise(["--store", "dir:a"], {}, CWD).argv() == ["--store", f"{CWD}/dir:a"]
 
 
 def test_a_flag_wins_over_the_environments_store() -> None:

@@ -5,7 +5,9 @@ An editor spawns this instead of `serve`. The relay finds the server its flags k
 answers, and passes bytes both ways unchanged until either side ends: the protocol's lines are
 the server's, frame for frame. Its end of input closes its half of the connection, and the
 server ends that connection (the sessions it opened are closed, as when a stdio client goes);
-the server going away (`--stop`) ends the relay with one line on stderr.
+the server going away (`--stop`) ends the relay with one line on stderr. Run by a client's
+terminal auth method (`ACP_SERVER_LOGIN=1`, SPEC 4.4) it logs in, as `serve` would, and relays
+nothing.
 
 Start-up is what an editor waits for, so this module imports the standard library's lightest
 parts and nothing that imports asyncio, anyio or msgspec (`tests/test_attach.py` checks it);
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from typing import Final
 
 PROGRAM: Final = "acp-server attach"
+LOGIN_ENV: Final = "ACP_SERVER_LOGIN"
+"""`startup.handshake.LOGIN_ENV`, mirrored (that module imports `json` and `threading`;
+`tests/test_attach.py` holds this copy to it): when it is "1" this command line logs in."""
 CHUNK: Final = 256 * 1024
 """Bytes read at once, either way."""
 
@@ -61,6 +66,13 @@ options:
 def main(argv: Sequence[str]) -> int:
     """Run `acp-server attach` with `argv` (the arguments after `attach`); the exit status."""
     args = list(argv)
+    if os.environ.get(LOGIN_ENV) == "1":
+        # The terminal auth method (SPEC 4.4) runs the command line the editor spawns, this
+        # one, with ACP_SERVER_LOGIN=1: log in for the provider these flags name, as `serve`
+        # does, rather than relay what the user types (their key) to a server.
+        from ..cli.login import run_terminal_login
+
+        return run_terminal_login(args)
     if "-h" in args or "--help" in args:
         sys.stdout.write(HELP)
         return 0

@@ -83,6 +83,10 @@ STORE_READ_ENV: Final = "ACP_SERVER_STORE_READ"
 SESSIONS_DIR_ENV: Final = "ACP_SERVER_SESSIONS_DIR"
 REPLAY_FILE_ENV: Final = "ACP_REPLAY_FILE"
 REPLAY: Final = "llm-replay"
+STORE_SCHEMES: Final = frozenset({"file", "sqlite", "postgresql", "postgres"})
+"""The store URL schemes (`storage.engines.ENGINES`, mirrored: `tests/test_attach_flags.py`
+holds this copy to it). A `--store` that starts with one of them and a colon is a URL, whole or
+one the server refuses (`sqlite:a.db`), never a directory to make absolute."""
 
 
 class Flags:
@@ -191,11 +195,17 @@ def _fold_environment(
     if "--store-read" not in given and environ.get(STORE_READ_ENV):
         given["--store-read"] = environ[STORE_READ_ENV]
     store = given.get("--store")
-    if isinstance(store, str) and store and "://" not in store:
+    if isinstance(store, str) and store and "://" not in store and not _a_store_url(store):
         given["--store"] = absolute(store, cwd)  # a directory, as `--sessions-dir` names one
     provider = given.get("--provider", REPLAY)
     if "--replay" not in given and provider == REPLAY and environ.get(REPLAY_FILE_ENV):
         given["--replay"] = absolute(environ[REPLAY_FILE_ENV], cwd)
+
+
+def _a_store_url(store: str) -> bool:
+    """Whether `store` names a store URL's scheme (`sqlite:a.db` included): not a directory."""
+    scheme, colon, _ = store.partition(":")
+    return bool(colon) and scheme.lower() in STORE_SCHEMES
 
 
 def absolute(path: str, cwd: str) -> str:
