@@ -513,3 +513,32 @@ def test_a_permission_asked_by_another_clients_prompt_is_answered_from_the_brows
     assert (tmp_path / "hello.txt").read_text() == "Hello\n"
     decisions = [e["data"] for e in editor.events(session_id) if e["type"] == "permission/decision"]
     assert decisions == [decision(WRITE.id, "allow_once")["data"]]
+
+
+def test_a_prompt_queued_behind_another_clients_turn_is_said_to_be_queued_until_it_ends(
+    pages: Pages, hanging: Listening, tmp_path: Path, screenshot: Screenshot
+) -> None:
+    editor = peer(hanging)
+    session_id: str = editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})[
+        "sessionId"
+    ]
+    page = open_session(pages, hanging, session_id, 390)
+    asked = editor.start(
+        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "wait"}]}
+    )
+    page.wait_for_function("() => window.acpViewer.running")
+    send(page, "me too")
+    notice = page.locator(".composer-notice")
+    notice.wait_for(state="visible")
+    screenshot(page)
+
+    assert notice.text_content() == (
+        "Prompt queued. It runs when the running turn ends (1 prompt is waiting)."
+    )
+    # Stop cancels the editor's running turn and withdraws the page's own queued prompt.
+    page.locator(".composer .cancel").click()
+    assert editor.answer(asked) == {"stopReason": "cancelled"}
+    wait_for_stop(page, "cancelled")
+    notice.wait_for(state="hidden")
+    users = [e for e in editor.events(session_id) if e["type"] == "user/message"]
+    assert [u["data"]["message"]["content"][0]["text"] for u in users] == ["wait"]

@@ -2,7 +2,8 @@
 // replay: the conversation is drawn from the log by the follow), then prompts, cancels,
 // answers `session/request_permission`, and changes the mode and the model. What the session
 // says back in `session/update` (commands, mode, config options, usage) fills the prompt box's
-// completion and the side panel. The conversation itself is never drawn from these updates.
+// completion and the side panel, and its notices show above the prompt box. The conversation
+// itself is never drawn from these updates.
 
 import { RpcError } from "./connection.js";
 import { commandHint, completed, completions } from "./commands.js";
@@ -47,11 +48,13 @@ export class SessionControls {
     this.stop = el("button", { type: "button", class: "cancel", text: "Stop", hidden: true });
     this.list = el("ul", { class: "completions", role: "listbox", id: "completions", hidden: true });
     this.note = el("p", { class: "composer-note", hidden: true });
+    this.notice = el("p", { class: "composer-notice", role: "status", hidden: true });
     this.composer = el(
       "form",
       { class: "composer", "aria-label": "Prompt the session" },
       this.list,
       this.note,
+      this.notice,
       el("div", { class: "composer-row" }, this.input, el("div", { class: "composer-actions" }, this.send, this.stop)),
     );
     this.composer.addEventListener("submit", (event) => {
@@ -139,6 +142,13 @@ export class SessionControls {
         break;
       case "config_option_update":
         this.showConfig(update.configOptions ?? []);
+        break;
+      case "notice":
+        // Passing news of the session that its log does not keep ("Prompt queued"), shown
+        // until the running turn ends.
+        this.notice.textContent = update.description ? `${update.title}. ${update.description}` : update.title;
+        this.notice.dataset.severity = update.severity;
+        this.notice.hidden = false;
         break;
       case "usage_update":
         this.state.usage = { used: update.used, size: update.size, cost: update.cost ?? null };
@@ -257,6 +267,7 @@ export class SessionControls {
   loggedTurn(running) {
     if (running === this.turnInLog) return;
     this.turnInLog = running;
+    if (!running) this.notice.hidden = true;
     this.drawTurn();
   }
 

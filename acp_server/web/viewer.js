@@ -203,7 +203,9 @@ async function connect() {
   });
   await connection.request("initialize", {
     protocolVersion: PROTOCOL_VERSION,
-    clientCapabilities: {},
+    // Notices: a prompt queued behind a running turn (this page's or another client's) is
+    // said so, as every attached client is told.
+    clientCapabilities: { session: { notices: {} } },
     clientInfo: { name: "acp-server-viewer", version: "1" },
   });
   return connection;
