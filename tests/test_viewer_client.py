@@ -542,3 +542,22 @@ def test_a_prompt_queued_behind_another_clients_turn_is_said_to_be_queued_until_
     notice.wait_for(state="hidden")
     users = [e for e in editor.events(session_id) if e["type"] == "user/message"]
     assert [u["data"]["message"]["content"][0]["text"] for u in users] == ["wait"]
+
+
+def test_a_command_typed_whole_is_sent_by_enter(
+    pages: Pages, writer: Listening, tmp_path: Path
+) -> None:
+    client, session_id = closed_session(writer, tmp_path)
+    page = open_session(pages, writer, session_id, 1280)
+    page.wait_for_function("() => window.acpViewer.commands.length > 0")
+
+    page.locator("#prompt").fill("/stats")
+    page.locator("#completions [role=option]").first.wait_for(state="visible")
+    page.locator("#prompt").press("Enter")
+    wait_for_stop(page, "end_turn")
+    page.wait_for_selector('.nodes > [data-kind="reply"]')
+
+    assert node_texts(page, "user") == ["/stats"]
+    assert [
+        e["data"]["command"] for e in client.events(session_id) if e["type"] == "command/result"
+    ] == ["stats"]

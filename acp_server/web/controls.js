@@ -6,7 +6,7 @@
 // itself is never drawn from these updates.
 
 import { RpcError } from "./connection.js";
-import { commandHint, completed, completions } from "./commands.js";
+import { commandHint, completed, completions, typedCommand } from "./commands.js";
 import { el } from "./dom.js";
 import { contextText, costText } from "./format.js";
 import { renderDiff } from "./render.js";
@@ -322,7 +322,10 @@ export class SessionControls {
       this.complete();
     } else if (open && (event.key === "Tab" || event.key === "Enter")) {
       event.preventDefault();
-      this.pick(this.matches[this.choice]);
+      const chosen = this.matches[this.choice];
+      // A command typed whole is sent by Enter; a part of one is completed first.
+      if (event.key === "Enter" && typedCommand(this.input.value) === chosen.name) this.submit();
+      else this.pick(chosen);
     } else if (open && event.key === "Escape") {
       this.list.hidden = true;
     } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
