@@ -195,6 +195,10 @@ def test_a_prompt_asks_permission_in_a_dialog_and_the_write_shows_under_its_acp_
     assert tool.get_attribute("data-status") == "completed"
     assert tool.evaluate("e => e.open") is True  # a diff is open from the start
     assert tool.locator(".diff").get_attribute("data-path") == str(tmp_path / "hello.txt")
+    # The diff is shown; the call's input, the same text as JSON, is folded away.
+    assert tool.locator(".diff").is_visible()
+    assert tool.locator(".input-folded").evaluate("e => e.open") is False
+    assert not tool.locator("pre.input").is_visible()
     assert node_texts(page, "user") == ["write hello"]
     assert node_texts(page, "text") == [WROTE]
     assert status(page, "usage") == {

@@ -142,12 +142,15 @@ export function renderNode(node, open, closed) {
           el("span", { class: `badge ${node.status}`, text: status }),
           el("span", { class: "tool-title", text: node.title || node.name || "tool call" }),
         ),
-        el("div", { class: "section-label", text: "Input" }),
-        el("pre", { class: "input", text: input }),
+        // An edit's change is what the user looks for: its diff comes first and its input
+        // (the same text, as JSON) stays folded.
+        diffs.length
+          ? el("details", { class: "input-folded" }, el("summary", { class: "section-label", text: "Input" }), el("pre", { class: "input", text: input }))
+          : [el("div", { class: "section-label", text: "Input" }), el("pre", { class: "input", text: input })],
+        diffs.map(renderDiff),
         output !== null ? el("div", { class: "section-label", text: node.status === "failed" ? "Error" : "Result" }) : null,
         output !== null ? el("pre", { class: "output", text: output }) : null,
         images(shown),
-        diffs.map(renderDiff),
         node.childSessionId
           ? el("p", { class: "child" }, "Subagent session ", el("code", { text: node.childSessionId }))
           : null,
