@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
-from acp_server.agent.tools.globs import compile_glob
+from acp_server.agent.tools.globs import GlobError, compile_glob
 
 CASES = [
     ("*.py", "a.py", True),
@@ -35,3 +38,30 @@ CASES = [
 @pytest.mark.parametrize(("pattern", "path", "matches"), CASES)
 def test_glob_syntax(pattern: str, path: str, matches: bool) -> None:
     assert (compile_glob(pattern).fullmatch(path) is not None) is matches
+
+
+CATASTROPHIC = "*a" * 6 + "*b"
+"""Made a Python expression, `[^/]*a` six times then `[^/]*b`: against a name of 80 `a`s it
+backtracks for about ten seconds holding the GIL (each star more multiplies that by the length)."""
+
+
+def test_a_catastrophic_glob_is_matched_in_linear_time() -> None:
+    started = time.perf_counter()
+    matched = compile_glob(CATASTROPHIC).fullmatch("a" * 80)
+    assert (matched, time.perf_counter() - started < 1.0) == (None, True)
+    assert compile_glob(CATASTROPHIC).fullmatch("a" * 80 + "b") is not None
+
+
+def test_a_glob_that_makes_no_valid_expression_is_a_glob_error() -> None:
+    with pytest.raises(GlobError) as caught:
+        compile_glob("[z-a].txt")
+    assert str(caught.value) == (
+        "invalid glob pattern '[z-a].txt': invalid character class range: z-a"
+    )
+
+
+def test_a_name_that_is_not_utf8_is_matched_character_by_character() -> None:
+    name = os.fsdecode(b"x\xffy.txt")  # as a directory listing gives it
+    assert compile_glob("x?y.*").fullmatch(name) is not None
+    assert compile_glob("*.txt").fullmatch(name) is not None
+    assert compile_glob("x??y.txt").fullmatch(name) is None

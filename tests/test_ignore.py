@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from hypothesis import given
@@ -72,6 +73,16 @@ def test_lines_that_are_not_valid_patterns_are_skipped_like_git_does() -> None:
 
 def test_no_patterns_add_no_layer() -> None:
     assert IgnoreRules().with_patterns("", ["# only a comment", ""]).layers == ()
+
+
+def test_a_catastrophic_rule_is_matched_in_linear_time() -> None:
+    # As a Python expression, `[^/]*a` six times then `[^/]*b` backtracks for about ten seconds
+    # against a name of 80 `a`s, holding the GIL; a repository chooses both.
+    rules = IgnoreRules().with_patterns("", ["*a" * 6 + "*b"])
+    started = time.perf_counter()
+    ignored = rules.ignored("a" * 80, False)
+    assert (ignored, time.perf_counter() - started < 1.0) == (False, True)
+    assert rules.ignored("a" * 80 + "b", False) is True
 
 
 # ---------------------------------------------------------------------------------------------

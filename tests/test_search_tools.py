@@ -370,3 +370,16 @@ def test_an_absolute_glob_pattern_outside_path_is_an_error(tmp_path: Path) -> No
 def test_grep_end_anchors_match_at_the_end_of_crlf_lines(tmp_path: Path) -> None:
     make(tmp_path, {"a.txt": b"a hit\r\nhit b\r\n"})
     assert grep_text(tmp_path, "hit$") == "a.txt:1:a hit"
+
+
+@pytest.mark.parametrize("tool", ["glob", "grep"])
+def test_a_glob_that_makes_no_valid_expression_is_a_clear_error(tmp_path: Path, tool: str) -> None:
+    make(tmp_path, {"a.txt": "x\n"})
+    with pytest.raises(ToolError) as caught:
+        if tool == "glob":
+            glob(GlobArgs("[z-a].txt"), tmp_path, [])
+        else:
+            grep(GrepArgs("x", glob="[z-a].txt"), tmp_path, [])
+    assert str(caught.value) == (
+        "invalid glob pattern '[z-a].txt': invalid character class range: z-a"
+    )

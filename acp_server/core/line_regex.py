@@ -10,6 +10,11 @@ repeats); a pattern it refuses is a `PatternError`, never matched with `re` inst
 
 A text is searched in pieces of whole lines, and a caller's `checkpoint` is called between
 them: a search in a worker thread stops there when its task is cancelled.
+
+`PathRegex` is the same engine for the expressions the tree tools match against one path at a
+time: the glob patterns of `glob` and of `grep`'s filter, and the `.gitignore` rules of a walk.
+Those are written by the model or by the repository, and `*a*a*a*a*a*a*a*a*b` made a Python
+expression is as catastrophic against a long name of `a`s as `(a+)+$` is against a line.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ atomic group): said to the model as unsupported, not as malformed; and a possess
 (`a*+`) is a "bad repetition operator" ending in "+"."""
 
 _UNANCHORED: Final = _re2.RE2.Anchor.UNANCHORED
+_ANCHOR_START: Final = _re2.RE2.Anchor.ANCHOR_START
+_ANCHOR_BOTH: Final = _re2.RE2.Anchor.ANCHOR_BOTH
 _NO_MATCH: Final = (-1, -1)
 
 
@@ -148,3 +155,45 @@ class LineRegex:
         # Each line ends in "\n", so that an empty last line is one (`lines` reads it so).
         joined = "\n".join(lines) + "\n"
         return self.lines(joined.encode("utf-8", errors="surrogatepass"), limit, checkpoint)
+
+
+class PathRegex:
+    """A regular expression matched against one short text at a time (a path), anchored at its
+    start (`match`) or at both ends (`fullmatch`), in time linear in the text, with RE2.
+
+    The expression is RE2's (what the tree tools build from globs and pathspec from `.gitignore`
+    lines is); one RE2 refuses is a `PatternError` holding RE2's reason. A path that is not UTF-8
+    (a name read from the disk as surrogate escapes) is matched with U+FFFD for each byte that is
+    not, so a wildcard still takes it as one character."""
+
+    __slots__ = ("_match", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        options = re2.Options()
+        options.log_errors = False
+        options.never_capture = True
+        try:
+            encoded = pattern.encode()
+        except UnicodeEncodeError:
+            raise PatternError("not valid Unicode") from None
+        compiled: _Compiled = _re2.RE2(encoded, options)
+        if not compiled.ok():
+            raise PatternError(compiled.error().decode(errors="replace"))
+        self._match = compiled.Match
+
+    def match(self, text: str) -> tuple[int, int] | None:
+        """The span of a match at the start of `text` (as UTF-8 offsets), or None."""
+        return self._span(_ANCHOR_START, text)
+
+    def fullmatch(self, text: str) -> tuple[int, int] | None:
+        """The span of `text` (as UTF-8 offsets) when the whole of it matches, or None."""
+        return self._span(_ANCHOR_BOTH, text)
+
+    def _span(self, anchor: object, text: str) -> tuple[int, int] | None:
+        try:
+            encoded = text.encode()
+        except UnicodeEncodeError:
+            encoded = text.encode(errors="surrogateescape").decode(errors="replace").encode()
+        span = self._match(anchor, encoded, 0, len(encoded))[0]
+        return None if span[0] < 0 else span

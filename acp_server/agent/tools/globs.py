@@ -4,12 +4,22 @@ The usual shell syntax over "/"-separated relative paths: `*` and `?` stay withi
 segment, `**` as a whole segment spans any number of them (`**/` may be none), `[abc]`,
 `[!abc]` and `{a,b}` (nestable) as in bash and ripgrep. Dot files are not special. Python's
 `fnmatch` lets `*` cross "/", and `glob.translate` needs Python 3.13, hence this module.
+
+A pattern is matched with RE2 (`PathRegex`), in time linear in the path: the model writes it,
+and `*a*a*a*a*a*a*a*a*b` as a Python expression backtracks for hours against a long name of
+`a`s, holding the GIL. A pattern that makes no valid expression (`[z-a]`) is a `GlobError`.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+
+from ...core.line_regex import PathRegex, PatternError
+
+
+class GlobError(ValueError):
+    """A glob pattern that makes no valid expression; the message names it and says why."""
 
 
 def _class_end(pattern: str, start: int) -> int:
@@ -97,6 +107,10 @@ def _translate(pattern: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """The regular expression whose `fullmatch` tells whether a relative path matches."""
-    return re.compile(_translate(pattern.removeprefix("./")), re.DOTALL)
+def compile_glob(pattern: str) -> PathRegex:
+    """The regular expression whose `fullmatch` tells whether a relative path matches
+    (`GlobError` when the pattern makes none)."""
+    try:
+        return PathRegex("(?s)" + _translate(pattern.removeprefix("./")))
+    except PatternError as exc:
+        raise GlobError(f"invalid glob pattern {pattern!r}: {exc}") from None

@@ -9,7 +9,9 @@ is not entered at all, so nothing beneath it can be re-included, as in git.
 50,000 files. Each layer therefore also keeps one regular expression that is the union of its
 patterns' own regular expressions (those pathspec compiled): most paths match no pattern, and
 for them that one C-level match settles it; a path it does match goes to `check_file`, so the
-answer is always pathspec's.
+answer is always pathspec's. That union is matched with RE2 (`PathRegex`), as pathspec's own
+backend matches the patterns: a repository's `*a*a*a*a*a*a*a*a*b` as a Python expression would
+backtrack for hours against a long file name, holding the GIL.
 
 A `.gitignore` is part of the repository, so it is read as `regular.read_regular` reads: a
 regular file only (a symlink is not followed, as git no longer follows one either; a FIFO or a
@@ -25,8 +27,10 @@ from typing import TYPE_CHECKING, Final
 
 from .regular import read_regular
 
-if TYPE_CHECKING:  # pathspec is imported by the first walk, not by loading the tools
+if TYPE_CHECKING:  # pathspec and RE2 are imported by the first walk, not by loading the tools
     from pathspec import GitIgnoreSpec
+
+    from ...core.line_regex import PathRegex
 
 GITIGNORE: Final = ".gitignore"
 GITIGNORE_MAX_BYTES: Final = 1 << 20
@@ -46,7 +50,7 @@ class _Layer:
     """The directory the patterns are relative to, relative to the walk's root ("" for the
     root itself), with a trailing "/" unless empty."""
     spec: GitIgnoreSpec
-    prefilter: re.Pattern[str]
+    prefilter: PathRegex
     """Matches every path some pattern matches (and maybe more)."""
 
 
@@ -70,13 +74,15 @@ def _spec(lines: list[str]) -> GitIgnoreSpec:
         return GitIgnoreSpec.from_lines([line for line in lines if _parses(line)])
 
 
-def _union(regexes: list[str]) -> re.Pattern[str]:
+def _union(regexes: list[str]) -> PathRegex:
+    from ...core.line_regex import PathRegex, PatternError
+
     try:
-        return re.compile("|".join(f"(?:{regex})" for regex in regexes))
-    except re.error:
-        # Some pattern's expression does not survive being joined: every path then goes to
-        # `check_file`, slower but still pathspec's answer.
-        return re.compile("")
+        return PathRegex("|".join(f"(?:{regex})" for regex in regexes))
+    except PatternError:
+        # Some pattern's expression does not survive being joined (or RE2 takes it otherwise):
+        # every path then goes to `check_file`, slower but still pathspec's answer.
+        return PathRegex("")
 
 
 def _layer(base: str, lines: Iterable[str]) -> _Layer | None:

@@ -18,11 +18,11 @@ from typing import Annotated, Final
 from msgspec import UNSET, Meta, UnsetType
 
 from ...core.acp_updates import ToolCallLocation
-from ...core.line_regex import LineRegex, PatternError
+from ...core.line_regex import LineRegex, PathRegex, PatternError
 from ..confinement import non_regular_kind
 from .arguments import Arguments
 from .base import ToolError
-from .globs import compile_glob
+from .globs import GlobError, compile_glob
 from .tree import (
     DEFAULT_LIMITS,
     Tree,
@@ -133,6 +133,14 @@ def _relative_pattern(pattern: str, tree: Tree, raw_path: str) -> str:
     )
 
 
+def _glob_filter(pattern: str) -> PathRegex:
+    """`pattern` compiled, or a `ToolError` saying why it cannot be."""
+    try:
+        return compile_glob(pattern)
+    except GlobError as exc:
+        raise ToolError(str(exc)) from None
+
+
 def glob(
     args: GlobArgs,
     cwd: Path,
@@ -145,7 +153,7 @@ def glob(
     with open_tree(args.path, cwd, additional_directories, credentials) as tree:
         if not tree.is_directory:
             raise ToolError(f"{args.path} is not a directory")
-        keep = compile_glob(_relative_pattern(args.pattern, tree, args.path))
+        keep = _glob_filter(_relative_pattern(args.pattern, tree, args.path))
         mtime_ns = tree.mtime_ns
         found = [
             (mtime_ns(file), relative)
@@ -290,7 +298,7 @@ def grep(
         if stat.S_ISREG(mode):
             state.search(tree.top_file(), tree.top_relative)
         else:
-            keep = None if args.glob is UNSET else compile_glob(args.glob)
+            keep = None if args.glob is UNSET else _glob_filter(args.glob)
             by_name = args.glob is not UNSET and "/" not in args.glob
             for file, relative in walk_files(tree, tree.starting_rules(), keep, by_name):
                 checkpoint()

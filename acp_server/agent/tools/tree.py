@@ -14,19 +14,21 @@ results is the same on every run and every machine.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ...core.acp_updates import ToolCallLocation
 from ..confinement import SessionRoots, is_inside, local_roots, open_local, resolve
 from .base import ToolError
 from .ignore import GITIGNORE, IgnoreRules
 from .regular import read_open_regular, read_regular
+
+if TYPE_CHECKING:  # RE2 is loaded by the first pattern, not by loading the tools
+    from ...core.line_regex import PathRegex
 
 SKIPPED_DIRECTORIES: Final = frozenset({".git"})
 
@@ -265,7 +267,7 @@ def scan(directory: int) -> list[os.DirEntry[str]]:
 
 
 def walk_files(
-    tree: Tree, rules: IgnoreRules, keep: re.Pattern[str] | None = None, by_name: bool = False
+    tree: Tree, rules: IgnoreRules, keep: PathRegex | None = None, by_name: bool = False
 ) -> Iterator[tuple[TreeFile, str]]:
     """(file, path relative to `tree.root`) for each file the walk takes, depth first: a
     directory's files before its subdirectories, each sorted by name. A file's `directory`
