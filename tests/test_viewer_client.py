@@ -480,6 +480,8 @@ def test_search_jumps_to_a_hit_in_history_not_loaded_yet(
     assert status(page, "hasOlder") is True
 
     page.locator(".search-toggle").click()
+    # Open, the panel's own button searches; the toggle only closes it.
+    assert page.locator(".search-toggle").text_content() == "Close search"
     page.locator("#search").fill("alpha")
     page.locator("#search").press("Enter")
     page.wait_for_function("() => window.acpViewer.search?.hits.length > 0")

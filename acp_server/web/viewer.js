@@ -259,6 +259,8 @@ class SessionView {
     searchToggle.addEventListener("click", () => {
       searchPanel.hidden = !searchPanel.hidden;
       searchToggle.setAttribute("aria-expanded", String(!searchPanel.hidden));
+      // Open, the panel has its own Search button: this one closes it.
+      searchToggle.textContent = searchPanel.hidden ? "Search" : "Close search";
       if (!searchPanel.hidden) this.search.input.focus();
     });
     this.panel = el(
