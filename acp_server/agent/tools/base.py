@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -16,7 +16,13 @@ from ...core.modes import DEFAULT_MODE
 from ..confinement import Directories
 from ..ports import ClientPort
 
+if TYPE_CHECKING:
+    from ...providers.secret import Secret
+
 T = TypeVar("T")
+
+HeldSecrets = Callable[[], Awaitable[tuple["Secret", ...]]]
+"""The keys a tool's result must not show besides the provider's own, as they are now."""
 
 PermissionListener = Callable[[str, PermissionOutcome, str | None], None]
 """Told how each permission request ended (call id, outcome, chosen option id): the turn logs
@@ -57,6 +63,9 @@ class KeptFromTools:
     variables: frozenset[str] = frozenset()
     """Environment variables the programs `run_command` starts do not inherit (every
     provider's key variable, the key's descriptor)."""
+    held: HeldSecrets | None = None
+    """Every other key a command could still print (the stored ones, any left in the server's
+    environment): scrubbed from each tool result with the provider's own. None: only that."""
 
 
 @dataclass
