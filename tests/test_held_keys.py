@@ -103,6 +103,15 @@ def test_keys_in_a_file_others_may_read_or_of_the_earlier_form_are_still_held(
     assert revealed(HeldKeys(path, frozenset())) == [OPENAI_KEY]
 
 
+def test_a_key_json_escapes_is_held_as_the_file_spells_it_too(tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    store_key(Secret("sk-\u00e9t\u00e9-Qw3Rt5Yu7Io9"), KeyName("openai"), path)
+    assert revealed(HeldKeys(path, frozenset())) == [
+        "sk-\\u00e9t\\u00e9-Qw3Rt5Yu7Io9",
+        "sk-\u00e9t\u00e9-Qw3Rt5Yu7Io9",
+    ]
+
+
 def test_a_credentials_file_that_is_no_regular_file_holds_nothing(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     os.mkfifo(path)

@@ -41,8 +41,9 @@ class HeldKeys:
     def __init__(self, path: Path, variables: frozenset[str]) -> None:
         self.path = path
         self.variables = variables
-        self._stamp: _Stamp | None = None
-        self._stored: tuple[Secret, ...] = ()
+        self._cache: tuple[_Stamp | None, tuple[Secret, ...]] = (None, ())
+        """The file's stamp when last read, and the keys it held: one value, so that calls in
+        two threads at once never pair one read's stamp with another's keys."""
 
     def __repr__(self) -> str:
         return f"HeldKeys({str(self.path)!r})"
@@ -61,14 +62,15 @@ class HeldKeys:
         try:
             info = os.stat(self.path)
         except OSError:
-            self._stamp, self._stored = None, ()
+            self._cache = (None, ())
             return iter(())
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        if stamp != self._stamp:
+        known, stored = self._cache
+        if stamp != known:
             # The stamp is taken before the read: a change during it is read at the next call.
-            self._stored = tuple(Secret(v) for v in stored_values(_read(self.path)))
-            self._stamp = stamp
-        return (secret.reveal() for secret in self._stored)
+            stored = tuple(Secret(v) for v in stored_values(_read(self.path)))
+            self._cache = (stamp, stored)
+        return (secret.reveal() for secret in stored)
 
 
 @functools.cache
@@ -78,7 +80,8 @@ def held_keys(path: Path, variables: frozenset[str]) -> HeldKeys:
 
 
 def stored_values(raw: bytes | None) -> list[str]:
-    """Every string held as an `"apiKey"` anywhere in the decoded file, in order; none when it
+    """Every string held as an `"apiKey"` anywhere in the decoded file, in order, each also as
+    the file spells it where JSON escapes it (a command prints the file's bytes); none when it
     is no JSON (then it holds no key that `login` wrote)."""
     if not raw:
         return []
@@ -86,8 +89,14 @@ def stored_values(raw: bytes | None) -> list[str]:
         value = json.loads(raw)
     except ValueError:
         return []
+    found: list[str] = []
+    _collect(value, found)
     values: list[str] = []
-    _collect(value, values)
+    for key in found:
+        values.append(key)
+        spelled = json.dumps(key)[1:-1]
+        if spelled != key:
+            values.append(spelled)
     return values
 
 
@@ -111,9 +120,12 @@ def _read(path: Path) -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        try:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None
+            return file.read(MAX_FILE_BYTES)
+        except OSError:
             return None
-        return file.read(MAX_FILE_BYTES)
 
 
 __all__ = ["MIN_SCRUBBED", "HeldKeys", "held_keys", "stored_values"]
