@@ -5,7 +5,7 @@ three keys (two providers, one other API root) and two provider key variables, i
 - `changed`: `secrets_now()` right after the file was rewritten (read and decoded again);
 - `awaited`: `await secrets()`, as the loop calls it once per tool result (the thread hop);
 - `scrub_64k`: one 64 KiB command output (the kept tail's size) scrubbed of the provider's key
-  alone, and of it with every held key, as `ToolCalls._scrubbed` does.
+  alone, and of every held key (the provider's among them), as `ToolCalls._scrubbed` does.
 
 Medians over `--rounds` calls. Human-readable lines go to stderr; stdout gets exactly one line,
 `HELD_KEYS_RESULT {json}`.
@@ -84,12 +84,12 @@ def main() -> None:
         awaited = statistics.median(anyio.run(awaited_all))
         output = ("x" * 79 + "\n") * (64 * 1024 // 80)
         own = [Secret(PROVIDER_KEY)]
-        every = [*held.secrets_now(), *own]
+        every = list(held.secrets_now())  # the provider's key is one of the stored
         alone = median_ns(lambda: scrub(output, own), rounds // 10 or 1)
         all_keys = median_ns(lambda: scrub(output, every), rounds // 10 or 1)
     result = {
         "rounds": rounds,
-        "held": len(every) - 1,
+        "held": len(every),
         "unchanged_us": round(unchanged / 1000, 1),
         "changed_us": round(changed / 1000, 1),
         "awaited_us": round(awaited / 1000, 1),
