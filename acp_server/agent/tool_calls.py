@@ -54,7 +54,7 @@ from .tools.base import FileChange
 from .turn_env import StopReason, TurnEnv, TurnState
 
 if TYPE_CHECKING:
-    from ..providers.secret import Secret
+    from ..providers.base import Secret
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,9 @@ from ..confinement import Directories
 from ..ports import ClientPort
 
 if TYPE_CHECKING:
-    from ...providers.secret import Secret
+    from ...providers.base import HeldSecrets
 
 T = TypeVar("T")
-
-HeldSecrets = Callable[[], Awaitable[tuple["Secret", ...]]]
-"""The keys a tool's result must not show besides the provider's own, as they are now."""
 
 PermissionListener = Callable[[str, PermissionOutcome, str | None], None]
 """Told how each permission request ended (call id, outcome, chosen option id): the turn logs
