@@ -112,6 +112,20 @@ def test_a_key_json_escapes_is_held_as_the_file_spells_it_too(tmp_path: Path) ->
     ]
 
 
+def test_a_file_nested_past_what_json_decodes_holds_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    path.write_text("[" * 60_000 + "]" * 60_000)
+    assert revealed(HeldKeys(path, frozenset())) == []
+
+
+def test_the_keys_of_a_credentials_file_that_is_a_symlink_are_held(
+    tmp_path: Path, credentials: Path
+) -> None:
+    link = tmp_path / "link.json"
+    link.symlink_to(credentials)
+    assert revealed(HeldKeys(link, frozenset())) == [ANTHROPIC_KEY, OPENAI_KEY, GATEWAY_KEY]
+
+
 def test_a_credentials_file_that_is_no_regular_file_holds_nothing(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     os.mkfifo(path)

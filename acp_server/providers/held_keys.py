@@ -80,19 +80,17 @@ def held_keys(path: Path, variables: frozenset[str]) -> HeldKeys:
 
 
 def stored_values(raw: bytes | None) -> list[str]:
-    """Every string held as an `"apiKey"` anywhere in the decoded file, in order, each also as
+    """Every string held as an `"apiKey"` anywhere in the decoded file, each also as
     the file spells it where JSON escapes it (a command prints the file's bytes); none when it
     is no JSON (then it holds no key that `login` wrote)."""
     if not raw:
         return []
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # a command may write anything there
         return []
-    found: list[str] = []
-    _collect(value, found)
     values: list[str] = []
-    for key in found:
+    for key in _api_keys(value):
         values.append(key)
         spelled = json.dumps(key)[1:-1]
         if spelled != key:
@@ -100,23 +98,28 @@ def stored_values(raw: bytes | None) -> list[str]:
     return values
 
 
-def _collect(value: Any, into: list[str]) -> None:
-    if isinstance(value, dict):
-        for name, item in value.items():
-            if name == "apiKey" and isinstance(item, str):
-                into.append(item)
-            else:
-                _collect(item, into)
-    elif isinstance(value, list):
-        for item in value:
-            _collect(item, into)
+def _api_keys(value: Any) -> list[str]:
+    """The strings under `"apiKey"` in `value`, however deep (walked without recursion)."""
+    found: list[str] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for name, inner in item.items():
+                if name == "apiKey" and isinstance(inner, str):
+                    found.append(inner)
+                else:
+                    pending.append(inner)
+        elif isinstance(item, list):
+            pending.extend(item)
+    return found
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's first bytes, or None: not a regular file, or unreadable. Never follows a
-    symlink nor waits on a FIFO."""
+    """The file's first bytes, or None: not a regular file, or unreadable. Never waits on a
+    FIFO; a symlink is followed (a command's `cat` would follow it too)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as file:
