@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from msgspec import UNSET
 
 from acp_server.agent.loop import Turn
 from acp_server.agent.ports import ClientCapabilities
@@ -136,22 +137,23 @@ def test_every_turn_shares_one_cache_per_file(credentials: Path) -> None:
     assert held_keys(credentials, frozenset()) is held_keys(credentials, frozenset())
 
 
-class ReadsTheCopy:
-    """An OpenAI provider holding `OPENAI_KEY` whose model reads `copy.json`, then stops."""
+class OneCall:
+    """An OpenAI provider holding `OPENAI_KEY` whose model calls `tool` once, then stops."""
 
     name = "openai"
 
-    def __init__(self) -> None:
+    def __init__(self, tool: str, arguments: dict[str, str]) -> None:
         self.api_key = Secret(OPENAI_KEY)
         self.requests: list[ModelRequest] = []
+        self.call = (tool, msgspec.json.encode(arguments).decode())
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         self.requests.append(request)
         if len(self.requests) == 1:
-            arguments = '{"path": "copy.json"}'
+            tool, arguments = self.call
             chunks: list[StreamChunk] = [
                 BlockStart(0, "tool-call"),
-                ToolCallDelta(0, "call_read", arguments, name="read_file"),
+                ToolCallDelta(0, "call_1", arguments, name=tool),
                 BlockEnd(0),
                 Finish("tool-calls"),
             ]
@@ -176,10 +178,12 @@ class Client:
 
 @pytest.fixture
 def work(tmp_path: Path, credentials: Path) -> Path:
-    """A session cwd holding a copy of the credentials file, as a command could print it."""
+    """A session cwd holding a copy of the credentials file, as a command could print it, and
+    a file holding the anthropic key."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "copy.json").write_bytes(credentials.read_bytes())
+    (work / "leak.txt").write_text(f"key={ANTHROPIC_KEY}\n")
     return work
 
 
@@ -192,7 +196,7 @@ async def test_another_providers_stored_key_is_scrubbed_from_the_log_the_wire_an
     store = JsonlStore(tmp_path / "sessions")
     header = SessionHeader(version=2, id="s", created_at=0, cwd=str(work))
     recorder = SessionRecorder(await store.create(header), EventLog())
-    client, provider = Client(), ReadsTheCopy()
+    client, provider = Client(), OneCall("read_file", {"path": "copy.json"})
     kept = KeptFromTools(
         credentials.parent, frozenset(), HeldKeys(credentials, frozenset()).secrets
     )
@@ -215,3 +219,30 @@ async def test_another_providers_stored_key_is_scrubbed_from_the_log_the_wire_an
     for text in (wire, log):
         assert [k for k in (OPENAI_KEY, ANTHROPIC_KEY, GATEWAY_KEY) if k in text] == []
     assert shown.replace('"', '\\"') in wire
+
+
+@pytest.mark.anyio
+async def test_a_file_holding_another_providers_stored_key_is_changed_without_a_checkpoint(
+    tmp_path: Path, credentials: Path, work: Path
+) -> None:
+    """The store, like the log, holds no key: what the file held before is not kept."""
+    store = JsonlStore(tmp_path / "sessions")
+    header = SessionHeader(version=2, id="s", created_at=0, cwd=str(work))
+    recorder = SessionRecorder(await store.create(header), EventLog())
+    client = Client()
+    provider = OneCall("write_file", {"path": "leak.txt", "content": "no key here\n"})
+    kept = KeptFromTools(
+        credentials.parent, frozenset(), HeldKeys(credentials, frozenset()).secrets
+    )
+    kept_blobs: list[bytes] = []
+
+    async def keep(data: bytes) -> str:
+        kept_blobs.append(data)
+        return "digest"
+
+    tools = ToolContext("s", work, [], client, {"write_file"}, kept=kept)
+    env = TurnEnv(recorder, provider, client, tools, keep_blob=keep)
+    assert await Turn(env, [TextContent("go")]).run() == "end_turn"
+    await recorder.close()
+    [result] = [e for e in recorder.log.events() if type(e) is ToolResult]
+    assert (result.data.call_id, result.data.checkpoints, kept_blobs) == ("call_1", UNSET, [])
