@@ -34,9 +34,10 @@ from acp_server.core.stream import (
     ToolCallDelta,
 )
 from acp_server.providers.base import ModelRequest
-from acp_server.providers.credentials import KeyName, store_key
+from acp_server.providers.credentials import CONFIG_DIR_ENV, KeyName, store_key
 from acp_server.providers.held_keys import HeldKeys, held_keys
 from acp_server.providers.secret import Secret
+from acp_server.server.turns import kept_from_tools
 from acp_server.storage.jsonl.store import JsonlStore
 
 OPENAI_KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
@@ -135,6 +136,18 @@ def test_a_credentials_file_that_is_no_regular_file_holds_nothing(tmp_path: Path
 
 def test_every_turn_shares_one_cache_per_file(credentials: Path) -> None:
     assert held_keys(credentials, frozenset()) is held_keys(credentials, frozenset())
+
+
+@pytest.mark.anyio
+async def test_the_server_hands_its_tools_every_stored_key_and_every_key_variable_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))
+    store_key(Secret(OPENAI_KEY), KeyName("openai"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    held = kept_from_tools().held
+    assert held is not None
+    assert [secret.reveal() for secret in await held()] == [ANTHROPIC_KEY, OPENAI_KEY]
 
 
 class OneCall:
