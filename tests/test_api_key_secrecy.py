@@ -20,10 +20,13 @@ import pytest
 from acp_process import AcpProcess
 from openai_server import FakeOpenAI, Sse, Status, call, chunk, text
 
-from acp_server.providers.secret import KEY_FD_ENV, take_handed_over
+from acp_server.providers.credentials import KeyName, store_key
+from acp_server.providers.secret import KEY_FD_ENV, Secret, take_handed_over
 
 KEY = "sk-9f3Qz7LmXw2Vb8Np4Rt6Yh1Kd5Gs0JcUe"
 """No 8 characters of it in a row appear anywhere by chance."""
+OTHER_KEY = "sk-ant-Zq8Lw3Xv5Bn7Mk1Pj9Hd2Gf4Sc6Ty0Ru"
+"""Another provider's key, stored or in the environment of a server that does not use it."""
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc/<pid>/environ is Linux's"
@@ -44,6 +47,12 @@ def key_pieces_in(text: str) -> list[str]:
     return sorted({KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text})
 
 
+def other_key_pieces_in(text: str) -> list[str]:
+    """Every 8 characters of `OTHER_KEY` past its `sk-ant-` that occur in `text`."""
+    tail = OTHER_KEY[7:]
+    return sorted({tail[i : i + 8] for i in range(len(tail) - 7) if tail[i : i + 8] in text})
+
+
 def allow(frame: dict[str, Any]) -> Any:
     assert frame["method"] == "session/request_permission", frame
     return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
@@ -58,12 +67,12 @@ def prompt(server: AcpProcess, session: str, words: str) -> dict[str, Any]:
     return response
 
 
-def live_server(sessions: Path, model: FakeOpenAI) -> AcpProcess:
+def live_server(sessions: Path, model: FakeOpenAI, **extra: str) -> AcpProcess:
     return AcpProcess(
         sessions,
         "--provider", "openai", "--model", "test", "--titles", "off", "--base-url", model.base_url,
         "--max-retries", "0", "--log-level", "debug",
-        env=clean_env(OPENAI_API_KEY=KEY),
+        env=clean_env(OPENAI_API_KEY=KEY, **extra),
     )  # fmt: skip
 
 
@@ -161,6 +170,39 @@ def test_the_held_key_is_scrubbed_from_every_tool_result_before_it_is_logged_or_
 
 
 @pytest.mark.process
+def test_every_stored_key_is_scrubbed_from_a_command_that_prints_the_credentials_file(
+    tmp_path: Path,
+) -> None:
+    """A command is not confined as the file tools are: it can print the stored credentials,
+    which hold the keys of providers the server does not use. Each of them is scrubbed too."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    stored = tmp_path / "config" / "credentials.json"
+    store_key(Secret(OTHER_KEY), KeyName("anthropic"), stored)
+    store_key(Secret(KEY), KeyName("openai"), stored)
+    tools = Sse([run_command(0, "call_cat", "cat", str(stored)), chunk(finish="tool_calls")])
+    model = FakeOpenAI([tools, Sse([text("Done."), chunk(finish="stop")])])
+    config = {"ACP_SERVER_CONFIG_DIR": str(stored.parent)}
+    with model, live_server(tmp_path / "sessions", model, **config) as server:
+        server.initialize()
+        session = server.result("session/new", {"cwd": str(workspace), "mcpServers": []})
+        response = prompt(server, session["sessionId"], "Show me the stored keys.")
+        assert server.finish() == 0
+    assert response["result"] == {"stopReason": "end_turn"}
+    shown = (
+        '{"keys": [{"provider": "anthropic", "apiKey": "[redacted]"}, '
+        '{"provider": "openai", "apiKey": "[redacted]"}]}\n[exit code 0]'
+    )
+    [sent] = [m["content"] for m in model.requests[1].body["messages"] if m["role"] == "tool"]
+    assert sent == shown
+    log = (tmp_path / "sessions" / session["sessionId"] / "session.jsonl").read_text()
+    wire = b"\n".join(server.stdout_lines).decode()
+    assert json.dumps(shown)[1:-1] in log and json.dumps(shown)[1:-1] in wire
+    for written in (log, wire, server.stderr):
+        assert key_pieces_in(written) == [] and other_key_pieces_in(written) == []
+
+
+@pytest.mark.process
 def test_a_file_holding_the_key_is_changed_without_a_checkpoint(tmp_path: Path) -> None:
     """The store keeps what a file held before a tool changed it, for `/rewind`; a content
     holding the key is not kept: the store, like the log, never holds it."""
@@ -184,10 +226,6 @@ def test_a_file_holding_the_key_is_changed_without_a_checkpoint(tmp_path: Path) 
     results = [r["data"] for r in records if r.get("type") == "tool/result"]
     assert [("checkpoints" in data, data["callId"]) for data in results] == [(False, "call_write")]
     assert not (directory / "blobs").exists()
-
-
-OTHER_KEY = "sk-ant-Zq8Lw3Xv5Bn7Mk1Pj9Hd2Gf4Sc6Ty0Ru"
-"""Another provider's key, in the environment of a server that does not use it."""
 
 
 @pytest.mark.process

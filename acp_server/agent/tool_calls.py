@@ -1,7 +1,7 @@
 """A turn's tool calls: the calls of a step's message logged, announced, run one by one and
 shown as they finish, the files they changed kept as checkpoints; a `task` call's one-shot
-subagent run in its child session; and every result scrubbed of the provider's key before it
-is logged, shown or sent to the model.
+subagent run in its child session; and every result scrubbed of the provider's key, and of every
+other key the server holds, before it is logged, shown or sent to the model.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -53,6 +53,9 @@ from .tools import TaskArgs, ToolOutcome, invalid_arguments, run_tool
 from .tools.base import FileChange
 from .turn_env import StopReason, TurnEnv, TurnState
 
+if TYPE_CHECKING:
+    from ..providers.base import Secret
+
 log = logging.getLogger(__name__)
 
 ChildTurn = Callable[[TurnEnv, list[ContentBlock]], Awaitable[StopReason]]
@@ -80,6 +83,8 @@ class ToolCalls:
         """Call id -> child session id, for the `task` calls of this turn that started one."""
         self._running: dict[str, anyio.CancelScope] = {}
         """Call id -> the scope of the call running now (`cancel`)."""
+        self._held: tuple[Secret, ...] = ()
+        """The other keys held when the last call finished (`KeptFromTools.held`)."""
         # The calls of this turn may run subagents when the session can create them; their
         # permission answers are logged in this turn's step.
         self._tools = replace(
@@ -131,6 +136,9 @@ class ToolCalls:
                     del self._running[block.id]
             if scope.cancelled_caught:
                 outcome = ToolOutcome([TextContent(CANCELLED_CALL)], True)
+            held = env.tools.kept.held
+            if held is not None:  # after the call: it may have stored a key
+                self._held = await held()
             checkpoints = await self._checkpoints(outcome.changes)
             result = self.log_result(
                 block.id,
@@ -239,18 +247,19 @@ class ToolCalls:
 
     async def _checkpoints(self, changes: list[FileChange] | None) -> list[FileCheckpoint]:
         """Keep what each changed file held before (its blob in the store) and say so: a
-        checkpoint per file. A content holding the provider's key is not kept (the store, like
+        checkpoint per file. A content holding a key (`_keys`) is not kept (the store, like
         the log, never holds it): that file is not checkpointed, and a rewind leaves it."""
         keep = self.env.keep_blob
         if not changes or keep is None:
             return []
-        provider = self.env.provider
-        key = provider.api_key if isinstance(provider, KeyHolder) else None
-        secret = key.reveal().encode() if key is not None and key.reveal() else None
+        secrets = [key.reveal().encode() for key in self._keys()]
         checkpoints = []
         for change in changes:
-            if secret is not None and any(
-                secret in data for data in (change.before, change.after) if data is not None
+            if any(
+                secret in data
+                for data in (change.before, change.after)
+                if data is not None
+                for secret in secrets
             ):
                 continue
             try:
@@ -282,18 +291,19 @@ class ToolCalls:
     def _scrubbed(
         self, content: list[ToolResultContent], raw_output: Any
     ) -> tuple[list[ToolResultContent], Any]:
-        """`content` and `raw_output` without the provider's key. Every tool's result (built-in,
-        command, MCP) enters the log here, and a command or a file may well print the key: this
-        is the one place it is taken out before it is logged, shown or sent to the model."""
-        provider = self.env.provider
-        key = provider.api_key if isinstance(provider, KeyHolder) else None
-        if key is None or not key.reveal():
+        """`content` and `raw_output` without any key (`_keys`). Every tool's result (built-in,
+        command, MCP) enters the log here, and a command or a file may well print a key: this
+        is the one place they are taken out before it is logged, shown or sent to the model."""
+        keys = self._keys()
+        if not keys:
             return content, raw_output
         found = False
 
         def scrub(text: str) -> str:
             nonlocal found
-            scrubbed = key.scrub(text)
+            scrubbed = text
+            for key in keys:
+                scrubbed = key.scrub(scrubbed)
             found = found or scrubbed is not text
             return scrubbed
 
@@ -303,6 +313,16 @@ class ToolCalls:
         if raw_output is not UNSET:
             raw_output = map_strings(msgspec.to_builtins(raw_output), scrub)
         return content, raw_output
+
+    def _keys(self) -> list[Secret]:
+        """The provider's key (whatever its length) and the other keys held, longest first:
+        a key that is part of another is not scrubbed first, leaving the rest of the longer."""
+        provider = self.env.provider
+        key = provider.api_key if isinstance(provider, KeyHolder) else None
+        keys = {k.reveal(): k for k in self._held}
+        if key is not None and key.reveal():
+            keys[key.reveal()] = key
+        return [keys[value] for value in sorted(keys, key=len, reverse=True)]
 
 
 def _final_text(events: list[SessionEvent]) -> str:

@@ -6,7 +6,8 @@ scope, and cancelling it stops the stream at the next await.
 The generic seam is `Provider` alone. A provider that keeps state per session (llm-replay's
 script cursors) also implements `SessionBinding`, and the server tells it when a session goes
 live; the live providers are stateless and do not. A provider that sends an API key is a
-`KeyHolder`: the loop scrubs that key from every tool result before it is logged or sent.
+`KeyHolder`: the loop scrubs that key from every tool result before it is logged or sent, with
+every other key the server holds (`HeldSecrets`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from ..core.messages import AssistantTurn, ModelMessage, ToolDefinition, ToolTur
 from ..core.stream import AssistantReasoning, AssistantText, StreamChunk
 
 if TYPE_CHECKING:
-    from .secret import Secret
+    # Re-exported: the agent names the key's type from here, its one provider module.
+    from .secret import Secret as Secret
 
 
 class RetryReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,12 @@ class KeyHolder(Protocol):
     from the stored credentials (so it is read at each use, never copied)."""
 
     api_key: Secret | None
+
+
+HeldSecrets = Callable[[], Awaitable[tuple["Secret", ...]]]
+"""Every other key a tool's output could show, as they are now (`providers.held_keys`: the
+stored ones, any left in a provider's key variable): the loop scrubs them with the
+`KeyHolder`'s own."""
 
 
 def request_text(messages: list[ModelMessage]) -> str:

@@ -59,14 +59,18 @@ RUNNING = StateShown("running")
 
 def kept_from_tools() -> KeptFromTools:
     """What no tool may reach (SPEC 4.4), as it is now: the stored credentials' directory
-    (`$ACP_SERVER_CONFIG_DIR` or the platform's), and every provider's key variable with the
-    key's descriptor. The server hands it to the tools: the agent never asks the providers."""
+    (`$ACP_SERVER_CONFIG_DIR` or the platform's), every provider's key variable with the
+    key's descriptor, and every key stored or left in those variables, which no tool result
+    shows. The server hands it to the tools: the agent never asks the providers."""
     from ..agent.tools import KeptFromTools
-    from ..providers.credentials import credentials_directory
+    from ..providers.credentials import credentials_directory, credentials_path
+    from ..providers.held_keys import held_keys
     from ..providers.registry import key_variables
     from ..providers.secret import KEY_FD_ENV
 
-    return KeptFromTools(credentials_directory(), key_variables() | {KEY_FD_ENV})
+    variables = key_variables()
+    held = held_keys(credentials_path(), variables).secrets
+    return KeptFromTools(credentials_directory(), variables | {KEY_FD_ENV}, held)
 
 
 class Conversations:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -15,6 +15,9 @@ from ...core.events import PermissionOutcome, PlanEntry, SessionEvent, ToolCallL
 from ...core.modes import DEFAULT_MODE
 from ..confinement import Directories
 from ..ports import ClientPort
+
+if TYPE_CHECKING:
+    from ...providers.base import HeldSecrets
 
 T = TypeVar("T")
 
@@ -57,6 +60,9 @@ class KeptFromTools:
     variables: frozenset[str] = frozenset()
     """Environment variables the programs `run_command` starts do not inherit (every
     provider's key variable, the key's descriptor)."""
+    held: HeldSecrets | None = None
+    """Every other key a command could still print (the stored ones, any left in the server's
+    environment): scrubbed from each tool result with the provider's own. None: only that."""
 
 
 @dataclass
