@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -108,9 +109,24 @@ async def serve(
     if not await prepared(store):
         return 2
     signalled: int | None = None
+    grace_ends = anyio.Event()  # set when a signal's shutdown grace has run out
+
+    async def watch_signals() -> None:
+        # For the whole of serving, the final drain included; the first signal only, so that a
+        # second one (with the default action back in place) cuts the shutdown short.
+        nonlocal signalled
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %d: shutting down", signum)
+                signalled = signum
+                connection.stop()
+                break
+        await anyio.sleep(connection.shutdown_grace)
+        grace_ends.set()
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
+        outer.start_soon(watch_signals)
         try:
             async with sessions_served(store, provider) as sessions:
                 agent = AcpAgent(
@@ -126,21 +142,11 @@ async def serve(
                     # Answered already: only what the client told us stays.
                     agent.answered_early(handover.initialized)
 
-                async def watch_signals() -> None:
-                    nonlocal signalled
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            log.info("signal %d: shutting down", signum)
-                            signalled = signum
-                            connection.stop()
-                            return
-
                 async def watch_output() -> None:
                     await writer.broken.wait()
                     connection.stop()  # nobody can hear us any more
 
                 async with anyio.create_task_group() as watchers:
-                    watchers.start_soon(watch_signals)
                     watchers.start_soon(watch_output)
                     await connection.serve(
                         lines(Prefixed(handover.read, reader), config.max_line_bytes)
@@ -149,9 +155,37 @@ async def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 await writer.aclose()  # the writer drains what is queued, then ends
+                await drained(writer, grace_ends)
+            outer.cancel_scope.cancel()
     status = exit_status(signalled, sessions.unfinished)
     log.info("served; exit status %d", status)
+    if writer.abandoned:
+        raise OutputNotRead(status)
     return status
+
+
+async def drained(writer: FrameWriter, grace_ends: anyio.Event) -> None:
+    """Wait until the writer has written everything sent to it (however slowly the client
+    reads), or until `grace_ends`: then it is abandoned."""
+    async with anyio.create_task_group() as waiting:
+
+        async def give_up() -> None:
+            await grace_ends.wait()
+            writer.abandon()
+
+        waiting.start_soon(give_up)
+        await writer.ended.wait()
+        waiting.cancel_scope.cancel()
+
+
+class OutputNotRead(Exception):
+    """Serving ended (every session closed) with output the client never read: a write of it
+    is still blocked in a worker thread, which nothing can end, so the process must exit
+    without waiting for its threads (`_run` does)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def open_config_store(config: ServeConfig) -> Store:
@@ -213,6 +247,14 @@ def _run(main: Callable[..., Awaitable[int]], *args: Any) -> int:
         return anyio.run(main, *args, backend_options={"use_uvloop": _have_uvloop()})
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130
+    except OutputNotRead as ended:
+        sys.stderr.write(
+            "acp-server serve: the client was not reading its output;"
+            " what was left to write is dropped\n"
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(ended.status)  # the thread stuck writing would hold up a normal exit forever
     finally:
         logging.shutdown()
 
