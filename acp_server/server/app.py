@@ -5,6 +5,11 @@ same way: in-flight requests are given a moment to finish, every session log is 
 and unlocked, every frame already produced is written, and the logs are flushed. It exits 0,
 unless a signal's shutdown could not finish (a session's work outlived the wait, a log could not
 be written or closed): then 128 + the signal number (`lifetime.exit_status`).
+
+Writing what was produced waits for the client to read it, however slowly, but once a signal has
+come only for the rest of its shutdown grace (the requests' grace, counted from the signal): a
+client that stopped reading then has the rest dropped, and the process exits at once (its
+sessions already closed, so nothing of theirs is lost), saying so in one line on stderr.
 """
 
 from __future__ import annotations
