@@ -942,9 +942,13 @@ def test_a_signal_whose_shutdown_completes_exits_0(root: Path, signum: int) -> N
     assert os.path.isdir(root / session_id)
 
 
-def test_sigterm_ends_the_server_when_its_client_stopped_reading(root: Path) -> None:
+@pytest.mark.parametrize("answers_waiting", [0, 400])
+def test_sigterm_ends_the_server_when_its_client_stopped_reading(
+    root: Path, answers_waiting: int
+) -> None:
     """A `session/load` replays megabytes to a client that reads its first bytes, then nothing:
-    the server's output is stuck on a full pipe. SIGTERM still ends it once its shutdown grace
+    the server's output is stuck on a full pipe (and, with `answers_waiting`, the answers of
+    that many requests wait for room behind it). SIGTERM still ends it once its shutdown grace
     has run out (before, it waited for the reader forever), with the status of a completed
     shutdown, one line on stderr, and the session's log closed whole."""
     with AcpProcess(root, "--titles", "off") as seeding:
@@ -965,6 +969,10 @@ def test_sigterm_ends_the_server_when_its_client_stopped_reading(root: Path) -> 
             "method": "session/load",
             "params": {"sessionId": session_id, "cwd": "/w", "mcpServers": []},
         },
+        *(
+            {"jsonrpc": "2.0", "id": 3 + n, "method": "session/new", "params": {"cwd": "/w"}}
+            for n in range(answers_waiting)
+        ),
     ]
     process = subprocess.Popen(
         serve_command(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE

@@ -6,10 +6,10 @@ and unlocked, every frame already produced is written, and the logs are flushed.
 unless a signal's shutdown could not finish (a session's work outlived the wait, a log could not
 be written or closed): then 128 + the signal number (`lifetime.exit_status`).
 
-Writing what was produced waits for the client to read it, however slowly, but once a signal has
-come only for the rest of its shutdown grace (the requests' grace, counted from the signal): a
-client that stopped reading then has the rest dropped, and the process exits at once (its
-sessions already closed, so nothing of theirs is lost), saying so in one line on stderr.
+Writing what was produced waits for the client to read it, however slowly; but once a signal has
+come no write waits longer than the shutdown grace (the one requests get): a client that stopped
+reading then has the rest dropped, so that nothing waits for it, and once every session is closed
+the process exits at once, saying so in one line on stderr.
 """
 
 from __future__ import annotations
@@ -114,20 +114,19 @@ async def serve(
     if not await prepared(store):
         return 2
     signalled: int | None = None
-    grace_ends = anyio.Event()  # set when a signal's shutdown grace has run out
 
     async def watch_signals() -> None:
-        # For the whole of serving, the final drain included; the first signal only, so that a
-        # second one (with the default action back in place) cuts the shutdown short.
+        # For the whole of serving, the final writing of the output included; the first signal
+        # only, so that a second one (with the default action back in place) cuts the shutdown
+        # short.
         nonlocal signalled
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
                 signalled = signum
                 connection.stop()
-                break
-        await anyio.sleep(connection.shutdown_grace)
-        grace_ends.set()
+                writer.hurry(connection.shutdown_grace)  # a client that stopped reading is left
+                return
 
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
@@ -160,27 +159,13 @@ async def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 await writer.aclose()  # the writer drains what is queued, then ends
-                await drained(writer, grace_ends)
-            outer.cancel_scope.cancel()
+                await writer.ended.wait()
+            outer.cancel_scope.cancel()  # the signals are no longer watched
     status = exit_status(signalled, sessions.unfinished)
     log.info("served; exit status %d", status)
     if writer.abandoned:
         raise OutputNotRead(status)
     return status
-
-
-async def drained(writer: FrameWriter, grace_ends: anyio.Event) -> None:
-    """Wait until the writer has written everything sent to it (however slowly the client
-    reads), or until `grace_ends`: then it is abandoned."""
-    async with anyio.create_task_group() as waiting:
-
-        async def give_up() -> None:
-            await grace_ends.wait()
-            writer.abandon()
-
-        waiting.start_soon(give_up)
-        await writer.ended.wait()
-        waiting.cancel_scope.cancel()
 
 
 class OutputNotRead(Exception):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
+import math
 import os
 import select
 import stat
@@ -234,8 +235,9 @@ class FrameWriter:
 
     If the output is gone (EPIPE), frames are dropped from then on, so no producer blocks
     forever, and `broken` is set. `abandon` does the same for an output that is still there but
-    no longer read (a shutdown's grace ran out): `run` ends at once, and the write stuck in its
-    worker thread is left to it, the last thing ever written, so no frame is interleaved.
+    no longer read: `run` ends at once, and the write stuck in its worker thread is left to it,
+    the last thing ever written, so no frame is interleaved. After `hurry(timeout)` (a shutdown's
+    grace) a write that takes longer than `timeout` abandons the writer that way.
     """
 
     def __init__(self, fd: int, buffer_size: int = 256) -> None:
@@ -256,6 +258,7 @@ class FrameWriter:
         self.ended = anyio.Event()  # set when `run` has ended
         self.abandoned = False  # `abandon` was called
         self._writing: anyio.CancelScope | None = None  # around a write in the worker thread
+        self._write_timeout = math.inf  # how long a write may take (`hurry`)
         self._work = anyio.Event()  # set when `_items` gets something, or at close
         self._room = anyio.Event()  # set when `run` takes items
         self._poll = select.poll() if hasattr(select, "poll") else None
@@ -355,6 +358,13 @@ class FrameWriter:
             self._room.set()
             self.ended.set()
 
+    def hurry(self, timeout: float) -> None:
+        """From now on, a write that waits more than `timeout` seconds for the reader, the one
+        under way included, abandons the writer."""
+        self._write_timeout = min(self._write_timeout, timeout)
+        if self._writing is not None:
+            self._writing.deadline = min(self._writing.deadline, anyio.current_time() + timeout)
+
     def abandon(self) -> None:
         """Write nothing more: whatever is queued is dropped, and `run` stops waiting for the
         write under way, which its worker thread finishes only if the reader ever reads again
@@ -376,7 +386,7 @@ class FrameWriter:
 
     async def _drain(self) -> None:
         items = self._items
-        while True:
+        while not self.abandoned:
             if not items:
                 if self._closed:
                     return
@@ -422,15 +432,18 @@ class FrameWriter:
 
     async def _in_thread(self, write: Callable[..., _R], *args: object) -> _R | None:
         """`write(*args)` in a worker thread, waited for whole whatever is cancelled (a frame is
-        never half written), unless the writer is abandoned: then None at once."""
+        never half written), unless the writer is abandoned, or the write outlives `hurry`'s
+        timeout (which abandons it): then None at once."""
         if self.abandoned:
             return None
+        deadline = anyio.current_time() + self._write_timeout
         try:
-            with anyio.CancelScope(shield=True) as self._writing:
+            with anyio.CancelScope(shield=True, deadline=deadline) as self._writing:
                 return await anyio.to_thread.run_sync(write, *args, abandon_on_cancel=True)
         finally:
             self._writing = None
-        return None  # abandoned: the scope was cancelled
+        self.abandon()  # cancelled: abandoned, or past its deadline
+        return None
 
     def _write_batches(self, batches: _Batches) -> OSError | None:
         """Make and write each batch (in `run`'s worker thread); the write error, if any."""
