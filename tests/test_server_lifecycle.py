@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from acp_process import AcpProcess
 from surface_values import session_setup
 
 import acp_server
+from acp_server.client.process import serve_command
 from acp_server.core.events import (
     AssistantChunk,
     AssistantChunkData,
@@ -23,6 +25,7 @@ from acp_server.core.events import (
     SessionTitleData,
     StepData,
     StepStart,
+    TurnEnd,
     TurnStart,
     TurnStartData,
 )
@@ -937,3 +940,64 @@ def test_a_signal_whose_shutdown_completes_exits_0(root: Path, signum: int) -> N
         assert server.wait() == 0
     SessionStore(root).continue_session(session_id, 0).writer.close()
     assert os.path.isdir(root / session_id)
+
+
+@pytest.mark.parametrize("answers_waiting", [0, 400])
+def test_sigterm_ends_the_server_when_its_client_stopped_reading(
+    root: Path, answers_waiting: int
+) -> None:
+    """A `session/load` replays megabytes to a client that reads its first bytes, then nothing:
+    the server's output is stuck on a full pipe (and, with `answers_waiting`, the answers of
+    that many requests wait for room behind it). SIGTERM still ends it once its shutdown grace
+    has run out (before, it waited for the reader forever), with the status of a completed
+    shutdown, one line on stderr, and the session's log closed whole."""
+    with AcpProcess(root, "--titles", "off") as seeding:
+        session_id = seeding.result("session/new", {"cwd": "/w", "mcpServers": []})["sessionId"]
+        prompt = [{"type": "text", "text": "x" * 3_000_000}]  # the replay is more than a pipe holds
+        response, _ = seeding.exchange(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": prompt},
+            answer=lambda _: {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+        )
+        assert response["result"]["stopReason"] == "end_turn"
+        assert seeding.finish() == 0
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/load",
+            "params": {"sessionId": session_id, "cwd": "/w", "mcpServers": []},
+        },
+        *(
+            {"jsonrpc": "2.0", "id": 3 + n, "method": "session/new", "params": {"cwd": "/w"}}
+            for n in range(answers_waiting)
+        ),
+    ]
+    process = subprocess.Popen(
+        serve_command(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    try:
+        process.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        assert len(process.stdout.read(65536)) == 65536  # the replay has begun; no more is read
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(30)
+        stderr = process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            pipe.close()
+    assert status == 0
+    assert stderr == (
+        "acp-server serve: the client was not reading its output;"
+        " what was left to write is dropped\n"
+    )
+    continued = SessionStore(root).continue_session(session_id, 0)
+    continued.writer.close()
+    assert (continued.dropped_torn_tail, continued.closers) == (False, [])
+    assert isinstance(continued.events[-1], TurnEnd)

@@ -266,6 +266,78 @@ async def test_broken_output_drops_frames_without_raising() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_abandoned_writer_ends_and_writes_nothing_after_the_frame_it_was_writing() -> None:
+    read_end, write_end = os.pipe()
+    stuck = b"s" * (4 << 20) + b"\n"  # more than the pipe holds: its write waits for a reader
+    writer = FrameWriter(write_end)
+    received = bytearray()
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer.run)
+                await writer.send(stuck)
+                await anyio.wait_readable(read_end)  # the stuck frame's write has begun
+                await writer.send(b'{"queued":1}\n')  # waits behind it
+                await writer.aclose()
+                writer.abandon()
+                await writer.ended.wait()  # `run` ends although the write has not
+                await writer.send(b'{"after":1}\n')  # dropped
+    finally:
+        while len(received) < len(stuck):  # the reader is back: the stuck write completes
+            received += os.read(read_end, 1 << 16)
+    os.close(write_end)
+    drain(read_end, received)
+    os.close(read_end)
+    assert (writer.abandoned, writer.broken.is_set()) == (True, True)
+    assert bytes(received) == stuck
+
+
+@pytest.mark.anyio
+async def test_a_hurried_writer_abandons_a_write_that_outlives_its_timeout() -> None:
+    read_end, write_end = os.pipe()
+    stuck = b"s" * (4 << 20) + b"\n"
+    writer = FrameWriter(write_end)
+    received = bytearray()
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer.run)
+                await writer.send(stuck)
+                await anyio.wait_readable(read_end)  # the stuck frame's write has begun
+                writer.hurry(0)
+                await writer.ended.wait()
+    finally:
+        while len(received) < len(stuck):
+            received += os.read(read_end, 1 << 16)
+    os.close(write_end)
+    drain(read_end, received)
+    os.close(read_end)
+    assert writer.abandoned
+    assert bytes(received) == stuck
+
+
+@pytest.mark.anyio
+async def test_a_hurried_writer_still_writes_everything_to_a_reader_that_reads() -> None:
+    read_end, write_end = os.pipe()
+    received = bytearray()
+    thread = threading.Thread(target=drain, args=(read_end, received))
+    thread.start()
+    frames = [b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * 300_000) for n in range(20)]
+    writer = FrameWriter(write_end)
+    writer.hurry(60)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        for frame in frames:
+            await writer.send(frame)
+        await writer.aclose()
+    os.close(write_end)
+    thread.join(10)
+    os.close(read_end)
+    assert not writer.abandoned
+    assert bytes(received) == b"".join(frames)
+
+
+@pytest.mark.anyio
 async def test_small_frames_are_written_at_once() -> None:
     read_end, write_end = os.pipe()
     try:

@@ -5,6 +5,11 @@ same way: in-flight requests are given a moment to finish, every session log is 
 and unlocked, every frame already produced is written, and the logs are flushed. It exits 0,
 unless a signal's shutdown could not finish (a session's work outlived the wait, a log could not
 be written or closed): then 128 + the signal number (`lifetime.exit_status`).
+
+Writing what was produced waits for the client to read it, however slowly; but once a signal has
+come no write waits longer than the shutdown grace (the one requests get): a client that stopped
+reading then has the rest dropped, so that nothing waits for it, and once every session is closed
+the process exits at once, saying so in one line on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -109,8 +115,22 @@ async def serve(
         return 2
     signalled: int | None = None
 
+    async def watch_signals() -> None:
+        # For the whole of serving, the final writing of the output included; the first signal
+        # only, so that a second one (with the default action back in place) cuts the shutdown
+        # short.
+        nonlocal signalled
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %d: shutting down", signum)
+                signalled = signum
+                connection.stop()
+                writer.hurry(connection.shutdown_grace)  # a client that stopped reading is left
+                return
+
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
+        outer.start_soon(watch_signals)
         try:
             async with sessions_served(store, provider) as sessions:
                 agent = AcpAgent(
@@ -126,21 +146,11 @@ async def serve(
                     # Answered already: only what the client told us stays.
                     agent.answered_early(handover.initialized)
 
-                async def watch_signals() -> None:
-                    nonlocal signalled
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            log.info("signal %d: shutting down", signum)
-                            signalled = signum
-                            connection.stop()
-                            return
-
                 async def watch_output() -> None:
                     await writer.broken.wait()
                     connection.stop()  # nobody can hear us any more
 
                 async with anyio.create_task_group() as watchers:
-                    watchers.start_soon(watch_signals)
                     watchers.start_soon(watch_output)
                     await connection.serve(
                         lines(Prefixed(handover.read, reader), config.max_line_bytes)
@@ -149,9 +159,23 @@ async def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 await writer.aclose()  # the writer drains what is queued, then ends
+                await writer.ended.wait()
+            outer.cancel_scope.cancel()  # the signals are no longer watched
     status = exit_status(signalled, sessions.unfinished)
     log.info("served; exit status %d", status)
+    if writer.abandoned:
+        raise OutputNotRead(status)
     return status
+
+
+class OutputNotRead(Exception):
+    """Serving ended (every session closed) with output the client never read: a write of it
+    is still blocked in a worker thread, which nothing can end, so the process must exit
+    without waiting for its threads (`_run` does)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def open_config_store(config: ServeConfig) -> Store:
@@ -213,6 +237,14 @@ def _run(main: Callable[..., Awaitable[int]], *args: Any) -> int:
         return anyio.run(main, *args, backend_options={"use_uvloop": _have_uvloop()})
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         return 130
+    except OutputNotRead as ended:
+        sys.stderr.write(
+            "acp-server serve: the client was not reading its output;"
+            " what was left to write is dropped\n"
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(ended.status)  # the thread stuck writing would hold up a normal exit forever
     finally:
         logging.shutdown()
 

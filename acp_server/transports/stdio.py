@@ -27,19 +27,22 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
+import math
 import os
 import select
 import stat
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Final, Protocol, cast
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Final, Protocol, TypeVar, cast
 
 import anyio
 
 from ..jsonrpc.peer import MAX_MESSAGE_BYTES, Oversized
 
 log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
 
 DEFAULT_MAX_LINE_BYTES: Final = MAX_MESSAGE_BYTES
 """Largest accepted line, without its newline (SPEC 0: one JSON message per line)."""
@@ -231,7 +234,10 @@ class FrameWriter:
       (frames or batches) or `QUEUE_BYTES` bytes are queued.
 
     If the output is gone (EPIPE), frames are dropped from then on, so no producer blocks
-    forever, and `broken` is set.
+    forever, and `broken` is set. `abandon` does the same for an output that is still there but
+    no longer read: `run` ends at once, and the write stuck in its worker thread is left to it,
+    the last thing ever written, so no frame is interleaved. After `hurry(timeout)` (a shutdown's
+    grace) a write that takes longer than `timeout` abandons the writer that way.
     """
 
     def __init__(self, fd: int, buffer_size: int = 256) -> None:
@@ -249,6 +255,10 @@ class FrameWriter:
         self._burst_bytes = 0  # bytes sent in this turn of the event loop
         self._closed = False  # `aclose` was called
         self._finished = False  # `run` has ended
+        self.ended = anyio.Event()  # set when `run` has ended
+        self.abandoned = False  # `abandon` was called
+        self._writing: anyio.CancelScope | None = None  # around a write in the worker thread
+        self._write_timeout = math.inf  # how long a write may take (`hurry`)
         self._work = anyio.Event()  # set when `_items` gets something, or at close
         self._room = anyio.Event()  # set when `run` takes items
         self._poll = select.poll() if hasattr(select, "poll") else None
@@ -346,10 +356,37 @@ class FrameWriter:
         finally:
             self._finished = True
             self._room.set()
+            self.ended.set()
+
+    def hurry(self, timeout: float) -> None:
+        """From now on, a write that waits more than `timeout` seconds for the reader, the one
+        under way included, abandons the writer."""
+        self._write_timeout = min(self._write_timeout, timeout)
+        if self._writing is not None:
+            self._writing.deadline = min(self._writing.deadline, anyio.current_time() + timeout)
+
+    def abandon(self) -> None:
+        """Write nothing more: whatever is queued is dropped, and `run` stops waiting for the
+        write under way, which its worker thread finishes only if the reader ever reads again
+        (after it, nothing is written: the frame it holds cannot be interleaved)."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        log.info("protocol output not being read; dropping what is left to write")
+        self._broken = True
+        self.broken.set()
+        self._batch.clear()
+        self._batch_bytes = 0
+        self._items.clear()
+        self._items_bytes = 0
+        self._room.set()
+        self._work.set()
+        if self._writing is not None:
+            self._writing.cancel()
 
     async def _drain(self) -> None:
         items = self._items
-        while True:
+        while not self.abandoned:
             if not items:
                 if self._closed:
                     return
@@ -362,8 +399,7 @@ class FrameWriter:
                 items.popleft()
                 self._room.set()
                 try:
-                    with anyio.CancelScope(shield=True):  # a frame is never half written
-                        failure = await anyio.to_thread.run_sync(self._write_batches, head)
+                    failure = await self._in_thread(self._write_batches, head)
                     if failure is not None:
                         self._break(failure)
                 finally:
@@ -386,14 +422,28 @@ class FrameWriter:
                 elif len(data) <= _PIPE_BUF and self._writable_now():
                     _write_all(self.fd, data)
                 else:
-                    with anyio.CancelScope(shield=True):  # a frame is never half written
-                        await anyio.to_thread.run_sync(_write_all, self.fd, data)
+                    await self._in_thread(_write_all, self.fd, data)
             except OSError as exc:
                 self._break(exc)
             finally:
                 self._queued -= count
 
     # -- internals -----------------------------------------------------------------------------
+
+    async def _in_thread(self, write: Callable[..., _R], *args: object) -> _R | None:
+        """`write(*args)` in a worker thread, waited for whole whatever is cancelled (a frame is
+        never half written), unless the writer is abandoned, or the write outlives `hurry`'s
+        timeout (which abandons it): then None at once."""
+        if self.abandoned:
+            return None
+        deadline = anyio.current_time() + self._write_timeout
+        try:
+            with anyio.CancelScope(shield=True, deadline=deadline) as self._writing:
+                return await anyio.to_thread.run_sync(write, *args, abandon_on_cancel=True)
+        finally:
+            self._writing = None
+        self.abandon()  # cancelled: abandoned, or past its deadline
+        return None
 
     def _write_batches(self, batches: _Batches) -> OSError | None:
         """Make and write each batch (in `run`'s worker thread); the write error, if any."""
