@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from acp_server.agent.tools.globs import GlobError, compile_glob
+from acp_server.core.line_regex import PathRegex
 
 CASES = [
     ("*.py", "a.py", True),
@@ -46,10 +46,11 @@ backtracks for about ten seconds holding the GIL (each star more multiplies that
 
 
 def test_a_catastrophic_glob_is_matched_in_linear_time() -> None:
-    started = time.perf_counter()
-    matched = compile_glob(CATASTROPHIC).fullmatch("a" * 80)
-    assert (matched, time.perf_counter() - started < 1.0) == (None, True)
-    assert compile_glob(CATASTROPHIC).fullmatch("a" * 80 + "b") is not None
+    # RE2's matcher, not Python's backtracking one (whose cost is for benchmarks/, not a test).
+    compiled = compile_glob(CATASTROPHIC)
+    assert type(compiled) is PathRegex
+    assert compiled.fullmatch("a" * 80) is None
+    assert compiled.fullmatch("a" * 80 + "b") is not None
 
 
 def test_a_glob_that_makes_no_valid_expression_is_a_glob_error() -> None:
