@@ -11,7 +11,8 @@ import random
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -155,18 +156,16 @@ def drain(fd: int, into: bytearray, delay: float = 0.0) -> None:
             time.sleep(delay)
 
 
-@pytest.mark.anyio
-async def test_writer_keeps_order_across_small_and_large_frames() -> None:
+async def sent_through_a_pipe(
+    frames: list[bytes], make: Callable[[int], FrameWriter], delay: float = 0.0
+) -> tuple[FrameWriter, bytes]:
+    """`frames` sent one by one through the writer `make` makes for a pipe's end, to a reader
+    that reads everything (pausing `delay` seconds between reads); the writer and what was read."""
     read_end, write_end = os.pipe()
     received = bytearray()
-    thread = threading.Thread(target=drain, args=(read_end, received, 0.001))
+    thread = threading.Thread(target=drain, args=(read_end, received, delay))
     thread.start()
-    frames = []
-    rng = random.Random(3)
-    for n in range(300):
-        size = rng.choice([10, 100, 5000, 200_000])
-        frames.append(json.dumps({"n": n, "pad": "x" * size}).encode() + b"\n")
-    writer = FrameWriter(write_end, buffer_size=8)
+    writer = make(write_end)
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
         for frame in frames:
@@ -175,7 +174,20 @@ async def test_writer_keeps_order_across_small_and_large_frames() -> None:
     os.close(write_end)
     thread.join(10)
     os.close(read_end)
-    assert bytes(received) == b"".join(frames)
+    return writer, bytes(received)
+
+
+@pytest.mark.anyio
+async def test_writer_keeps_order_across_small_and_large_frames() -> None:
+    frames = []
+    rng = random.Random(3)
+    for n in range(300):
+        size = rng.choice([10, 100, 5000, 200_000])
+        frames.append(json.dumps({"n": n, "pad": "x" * size}).encode() + b"\n")
+    _, received = await sent_through_a_pipe(
+        frames, lambda fd: FrameWriter(fd, buffer_size=8), delay=0.001
+    )
+    assert received == b"".join(frames)
 
 
 @pytest.mark.anyio
@@ -265,76 +277,67 @@ async def test_broken_output_drops_frames_without_raising() -> None:
     os.close(write_end)
 
 
-@pytest.mark.anyio
-async def test_an_abandoned_writer_ends_and_writes_nothing_after_the_frame_it_was_writing() -> None:
+STUCK = b"s" * (4 << 20) + b"\n"
+"""More than a pipe holds: its write waits for a reader."""
+
+
+@asynccontextmanager
+async def writing_a_stuck_frame(received: bytearray) -> AsyncIterator[FrameWriter]:
+    """A running writer whose write of `STUCK` has begun and waits for a reader that has
+    stopped reading; on leaving, once the writer has ended, the reader is back and reads
+    everything written into `received`."""
     read_end, write_end = os.pipe()
-    stuck = b"s" * (4 << 20) + b"\n"  # more than the pipe holds: its write waits for a reader
     writer = FrameWriter(write_end)
-    received = bytearray()
     try:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(writer.run)
-                await writer.send(stuck)
+                await writer.send(STUCK)
                 await anyio.wait_readable(read_end)  # the stuck frame's write has begun
-                await writer.send(b'{"queued":1}\n')  # waits behind it
-                await writer.aclose()
-                writer.abandon()
-                await writer.ended.wait()  # `run` ends although the write has not
-                await writer.send(b'{"after":1}\n')  # dropped
+                yield writer
     finally:
-        while len(received) < len(stuck):  # the reader is back: the stuck write completes
+        while len(received) < len(STUCK):  # the reader is back: the stuck write completes
             received += os.read(read_end, 1 << 16)
-    os.close(write_end)
-    drain(read_end, received)
-    os.close(read_end)
+        os.close(write_end)
+        drain(read_end, received)
+        os.close(read_end)
+
+
+@pytest.mark.anyio
+async def test_an_abandoned_writer_ends_and_writes_nothing_after_the_frame_it_was_writing() -> None:
+    received = bytearray()
+    async with writing_a_stuck_frame(received) as writer:
+        await writer.send(b'{"queued":1}\n')  # waits behind it
+        await writer.aclose()
+        writer.abandon()
+        await writer.ended.wait()  # `run` ends although the write has not
+        await writer.send(b'{"after":1}\n')  # dropped
     assert (writer.abandoned, writer.broken.is_set()) == (True, True)
-    assert bytes(received) == stuck
+    assert bytes(received) == STUCK
 
 
 @pytest.mark.anyio
 async def test_a_hurried_writer_abandons_a_write_that_outlives_its_timeout() -> None:
-    read_end, write_end = os.pipe()
-    stuck = b"s" * (4 << 20) + b"\n"
-    writer = FrameWriter(write_end)
     received = bytearray()
-    try:
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(writer.run)
-                await writer.send(stuck)
-                await anyio.wait_readable(read_end)  # the stuck frame's write has begun
-                writer.hurry(0)
-                await writer.ended.wait()
-    finally:
-        while len(received) < len(stuck):
-            received += os.read(read_end, 1 << 16)
-    os.close(write_end)
-    drain(read_end, received)
-    os.close(read_end)
+    async with writing_a_stuck_frame(received) as writer:
+        writer.hurry(0)
+        await writer.ended.wait()
     assert writer.abandoned
-    assert bytes(received) == stuck
+    assert bytes(received) == STUCK
 
 
 @pytest.mark.anyio
 async def test_a_hurried_writer_still_writes_everything_to_a_reader_that_reads() -> None:
-    read_end, write_end = os.pipe()
-    received = bytearray()
-    thread = threading.Thread(target=drain, args=(read_end, received))
-    thread.start()
     frames = [b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * 300_000) for n in range(20)]
-    writer = FrameWriter(write_end)
-    writer.hurry(60)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(writer.run)
-        for frame in frames:
-            await writer.send(frame)
-        await writer.aclose()
-    os.close(write_end)
-    thread.join(10)
-    os.close(read_end)
+
+    def hurried(fd: int) -> FrameWriter:
+        writer = FrameWriter(fd)
+        writer.hurry(60)
+        return writer
+
+    writer, received = await sent_through_a_pipe(frames, hurried)
     assert not writer.abandoned
-    assert bytes(received) == b"".join(frames)
+    assert received == b"".join(frames)
 
 
 @pytest.mark.anyio
