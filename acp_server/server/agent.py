@@ -569,7 +569,7 @@ class AcpAgent:
         `$/cancel_request` cancels it."""
         services = self.sessions.services
         if services is None or not self.turns_outlive:
-            return await self.conversations.prompt(session, prompt, place=place)
+            return await self.conversations.prompt(session, prompt, place)
         outcome: list[StopReason] = []
         failure: list[Exception] = []
         done = anyio.Event()
@@ -578,7 +578,7 @@ class AcpAgent:
         async def run() -> None:
             try:
                 with scope:
-                    outcome.append(await self.conversations.prompt(session, prompt, place=place))
+                    outcome.append(await self.conversations.prompt(session, prompt, place))
             except Exception as exc:
                 failure.append(exc)
             finally:

@@ -121,19 +121,17 @@ class Conversations:
         self,
         session: LiveSession,
         prompt: list[ContentBlock],
+        place: Place,
         message_id: str | None = None,
-        place: Place | None = None,
     ) -> StopReason:
         """Run one turn for this connection's client, once its `place` (taken by `admit` as
-        the prompt was received; by default now) holds the turn: while another prompt is
-        being answered it waits in the session's queue (`cancelled` when `session/cancel`
-        withdraws it). `message_id`: the id its user message is logged with (a v2 prompt's
-        receipt), by default the turn's `user-N`.
+        the prompt was received) holds the turn: while another prompt is being answered it
+        waits in the session's queue (`cancelled` when `session/cancel` withdraws it).
+        `message_id`: the id its user message is logged with (a v2 prompt's receipt), by
+        default the turn's `user-N`.
 
         Every attached client that shows state (v2) is told the turn runs, then that the
         session is idle again and why: its stop reason, or `error` with the error."""
-        if place is None:
-            place = self.admit(session)
         if not await self._wait_turn(session, place):
             return "cancelled"
         try:

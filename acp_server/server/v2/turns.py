@@ -112,7 +112,7 @@ class V2Turns:
                         "session/update",
                         SessionNotification(session.id, UserMessageShown(message_id, prompt)),
                     )
-                await agent.conversations.prompt(session, prompt, message_id, place)
+                await agent.conversations.prompt(session, prompt, place, message_id)
             except CLIENT_GONE:
                 pass
             except Exception as exc:  # its idle `error` said so; the log has the rest
